@@ -1,0 +1,1 @@
+"""Readers and writers for every Ascend dump artefact (no TensorFlow needed)."""
