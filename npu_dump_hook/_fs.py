@@ -1,0 +1,508 @@
+"""File-system primitives for bundles: staging, safe paths, link-or-copy, hashing, archives.
+
+Contract (normative for everything in this module):
+
+* **Never modify the source.** Source files are only opened for reading or hard-linked
+  (a hard link changes the inode's link count and ctime, never its bytes or mtime).
+* **Never follow a symlink out of the source tree.** :func:`walk_files` yields a symlink
+  only when it resolves to a regular file inside the tree (the target is then read);
+  links to outside files, links to directories, devices, FIFOs and sockets are skipped
+  and reported as warnings.
+* **Safe relative paths.** :func:`safe_relpath` rejects absolute paths, ``..``, NUL and
+  empty names with :class:`~npu_dump_hook.errors.UnsafePathError`.
+* **Atomic staging.** :class:`Staging` builds the result in a uniquely named hidden folder
+  beside the destination (``.{name}.staging-{pid}-{random}``) and renames it into place
+  only when complete. An existing non-empty destination is refused with
+  :class:`~npu_dump_hook.errors.BundleExistsError` unless ``force``; with ``force`` the old
+  destination is moved aside only after the new one is complete, and removed after the
+  swap. Staging folders left by a killed process are swept by the next run.
+* **Link modes.** ``hardlink`` links (error if impossible), ``copy`` copies, ``auto`` links
+  when possible (same file system, permitted) and copies otherwise. Copies without hashing
+  use ``shutil.copyfile`` (``os.sendfile`` / ``copy_file_range`` kernel paths); copies with
+  hashing read each byte once, hashing and writing the same buffer.
+* **Archives.** :func:`pack_archive` writes regular files and folders only (never link
+  members); :func:`extract_archive` rejects members that escape the root, links, devices
+  and FIFOs with :class:`~npu_dump_hook.errors.UnsafePathError` before writing anything
+  outside the destination.
+"""
+import collections
+import errno
+import hashlib
+import logging
+import os
+import shutil
+import stat
+import tarfile
+import tempfile
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Deque, Iterable, Iterator, List, NamedTuple, Optional, Tuple
+
+from .errors import BundleError, BundleExistsError, UnsafePathError
+
+__all__ = [
+    "LINK_MODES",
+    "CHUNK_SIZE",
+    "safe_relpath",
+    "safe_join",
+    "SourceFile",
+    "walk_files",
+    "PlacedFile",
+    "place_file",
+    "sha256_file",
+    "parallel_map",
+    "default_workers",
+    "is_nonempty",
+    "Staging",
+    "sweep_stale_staging",
+    "atomic_write_bytes",
+    "pack_archive",
+    "extract_archive",
+    "archive_format",
+]
+
+logger = logging.getLogger(__name__)
+
+LINK_MODES = ("auto", "hardlink", "copy")
+CHUNK_SIZE = 1 << 20
+# errno values meaning "a hard link is not possible here", for link="auto" fallback.
+_LINK_FALLBACK_ERRNOS = frozenset(
+    e for e in (errno.EXDEV, errno.EPERM, errno.EACCES, errno.EMLINK, errno.ENOTSUP,
+                getattr(errno, "EOPNOTSUPP", errno.ENOTSUP), errno.ENOSYS) if e is not None
+)
+_STAGING_TAG = ".staging-"
+_OLD_TAG = ".old-"
+
+
+# -- safe paths ---------------------------------------------------------------------------
+def safe_relpath(rel: str) -> str:
+    """Return ``rel`` as a normalized POSIX relative path, or raise UnsafePathError.
+
+    Rejected: non-strings, empty paths, NUL bytes, absolute paths (``/x``, ``C:/x``
+    style drive roots), and any ``..`` component. ``.`` and empty components are dropped.
+    """
+    if not isinstance(rel, str) or not rel:
+        raise UnsafePathError("empty or non-string path {!r}".format(rel), rel)
+    if "\x00" in rel:
+        raise UnsafePathError("path {!r} contains NUL".format(rel), rel)
+    if rel.startswith("/") or (len(rel) > 1 and rel[1] == ":"):
+        raise UnsafePathError("path {!r} is absolute".format(rel), rel)
+    parts = [p for p in rel.split("/") if p not in ("", ".")]
+    if any(p == ".." for p in parts):
+        raise UnsafePathError("path {!r} escapes its root ('..')".format(rel), rel)
+    if not parts:
+        raise UnsafePathError("path {!r} names the root itself".format(rel), rel)
+    return "/".join(parts)
+
+
+def safe_join(root: str, rel: str) -> str:
+    """``root`` joined with the checked relative path ``rel`` (see :func:`safe_relpath`)."""
+    return os.path.join(root, *safe_relpath(rel).split("/"))
+
+
+def _is_within(path: str, root: str) -> bool:
+    root = root.rstrip(os.sep) or os.sep
+    return path == root or path.startswith(root + os.sep)
+
+
+# -- walking a source tree ----------------------------------------------------------------
+class SourceFile(NamedTuple):
+    """A regular file found under a source root: ``rel`` (POSIX, relative to the root),
+    ``path`` (what to read: the file itself, or the in-tree target of a symlink), ``size``."""
+
+    rel: str
+    path: str
+    size: int
+
+
+def walk_files(root: str, warnings: Optional[List[str]] = None) -> Iterator[SourceFile]:
+    """Yield the regular files under ``root`` in sorted order, without following links out.
+
+    Skipped entries (links leaving the tree, links to folders, special files) are logged
+    and appended to ``warnings`` when given.
+    """
+    root = os.path.abspath(root)
+    real_root = os.path.realpath(root)
+    stack = [("", root)]
+    while stack:
+        rel_dir, abs_dir = stack.pop()
+        with os.scandir(abs_dir) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        subdirs = []
+        for entry in entries:
+            rel = entry.name if not rel_dir else rel_dir + "/" + entry.name
+            found = _classify_entry(entry, rel, real_root, warnings)
+            if found == "dir":
+                subdirs.append((rel, entry.path))
+            elif found is not None:
+                yield found
+        stack.extend(reversed(subdirs))
+
+
+def _classify_entry(entry: "os.DirEntry", rel: str, real_root: str,
+                    warnings: Optional[List[str]]) -> Any:
+    if entry.is_symlink():
+        target = os.path.realpath(entry.path)
+        if _is_within(target, real_root) and os.path.isfile(target) and not os.path.islink(target):
+            return SourceFile(rel, target, os.stat(target).st_size)
+        _warn(warnings, "skipped symlink {} -> {} (a folder, missing, or outside the source tree)".format(
+            entry.path, os.readlink(entry.path)))
+        return None
+    if entry.is_dir(follow_symlinks=False):
+        return "dir"
+    if entry.is_file(follow_symlinks=False):
+        return SourceFile(rel, entry.path, entry.stat(follow_symlinks=False).st_size)
+    _warn(warnings, "skipped special file {} (not a regular file)".format(entry.path))
+    return None
+
+
+def _warn(warnings: Optional[List[str]], message: str) -> None:
+    logger.warning("%s", message)
+    if warnings is not None:
+        warnings.append(message)
+
+
+# -- placing (link or copy) and hashing ---------------------------------------------------
+class PlacedFile(NamedTuple):
+    """Outcome of :func:`place_file`: bytes placed, sha256 hex (or None), and ``how``
+    (``"hardlink"`` or ``"copy"``)."""
+
+    size: int
+    sha256: Optional[str]
+    how: str
+
+
+def sha256_file(path: str, chunk_size: int = CHUNK_SIZE) -> Tuple[int, str]:
+    """(size, sha256 hex) of the file at ``path``, streamed in ``chunk_size`` pieces."""
+    digest = hashlib.sha256()
+    size = 0
+    buf = bytearray(chunk_size)
+    view = memoryview(buf)
+    with open(path, "rb", buffering=0) as src:
+        while True:
+            n = src.readinto(buf)
+            if not n:
+                break
+            digest.update(view[:n])
+            size += n
+    return size, digest.hexdigest()
+
+
+def place_file(src: str, dst: str, link: str = "auto", checksum: bool = True) -> PlacedFile:
+    """Put the bytes of ``src`` at ``dst`` (which must not exist) by ``link`` mode.
+
+    With ``checksum`` the sha256 is computed from the single read that also copies
+    (copy), or from one read of the linked inode (hardlink).
+    """
+    if link not in LINK_MODES:
+        raise BundleError("link mode {!r} is not one of {}".format(link, ", ".join(LINK_MODES)), dst)
+    if link in ("auto", "hardlink"):
+        try:
+            os.link(src, dst, follow_symlinks=False)
+        except OSError as exc:
+            if link == "hardlink" or exc.errno not in _LINK_FALLBACK_ERRNOS:
+                raise BundleError("cannot hard-link {} to {}: {}".format(src, dst, exc.strerror), dst)
+            logger.debug("hard link %s -> %s impossible (%s); copying", src, dst, exc.strerror)
+        else:
+            if checksum:
+                size, digest = sha256_file(dst)
+                return PlacedFile(size, digest, "hardlink")
+            return PlacedFile(os.stat(dst).st_size, None, "hardlink")
+    return _copy(src, dst, checksum)
+
+
+def _copy(src: str, dst: str, checksum: bool) -> PlacedFile:
+    st = os.stat(src)
+    if not checksum:
+        shutil.copyfile(src, dst)  # kernel fast path (sendfile / copy_file_range)
+        size, digest = os.stat(dst).st_size, None
+    else:
+        size, digest = _copy_hashing(src, dst)
+    os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))  # keep the dump's timestamps
+    return PlacedFile(size, digest, "copy")
+
+
+def _copy_hashing(src: str, dst: str) -> Tuple[int, str]:
+    digest = hashlib.sha256()
+    size = 0
+    buf = bytearray(CHUNK_SIZE)
+    view = memoryview(buf)
+    fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        with open(src, "rb", buffering=0) as fin:
+            while True:
+                n = fin.readinto(buf)
+                if not n:
+                    break
+                chunk = view[:n]
+                digest.update(chunk)  # releases the GIL for large buffers
+                written = 0
+                while written < n:
+                    written += os.write(fd, chunk[written:])
+                size += n
+    finally:
+        os.close(fd)
+    return size, digest.hexdigest()
+
+
+def default_workers() -> int:
+    """A small thread pool: I/O and hashing overlap well with 2-4 threads."""
+    return max(2, min(4, (os.cpu_count() or 1) * 2))
+
+
+def parallel_map(fn: Callable[[Any], Any], items: Iterable[Any], workers: Optional[int] = None,
+                 window: Optional[int] = None) -> Iterator[Any]:
+    """``map(fn, items)`` on a thread pool, results in input order, at most ``window``
+    calls in flight (so 100,000 items never mean 100,000 pending futures)."""
+    workers = workers or default_workers()
+    if workers <= 1:
+        for item in items:
+            yield fn(item)
+        return
+    window = window or workers * 4
+    pending = collections.deque()  # type: Deque[Any]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        try:
+            for item in items:
+                pending.append(pool.submit(fn, item))
+                if len(pending) >= window:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for fut in pending:
+                fut.cancel()
+
+
+# -- destinations and staging -------------------------------------------------------------
+def is_nonempty(path: str) -> bool:
+    """True when ``path`` exists and is a non-empty folder or any non-folder."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        with os.scandir(path) as it:
+            return any(True for _ in it)
+    return os.path.lexists(path)
+
+
+def _check_destination(dest: str, force: bool) -> None:
+    if not force and is_nonempty(dest):
+        raise BundleExistsError("destination {} exists and is not empty (use force / --force)".format(dest), dest)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale_staging(dest: str) -> List[str]:
+    """Remove staging/old folders for ``dest`` left by processes that no longer run."""
+    parent, name = os.path.split(os.path.abspath(dest))
+    removed = []
+    if not os.path.isdir(parent):
+        return removed
+    for tag in (_STAGING_TAG, _OLD_TAG):
+        prefix = "." + name + tag
+        for entry in os.listdir(parent):
+            if not entry.startswith(prefix):
+                continue
+            pid_text = entry[len(prefix):].split("-", 1)[0]
+            if pid_text.isdigit() and not _pid_alive(int(pid_text)):
+                _remove(os.path.join(parent, entry))
+                removed.append(os.path.join(parent, entry))
+    return removed
+
+
+def _remove(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    elif os.path.lexists(path):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def _unique_sibling(dest: str, tag: str, suffix: str = "") -> str:
+    parent, name = os.path.split(os.path.abspath(dest))
+    return os.path.join(parent, ".{}{}{}-{}{}".format(name, tag, os.getpid(), uuid.uuid4().hex[:12], suffix))
+
+
+class Staging:
+    """A hidden folder (or file, ``as_file=True``) beside ``dest``, renamed into place by
+    :meth:`commit`; removed by :meth:`abort` or when the ``with`` block raises."""
+
+    def __init__(self, dest: str, force: bool = False, as_file: bool = False, suffix: str = "") -> None:
+        self.dest = os.path.abspath(dest)
+        self.force = force
+        _check_destination(self.dest, force)
+        parent = os.path.dirname(self.dest)
+        os.makedirs(parent, exist_ok=True)
+        sweep_stale_staging(self.dest)
+        self.path = _unique_sibling(self.dest, _STAGING_TAG, suffix)
+        if not as_file:
+            os.mkdir(self.path)
+        self.committed = False
+
+    def __enter__(self) -> "Staging":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None or not self.committed:
+            self.abort()
+
+    def abort(self) -> None:
+        """Remove the staging folder (idempotent)."""
+        _remove(self.path)
+
+    def commit(self) -> str:
+        """Rename the finished staging folder (or file) to ``dest``; return ``dest``."""
+        if self.force and is_nonempty(self.dest):
+            self._swap_forced()
+        else:
+            try:
+                _rename_no_clobber(self.path, self.dest)
+            except OSError as exc:
+                if exc.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.EISDIR, errno.ENOTDIR):
+                    raise BundleExistsError(
+                        "destination {} appeared and is not empty (use force / --force)".format(self.dest), self.dest)
+                raise
+        self.committed = True
+        return self.dest
+
+    def _swap_forced(self) -> None:
+        if not os.path.isdir(self.path) and not os.path.isdir(self.dest):
+            os.replace(self.path, self.dest)  # file over file: one atomic step
+            return
+        old = _unique_sibling(self.dest, _OLD_TAG)
+        os.rename(self.dest, old)
+        try:
+            os.rename(self.path, self.dest)
+        except BaseException:
+            os.rename(old, self.dest)  # put the previous result back
+            raise
+        _remove(old)
+
+
+def _rename_no_clobber(src: str, dest: str) -> None:
+    """Move ``src`` to ``dest`` unless ``dest`` holds something (an empty folder is replaced)."""
+    if os.path.isdir(src):
+        os.rename(src, dest)  # fails with ENOTEMPTY/ENOTDIR unless dest is absent or an empty folder
+        return
+    if os.path.isdir(dest) and not os.path.islink(dest) and not is_nonempty(dest):
+        os.rmdir(dest)
+    os.link(src, dest)  # EEXIST instead of silently replacing a file that appeared meanwhile
+    os.unlink(src)
+
+
+def atomic_write_bytes(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a sibling temp file and ``os.replace``."""
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=os.path.dirname(path) or ".")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        _remove(tmp)
+        raise
+
+
+# -- archives ------------------------------------------------------------------------------
+def archive_format(path: str) -> Optional[str]:
+    """``"tar"``, ``"tar.gz"`` or None, from the file name."""
+    low = path.lower()
+    if low.endswith(".tar.gz") or low.endswith(".tgz"):
+        return "tar.gz"
+    if low.endswith(".tar"):
+        return "tar"
+    return None
+
+
+def pack_archive(src_dir: str, out_path: str, fmt: str, arcroot: str) -> None:
+    """Pack ``src_dir`` into ``out_path`` (``fmt`` "tar" or "tar.gz") under the top folder
+    ``arcroot``. Members are folders and regular files only, sorted, owner-neutral."""
+    if fmt not in ("tar", "tar.gz"):
+        raise BundleError("archive format {!r} is not tar or tar.gz".format(fmt), out_path)
+    arcroot = safe_relpath(arcroot)
+    mode = "w:gz" if fmt == "tar.gz" else "w"
+    with tarfile.open(out_path, mode, format=tarfile.PAX_FORMAT) as tar:
+        tar.addfile(_tarinfo(arcroot, os.stat(src_dir), tarfile.DIRTYPE))
+        for dirpath, dirnames, filenames in os.walk(src_dir):
+            dirnames.sort()
+            rel_dir = os.path.relpath(dirpath, src_dir)
+            prefix = arcroot if rel_dir == "." else arcroot + "/" + rel_dir.replace(os.sep, "/")
+            for d in dirnames:
+                tar.addfile(_tarinfo(prefix + "/" + d, os.stat(os.path.join(dirpath, d)), tarfile.DIRTYPE))
+            for f in sorted(filenames):
+                full = os.path.join(dirpath, f)
+                st = os.lstat(full)
+                if not stat.S_ISREG(st.st_mode):
+                    raise BundleError("refusing to archive non-regular file {}".format(full), full)
+                with open(full, "rb") as fh:
+                    tar.addfile(_tarinfo(prefix + "/" + f, st, tarfile.REGTYPE), fh)
+
+
+def _tarinfo(name: str, st: os.stat_result, kind: bytes) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.mtime = int(st.st_mtime)
+    info.mode = 0o755 if kind == tarfile.DIRTYPE else 0o644
+    info.size = st.st_size if kind == tarfile.REGTYPE else 0
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info
+
+
+def extract_archive(archive: str, dest_dir: str) -> List[str]:
+    """Extract ``archive`` (tar, any compression) into the existing folder ``dest_dir``.
+
+    Every member is checked before it is written: a name that is absolute or uses ``..``,
+    a symlink or hard link, a device or FIFO raises UnsafePathError naming the member.
+    Returns the top-level names extracted.
+    """
+    tops = []  # type: List[str]
+    try:
+        tar = tarfile.open(archive, "r:*")
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise BundleError("{} is not a readable tar archive: {}".format(archive, exc), archive)
+    with tar:
+        try:
+            for member in tar:
+                _extract_member(tar, member, archive, dest_dir, tops)
+        except (tarfile.TarError, EOFError, OSError, UnicodeError) as exc:
+            if isinstance(exc, BundleError):
+                raise
+            raise BundleError("{} is a damaged tar archive: {}".format(archive, exc), archive)
+    return tops
+
+
+def _extract_member(tar: tarfile.TarFile, member: tarfile.TarInfo, archive: str, dest_dir: str,
+                    tops: List[str]) -> None:
+    try:
+        rel = safe_relpath(member.name)
+    except UnsafePathError as exc:
+        raise UnsafePathError("archive {}: member {!r}: {}".format(archive, member.name, exc), archive)
+    if member.issym() or member.islnk():
+        raise UnsafePathError("archive {}: member {!r} is a link (not allowed in a bundle)".format(
+            archive, member.name), archive)
+    if not (member.isfile() or member.isdir()):
+        raise UnsafePathError("archive {}: member {!r} is a device, FIFO or other special file".format(
+            archive, member.name), archive)
+    top = rel.split("/", 1)[0]
+    if top not in tops:
+        tops.append(top)
+    target = safe_join(dest_dir, rel)
+    if member.isdir():
+        os.makedirs(target, exist_ok=True)
+        return
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    src = tar.extractfile(member)
+    if src is None:  # pragma: no cover - isfile() members always have data
+        raise BundleError("archive {}: member {!r} has no data".format(archive, member.name), archive)
+    with src, open(target, "wb") as out:
+        shutil.copyfileobj(src, out, CHUNK_SIZE)

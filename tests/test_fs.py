@@ -1,0 +1,284 @@
+"""Tests for npu_dump_hook._fs: safe paths, walking, link/copy, staging, archives."""
+import hashlib
+import io
+import os
+import tarfile
+
+import pytest
+
+from npu_dump_hook import _fs
+from npu_dump_hook.errors import BundleError, BundleExistsError, UnsafePathError
+
+ABC_SHA256 = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+
+
+# -- safe_relpath ----------------------------------------------------------------------------
+@pytest.mark.parametrize("rel, expected", [
+    ("a/b/c", "a/b/c"),
+    ("./a//b/", "a/b"),
+    ("dump/20240101/0/x.1.2.3", "dump/20240101/0/x.1.2.3"),
+    ("..a/b..", "..a/b.."),
+])
+def test_safe_relpath_normalizes(rel, expected):
+    assert _fs.safe_relpath(rel) == expected
+
+
+@pytest.mark.parametrize("rel, part", [
+    ("/etc/passwd", "absolute"),
+    ("a/../../b", "'..'"),
+    ("..", "'..'"),
+    ("", "empty"),
+    (".", "root itself"),
+    ("a\x00b", "NUL"),
+    ("C:/windows", "absolute"),
+])
+def test_safe_relpath_rejects(rel, part):
+    with pytest.raises(UnsafePathError) as info:
+        _fs.safe_relpath(rel)
+    assert part in str(info.value)
+
+
+def test_safe_join_stays_under_root(tmp_path):
+    assert _fs.safe_join(str(tmp_path), "x/y") == os.path.join(str(tmp_path), "x", "y")
+    with pytest.raises(UnsafePathError):
+        _fs.safe_join(str(tmp_path), "x/../../y")
+
+
+# -- walk_files ------------------------------------------------------------------------------
+def test_walk_files_sorted_and_symlinks(tmp_path):
+    src = tmp_path / "src"
+    (src / "b").mkdir(parents=True)
+    (src / "a.txt").write_bytes(b"abc")
+    (src / "b" / "z").write_bytes(b"12345")
+    outside = tmp_path / "secret"
+    outside.write_bytes(b"do not read")
+    os.symlink(str(outside), str(src / "b" / "leak"))
+    os.symlink(str(src / "a.txt"), str(src / "b" / "inside"))
+    os.symlink(str(tmp_path), str(src / "dirlink"))
+    os.mkfifo(str(src / "fifo"))
+    warnings = []
+    found = list(_fs.walk_files(str(src), warnings))
+    assert [(f.rel, f.size) for f in found] == [("a.txt", 3), ("b/inside", 3), ("b/z", 5)]
+    assert found[1].path == os.path.realpath(str(src / "a.txt"))
+    assert len(warnings) == 3
+    assert any("leak" in w for w in warnings)
+    assert any("dirlink" in w for w in warnings)
+    assert any("fifo" in w and "not a regular file" in w for w in warnings)
+
+
+# -- place_file ------------------------------------------------------------------------------
+@pytest.mark.parametrize("link, how", [("auto", "hardlink"), ("hardlink", "hardlink"), ("copy", "copy")])
+def test_place_file_modes(tmp_path, link, how):
+    src = tmp_path / "s"
+    src.write_bytes(b"abc")
+    os.utime(str(src), ns=(1_000_000_000, 2_000_000_000))
+    dst = tmp_path / "d"
+    placed = _fs.place_file(str(src), str(dst), link=link, checksum=True)
+    assert placed == _fs.PlacedFile(3, ABC_SHA256, how)
+    assert dst.read_bytes() == b"abc"
+    assert (os.stat(str(src)).st_ino == os.stat(str(dst)).st_ino) == (how == "hardlink")
+    assert os.stat(str(src)).st_mtime_ns == 2_000_000_000
+    assert os.stat(str(dst)).st_mtime_ns == 2_000_000_000
+
+
+def test_place_file_copy_without_checksum(tmp_path):
+    src = tmp_path / "s"
+    data = os.urandom(3 * _fs.CHUNK_SIZE + 17)
+    src.write_bytes(data)
+    placed = _fs.place_file(str(src), str(tmp_path / "d"), link="copy", checksum=False)
+    assert placed == _fs.PlacedFile(len(data), None, "copy")
+    assert (tmp_path / "d").read_bytes() == data
+    assert _fs.sha256_file(str(tmp_path / "d")) == (len(data), hashlib.sha256(data).hexdigest())
+
+
+def test_place_file_auto_falls_back_to_copy(tmp_path, monkeypatch):
+    import errno
+
+    def no_link(*args, **kwargs):
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "link", no_link)
+    src = tmp_path / "s"
+    src.write_bytes(b"abc")
+    assert _fs.place_file(str(src), str(tmp_path / "d"), link="auto").how == "copy"
+    with pytest.raises(BundleError) as info:
+        _fs.place_file(str(src), str(tmp_path / "e"), link="hardlink")
+    assert "cannot hard-link" in str(info.value) and "cross-device" in str(info.value)
+
+
+def test_place_file_rejects_unknown_mode(tmp_path):
+    with pytest.raises(BundleError) as info:
+        _fs.place_file("x", str(tmp_path / "d"), link="reflink")
+    assert "reflink" in str(info.value)
+
+
+def test_parallel_map_keeps_order_and_bounds_window():
+    import threading
+
+    lock = threading.Lock()
+    state = {"now": 0, "max": 0}
+
+    def work(x):
+        with lock:
+            state["now"] += 1
+            state["max"] = max(state["max"], state["now"])
+        with lock:
+            state["now"] -= 1
+        return x * x
+
+    assert list(_fs.parallel_map(work, range(200), workers=3, window=5)) == [x * x for x in range(200)]
+    assert 1 <= state["max"] <= 3
+
+
+# -- Staging ---------------------------------------------------------------------------------
+def test_staging_commit_and_refuse_existing(tmp_path):
+    dest = tmp_path / "out"
+    with _fs.Staging(str(dest)) as st:
+        assert os.path.basename(st.path).startswith(".out.staging-{}-".format(os.getpid()))
+        (tmp_path / st.path / "f").write_bytes(b"new")
+        st.commit()
+    assert (dest / "f").read_bytes() == b"new"
+    assert sorted(os.listdir(str(tmp_path))) == ["out"]
+    with pytest.raises(BundleExistsError) as info:
+        _fs.Staging(str(dest))
+    assert "not empty" in str(info.value) and info.value.path == str(dest)
+    assert isinstance(info.value, FileExistsError)
+
+
+def test_staging_empty_destination_is_replaced(tmp_path):
+    dest = tmp_path / "out"
+    dest.mkdir()
+    with _fs.Staging(str(dest)) as st:
+        open(os.path.join(st.path, "f"), "w").close()
+        st.commit()
+    assert os.listdir(str(dest)) == ["f"]
+
+
+def test_staging_force_replaces_only_after_commit(tmp_path):
+    dest = tmp_path / "out"
+    dest.mkdir()
+    (dest / "old").write_bytes(b"old")
+    st = _fs.Staging(str(dest), force=True)
+    (tmp_path / st.path / "new").write_bytes(b"new")
+    assert (dest / "old").exists()  # untouched until commit
+    st.commit()
+    assert os.listdir(str(dest)) == ["new"]
+    assert sorted(os.listdir(str(tmp_path))) == ["out"]
+
+
+def test_staging_removed_on_error(tmp_path):
+    dest = tmp_path / "out"
+    with pytest.raises(RuntimeError):
+        with _fs.Staging(str(dest)) as st:
+            open(os.path.join(st.path, "f"), "w").close()
+            raise RuntimeError("boom")
+    assert os.listdir(str(tmp_path)) == []
+
+
+def test_staging_refuses_destination_that_appears(tmp_path):
+    dest = tmp_path / "out"
+    st = _fs.Staging(str(dest))
+    dest.mkdir()
+    (dest / "other").write_bytes(b"x")
+    with pytest.raises(BundleExistsError):
+        st.commit()
+    st.abort()
+    assert os.listdir(str(dest)) == ["other"]
+
+
+def test_staging_file_no_clobber(tmp_path):
+    dest = tmp_path / "out.tar"
+    st = _fs.Staging(str(dest), as_file=True, suffix=".tar")
+    with open(st.path, "wb") as fh:
+        fh.write(b"archive")
+    dest.write_bytes(b"someone else")
+    with pytest.raises(BundleExistsError):
+        st.commit()
+    st.abort()
+    assert dest.read_bytes() == b"someone else"
+    st2 = _fs.Staging(str(dest), as_file=True, force=True)
+    with open(st2.path, "wb") as fh:
+        fh.write(b"mine")
+    st2.commit()
+    assert dest.read_bytes() == b"mine"
+    assert sorted(os.listdir(str(tmp_path))) == ["out.tar"]
+
+
+def test_sweep_removes_dead_process_leftovers(tmp_path):
+    dead_pid = 2 ** 22 + 12345  # above the default pid_max: never alive
+    stale = tmp_path / ".out.staging-{}-abc".format(dead_pid)
+    stale.mkdir()
+    live = tmp_path / ".out.staging-{}-abc".format(os.getpid())
+    live.mkdir()
+    removed = _fs.sweep_stale_staging(str(tmp_path / "out"))
+    assert removed == [str(stale)]
+    assert live.exists()
+
+
+def test_atomic_write_bytes(tmp_path):
+    target = tmp_path / "index.json"
+    target.write_bytes(b"old")
+    _fs.atomic_write_bytes(str(target), b"new")
+    assert target.read_bytes() == b"new"
+    assert os.listdir(str(tmp_path)) == ["index.json"]
+
+
+# -- archives --------------------------------------------------------------------------------
+@pytest.mark.parametrize("fmt, name", [("tar", "b.tar"), ("tar.gz", "b.tar.gz")])
+def test_archive_round_trip(tmp_path, fmt, name):
+    src = tmp_path / "src"
+    (src / "data" / "d").mkdir(parents=True)
+    (src / "bagit.txt").write_bytes(b"x")
+    (src / "data" / "d" / "f").write_bytes(b"abc")
+    os.link(str(src / "data" / "d" / "f"), str(src / "data" / "g"))  # hard links become regular members
+    out = tmp_path / name
+    _fs.pack_archive(str(src), str(out), fmt, "bundle")
+    assert _fs.archive_format(str(out)) == fmt
+    with tarfile.open(str(out)) as tar:
+        members = tar.getmembers()
+    assert all(m.isfile() or m.isdir() for m in members)
+    assert sorted(m.name for m in members if m.isfile()) == ["bundle/bagit.txt", "bundle/data/d/f", "bundle/data/g"]
+    dest = tmp_path / "x"
+    dest.mkdir()
+    assert _fs.extract_archive(str(out), str(dest)) == ["bundle"]
+    assert (dest / "bundle" / "data" / "g").read_bytes() == b"abc"
+
+
+def _tar_with(path, member, data=b"", **attrs):
+    with tarfile.open(str(path), "w") as tar:
+        ok = tarfile.TarInfo("b/ok")
+        ok.size = 2
+        tar.addfile(ok, io.BytesIO(b"ok"))
+        info = tarfile.TarInfo(member)
+        for key, value in attrs.items():
+            setattr(info, key, value)
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data) if data else None)
+
+
+@pytest.mark.parametrize("member, attrs, part", [
+    ("../evil", {}, "'..'"),
+    ("b/../../evil", {}, "'..'"),
+    ("/etc/evil", {}, "absolute"),
+    ("b/link", {"type": tarfile.SYMTYPE, "linkname": "/etc/passwd"}, "is a link"),
+    ("b/hard", {"type": tarfile.LNKTYPE, "linkname": "b/ok"}, "is a link"),
+    ("b/dev", {"type": tarfile.CHRTYPE, "devmajor": 1, "devminor": 3}, "device"),
+    ("b/fifo", {"type": tarfile.FIFOTYPE}, "device, FIFO"),
+])
+def test_extract_rejects_malicious(tmp_path, member, attrs, part):
+    archive = tmp_path / "evil.tar"
+    _tar_with(archive, member, b"pwn" if not attrs else b"", **attrs)
+    dest = tmp_path / "x"
+    dest.mkdir()
+    with pytest.raises(UnsafePathError) as info:
+        _fs.extract_archive(str(archive), str(dest))
+    assert part in str(info.value) and repr(member) in str(info.value)
+    assert not (tmp_path / "evil").exists()
+
+
+def test_extract_rejects_garbage(tmp_path):
+    junk = tmp_path / "junk.tar"
+    junk.write_bytes(b"not a tar at all" * 10)
+    with pytest.raises(BundleError) as info:
+        _fs.extract_archive(str(junk), str(tmp_path))
+    assert "junk.tar" in str(info.value)
