@@ -1,0 +1,299 @@
+"""Per-op statistics CSV written with ``dump_data=stats`` (reference §3.2).
+
+One file per op execution, named ``{dump file name}.csv``. ASCII text, ``,`` separated, no
+quoting, ``\\n`` (or ``\\r\\n``) line ends, one header line then one row per input then per
+output. The header is one of:
+
+* AICPU path (and host path with the default items), :data:`STATS_HEADER`::
+
+    Input/Output,Index,Data Size,Data Type,Format,Shape,Max Value,Min Value,Avg Value,Count,Nan Count,Negative Inf Count,Positive Inf Count
+
+* host path with another item set: the six base columns, ``Count``, then the enabled items of
+  ``Max Value, Min Value, Avg Value, Nan Count, Negative Inf Count, Positive Inf Count, l2norm``
+  in that order.
+
+Cells: ``Input``/``Output``; index and data size are unsigned integers; data type ``DT_*``
+(``-``/``UNKNOW`` = unknown -> None); format without the ``FORMAT_`` prefix (``-`` -> None);
+shape as dims joined by ``x`` (``-`` = no dims -> ``()``); statistics are C++ ``ostream``
+numbers (``%g``, ``nan``, ``inf``) or integers for counts; an empty cell or ``NA`` (stats not
+computed) -> None. Malformed input raises :class:`StatsFormatError` with file, line, column and
+byte offset of the cell.
+"""
+import io
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from ..errors import StatsFormatError
+
+__all__ = [
+    "STATS_HEADER",
+    "BASE_COLUMNS",
+    "STAT_ITEMS",
+    "VARIANT_DEFAULT",
+    "VARIANT_HOST",
+    "StatsRow",
+    "StatsFile",
+    "read_stats_csv",
+    "parse_stats_text",
+    "write_stats_csv",
+    "format_stats_csv",
+    "compute_stats",
+]
+
+BASE_COLUMNS = ("Input/Output", "Index", "Data Size", "Data Type", "Format", "Shape")
+#: Optional statistic columns of the host path, in their fixed order (stats mask bits 0..6).
+STAT_ITEMS = ("Max Value", "Min Value", "Avg Value", "Nan Count", "Negative Inf Count", "Positive Inf Count", "l2norm")
+STATS_HEADER = BASE_COLUMNS + (
+    "Max Value",
+    "Min Value",
+    "Avg Value",
+    "Count",
+    "Nan Count",
+    "Negative Inf Count",
+    "Positive Inf Count",
+)
+VARIANT_DEFAULT = "default"
+VARIANT_HOST = "host"
+
+# column -> StatsRow field; parse kind
+_COLUMNS = {
+    "Input/Output": ("direction", "direction"),
+    "Index": ("index", "uint"),
+    "Data Size": ("data_size", "uint"),
+    "Data Type": ("data_type", "dtype"),
+    "Format": ("format", "name"),
+    "Shape": ("shape", "shape"),
+    "Max Value": ("max_value", "float"),
+    "Min Value": ("min_value", "float"),
+    "Avg Value": ("avg_value", "float"),
+    "Count": ("count", "count"),
+    "Nan Count": ("nan_count", "count"),
+    "Negative Inf Count": ("negative_inf_count", "count"),
+    "Positive Inf Count": ("positive_inf_count", "count"),
+    "l2norm": ("l2norm", "float"),
+}
+_MAX_BYTES = 64 * 1024 * 1024  # a stats CSV has one short row per tensor
+_UINT = re.compile(r"[0-9]+\Z")
+_FLOAT = re.compile(r"[+-]?(?:nan|inf|infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[+-]?[0-9]+)?)\Z", re.IGNORECASE)
+_SHAPE = re.compile(r"[0-9]+(?:x[0-9]+)*\Z")
+_NAME = re.compile(r"[A-Za-z0-9_]+\Z")
+_UNKNOWN = ("-", "UNKNOW")
+_MISSING = ("", "NA")
+
+PathName = Union[str, os.PathLike]
+Number = Union[int, float]
+
+
+@dataclass(frozen=True)
+class StatsRow:
+    """One tensor's row. Statistic fields are None when the column is absent or not computed."""
+
+    direction: str
+    index: int
+    data_size: int
+    data_type: Optional[str]
+    format: Optional[str]
+    shape: Tuple[int, ...]
+    max_value: Optional[Number] = None
+    min_value: Optional[Number] = None
+    avg_value: Optional[Number] = None
+    count: Optional[int] = None
+    nan_count: Optional[int] = None
+    negative_inf_count: Optional[int] = None
+    positive_inf_count: Optional[int] = None
+    l2norm: Optional[Number] = None
+
+
+@dataclass(frozen=True)
+class StatsFile:
+    """A parsed stats CSV: its columns, which header variant, and the rows in file order."""
+
+    path: str
+    columns: Tuple[str, ...]
+    variant: str
+    rows: Tuple[StatsRow, ...]
+
+
+def read_stats_csv(path: PathName) -> StatsFile:
+    """Read and validate one stats CSV."""
+    path = os.fspath(path)
+    if os.path.getsize(path) > _MAX_BYTES:
+        raise StatsFormatError(path, "stats CSV larger than {} bytes".format(_MAX_BYTES), 0)
+    with open(path, "rb") as handle:
+        return parse_stats_text(handle.read(), path)
+
+
+def parse_stats_text(data: bytes, path: PathName = "<stats.csv>") -> StatsFile:
+    """Parse the bytes of a stats CSV; ``path`` names it in errors."""
+    lines = _split_lines(data, path)
+    if not lines:
+        raise StatsFormatError(path, "empty file: expected the header line", 0)
+    header_offset, header = lines[0]
+    columns = tuple(header.split(","))
+    variant = _header_variant(columns, path, header_offset)
+    rows = []
+    for number, (offset, line) in enumerate(lines[1:], 2):
+        if line:
+            rows.append(_parse_row(columns, line, path, number, offset))
+    return StatsFile(str(path), columns, variant, tuple(rows))
+
+
+def _split_lines(data: bytes, path: PathName) -> List[Tuple[int, str]]:
+    lines = []
+    offset = 0
+    for raw in io.BytesIO(data):
+        try:
+            text = raw.decode("ascii").rstrip("\r\n")
+        except UnicodeDecodeError as exc:
+            raise StatsFormatError(path, "line {}: not ASCII".format(len(lines) + 1), offset + exc.start)
+        lines.append((offset, text))
+        offset += len(raw)
+    return lines
+
+
+def _header_variant(columns: Tuple[str, ...], path: PathName, offset: int) -> str:
+    if columns == STATS_HEADER:
+        return VARIANT_DEFAULT
+    base = len(BASE_COLUMNS)
+    items = columns[base + 1 :]
+    if columns[:base] == BASE_COLUMNS and columns[base : base + 1] == ("Count",) and _ordered_subset(items):
+        return VARIANT_HOST
+    raise StatsFormatError(
+        path,
+        "line 1: header is neither {!r} nor the base columns + Count + items of {}".format(
+            ",".join(STATS_HEADER), ",".join(STAT_ITEMS)
+        ),
+        offset,
+    )
+
+
+def _ordered_subset(items: Sequence[str]) -> bool:
+    positions = [STAT_ITEMS.index(item) if item in STAT_ITEMS else -1 for item in items]
+    return all(p >= 0 for p in positions) and positions == sorted(set(positions))
+
+
+def _parse_row(columns: Tuple[str, ...], line: str, path: PathName, number: int, offset: int) -> StatsRow:
+    cells = line.split(",")
+    if len(cells) != len(columns):
+        raise StatsFormatError(
+            path, "line {}: {} cells, the header has {}".format(number, len(cells), len(columns)), offset
+        )
+    values = {}  # type: Dict[str, Any]
+    cell_offset = offset
+    for column, cell in zip(columns, cells):
+        field, kind = _COLUMNS[column]
+        try:
+            values[field] = _parse_cell(kind, cell)
+        except ValueError as exc:
+            raise StatsFormatError(
+                path, "line {} column {!r}: {} (cell {!r})".format(number, column, exc, cell), cell_offset
+            )
+        cell_offset += len(cell) + 1
+    return StatsRow(**values)
+
+
+def _parse_cell(kind: str, cell: str) -> Any:
+    if kind == "direction":
+        if cell not in ("Input", "Output"):
+            raise ValueError("expected Input or Output")
+        return cell
+    if kind == "uint":
+        if not _UINT.match(cell):
+            raise ValueError("expected an unsigned integer")
+        return int(cell)
+    if kind in ("dtype", "name"):
+        if cell in _UNKNOWN:
+            return None
+        if not _NAME.match(cell):
+            raise ValueError("expected a type or format name")
+        return cell
+    if kind == "shape":
+        if cell == "-":
+            return ()
+        if not _SHAPE.match(cell):
+            raise ValueError("expected dims joined by 'x' or '-'")
+        return tuple(int(dim) for dim in cell.split("x"))
+    if cell in _MISSING:
+        return None
+    if kind == "count":
+        if not _UINT.match(cell):
+            raise ValueError("expected an unsigned integer count")
+        return int(cell)
+    if not _FLOAT.match(cell):
+        raise ValueError("expected a number, nan or inf")
+    return float(cell)
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def format_stats_csv(rows: Iterable[StatsRow]) -> str:
+    """The text of a stats CSV with :data:`STATS_HEADER`, as the AICPU writer prints it."""
+    attrs = [_COLUMNS[column][0] for column in STATS_HEADER]
+    lines = [",".join(STATS_HEADER)]
+    for row in rows:
+        lines.append(",".join(_format_cell(attr, getattr(row, attr)) for attr in attrs))
+    return "\n".join(lines) + "\n"
+
+
+def write_stats_csv(path: PathName, rows: Iterable[StatsRow]) -> None:
+    """Write a stats CSV (:data:`STATS_HEADER`, one line per row)."""
+    text = format_stats_csv(rows)
+    with open(os.fspath(path), "w", encoding="ascii", newline="") as handle:
+        handle.write(text)
+
+
+def _format_cell(attr: str, value: Any) -> str:
+    if value is None:
+        return "-" if attr in ("data_type", "format") else ""
+    if isinstance(value, tuple):
+        return "x".join(str(dim) for dim in value) if value else "-"
+    if isinstance(value, bool):
+        return str(int(value))
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return "%g" % value  # C++ ostream default: 6 significant digits, nan, inf
+    return str(value)
+
+
+# Stats are computed for these numpy kinds only (§3.2); others leave the seven cells empty.
+_STATS_DTYPES = frozenset(
+    np.dtype(name)
+    for name in ("float16", "float32", "float64", "int8", "int16", "int32", "int64")
+    + ("uint8", "uint16", "uint32", "uint64", "bool")
+)
+
+
+def compute_stats(array: np.ndarray) -> Dict[str, Optional[Number]]:
+    """The seven statistics of :data:`STATS_HEADER` for one tensor, keyed by StatsRow field.
+
+    Our convention (CANN's treatment of non-finite values in max/min/avg is not documented):
+    max, min and avg over the finite elements (nan when there is none); int8/uint8/bool
+    max and min as integers. Unsupported dtypes give all-None.
+    """
+    names = ("max_value", "min_value", "avg_value", "count", "nan_count", "negative_inf_count", "positive_inf_count")
+    if array.dtype not in _STATS_DTYPES:
+        return dict.fromkeys(names)
+    flat = array.reshape(-1)
+    if flat.dtype.kind == "f":
+        nan = int(np.count_nonzero(np.isnan(flat)))
+        neg = int(np.count_nonzero(np.isneginf(flat)))
+        pos = int(np.count_nonzero(np.isposinf(flat)))
+        finite = flat[np.isfinite(flat)].astype(np.float64)
+    else:
+        nan = neg = pos = 0
+        finite = flat
+    if finite.size == 0:
+        high = low = avg = float("nan")  # type: Number
+    elif flat.dtype.kind == "b" or (flat.dtype.itemsize == 1 and flat.dtype.kind in "iu"):
+        high, low = int(finite.max()), int(finite.min())
+        avg = float(finite.astype(np.float64).mean())
+    else:
+        high, low = float(finite.max()), float(finite.min())
+        avg = float(finite.astype(np.float64).mean())
+    return dict(zip(names, (high, low, avg, int(flat.size), nan, neg, pos)))
