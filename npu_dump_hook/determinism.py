@@ -1,0 +1,275 @@
+"""Randomness audit and policies for the captured training step.
+
+Random sources found in a ``tf.Graph`` (op name, type, category)::
+
+    stateful        ops with seed/seed2 attributes: RandomUniform, RandomStandardNormal,
+                    TruncatedNormal, RandomUniformInt, Multinomial, RandomShuffle,
+                    RandomGamma, RandomPoisson(V2), RandomCrop, RandomShuffleQueue(V2),
+                    SampleDistortedBoundingBox(V2), DropOutGenMask (npu_ops.dropout), ...
+    stateless_seed  stateless random ops whose seed is a Const baked in at build time
+                    (TF 2.x tf.compat.v1.layers / Keras initializers draw it from Python's
+                    ``random``, so neither tf_random_seed nor op attributes pin it)
+    dropout         the dropout pattern: RandomUniform -> GreaterEqual(rate) ->
+                    SelectV2(mask, x * scale, 0)  (TF 2.x) or Cast -> Mul (TF 1.15)
+    shuffle         ShuffleDataset(V2/V3), ShuffleAndRepeatDataset(V2)
+    function        any of the above inside a function of the graph library (tf.function,
+                    make_one_shot_iterator): reported, never rewritten
+
+Policies (``randomness=`` of the hook):
+
+    audit   report only.
+    pin     graph-level seed := seed; every stateful op without user seeds gets
+            seed := seed, seed2 := crc32(op name); every stateless seed Const is replaced
+            by [seed, crc32(op name)]; shuffle seeds := (seed, crc32(op name)).
+            Values depend on op names only, so two processes building the same model
+            draw the same numbers.
+    strip   (default) pin, plus: dropout becomes the identity (the RandomUniform output
+            is replaced by ones, so the mask keeps everything, and every consumer of the
+            scale constant, forward and gradient, gets 1.0: forward and backward stay
+            consistent); dataset shuffles are removed (consumers read the shuffle's input;
+            ShuffleAndRepeat becomes Repeat). Random augmentation ops are pinned, not removed.
+    error   raise RandomnessError listing the sources.
+
+What cannot be rewritten (ops inside control-flow contexts or graph functions,
+patterns that do not match) is reported with the reason. The graph is edited in
+place, which TensorFlow allows until it is finalized, i.e. in ``SessionRunHook.begin``.
+"""
+import logging
+import zlib
+from typing import Any, Dict, Iterable, List, Optional
+
+from . import _tf
+from .errors import OptionError, RandomnessError
+
+__all__ = ["POLICIES", "DEFAULT_SEED", "audit", "apply_policy", "derived_seed"]
+
+logger = logging.getLogger(__name__)
+
+POLICIES = ("audit", "pin", "strip", "error")
+DEFAULT_SEED = 20221  # any fixed non-zero value: seed=seed2=0 means "random" to TensorFlow
+
+STATEFUL_TYPES = frozenset(
+    """RandomUniform RandomUniformInt RandomStandardNormal TruncatedNormal Multinomial
+    RandomShuffle RandomGamma RandomPoisson RandomPoissonV2 RandomCrop ParameterizedTruncatedNormal
+    RandomShuffleQueue RandomShuffleQueueV2 SampleDistortedBoundingBox SampleDistortedBoundingBoxV2
+    DropOutGenMask DropOutGenMaskV3 RandomBinomial""".split()
+)
+# stateless op type -> index of its seed input
+STATELESS_SEED_INPUT = {
+    "StatelessRandomGetKeyCounter": 0,
+    "StatelessRandomGetKeyCounterAlg": 0,
+    "StatelessRandomUniform": 1,
+    "StatelessRandomNormal": 1,
+    "StatelessTruncatedNormal": 1,
+    "StatelessRandomUniformInt": 1,
+    "StatelessRandomUniformFullInt": 1,
+    "StatelessMultinomial": 2,
+    "StatelessRandomBinomial": 1,
+    "StatelessRandomPoisson": 1,
+    "StatelessRandomGammaV2": 1,
+    "StatelessParameterizedTruncatedNormal": 1,
+}
+# shuffle dataset type -> indices of (seed, seed2) inputs
+SHUFFLE_SEED_INPUTS = {
+    "ShuffleDataset": (2, 3),
+    "ShuffleDatasetV3": (2, 3),
+    "ShuffleAndRepeatDataset": (2, 3),
+    "ShuffleAndRepeatDatasetV2": (2, 3),
+    "ShuffleDatasetV2": (),
+}
+_FUNCTION_RANDOM_TYPES = STATEFUL_TYPES | frozenset(STATELESS_SEED_INPUT) | frozenset(SHUFFLE_SEED_INPUTS)
+
+
+def derived_seed(op_name: str) -> int:
+    """A stable, non-zero 31-bit seed from an op name (same in every process)."""
+    return (zlib.crc32(op_name.encode("utf-8")) & 0x7FFFFFFF) or 1
+
+
+def _entry(op: Any, category: str, action: str) -> Dict[str, str]:
+    return {"op": op.name, "type": op.type, "category": category, "action": action}
+
+
+def audit(graph: Any) -> List[Dict[str, str]]:
+    """Every random source of ``graph``, with ``action`` "reported"."""
+    return _Rewriter(graph, "audit", DEFAULT_SEED).run()["sources"]
+
+
+def apply_policy(graph: Any, policy: str, seed: int = DEFAULT_SEED) -> Dict[str, Any]:
+    """Apply ``policy`` to ``graph`` in place and return the randomness report.
+
+    The report: ``{"policy", "seed", "sources": [{op, type, category, action}],
+    "not_handled": [...]}`` where ``not_handled`` lists what could not be pinned or removed.
+    """
+    if policy not in POLICIES:
+        raise OptionError("randomness", policy, "must be one of " + "|".join(POLICIES))
+    report = _Rewriter(graph, policy, seed).run()
+    if policy == "error" and report["sources"]:
+        listing = ", ".join("{} ({})".format(s["op"], s["type"]) for s in report["sources"])
+        raise RandomnessError(
+            "randomness='error': the graph has {} random source(s): {}".format(len(report["sources"]), listing),
+            ops=[(s["op"], s["type"]) for s in report["sources"]],
+        )
+    return report
+
+
+class _Rewriter:
+    """One pass over a graph: finds random sources and edits them as the policy says."""
+
+    def __init__(self, graph: Any, policy: str, seed: int) -> None:
+        self.graph = graph
+        self.policy = policy
+        self.seed = seed
+        self.pin = policy in ("pin", "strip")
+        self.strip = policy == "strip"
+        self.sources = []  # type: List[Dict[str, str]]
+        self._stripped_randoms = set()  # RandomUniform ops already turned into ones
+
+    def run(self) -> Dict[str, Any]:
+        tf = _tf.tf_v1()
+        if self.pin:
+            self.graph.seed = self.seed
+        ops = list(self.graph.get_operations())  # snapshot: we add ops while rewriting
+        with self.graph.as_default(), tf.name_scope("npu_dump_hook_randomness"):
+            if self.strip:
+                for op in ops:
+                    if op.type == "RandomUniform":
+                        self._strip_dropout(op)
+            for op in ops:
+                self._visit(op)
+        self._visit_functions()
+        not_handled = [s for s in self.sources if s["action"].startswith("not handled")]
+        for s in not_handled:
+            logger.warning("randomness: %s (%s): %s", s["op"], s["type"], s["action"])
+        return {"policy": self.policy, "seed": self.seed, "sources": self.sources, "not_handled": not_handled}
+
+    # -- per-op handling ----------------------------------------------------
+    def _visit(self, op: Any) -> None:
+        if op.type in STATEFUL_TYPES and op.name not in self._stripped_randoms:
+            self.sources.append(_entry(op, "stateful", self._pin_attrs(op)))
+        elif op.type in STATELESS_SEED_INPUT:
+            self.sources.append(_entry(op, "stateless_seed", self._pin_stateless(op)))
+        elif op.type in SHUFFLE_SEED_INPUTS:
+            self.sources.append(_entry(op, "shuffle", self._handle_shuffle(op)))
+
+    def _pin_attrs(self, op: Any) -> str:
+        seeds = (op.get_attr("seed"), op.get_attr("seed2"))
+        if not self.pin:
+            return "reported (seed={}, seed2={})".format(*seeds)
+        if seeds != (0, 0):
+            return "kept user seeds (seed={}, seed2={})".format(*seeds)
+        attr = _tf.attr_value_pb2().AttrValue
+        op._set_attr("seed", attr(i=self.seed))
+        op._set_attr("seed2", attr(i=derived_seed(op.name)))
+        return "pinned (seed={}, seed2={})".format(self.seed, derived_seed(op.name))
+
+    def _pin_stateless(self, op: Any) -> str:
+        index = STATELESS_SEED_INPUT[op.type]
+        source = op.inputs[index]
+        if not self.pin:
+            return "reported (seed from {})".format(source.op.name)
+        if source.op.type != "Const":
+            return "not handled: seed comes from {} ({}), not a constant".format(source.op.name, source.op.type)
+        tf = _tf.tf_v1()
+        value = [self.seed, derived_seed(op.name)]
+        op._update_input(index, tf.constant(value, dtype=source.dtype, name="seed"))
+        return "pinned (seed={} replaces the build-time constant)".format(value)
+
+    def _handle_shuffle(self, op: Any) -> str:
+        if self.strip and op._control_flow_context is None:
+            return self._remove_shuffle(op)
+        indices = SHUFFLE_SEED_INPUTS[op.type]
+        if not self.pin:
+            return "reported"
+        if not indices:
+            return "not handled: {} takes its seeds from a seed generator".format(op.type)
+        tf = _tf.tf_v1()
+        seed_index, seed2_index = indices
+        op._update_input(seed_index, tf.constant(self.seed, dtype=op.inputs[seed_index].dtype, name="seed"))
+        op._update_input(seed2_index, tf.constant(derived_seed(op.name), dtype=op.inputs[seed2_index].dtype, name="seed2"))
+        return "pinned (seed={}, seed2={})".format(self.seed, derived_seed(op.name))
+
+    def _remove_shuffle(self, op: Any) -> str:
+        upstream = op.inputs[0]
+        if op.type.startswith("ShuffleAndRepeat"):
+            from tensorflow.python.ops import gen_dataset_ops  # TF-private, present in 1.15 and 2.x
+
+            upstream = gen_dataset_ops.repeat_dataset(
+                upstream, op.inputs[4], output_types=op.get_attr("output_types"),
+                output_shapes=op.get_attr("output_shapes"), name=op.name.split("/")[-1] + "_unshuffled",
+            )
+        replaced = _reroute(op.outputs[0], upstream)
+        return "removed ({} consumer(s) now read {})".format(replaced, upstream.op.name)
+
+    def _strip_dropout(self, random_op: Any) -> None:
+        pattern = _match_dropout(random_op)
+        if pattern is None:
+            return
+        if random_op._control_flow_context is not None:
+            self.sources.append(_entry(random_op, "dropout", "not handled: dropout inside a control-flow context"))
+            self._stripped_randoms.add(random_op.name)
+            return
+        tf = _tf.tf_v1()
+        dtype = random_op.outputs[0].dtype
+        ones = tf.fill(random_op.inputs[0], tf.constant(1, dtype=dtype), name="keep_all")
+        _reroute(random_op.outputs[0], ones)
+        scale = pattern["scale"]
+        _reroute(scale, tf.constant(1, dtype=scale.dtype, shape=scale.shape, name="unit_scale"))
+        self._stripped_randoms.add(random_op.name)
+        self.sources.append(
+            _entry(random_op, "dropout", "stripped (mask keeps all, scale {} -> 1)".format(scale.op.name))
+        )
+
+    def _visit_functions(self) -> None:
+        library = self.graph.as_graph_def(add_shapes=False).library
+        for function in library.function:
+            for node in function.node_def:
+                if node.op in _FUNCTION_RANDOM_TYPES:
+                    self.sources.append({
+                        "op": "{}/{}".format(function.signature.name, node.name),
+                        "type": node.op,
+                        "category": "function",
+                        "action": "not handled: inside graph function {}".format(function.signature.name)
+                        if self.pin else "reported",
+                    })
+
+
+def _consumers(tensor: Any) -> Iterable[Any]:
+    return tensor.consumers()
+
+
+def _reroute(old: Any, new: Any) -> int:
+    """Make every consumer of ``old`` read ``new`` instead; returns how many inputs moved."""
+    moved = 0
+    for consumer in list(_consumers(old)):
+        if consumer is new.op:
+            continue
+        for index, tensor in enumerate(list(consumer.inputs)):
+            if tensor is old:
+                consumer._update_input(index, new)
+                moved += 1
+    return moved
+
+
+def _match_dropout(random_op: Any) -> Optional[Dict[str, Any]]:
+    """The dropout pattern around a RandomUniform op, or None.
+
+    TF 2.x: SelectV2(GreaterEqual(random, rate), Mul(x, scale), zeros).
+    TF 1.15: Mul(Mul(x, scale), Cast(GreaterEqual(random, rate))).
+    """
+    for compare in _consumers(random_op.outputs[0]):
+        if compare.type != "GreaterEqual":
+            continue
+        for user in _consumers(compare.outputs[0]):
+            scaled = None
+            if user.type == "SelectV2":
+                scaled = user.inputs[1]
+            elif user.type == "Cast":
+                for mul in _consumers(user.outputs[0]):
+                    if mul.type == "Mul":
+                        scaled = [t for t in mul.inputs if t is not user.outputs[0]][0]
+            if scaled is None or scaled.op.type != "Mul":
+                continue
+            scale = scaled.op.inputs[1]
+            if scale.op.type == "Const":
+                return {"compare": compare, "scale": scale}
+    return None
