@@ -2,8 +2,8 @@
 
 An Opdebug file is an ordinary v2 dump file whose single output (DT_UINT8, FORMAT_ND, shape
 [2048], size 2048, see :data:`OPDEBUG_OUTPUT`) holds one of two little-endian layouts. This
-module decodes and encodes that 2048-byte payload; the container is read and written by
-``dump_file``.
+module decodes and encodes that 2048-byte payload; :func:`read_opdebug_file` and
+:func:`write_opdebug_file` wrap it in the container (via ``dump_file``).
 
 New layout, when the first u32 is 0x5A5A5A5A::
 
@@ -24,9 +24,12 @@ offset: payload shorter than 4 bytes; new layout: payload shorter than the 24-by
 acc_type not 0-3, data_len past the end of the payload, data_len smaller than the acc_type's
 fields; old layout: payload not exactly 2048 bytes. Bytes after the fields are ignored.
 """
+import os
 import struct
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+import numpy as np
 
 from ..errors import StatsFormatError
 
@@ -42,6 +45,8 @@ __all__ = [
     "decode_opdebug",
     "encode_opdebug",
     "new_layout_fields",
+    "read_opdebug_file",
+    "write_opdebug_file",
 ]
 
 OPDEBUG_MAGIC = 0x5A5A5A5A
@@ -232,3 +237,38 @@ def _encode_old(record: OpdebugRecord, out: bytearray) -> None:
         struct.pack_into("<6Q", out, info_at, *[known.get(name, 0) for name in _OLD_INFO])
         tail = [known.get(name, 0) for name in status_names[:-1]] + [status]
         struct.pack_into("<{}Q".format(len(tail)), out, status_at, *tail)
+
+
+def read_opdebug_file(path: Union[str, os.PathLike]) -> Tuple[Any, OpdebugRecord]:
+    """(DumpHeader, decoded record) of an ``Opdebug.Node_OpDebug.*`` dump file.
+
+    Container errors are :class:`DumpFileError`; a container without exactly one output,
+    or a bad payload, raises :class:`StatsFormatError`.
+    """
+    from .dump_file import DumpFile  # local: dump_file pulls in protobuf, this module need not
+
+    with DumpFile.open(path) as dump:
+        if len(dump.outputs) != 1:
+            raise StatsFormatError(
+                dump.path, "an Opdebug file holds exactly one output, found {}".format(len(dump.outputs)), 0
+            )
+        info = dump.outputs[0]
+        payload = dump.array("output", 0, raw=True, copy=True).tobytes()
+    return dump, decode_opdebug(payload, dump.path, info.offset or 0)
+
+
+def write_opdebug_file(path: Union[str, os.PathLike], record: OpdebugRecord, dump_time: Optional[int] = None) -> int:
+    """Write ``record`` as GE does (container per :data:`OPDEBUG_OUTPUT`); return the file size."""
+    from .dump_file import DumpTensor, write_dump_file
+
+    original = OPDEBUG_OUTPUT["original_op"]
+    tensor = DumpTensor(
+        np.frombuffer(encode_opdebug(record), dtype=np.uint8),
+        data_type=OPDEBUG_OUTPUT["data_type"],
+        format=OPDEBUG_OUTPUT["format"],
+        original_name=original["name"],
+        original_output_index=original["output_index"],
+        original_data_type=original["data_type"],
+        original_format=original["format"],
+    )
+    return write_dump_file(path, original["name"], outputs=[tensor], dump_time=dump_time)

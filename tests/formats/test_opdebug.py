@@ -1,6 +1,7 @@
 """Opdebug overflow payloads: new (magic 0x5A5A5A5A) and old fixed layouts (reference §3.1)."""
 import struct
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,6 +12,8 @@ from npu_dump_hook.formats.opdebug import (
     OverflowEntry,
     decode_opdebug,
     encode_opdebug,
+    read_opdebug_file,
+    write_opdebug_file,
 )
 
 
@@ -169,3 +172,27 @@ def test_mutated_new_header_decodes_or_raises_stats_format_error(mutations, leng
     except StatsFormatError:
         return
     assert record.layout == "new" and len(record.entries) == 1
+
+
+def test_opdebug_file_round_trip_through_the_dump_container(tmp_path):
+    record = decode_opdebug(_pad(NEW_AIC_HEADER + struct.pack("<11Q", *range(11))))
+    path = tmp_path / "Opdebug.Node_OpDebug.3.2.1700000000123456"
+    write_opdebug_file(path, record, dump_time=1700000000123456)
+    data = path.read_bytes()
+    (header_len,) = struct.unpack_from("<Q", data, 0)
+    assert len(data) == 8 + header_len + 2048
+    assert data[8 + header_len : 8 + header_len + 4] == bytes.fromhex("5a5a5a5a")
+    header, again = read_opdebug_file(path)
+    assert again == record
+    (output,) = header.outputs
+    assert (output.dtype_name, output.format_name, output.shape, output.size) == ("DT_UINT8", "ND", (2048,), 2048)
+    assert (header.op_name, header.dump_time, output.original_name) == ("Node_OpDebug", 1700000000123456, "Node_OpDebug")
+
+
+def test_opdebug_file_with_two_outputs_is_rejected(tmp_path):
+    from npu_dump_hook.formats.dump_file import write_dump_file
+
+    path = tmp_path / "Opdebug.Node_OpDebug.3.2.1"
+    write_dump_file(path, "Node_OpDebug", outputs=[np.zeros(4, np.uint8), np.zeros(4, np.uint8)], dump_time=1)
+    with pytest.raises(StatsFormatError, match="exactly one output, found 2"):
+        read_opdebug_file(path)
