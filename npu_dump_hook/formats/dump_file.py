@@ -1,0 +1,675 @@
+"""Ascend tensor dump files: lazy, validating reader and byte-exact v2 writer.
+
+Layouts (reference ascend-dump-formats.md §1.2, §1.6):
+
+* **v2** (current): ``u64 LE header_len`` | ``DumpData`` header (``header_len`` bytes) |
+  payloads concatenated, no padding, in the order inputs, outputs, buffers, workspaces
+  (each ``size`` bytes).
+* **legacy** (proto-only): the whole file is one ``DumpData`` whose tensors carry their
+  bytes in ``data`` and whose ``version`` is not "2.0".
+
+Telling them apart: the file is v2 when ``8 + header_len <= file size``, the header
+decodes and its version is "2.0". Otherwise, if the whole file decodes as DumpData with
+a version other than "2.0", it is legacy. Otherwise the v2 rules below decide (a v2
+header that decodes with another version is accepted, with a warning).
+
+Validation order; the first rule broken raises one :class:`DumpFileError` with the
+path, the byte offset and the rule:
+
+1. file too small: size <= 8 bytes (offset 0);
+2. Nano TLV files (u32 0x5A5A5A5A at offset 8) are recognised and refused (offset 8);
+3. header length 0, >= 2 GiB (the writer's bound), or past the end of file (offset 0) —
+   checked before anything is allocated, so a forged 2**64 length costs nothing;
+4. header does not decode as DumpData (offset 8);
+5. payload sizes overrun the file: the first tensor, in payload order, that ends past
+   EOF (offset = where its payload starts);
+6. element count: for inputs/outputs whose data type has a fixed bit width,
+   ``ceil(prod(shape) * bits / 8)`` must equal ``size`` (empty shape = scalar; an empty
+   shape with size 0 is accepted as "no data") (offset = its payload);
+7. trailing bytes after the last payload: a **warning** (logged and kept in
+   ``.warnings``), because the current msaccucmp accepts them; an error with ``strict=True``.
+
+Legacy files run rules 4 (whole file), 6, and check ``size`` (when set) against ``len(data)``.
+
+Reading the header (:func:`read_header`, :meth:`DumpFile.open`) reads exactly 8 bytes
+plus the header. Payloads come out of :meth:`DumpFile.array` as read-only numpy views
+of a memory map (``copy=True`` reads them into fresh memory instead). Data types map
+to numpy as §1.8 says; types numpy lacks (DT_BF16 and DT_FLOAT8_* without the
+optional ``ml_dtypes``; DT_HIFLOAT8, DT_INT4, DT_UINT1, DT_COMPLEX32, ... always) raise
+:class:`DumpFileError` from ``array()`` unless ``raw=True``, which returns the stored
+bits: an array of the storage type (uint16 for bf16, uint8 for 1-byte types) in the
+tensor's shape, or the flat bytes for bit-packed types. :func:`bfloat16_bits_to_float32`
+widens bf16 bits exactly without ml_dtypes. Buffers and workspaces are byte blobs
+(DT_UINT8, format ND, shape (size,)).
+
+Writing (:func:`write_dump_file`): the header is serialized with deterministic protobuf
+encoding, which emits fields in ascending number and omits proto3 defaults, the same
+bytes as the AICPU writer (golden test in tests/formats). Files are written to a
+temporary name in the destination folder and renamed into place.
+"""
+import logging
+import mmap
+import os
+import struct
+import sys
+import tempfile
+import time
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from ..errors import DumpFileError, OptionError
+from . import device_format, schema
+
+try:  # optional: numpy types for bfloat16 / float8
+    import ml_dtypes as _ml_dtypes  # type: ignore
+except ImportError:  # pragma: no cover - depends on the environment
+    _ml_dtypes = None
+
+__all__ = [
+    "KINDS",
+    "MAX_HEADER_LEN",
+    "TensorInfo",
+    "DumpTensor",
+    "DumpHeader",
+    "DumpFile",
+    "read_header",
+    "build_header",
+    "encode_header",
+    "write_dump_file",
+    "dtype_info",
+    "bfloat16_bits_to_float32",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Payload kinds, in payload order.
+KINDS = ("input", "output", "buffer", "workspace")
+#: Largest header the writer produces: [1 B, 2 GiB) (reference §1.2).
+MAX_HEADER_LEN = 2 ** 31 - 1
+_PREFIX = struct.Struct("<Q")
+_NANO_MAGIC = b"\x5a\x5a\x5a\x5a"
+_V2 = "2.0"
+# First byte of a DumpData written in field order: a tag of fields 1..9 with its wire type.
+_LEGACY_FIRST_BYTES = frozenset((0x0A, 0x10, 0x1A, 0x22, 0x2A, 0x32, 0x3A, 0x42, 0x4A))
+
+# data type value -> (storage numpy dtype, bits per element or None if size is not checkable,
+#                     logical dtype: numpy dtype string, "ml:<name>" from ml_dtypes, or None = raw only)
+_DTYPES = {
+    0: ("i1", None, "i1"),  # DT_UNDEFINED: read as int8 (msaccucmp)
+    1: ("<f4", 32, "<f4"),
+    2: ("<f2", 16, "<f2"),
+    3: ("i1", 8, "i1"),
+    4: ("u1", 8, "u1"),
+    5: ("<i2", 16, "<i2"),
+    6: ("<u2", 16, "<u2"),
+    7: ("<i4", 32, "<i4"),
+    8: ("<i8", 64, "<i8"),
+    9: ("<u4", 32, "<u4"),
+    10: ("<u8", 64, "<u8"),
+    11: ("?", 8, "?"),
+    12: ("<f8", 64, "<f8"),
+    13: ("u1", None, None),  # DT_STRING
+    14: ("i1", 8, "i1"),
+    15: ("u1", 8, "u1"),
+    16: ("<c8", 64, "<c8"),
+    17: ("<c16", 128, "<c16"),
+    18: ("i1", 8, "i1"),
+    19: ("<i2", 16, "<i2"),
+    20: ("<i4", 32, "<i4"),
+    21: ("u1", 8, "u1"),
+    22: ("<u2", 16, "<u2"),
+    23: ("<i8", None, "<i8"),  # DT_RESOURCE: read as int64 (msaccucmp)
+    24: ("u1", None, None),
+    25: ("u1", None, None),
+    26: ("u1", None, None),
+    27: ("<u2", 16, "ml:bfloat16"),
+    28: ("u1", 4, None),  # DT_INT4, two per byte
+    29: ("u1", 1, None),  # DT_UINT1, bit-packed
+    30: ("u1", 2, None),
+    31: ("u1", 2, None),
+    32: ("u1", 32, None),  # DT_COMPLEX32: two float16
+    33: ("u1", 8, None),  # DT_HIFLOAT8: no numpy type
+    34: ("u1", 8, "ml:float8_e5m2"),
+    35: ("u1", 8, "ml:float8_e4m3fn"),
+    36: ("u1", 8, "ml:float8_e8m0fnu"),
+    37: ("u1", None, None),
+    38: ("u1", None, None),
+    39: ("u1", 4, None),
+    40: ("u1", 4, None),
+    41: ("u1", 4, None),
+    42: ("u1", None, None),
+}
+_UNKNOWN_DTYPE = ("u1", None, None)
+
+# ge::DataType numbering that GE writes, unconverted, into original_op.data_type (§1.4).
+_GE_DATA_TYPE = {1: 0, 2: 1, 3: 2, 7: 3, 4: 4, 5: 6, 6: 7, 9: 8, 8: 9, 10: 10, 12: 11, 11: 12, 27: 27}
+_GE_UNDEFINED = 28
+_PLAIN_FORMATS = ("NCHW", "NHWC", "ND", "HWCN", "NDHWC", "NCDHW", "DHWCN", "NC", "CN", "NCL", "CHWN")
+
+
+def _logical_dtype(spec: Optional[str]) -> Optional[np.dtype]:
+    if spec is None:
+        return None
+    if spec.startswith("ml:"):
+        found = getattr(_ml_dtypes, spec[3:], None) if _ml_dtypes is not None else None
+        return np.dtype(found) if found is not None else None
+    return np.dtype(spec)
+
+
+def dtype_info(data_type: int) -> Tuple[np.dtype, Optional[int], Optional[np.dtype]]:
+    """(storage dtype, bits per element or None, numpy dtype or None) for a DumpData data type."""
+    storage, bits, logical = _DTYPES.get(data_type, _UNKNOWN_DTYPE)
+    return np.dtype(storage), bits, _logical_dtype(logical)
+
+
+def _numpy_to_data_type() -> Dict[str, int]:
+    table = {}  # type: Dict[str, int]
+    for value, (_storage, bits, logical) in _DTYPES.items():
+        dtype = _logical_dtype(logical)
+        if dtype is not None and bits is not None and dtype.name not in table:
+            table[dtype.name] = value
+    return table
+
+
+_FROM_NUMPY = _numpy_to_data_type()
+
+
+def bfloat16_bits_to_float32(bits: np.ndarray) -> np.ndarray:
+    """Exact float32 values of bfloat16 bit patterns (uint16), without ml_dtypes."""
+    return (np.asarray(bits, dtype="<u2").astype("<u4") << 16).view("<f4")
+
+
+# --- header model --------------------------------------------------------------
+
+class TensorInfo(NamedTuple):
+    """One payload block as the header describes it (shapes as int tuples)."""
+
+    kind: str  # "input" | "output" | "buffer" | "workspace"
+    index: int
+    dtype_name: str  # "DT_FLOAT"
+    dtype: Optional[np.dtype]  # numpy dtype of array(), None when only raw=True works
+    format_name: str  # "NC1HWC0" (device layout)
+    shape: Tuple[int, ...]  # device-layout shape
+    original_shape: Tuple[int, ...]  # framework shape (empty when not recorded)
+    size: int  # payload bytes
+    offset: Optional[int]  # file offset of the payload (None in legacy files)
+    original_name: Optional[str] = None  # original_op.name (outputs only)
+    original_format: Optional[str] = None  # original_op.format name (outputs only)
+    data_type: int = 4  # DumpData data type value (DT_UINT8 for buffers/workspaces)
+
+    def as_dict(self) -> Dict[str, Any]:
+        """JSON-ready summary of this tensor."""
+        return {
+            "index": self.index,
+            "dtype": self.dtype_name,
+            "format": self.format_name,
+            "shape": list(self.shape),
+            "original_shape": list(self.original_shape),
+            "size": self.size,
+            "original_name": self.original_name,
+        }
+
+
+def _tensor_info(kind: str, index: int, proto: Any, offset: Optional[int], size: int) -> TensorInfo:
+    if kind in ("buffer", "workspace"):
+        return TensorInfo(kind, index, "DT_UINT8", np.dtype("u1"), "ND", (size,), (size,), size, offset)
+    data_type = proto.data_type
+    original_name = original_format = None
+    if kind == "output" and proto.HasField("original_op"):
+        original_name = proto.original_op.name
+        original_format = schema.format_name(proto.original_op.format)
+    return TensorInfo(
+        kind, index, schema.data_type_name(data_type), dtype_info(data_type)[2],
+        schema.format_name(proto.format), tuple(int(d) for d in proto.shape.dim),
+        tuple(int(d) for d in proto.original_shape.dim), size, offset, original_name, original_format,
+        int(data_type),
+    )
+
+
+def _repeated(header: Any, kind: str) -> Any:
+    return {"input": header.input, "output": header.output, "buffer": header.buffer, "workspace": header.space}[kind]
+
+
+class DumpHeader(object):
+    """What the header of one dump file says; no payload bytes are read.
+
+    ``header`` is the DumpData message, ``version`` is "v2" or "legacy",
+    ``inputs``/``outputs``/``buffers``/``workspaces`` are lists of :class:`TensorInfo`.
+    """
+
+    def __init__(self, path: str, version: str, header: Any, header_len: Optional[int],
+                 file_size: int, warnings: Sequence[str] = ()) -> None:
+        self.path = path
+        self.version = version
+        self.header = header
+        self.header_len = header_len
+        self.file_size = file_size
+        self.warnings = list(warnings)
+        offset = 8 + header_len if header_len is not None else None
+        tensors = {}  # type: Dict[str, List[TensorInfo]]
+        for kind in KINDS:
+            infos = []
+            for index, proto in enumerate(_repeated(header, kind)):
+                size = int(proto.size) if offset is not None else len(proto.data)
+                infos.append(_tensor_info(kind, index, proto, offset, size))
+                if offset is not None:
+                    offset += size
+            tensors[kind] = infos
+        self.inputs = tensors["input"]
+        self.outputs = tensors["output"]
+        self.buffers = tensors["buffer"]
+        self.workspaces = tensors["workspace"]
+
+    @property
+    def op_name(self) -> str:
+        return self.header.op_name
+
+    @property
+    def dump_time(self) -> int:
+        return int(self.header.dump_time)
+
+    def tensors(self, kind: Optional[str] = None) -> List[TensorInfo]:
+        """All tensors in payload order, or those of one kind."""
+        if kind is None:
+            return self.inputs + self.outputs + self.buffers + self.workspaces
+        if kind not in KINDS:
+            raise OptionError("kind", kind, "must be one of {}".format(", ".join(KINDS)))
+        return {"input": self.inputs, "output": self.outputs, "buffer": self.buffers,
+                "workspace": self.workspaces}[kind]
+
+    def tensor(self, kind: str, index: int) -> TensorInfo:
+        infos = self.tensors(kind)
+        if not 0 <= index < len(infos):
+            raise OptionError("index", index, "{} has {} {} tensor(s)".format(self.path, len(infos), kind))
+        return infos[index]
+
+    def summary(self) -> Dict[str, Any]:
+        """Compact JSON-ready description (for bundle.json and ``parse``)."""
+        return {
+            "format": self.version,
+            "version": self.header.version,
+            "op_name": self.header.op_name,
+            "dump_time": int(self.header.dump_time),
+            "header_len": self.header_len,
+            "file_size": self.file_size,
+            "attrs": {attr.name: attr.value for attr in self.header.attr},
+            "inputs": [t.as_dict() for t in self.inputs],
+            "outputs": [t.as_dict() for t in self.outputs],
+            "buffers": [t.as_dict() for t in self.buffers],
+            "workspaces": [t.as_dict() for t in self.workspaces],
+            "warnings": list(self.warnings),
+        }
+
+
+# --- reading ------------------------------------------------------------------
+
+def _decode(path: str, data: bytes, offset: int, what: str) -> Any:
+    message = schema.DumpData()
+    try:
+        message.ParseFromString(data)
+    except Exception as exc:  # DecodeError, or RuntimeError/UnicodeError from some backends
+        raise DumpFileError(path, "{} does not decode as DumpData ({}: {})".format(
+            what, type(exc).__name__, exc), offset)
+    return message
+
+
+def _try_legacy(path: str, fileobj: Any, file_size: int) -> Optional[Any]:
+    fileobj.seek(0)
+    if file_size > MAX_HEADER_LEN or fileobj.read(1)[0] not in _LEGACY_FIRST_BYTES:
+        return None  # cheap refusal before reading a whole (possibly large) v2 file
+    fileobj.seek(0)
+    try:
+        message = _decode(path, fileobj.read(file_size), 0, "file")
+    except DumpFileError:
+        return None
+    return message if message.version != _V2 else None
+
+
+def _check_payload_bounds(path: str, header: DumpHeader) -> None:
+    for info in header.tensors():
+        if info.offset + info.size > header.file_size:
+            raise DumpFileError(path, "payload of {}[{}] ({} bytes) runs past end of file ({} bytes)".format(
+                info.kind, info.index, info.size, header.file_size), info.offset)
+
+
+def _check_element_counts(path: str, header: DumpHeader) -> None:
+    for info in header.inputs + header.outputs:
+        bits = dtype_info(info.data_type)[1]
+        if bits is None or (not info.shape and info.size == 0):
+            continue
+        count = 1
+        for dim in info.shape:
+            count *= dim
+        expected = (count * bits + 7) // 8
+        if expected != info.size:
+            raise DumpFileError(path, "{}[{}]: shape {} x {} ({} bits) needs {} bytes but size is {}".format(
+                info.kind, info.index, list(info.shape), info.dtype_name, bits, expected, info.size),
+                info.offset if info.offset is not None else 0)
+
+
+def _check_legacy_sizes(path: str, message: Any) -> None:
+    for kind in KINDS:
+        for index, proto in enumerate(_repeated(message, kind)):
+            if proto.size and proto.size != len(proto.data):
+                raise DumpFileError(path, "legacy {}[{}]: size {} but data holds {} bytes".format(
+                    kind, index, proto.size, len(proto.data)), 0)
+
+
+def _read_v2_prefix(path: str, fileobj: Any, file_size: int) -> Tuple[Optional[Any], Optional[int], Optional[DumpFileError]]:
+    """(message, header_len, error) for the v2 reading of the file."""
+    prefix = fileobj.read(12 if file_size >= 12 else 8)
+    if prefix[8:12] == _NANO_MAGIC:
+        raise DumpFileError(path, "Nano TLV dump (magic 0x5A5A5A5A) is not supported", 8)
+    (header_len,) = _PREFIX.unpack(prefix[:8])
+    if not 1 <= header_len <= MAX_HEADER_LEN:
+        return None, header_len, DumpFileError(
+            path, "header length {} outside [1, 2**31)".format(header_len), 0)
+    if 8 + header_len > file_size:
+        return None, header_len, DumpFileError(
+            path, "header length {} runs past end of file ({} bytes)".format(header_len, file_size), 0)
+    fileobj.seek(8)
+    data = fileobj.read(header_len)
+    try:
+        return _decode(path, data, 8, "header"), header_len, None
+    except DumpFileError as exc:
+        return None, header_len, exc
+
+
+def _parse(path: str, fileobj: Any, strict: bool) -> DumpHeader:
+    file_size = os.fstat(fileobj.fileno()).st_size
+    if file_size <= 8:
+        raise DumpFileError(path, "file too small ({} bytes): a dump file holds an 8-byte header "
+                                  "length and a header".format(file_size), 0)
+    message, header_len, error = _read_v2_prefix(path, fileobj, file_size)
+    if message is not None and message.version == _V2:
+        return _finish_v2(path, message, header_len, file_size, strict, [])
+    legacy = _try_legacy(path, fileobj, file_size)
+    if legacy is not None:
+        _check_legacy_sizes(path, legacy)
+        header = DumpHeader(path, "legacy", legacy, None, file_size)
+        _check_element_counts(path, header)
+        return header
+    if error is not None:
+        raise error
+    warning = "header version {!r} is not '2.0'; read as a v2 file".format(message.version)
+    logger.warning("%s: %s", path, warning)
+    return _finish_v2(path, message, header_len, file_size, strict, [warning])
+
+
+def _finish_v2(path: str, message: Any, header_len: int, file_size: int, strict: bool,
+               warnings: List[str]) -> DumpHeader:
+    header = DumpHeader(path, "v2", message, header_len, file_size, warnings)
+    _check_payload_bounds(path, header)
+    _check_element_counts(path, header)
+    end = 8 + header_len + sum(info.size for info in header.tensors())
+    if end < file_size:
+        rule = "{} trailing bytes after the last payload".format(file_size - end)
+        if strict:
+            raise DumpFileError(path, rule, end)
+        logger.warning("%s at byte %d: %s", path, end, rule)
+        header.warnings.append("{} (at byte {})".format(rule, end))
+    return header
+
+
+def read_header(path: Union[str, "os.PathLike[str]"], strict: bool = False) -> DumpHeader:
+    """Parse and validate the header of ``path`` (8 bytes + header; payloads unread)."""
+    path = os.fspath(path)
+    with open(path, "rb", buffering=0) as fileobj:
+        return _parse(path, fileobj, strict)
+
+
+class DumpFile(DumpHeader):
+    """A validated dump file whose payloads are read on demand (memory-mapped).
+
+    Use as a context manager or call :meth:`close`; arrays already returned stay valid.
+    """
+
+    _mmap = None  # type: Optional[mmap.mmap]
+
+    @classmethod
+    def open(cls, path: Union[str, "os.PathLike[str]"], strict: bool = False) -> "DumpFile":
+        found = read_header(path, strict)
+        self = cls.__new__(cls)
+        self.__dict__.update(found.__dict__)
+        self._mmap = None
+        return self
+
+    def __enter__(self) -> "DumpFile":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Drop the memory map (numpy views keep it alive until they are gone)."""
+        mapped, self._mmap = self._mmap, None
+        if mapped is not None:
+            try:
+                mapped.close()
+            except BufferError:  # arrays still reference it; the GC closes it after them
+                pass
+
+    def _buffer(self) -> Any:
+        if self._mmap is None:
+            with open(self.path, "rb") as fileobj:
+                if os.fstat(fileobj.fileno()).st_size != self.file_size:
+                    raise DumpFileError(self.path, "file changed size since its header was read", 0)
+                self._mmap = mmap.mmap(fileobj.fileno(), 0, access=mmap.ACCESS_READ)
+        return self._mmap
+
+    def _storage(self, info: TensorInfo, storage: np.dtype, copy: bool) -> np.ndarray:
+        count = info.size // storage.itemsize
+        if self.version == "legacy":
+            data = _repeated(self.header, info.kind)[info.index].data
+            array = np.frombuffer(data, dtype=storage, count=count)
+            return array.copy() if copy else array
+        if info.size == 0:
+            return np.empty(0, dtype=storage)
+        if copy:
+            array = np.empty(count, dtype=storage)
+            with open(self.path, "rb", buffering=0) as fileobj:
+                fileobj.seek(info.offset)
+                got = fileobj.readinto(memoryview(array).cast("B"))
+            if got != info.size:
+                raise DumpFileError(self.path, "file shrank while reading {}[{}]".format(info.kind, info.index),
+                                    info.offset)
+            return array
+        return np.frombuffer(self._buffer(), dtype=storage, count=count, offset=info.offset)
+
+    def array(self, kind: str, index: int, original_shape: bool = False, raw: bool = False,
+              copy: bool = False) -> np.ndarray:
+        """Payload ``kind``[``index``] as a numpy array in its device shape.
+
+        ``original_shape=True`` converts the device layout to the framework shape
+        (:func:`device_format.to_original`); ``raw=True`` returns the stored bits for
+        types numpy lacks; ``copy=True`` reads into fresh writable memory (no mmap).
+        """
+        info = self.tensor(kind, index)
+        storage, bits, logical = dtype_info(info.data_type)
+        if logical is None and not raw:
+            raise DumpFileError(self.path, "{}[{}] has data type {}, which numpy cannot hold{}; pass raw=True "
+                                "for the stored bits".format(kind, index, info.dtype_name, _dtype_hint(info)),
+                                info.offset)
+        flat = self._storage(info, storage, copy)
+        if logical is None and bits != storage.itemsize * 8:
+            return flat  # bit-packed or unsized: the stored bytes
+        result = flat.view(logical) if logical is not None and logical != storage else flat
+        count = 1
+        for dim in info.shape:
+            count *= dim
+        if kind in ("buffer", "workspace") or result.size != count:
+            return result  # no shape to apply (unsized types, "no data" scalars)
+        result = result.reshape(info.shape)
+        if original_shape:
+            result = device_format.to_original(result, info.format_name, info.original_shape,
+                                               info.original_format, source=self.path)
+        return result
+
+
+def _dtype_hint(info: TensorInfo) -> str:
+    if _DTYPES.get(info.data_type, _UNKNOWN_DTYPE)[2] is not None:
+        return " without the optional package ml_dtypes"
+    return ""
+
+
+# --- writing ------------------------------------------------------------------
+
+class DumpTensor(object):
+    """One input/output to write: device-layout ``array`` plus header fields.
+
+    ``data_type`` defaults from the array dtype (pass it, with a storage-typed array and
+    ``shape``, for types numpy lacks); ``format`` is the device layout name;
+    ``shape``/``original_shape`` default to the array shape. ``original_name`` set means
+    an ``original_op`` entry (outputs only) with ``original_output_index``, the raw GE
+    ``original_data_type`` (default: GE's number for ``data_type``) and
+    ``original_format`` (default: ``format`` for plain layouts, else "ND").
+    """
+
+    def __init__(self, array: Any, data_type: Union[None, str, int] = None, format: Union[str, int] = "ND",
+                 shape: Optional[Sequence[int]] = None, original_shape: Optional[Sequence[int]] = None,
+                 original_name: Optional[str] = None, original_output_index: int = 0,
+                 original_data_type: Optional[int] = None, original_format: Union[None, str, int] = None,
+                 sub_format: int = 0, address: int = 0) -> None:
+        self.array = np.asarray(array)
+        self.data_type = _data_type_of(self.array, data_type)
+        self.format = _enum_value("format", format, schema.format_value)
+        self.shape = tuple(int(d) for d in (self.array.shape if shape is None else shape))
+        self.original_shape = self.shape if original_shape is None else tuple(int(d) for d in original_shape)
+        self.original_name = original_name
+        self.original_output_index = original_output_index
+        self.original_data_type = (_GE_DATA_TYPE.get(self.data_type, _GE_UNDEFINED)
+                                   if original_data_type is None else original_data_type)
+        if original_format is None:
+            original_format = self.format if schema.format_name(self.format) in _PLAIN_FORMATS else "ND"
+        self.original_format = _enum_value("original_format", original_format, schema.format_value)
+        self.sub_format = sub_format
+        self.address = address
+        self._check_size()
+
+    def _check_size(self) -> None:
+        bits = dtype_info(self.data_type)[1]
+        if bits is None:
+            return
+        count = 1
+        for dim in self.shape:
+            count *= dim
+        if (count * bits + 7) // 8 != self.array.nbytes:
+            raise OptionError("array", self.array.shape, "{} bytes do not match shape {} of {}".format(
+                self.array.nbytes, list(self.shape), schema.data_type_name(self.data_type)))
+
+
+def _enum_value(option: str, value: Union[str, int], lookup: Any) -> int:
+    try:
+        return lookup(value)
+    except KeyError:
+        raise OptionError(option, value, "not a DumpData enum name")
+
+
+def _data_type_of(array: np.ndarray, data_type: Union[None, str, int]) -> int:
+    if data_type is not None:
+        return _enum_value("data_type", data_type, schema.data_type_value)
+    key = array.dtype.name  # byte order is normalised when writing
+    if key not in _FROM_NUMPY:
+        raise OptionError("data_type", str(array.dtype), "no DumpData data type for this numpy dtype; pass data_type")
+    return _FROM_NUMPY[key]
+
+
+def _as_tensor(item: Any) -> DumpTensor:
+    if isinstance(item, DumpTensor):
+        return item
+    if isinstance(item, dict):
+        return DumpTensor(**item)
+    return DumpTensor(item)
+
+
+def _as_blob(item: Any) -> np.ndarray:
+    return np.frombuffer(item, dtype="u1") if isinstance(item, (bytes, bytearray, memoryview)) else np.asarray(item)
+
+
+def _fill_tensor(proto: Any, tensor: DumpTensor, is_output: bool) -> None:
+    proto.data_type = tensor.data_type
+    proto.format = tensor.format
+    proto.shape.dim.extend(tensor.shape)
+    proto.size = tensor.array.nbytes
+    proto.original_shape.dim.extend(tensor.original_shape)
+    proto.sub_format = tensor.sub_format
+    proto.address = tensor.address
+    if is_output and tensor.original_name is not None:
+        original = proto.original_op
+        original.name = tensor.original_name
+        original.output_index = tensor.original_output_index & 0xFFFFFFFF  # GE casts -1 to uint32
+        original.data_type = tensor.original_data_type
+        original.format = tensor.original_format
+
+
+def build_header(op_name: str, outputs: Iterable[Any] = (), inputs: Iterable[Any] = (),
+                 buffers: Iterable[Any] = (), workspaces: Iterable[Any] = (), dump_time: Optional[int] = None,
+                 version: str = _V2, attrs: Optional[Dict[str, str]] = None) -> Any:
+    """DumpData header for the given tensors (arrays, dicts of DumpTensor args, or DumpTensors;
+    buffers/workspaces: bytes or arrays). ``dump_time`` defaults to now (microseconds)."""
+    header = schema.DumpData()
+    header.version = version
+    header.dump_time = int(time.time() * 1000000) if dump_time is None else int(dump_time)
+    header.op_name = op_name
+    for item in outputs:
+        _fill_tensor(header.output.add(), _as_tensor(item), True)
+    for item in inputs:
+        _fill_tensor(header.input.add(), _as_tensor(item), False)
+    for item in buffers:
+        header.buffer.add().size = _as_blob(item).nbytes
+    for name, value in sorted((attrs or {}).items()):
+        header.attr.add(name=name, value=value)
+    for item in workspaces:
+        header.space.add().size = _as_blob(item).nbytes
+    return header
+
+
+def encode_header(header: Any) -> bytes:
+    """Serialized header bytes, identical to the AICPU writer's encoding."""
+    return header.SerializeToString(deterministic=True)
+
+
+def _little_endian_bytes(array: np.ndarray) -> memoryview:
+    array = np.ascontiguousarray(array)
+    if array.dtype.byteorder == ">" or (array.dtype.byteorder == "=" and sys.byteorder == "big"):
+        array = array.astype(array.dtype.newbyteorder("<"))
+    return memoryview(array.reshape(-1).view(np.uint8))
+
+
+def write_dump_file(path: Union[str, "os.PathLike[str]"], op_name: str, outputs: Iterable[Any] = (),
+                    inputs: Iterable[Any] = (), buffers: Iterable[Any] = (), workspaces: Iterable[Any] = (),
+                    dump_time: Optional[int] = None, version: str = _V2, attrs: Optional[Dict[str, str]] = None,
+                    fsync: bool = False) -> int:
+    """Write a v2 dump file atomically (temporary name + rename); return its size in bytes.
+
+    Arguments as :func:`build_header`; payloads follow in the order inputs, outputs,
+    buffers, workspaces.
+    """
+    path = os.fspath(path)
+    output_tensors = [_as_tensor(item) for item in outputs]
+    input_tensors = [_as_tensor(item) for item in inputs]
+    buffer_blobs = [_as_blob(item) for item in buffers]
+    space_blobs = [_as_blob(item) for item in workspaces]
+    header = build_header(op_name, output_tensors, input_tensors, buffer_blobs, space_blobs, dump_time, version, attrs)
+    encoded = encode_header(header)
+    payloads = [t.array for t in input_tensors] + [t.array for t in output_tensors] + buffer_blobs + space_blobs
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path)[:64] + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fileobj:
+            fileobj.write(_PREFIX.pack(len(encoded)))
+            fileobj.write(encoded)
+            for array in payloads:
+                fileobj.write(_little_endian_bytes(array))
+            if fsync:
+                fileobj.flush()
+                os.fsync(fileobj.fileno())
+            written = fileobj.tell()
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return written
