@@ -1,0 +1,220 @@
+"""The BagIt (RFC 8493) tag files of a bundle: writing them and checking a bag against them.
+
+What this module writes (normative for bundles):
+
+* ``bagit.txt``: ``BagIt-Version: 1.0`` and ``Tag-File-Character-Encoding: UTF-8``;
+* ``manifest-sha256.txt``: one ``{sha256 hex}  data/{path}`` line per payload file, sorted
+  by path; CR, LF and ``%`` in paths percent-encoded (RFC 8493 §2.1.3);
+* ``bag-info.txt``: ``Bag-Software-Agent``, ``Bagging-Date``, ``Payload-Oxum``
+  (``{octets}.{file count}``) and ``External-Description``;
+* ``tagmanifest-sha256.txt``: sha256 of the three files above.
+
+:func:`check_bag` reports, as :class:`Problem` records, every payload file that is missing,
+extra (present but not in the manifest) or changed (size or sha256), malformed tag files,
+a wrong Payload-Oxum and tag files whose tag-manifest digest differs. It never raises for
+a bad bag; it raises only when the folder itself cannot be read.
+"""
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from typing import Dict, Iterable, List, Optional, Tuple
+
+from . import _fs
+from .errors import UnsafePathError
+
+__all__ = [
+    "Problem",
+    "PROBLEM_KINDS",
+    "BAGIT_TXT",
+    "MANIFEST",
+    "TAGMANIFEST",
+    "BAG_INFO",
+    "encode_path",
+    "decode_path",
+    "write_tag_files",
+    "read_manifest",
+    "read_bag_info",
+    "check_bag",
+]
+
+BAGIT_TXT = "bagit.txt"
+MANIFEST = "manifest-sha256.txt"
+TAGMANIFEST = "tagmanifest-sha256.txt"
+BAG_INFO = "bag-info.txt"
+_BAGIT_BODY = "BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n"
+_LINE = re.compile(r"([0-9a-fA-F]{64})[ \t]+(\S.*)\Z")
+PROBLEM_KINDS = ("missing", "extra", "changed", "unparsable", "schema", "unsafe")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a bundle: ``kind`` (one of PROBLEM_KINDS), ``path`` relative
+    to the bag root (or ``""`` for the bag as a whole) and a human ``detail``."""
+
+    kind: str
+    path: str
+    detail: str
+
+    def __str__(self) -> str:
+        return "{}: {}: {}".format(self.kind, self.path or "<bundle>", self.detail)
+
+
+def encode_path(path: str) -> str:
+    """Percent-encode ``%``, CR and LF as RFC 8493 requires in manifest lines."""
+    return path.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def decode_path(text: str) -> str:
+    """Inverse of :func:`encode_path` (case-insensitive hex, as validators accept)."""
+    return re.sub(r"%0[dD]", "\r", re.sub(r"%0[aA]", "\n", text)).replace("%25", "%")
+
+
+def _sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def write_tag_files(bag_dir: str, payload: Iterable[Tuple[str, int, str]], agent: str,
+                    bagging_date: str, description: str) -> None:
+    """Write manifest, bag-info, bagit.txt and tag manifest for ``payload`` rows
+    ``(path relative to data/, size, sha256 hex)``."""
+    lines = []
+    octets = count = 0
+    for rel, size, digest in sorted(payload):
+        lines.append("{}  data/{}\n".format(digest, encode_path(rel)))
+        octets += size
+        count += 1
+    bodies = [
+        (MANIFEST, "".join(lines).encode("utf-8")),
+        (BAG_INFO, "Bag-Software-Agent: {}\nBagging-Date: {}\nPayload-Oxum: {}.{}\nExternal-Description: {}\n".format(
+            agent, bagging_date, octets, count, description).encode("utf-8")),
+        (BAGIT_TXT, _BAGIT_BODY.encode("utf-8")),
+    ]
+    for name, body in bodies:
+        with open(os.path.join(bag_dir, name), "wb") as out:
+            out.write(body)
+    tag_lines = "".join("{}  {}\n".format(_sha256_bytes(body), name) for name, body in sorted(bodies))
+    with open(os.path.join(bag_dir, TAGMANIFEST), "wb") as out:
+        out.write(tag_lines.encode("utf-8"))
+
+
+def read_manifest(path: str, problems: List[Problem], label: str) -> Dict[str, str]:
+    """{relative path: sha256 hex} from a manifest file; malformed lines become problems."""
+    entries = {}  # type: Dict[str, str]
+    with open(path, "rb") as fh:
+        raw = fh.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        problems.append(Problem("unparsable", label, "not UTF-8 at byte {}".format(exc.start)))
+        return entries
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        match = _LINE.match(line)
+        if match is None:
+            problems.append(Problem("unparsable", label, "line {}: not '<sha256>  <path>'".format(number)))
+            continue
+        rel = decode_path(match.group(2))
+        try:
+            rel = _fs.safe_relpath(rel)
+        except UnsafePathError as exc:
+            problems.append(Problem("unsafe", label, "line {}: {}".format(number, exc)))
+            continue
+        if rel in entries and entries[rel] != match.group(1).lower():
+            problems.append(Problem("unparsable", label, "line {}: {} listed twice with different digests".format(
+                number, rel)))
+        entries[rel] = match.group(1).lower()
+    return entries
+
+
+def read_bag_info(path: str) -> Dict[str, str]:
+    """Labels of bag-info.txt (last value wins; continuation lines joined)."""
+    info = {}  # type: Dict[str, str]
+    last = None  # type: Optional[str]
+    with open(path, "r", encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            line = line.rstrip("\r\n")
+            if line[:1] in (" ", "\t") and last is not None:
+                info[last] += " " + line.strip()
+            elif ":" in line:
+                key, value = line.split(":", 1)
+                last = key.strip()
+                info[last] = value.strip()
+    return info
+
+
+def check_bag(bag_dir: str, digests_out: Optional[Dict[str, str]] = None,
+              workers: Optional[int] = None) -> List[Problem]:
+    """Every BagIt-level problem of the bag at ``bag_dir``. Actual payload digests are
+    stored into ``digests_out`` (``data/...`` path -> sha256) for further checks."""
+    problems = []  # type: List[Problem]
+    _check_bagit_txt(bag_dir, problems)
+    manifest_path = os.path.join(bag_dir, MANIFEST)
+    if not os.path.isfile(manifest_path):
+        problems.append(Problem("missing", MANIFEST, "payload manifest not found"))
+        listed = {}  # type: Dict[str, str]
+    else:
+        listed = read_manifest(manifest_path, problems, MANIFEST)
+    present = _payload_files(bag_dir, problems)
+    for rel in sorted(set(listed) - set(present)):
+        problems.append(Problem("missing", rel, "listed in {} but absent".format(MANIFEST)))
+    for rel in sorted(set(present) - set(listed)):
+        problems.append(Problem("extra", rel, "present but not listed in {}".format(MANIFEST)))
+    both = sorted(set(listed) & set(present))
+    actual = dict(zip(both, _fs.parallel_map(lambda r: _fs.sha256_file(present[r])[1], both, workers)))
+    for rel in both:
+        if actual[rel] != listed[rel]:
+            problems.append(Problem("changed", rel, "sha256 {} != manifest {}".format(actual[rel], listed[rel])))
+    if digests_out is not None:
+        digests_out.update(actual)
+    _check_oxum(bag_dir, present, problems)
+    _check_tagmanifest(bag_dir, problems)
+    return problems
+
+
+def _check_bagit_txt(bag_dir: str, problems: List[Problem]) -> None:
+    path = os.path.join(bag_dir, BAGIT_TXT)
+    if not os.path.isfile(path):
+        problems.append(Problem("missing", BAGIT_TXT, "bag declaration not found (not a BagIt bag)"))
+        return
+    info = read_bag_info(path)
+    if not info.get("BagIt-Version") or info.get("Tag-File-Character-Encoding", "").upper() != "UTF-8":
+        problems.append(Problem("unparsable", BAGIT_TXT, "needs BagIt-Version and Tag-File-Character-Encoding: UTF-8"))
+
+
+def _payload_files(bag_dir: str, problems: List[Problem]) -> Dict[str, str]:
+    data = os.path.join(bag_dir, "data")
+    if not os.path.isdir(data):
+        problems.append(Problem("missing", "data", "payload folder not found"))
+        return {}
+    warnings = []  # type: List[str]
+    found = {"data/" + f.rel: f.path for f in _fs.walk_files(data, warnings)}
+    for message in warnings:
+        problems.append(Problem("unsafe", "data", message))
+    return found
+
+
+def _check_oxum(bag_dir: str, present: Dict[str, str], problems: List[Problem]) -> None:
+    path = os.path.join(bag_dir, BAG_INFO)
+    if not os.path.isfile(path):
+        return  # bag-info.txt is optional in BagIt
+    oxum = read_bag_info(path).get("Payload-Oxum")
+    if oxum is None:
+        return
+    actual = "{}.{}".format(sum(os.path.getsize(p) for p in present.values()), len(present))
+    if oxum != actual:
+        problems.append(Problem("changed", BAG_INFO, "Payload-Oxum {} but payload is {} (octets.files)".format(
+            oxum, actual)))
+
+
+def _check_tagmanifest(bag_dir: str, problems: List[Problem]) -> None:
+    path = os.path.join(bag_dir, TAGMANIFEST)
+    if not os.path.isfile(path):
+        return  # optional
+    for rel, digest in sorted(read_manifest(path, problems, TAGMANIFEST).items()):
+        full = _fs.safe_join(bag_dir, rel)
+        if not os.path.isfile(full):
+            problems.append(Problem("missing", rel, "listed in {} but absent".format(TAGMANIFEST)))
+        elif _fs.sha256_file(full)[1] != digest:
+            problems.append(Problem("changed", rel, "sha256 differs from {}".format(TAGMANIFEST)))

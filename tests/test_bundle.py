@@ -1,0 +1,501 @@
+"""Tests for npu_dump_hook.bundle: layout, bundle.json, BagIt validity, atomicity, archives, ranks."""
+import hashlib
+import io
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+import tarfile
+
+import bagit
+import numpy as np
+import pytest
+
+from npu_dump_hook import _bagit, _fs, bundle
+from npu_dump_hook.constants import BUNDLE_SCHEMA
+from npu_dump_hook.errors import BundleError, BundleExistsError, UnsafePathError
+from npu_dump_hook.formats.dump_file import write_dump_file
+from npu_dump_hook.formats.mapping_csv import write_mapping
+
+try:
+    from npu_dump_hook.locate import LocatedRun, StepDir
+except ImportError:  # pragma: no cover - stand-in only until locate.py imports cleanly
+    import dataclasses
+
+    @dataclasses.dataclass
+    class StepDir:
+        time_dir: str
+        device_id: str
+        model_name: str
+        model_id: str
+        step: str
+        path: str
+
+    @dataclasses.dataclass
+    class LocatedRun:
+        graph_file: str
+        graph_name: str
+        graph_choice: dict
+        dump_path: str
+        steps: list
+        warnings: list = dataclasses.field(default_factory=list)
+
+
+GRAPH_NAME = "ge_default_20240101120000_1"
+TIME_DIR = "20240101120000"
+CONV = "Conv2D.conv1_Conv2D.3.2.1700000000000001"
+RELU = "Relu.relu1.4.2.1700000000000002"
+LONG_OP = "tower_0/" + "very_long_scope_" * 20 + "MatMul"
+LONG_NAME = "MatMul.{}.6.2.1700000000000003".format(LONG_OP.replace("/", "_"))
+HASHED = "12345678901234567890"
+STATS = "Add.add1.7.2.1700000000000004.csv"
+FFTS = "Mul.mul1_lxslice1.8.2.1700000000000005.4.1.0.0"
+
+GRAPH_TEXT = """name: "{name}"
+graph {{
+  name: "{name}"
+  op {{
+    name: "conv1/Conv2D"
+    type: "Conv2D"
+    id: 1
+  }}
+  op {{
+    name: "relu1"
+    type: "Relu"
+    id: 2
+  }}
+  op {{
+    name: "{long}"
+    type: "MatMul"
+    id: 3
+  }}
+  op {{
+    name: "add1"
+    type: "Add"
+    id: 4
+  }}
+  op {{
+    name: "mul1"
+    type: "Mul"
+    id: 5
+  }}
+  op {{
+    name: "reshape1"
+    type: "Reshape"
+    id: 6
+    attr {{
+      key: "_no_task"
+      value {{
+        b: true
+      }}
+    }}
+  }}
+  op {{
+    name: "sub1"
+    type: "Sub"
+    id: 7
+  }}
+}}
+""".format(name=GRAPH_NAME, long=LONG_OP)
+
+TOP_KEYS = {"schema", "backend", "created", "versions", "options", "run", "randomness", "graph", "dump",
+            "files", "coverage", "warnings"}
+
+
+def make_run(root, device="0", step="0"):
+    """A small Build graph + one dump step folder; returns (LocatedRun, source dirs)."""
+    graphs = root / "graphs"
+    graphs.mkdir(parents=True, exist_ok=True)
+    graph_file = graphs / "ge_proto_00000123_graph_1_Build.txt"
+    graph_file.write_text(GRAPH_TEXT)
+    step_dir = root / "dump" / TIME_DIR / device / GRAPH_NAME / "1" / step
+    step_dir.mkdir(parents=True)
+    x = np.arange(4, dtype=np.float32).reshape(1, 2, 2, 1)
+    write_dump_file(str(step_dir / CONV), "conv1/Conv2D", outputs=[x], inputs=[x, np.ones((1, 1), np.float16)])
+    write_dump_file(str(step_dir / RELU), "relu1", outputs=[np.zeros(3, np.int32)])
+    write_dump_file(str(step_dir / HASHED), LONG_OP, outputs=[np.zeros((2, 2), np.float32)])
+    write_mapping(str(step_dir / "mapping.csv"), [(HASHED, LONG_NAME)])
+    (step_dir / STATS).write_text("Input/Output,Index,Data Size,Data Type,Format,Shape\n")
+    write_dump_file(str(step_dir / FFTS), "mul1", outputs=[np.zeros(2, np.float32)])
+    (step_dir / "notes.txt").write_text("free text")
+    located = LocatedRun(str(graph_file), GRAPH_NAME, {"method": "test", "candidates": []}, str(root / "dump"),
+                         [StepDir(TIME_DIR, device, GRAPH_NAME, "1", step, str(step_dir))], [])
+    return located
+
+
+def write(dest, located, **kwargs):
+    kwargs.setdefault("backend", "emulated")
+    kwargs.setdefault("options", {"dump_mode": "all"})
+    kwargs.setdefault("run", {"steps": 1, "global_step": 0, "rank": 0, "device_id": 0})
+    kwargs.setdefault("randomness", {"policy": "audit", "ops": []})
+    return bundle.write_bundle(str(dest), located, **kwargs)
+
+
+def tree_state(root):
+    """{relative path: (sha256, mtime_ns, size)} of every file under root."""
+    state = {}
+    for dirpath, _dirs, files in os.walk(str(root)):
+        for name in files:
+            full = os.path.join(dirpath, name)
+            st = os.lstat(full)
+            digest = hashlib.sha256(open(full, "rb").read()).hexdigest() if not os.path.islink(full) else "link"
+            state[os.path.relpath(full, str(root))] = (digest, st.st_mtime_ns, st.st_size)
+    return state
+
+
+def entries_by_name(doc):
+    return {e["path"].rsplit("/", 1)[-1]: e for e in doc["files"]}
+
+
+@pytest.fixture
+def run(tmp_path):
+    return make_run(tmp_path / "src")
+
+
+# -- layout and bundle.json --------------------------------------------------------------------
+def test_layout_and_bundle_json(tmp_path, run):
+    result = write(tmp_path / "b", run)
+    b = tmp_path / "b"
+    chain = "dump/{}/0/{}/1/0".format(TIME_DIR, GRAPH_NAME)
+    assert sorted(os.listdir(str(b))) == ["bag-info.txt", "bagit.txt", "data", "manifest-sha256.txt",
+                                          "tagmanifest-sha256.txt"]
+    assert sorted(os.listdir(str(b / "data" / chain))) == sorted(
+        [CONV, RELU, HASHED, "mapping.csv", STATS, FFTS, "notes.txt"])
+    doc = json.loads((b / "data" / "bundle.json").read_text())
+    assert set(doc) == TOP_KEYS
+    assert doc["schema"] == BUNDLE_SCHEMA == "npu_dump_hook/bundle@1"
+    assert doc["backend"] == "emulated"
+    assert doc["run"] == {"steps": 1, "global_step": 0, "started": None, "ended": None, "rank": 0, "device_id": 0}
+    assert doc["graph"]["file"] == "graph/ge_proto_00000123_graph_1_Build.txt"
+    assert doc["graph"]["name"] == GRAPH_NAME
+    assert doc["graph"]["stage"] == "Build"
+    assert doc["graph"]["op_count"] == 7
+    assert doc["graph"]["choice"] == {"method": "test", "candidates": []}
+    assert {k: doc["dump"][k] for k in ("time_dir", "device_id", "model_name", "model_id", "steps")} == {
+        "time_dir": TIME_DIR, "device_id": "0", "model_name": GRAPH_NAME, "model_id": "1", "steps": ["0"]}
+    by = entries_by_name(doc)
+    conv = by[CONV]
+    assert conv["path"] == chain + "/" + CONV
+    assert conv["kind"] == "dump"
+    assert (conv["op_type"], conv["op_name"], conv["task_id"], conv["stream_id"], conv["timestamp"]) == (
+        "Conv2D", "conv1_Conv2D", 3, 2, 1700000000000001)
+    assert conv["header"]["outputs"] == [{"dtype": "DT_FLOAT", "shape": [1, 2, 2, 1], "format": "ND"}]
+    assert [t["dtype"] for t in conv["header"]["inputs"]] == ["DT_FLOAT", "DT_FLOAT16"]
+    data = (b / "data" / chain / CONV).read_bytes()
+    assert conv["size"] == len(data) and conv["sha256"] == hashlib.sha256(data).hexdigest()
+    assert by[HASHED]["kind"] == "dump" and by[HASHED]["op_type"] == "MatMul"
+    assert by[HASHED]["original_name"] == LONG_NAME
+    assert by["mapping.csv"]["kind"] == "mapping"
+    assert by[STATS]["kind"] == "stats" and by[STATS]["op_name"] == "add1" and "header" not in by[STATS]
+    assert by[FFTS]["context_id"] == 1 and by[FFTS]["op_name"] == "mul1_lxslice1"
+    assert by["notes.txt"]["kind"] == "other"
+    assert by["ge_proto_00000123_graph_1_Build.txt"]["kind"] == "graph"
+    # 6 ops need a task (reshape1 has _no_task); sub1 has no dump file
+    assert doc["coverage"]["expected"] == 6
+    assert doc["coverage"]["dumped"] == 5
+    assert doc["coverage"]["missing"] == ["sub1"]
+    assert result.files == len(doc["files"]) + 1  # bundle.json is payload but not in files
+    assert result.steps == ["0"]
+    assert bundle.verify_bundle(str(b)) == []
+
+
+def test_bagit_validator_accepts(tmp_path, run):
+    write(tmp_path / "b", run)
+    bagit.Bag(str(tmp_path / "b")).validate()
+    proc = subprocess.run([sys.executable, "-m", "bagit", "--validate", str(tmp_path / "b")],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+    assert proc.returncode == 0, proc.stdout
+    assert "valid" in proc.stdout
+
+
+def test_checksum_none_keeps_manifest_valid(tmp_path, run):
+    write(tmp_path / "b", run, checksum="none")
+    doc = bundle.read_bundle(str(tmp_path / "b"))
+    assert all(e["sha256"] is None for e in doc["files"])
+    bagit.Bag(str(tmp_path / "b")).validate()
+    assert bundle.verify_bundle(str(tmp_path / "b")) == []
+
+
+def test_tf_golden_init_dirs(tmp_path, run):
+    tf_graph = tmp_path / "g.pbtxt"
+    tf_graph.write_text('node { name: "x" op: "Const" }\n')
+    golden = tmp_path / "golden"
+    (golden / "sub").mkdir(parents=True)
+    np.save(str(golden / "sub" / "relu1.0.1700000000000000.npy"), np.zeros(2))
+    init = tmp_path / "init"
+    init.mkdir()
+    (init / "checkpoint").write_text("model_checkpoint_path: \"m\"\n")
+    write(tmp_path / "b", run, tf_graph=str(tf_graph), golden_dir=str(golden), init_dir=str(init))
+    by = {e["path"]: e["kind"] for e in bundle.read_bundle(str(tmp_path / "b"))["files"]}
+    assert by["tf/graph.pbtxt"] == "tf_graph"
+    assert by["golden/sub/relu1.0.1700000000000000.npy"] == "golden"
+    assert by["init/checkpoint"] == "init"
+    bagit.Bag(str(tmp_path / "b")).validate()
+
+
+def test_rejects_bad_arguments(tmp_path, run):
+    for kwargs, part in (({"backend": "gpu"}, "backend='gpu'"), ({"link": "reflink"}, "link='reflink'"),
+                         ({"checksum": "md5"}, "checksum='md5'"), ({"archive": "zip"}, "archive='zip'")):
+        with pytest.raises(BundleError) as info:
+            write(tmp_path / "b", run, **kwargs)
+        assert part in str(info.value)
+    assert not (tmp_path / "b").exists()
+
+
+# -- destination handling, atomicity -----------------------------------------------------------
+def test_existing_destination_refused_unless_force(tmp_path, run):
+    dest = tmp_path / "b"
+    dest.mkdir()
+    (dest / "keep").write_text("mine")
+    with pytest.raises(BundleExistsError):
+        write(dest, run)
+    assert os.listdir(str(dest)) == ["keep"]
+    write(dest, run, force=True)
+    assert not (dest / "keep").exists()
+    assert bundle.verify_bundle(str(dest)) == []
+    assert sorted(os.listdir(str(tmp_path))) == ["b", "src"]
+
+
+def _no_bag_left(parent):
+    for dirpath, _dirs, files in os.walk(str(parent)):
+        if "bagit.txt" in files:
+            return False
+    return True
+
+
+@pytest.mark.parametrize("target, after", [
+    ("npu_dump_hook._fs.place_file", 0),
+    ("npu_dump_hook._fs.place_file", 4),
+    ("npu_dump_hook.bundle._graph_section", 0),
+    ("npu_dump_hook.bundle._write_json_and_tags", 0),
+    ("npu_dump_hook._bagit.write_tag_files", 0),
+    ("npu_dump_hook._fs.Staging.commit", 0),
+])
+def test_crash_leaves_nothing(tmp_path, monkeypatch, target, after):
+    run = make_run(tmp_path / "src")
+    out = tmp_path / "out"
+    out.mkdir()
+    module_name, attr = target.rsplit(".", 1)
+    if module_name.endswith("Staging"):
+        owner, real = _fs.Staging, _fs.Staging.commit
+    else:
+        import importlib
+
+        owner = importlib.import_module(module_name)
+        real = getattr(owner, attr)
+    calls = {"n": 0}
+
+    def crash(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] > after:
+            raise RuntimeError("simulated crash in " + attr)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, attr, crash)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        write(out / "b", run, link="copy")
+    assert os.listdir(str(out)) == []  # no destination, no staging folder
+    assert _no_bag_left(tmp_path)
+    monkeypatch.setattr(owner, attr, real)
+    write(out / "b", run, link="copy")
+    assert bundle.verify_bundle(str(out / "b")) == []
+
+
+def test_force_crash_keeps_old_bundle(tmp_path, monkeypatch, run):
+    dest = tmp_path / "b"
+    write(dest, run)
+    before = tree_state(dest)
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("simulated crash")
+
+    monkeypatch.setattr(bundle, "_write_json_and_tags", crash)
+    with pytest.raises(RuntimeError):
+        write(dest, run, force=True)
+    assert tree_state(dest) == before
+    assert sorted(os.listdir(str(tmp_path))) == ["b", "src"]
+
+
+@pytest.mark.parametrize("link", ["hardlink", "copy", "auto"])
+def test_source_unmodified(tmp_path, run, link):
+    before = tree_state(tmp_path / "src")
+    write(tmp_path / "b", run, link=link)
+    assert tree_state(tmp_path / "src") == before
+
+
+def test_hardlink_vs_copy(tmp_path, run):
+    src = os.path.join(run.steps[0].path, CONV)
+    r1 = write(tmp_path / "h", run, link="hardlink")
+    r2 = write(tmp_path / "c", run, link="copy")
+    chain = os.path.join("data", "dump", TIME_DIR, "0", GRAPH_NAME, "1", "0", CONV)
+    assert os.stat(str(tmp_path / "h" / chain)).st_ino == os.stat(src).st_ino
+    assert os.stat(str(tmp_path / "c" / chain)).st_ino != os.stat(src).st_ino
+    assert (r1.linked, r1.copied) == (r1.files - 1, 0)  # bundle.json is written, not linked
+    assert (r2.linked, r2.copied) == (0, r2.files - 1)
+
+
+def test_symlink_out_of_tree_not_followed(tmp_path, run):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("outside")
+    os.symlink(str(secret), os.path.join(run.steps[0].path, "leak"))
+    write(tmp_path / "b", run)
+    doc = bundle.read_bundle(str(tmp_path / "b"))
+    assert "leak" not in entries_by_name(doc)
+    assert any("leak" in w and "outside the source tree" in w for w in doc["warnings"])
+    assert not any("outside" == open(os.path.join(d, f)).read()
+                   for d, _s, fs in os.walk(str(tmp_path / "b")) for f in fs if f.endswith((".txt", "leak")))
+
+
+def test_progress_callback(tmp_path, run):
+    calls = []
+    write(tmp_path / "b", run, progress=lambda *a: calls.append(a))
+    assert len(calls) == 8  # graph + 7 dump-folder files
+    assert calls[-1][0] == calls[-1][1] == 8
+    assert calls[-1][2] == calls[-1][3] > 0
+
+
+# -- verify ------------------------------------------------------------------------------------
+def test_verify_lists_every_problem(tmp_path, run):
+    write(tmp_path / "b", run)
+    data = tmp_path / "b" / "data" / "dump" / TIME_DIR / "0" / GRAPH_NAME / "1" / "0"
+    with open(str(data / CONV), "r+b") as fh:
+        fh.seek(-1, 2)
+        fh.write(b"\xff")
+    os.unlink(str(data / RELU))
+    (data / "intruder").write_text("x")
+    problems = bundle.verify_bundle(str(tmp_path / "b"))
+    got = {(p.kind, p.path.rsplit("/", 1)[-1]) for p in problems}
+    assert ("changed", CONV) in got
+    assert ("missing", RELU) in got
+    assert ("extra", "intruder") in got
+    assert ("changed", "bag-info.txt") in got  # Payload-Oxum no longer matches
+    assert all(str(p).startswith(p.kind + ": ") for p in problems)
+
+
+def test_verify_unparsable_and_schema(tmp_path, run):
+    write(tmp_path / "b", run)
+    bj = tmp_path / "b" / "data" / "bundle.json"
+    doc = json.loads(bj.read_text())
+    del doc["coverage"]
+    doc["backend"] = "gpu"
+    doc["files"][0]["kind"] = "weird"
+    bj.write_text(json.dumps(doc))
+    problems = bundle.verify_bundle(str(tmp_path / "b"))
+    schema = sorted(p.detail for p in problems if p.kind == "schema")
+    assert "missing key 'coverage'" in schema
+    assert any("backend 'gpu'" in d for d in schema)
+    assert any(d.startswith("files[0]: kind 'weird'") for d in schema)
+    assert ("changed", "data/bundle.json") in {(p.kind, p.path) for p in problems}
+    bj.write_text("{not json")
+    assert ("unparsable", "data/bundle.json") in {(p.kind, p.path) for p in bundle.verify_bundle(str(tmp_path / "b"))}
+
+
+def test_verify_unparsable_dump_file(tmp_path, run):
+    with open(os.path.join(run.steps[0].path, RELU), "r+b") as fh:
+        fh.write(b"\xff" * 8)  # header length 2**64-1
+    result = write(tmp_path / "b", run)
+    assert any(RELU in w and "header not readable" in w for w in result.warnings)
+    problems = bundle.verify_bundle(str(tmp_path / "b"))
+    assert [(p.kind, p.path.rsplit("/", 1)[-1]) for p in problems] == [("unparsable", RELU)]
+
+
+def test_verify_not_a_bundle(tmp_path):
+    (tmp_path / "x").mkdir()
+    kinds = {(p.kind, p.path) for p in bundle.verify_bundle(str(tmp_path / "x"))}
+    assert ("missing", "bagit.txt") in kinds and ("missing", "data/bundle.json") in kinds
+    assert [p.kind for p in bundle.verify_bundle(str(tmp_path / "nope"))] == ["missing"]
+
+
+# -- archives ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("fmt", ["tar", "tar.gz"])
+def test_archive_round_trip(tmp_path, run, fmt):
+    result = write(tmp_path / "b", run, archive=fmt)
+    assert result.path == str(tmp_path / "b") and result.archive == str(tmp_path / "b") + "." + fmt
+    assert bundle.verify_bundle(result.archive) == []
+    assert bundle.read_bundle(result.archive) == bundle.read_bundle(result.path)
+    only = write(tmp_path / ("only." + fmt), run, archive=fmt)
+    assert only.path is None and os.path.isfile(only.archive)
+    assert sorted(os.listdir(str(tmp_path))) == sorted(["b", "b." + fmt, "only." + fmt, "src"])
+    with tarfile.open(only.archive) as tar:
+        names = tar.getnames()
+    assert "only/bagit.txt" in names and "only/data/bundle.json" in names
+    assert bundle.verify_bundle(only.archive) == []
+
+
+def test_archive_tampered_and_malicious(tmp_path, run):
+    result = write(tmp_path / "b", run, archive="tar")
+    with tarfile.open(result.archive) as tar:
+        members = [(m, tar.extractfile(m).read() if m.isfile() else None) for m in tar.getmembers()]
+    bad = tmp_path / "tampered.tar"
+    with tarfile.open(str(bad), "w") as tar:
+        for member, data in members:
+            tar.addfile(member, io.BytesIO(data) if data is not None else None)
+        evil = tarfile.TarInfo("b/../../escape")
+        tar.addfile(evil, io.BytesIO(b""))
+    with pytest.raises(UnsafePathError):
+        bundle.verify_bundle(str(bad))
+    (tmp_path / "x").mkdir()
+    with pytest.raises(UnsafePathError):
+        _fs.extract_archive(str(bad), str(tmp_path / "x"))
+    assert not (tmp_path / "escape").exists()
+    tampered = tmp_path / "t.tar"
+    with tarfile.open(str(tampered), "w") as tar:
+        for member, data in members:
+            if member.name.endswith(RELU):
+                data = data[:-1] + bytes([data[-1] ^ 1])
+            tar.addfile(member, io.BytesIO(data) if data is not None else None)
+    assert {(p.kind, p.path.rsplit("/", 1)[-1]) for p in bundle.verify_bundle(str(tampered))} == {("changed", RELU)}
+
+
+def test_read_bundle_errors(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(BundleError, match="no data/bundle.json"):
+        bundle.read_bundle(str(tmp_path / "empty"))
+    with pytest.raises(BundleError, match="does not exist"):
+        bundle.read_bundle(str(tmp_path / "nope"))
+
+
+def test_summarize(tmp_path, run):
+    write(tmp_path / "b", run)
+    text = bundle.summarize(bundle.read_bundle(str(tmp_path / "b")))
+    assert "backend emulated" in text
+    assert "graph     graph/ge_proto_00000123_graph_1_Build.txt (name {}, stage Build, 7 ops)".format(GRAPH_NAME) in text
+    assert "coverage  5/6 ops of the graph have dump files; missing: sub1" in text
+
+
+# -- multi-rank --------------------------------------------------------------------------------
+def _rank_worker(args):
+    base, root, rank = args
+    os.environ["RANK_ID"] = str(rank)
+    os.environ["DEVICE_ID"] = str(rank)
+    import pathlib
+
+    located = make_run(pathlib.Path(base) / "src{}".format(rank), device=str(rank))
+    result = bundle.write_rank_bundle(root, None, located, backend="emulated", options={}, run={"rank": rank},
+                                      randomness=None, link="copy")
+    return result.files
+
+
+def test_concurrent_ranks_share_one_root(tmp_path):
+    root = str(tmp_path / "root")
+    ranks = 4
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(ranks) as pool:
+        counts = pool.map(_rank_worker, [(str(tmp_path), root, r) for r in range(ranks)])
+    assert counts == [9] * ranks
+    index = bundle.read_index(root)
+    assert sorted(index["ranks"]) == ["0", "1", "2", "3"]
+    for rank in range(ranks):
+        entry = index["ranks"][str(rank)]
+        assert entry["path"] == "rank_{}".format(rank) and entry["device_id"] == str(rank)
+        assert bundle.verify_bundle(os.path.join(root, entry["path"])) == []
+        assert bundle.read_bundle(os.path.join(root, entry["path"]))["dump"]["device_id"] == str(rank)
+    assert sorted(os.listdir(root)) == ["index.json", "index.json.lock", "rank_0", "rank_1", "rank_2", "rank_3"]
+
+
+def test_rank_from_env():
+    assert bundle.rank_from_env({"RANK_ID": "3", "DEVICE_ID": "5"}) == (3, "5")
+    assert bundle.rank_from_env({}) == (0, None)
+    with pytest.raises(BundleError, match="RANK_ID='x'"):
+        bundle.rank_from_env({"RANK_ID": "x"})
