@@ -1,0 +1,67 @@
+"""``npu-dump-hook demo``: train a bundled sample model for one step with the hook."""
+import argparse
+import os
+from typing import Any
+
+__all__ = ["run"]
+
+
+def _quiet_tensorflow() -> None:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import warnings
+
+    warnings.filterwarnings("ignore", message=".*is deprecated.*")
+    import tensorflow as tf
+
+    tf.get_logger().setLevel("ERROR")
+
+
+def _train(model: str, hook: Any, workdir: str) -> None:
+    if model == "cnn":
+        from .sample_models import cnn_estimator
+
+        cnn_estimator.train(os.path.join(workdir, "model"), hooks=[hook], steps=1000)
+    elif model == "mlp":
+        from .sample_models import mlp_session
+
+        mlp_session.train(hook.options, hooks=[hook], steps=1000)
+    else:
+        from .sample_models import text_model
+
+        text_model.train(hook.options, hooks=[hook], steps=1000)
+
+
+def _tree(root: str, limit: int = 25) -> None:
+    shown = 0
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        depth = os.path.relpath(folder, root).count(os.sep) + (folder != root)
+        print("  " * depth + os.path.basename(folder) + "/")
+        for name in sorted(files):
+            if shown >= limit:
+                print("  " * (depth + 1) + "...")
+                return
+            print("  " * (depth + 1) + name)
+            shown += 1
+
+
+def run(args: argparse.Namespace) -> int:
+    _quiet_tensorflow()
+    from .hook import NpuDumpHook
+
+    out = os.path.abspath(args.out)
+    hook = NpuDumpHook(output_dir=out)
+    print("npu-dump-hook demo: training the {} sample model (the script asks for 1000 steps)".format(args.model))
+    _train(args.model, hook, hook.run_dir)
+    summary = hook.summary
+    print("steps run: {} (global step {} -> {})".format(
+        summary["steps"], summary["global_step"]["before"], summary["global_step"]["after"]))
+    randomness = summary["randomness"]
+    print("randomness '{}': {} source(s), {} not handled".format(
+        randomness["policy"], len(randomness["sources"]), len(randomness["not_handled"])))
+    for source in randomness["sources"]:
+        print("  {:<14} {:<60} {}".format(source["category"], source["op"][:60], source["action"]))
+    print("initial state: {}".format(summary["initial_state"] or "not saved"))
+    print("run folder:")
+    _tree(hook.run_dir)
+    return 0
