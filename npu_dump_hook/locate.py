@@ -1,0 +1,699 @@
+"""Find the GE Build graph and the dump folders of *this* run.
+
+No TensorFlow here. Facts: reference/npu-bridge-dump-api.md §5, §9;
+reference/ascend-dump-formats.md §1.1, §2.1, §2.5; seed guide ("选取计算图文件").
+
+Graph files (:func:`graph_search_dirs`, :func:`find_build_graphs`)
+    Searched, in this order (all of them; the order only ranks the listing):
+    ``$DUMP_GRAPH_PATH``, ``$NPU_COLLECT_PATH/extra-info/graph``, ``$ASCEND_DUMP_PATH``,
+    ``$ASCEND_WORK_PATH``; each root also contributes its per-process subfolders
+    ``pid_{pid}_deviceid_{dev}/`` and ``{pid}_{dev}/``. The working directory is searched
+    only when none of those folders exists (GE's fallback). Only ``ge_proto_*_Build.txt``
+    files (stage exactly ``Build``) modified at or after ``since`` count; times compare at
+    whole-second resolution, because file mtimes come from the kernel's coarse clock and
+    can trail ``time.time()`` by a few milliseconds.
+
+Training graph (:func:`select_training_graph`), filters applied in order; a filter that
+would leave no candidate is skipped, the keyword filter excepted:
+    1. ``graph_keyword``: the keyword is a substring of the file name, the graph name, an
+       op name / type or a ``_datadump_original_op_names`` entry (raw or sanitized);
+    2. method 1: the graph holds op names of the TF training step (sanitized compare,
+       fused ops through ``_datadump_original_op_names``);
+    3. training ops: gradient ops (``gradients/`` scope, ``*Grad``, ``*Backprop*``) or
+       optimizer updates (``Apply*``, ``ResourceApply*``, ``SparseApply*``): train beats
+       eval (both hold an iterator), with or without a TF graph; it goes before the
+       iterator rule so a feed_dict training graph still beats an eval graph with one;
+    4. method 2: the graph holds an Iterator / IteratorGetNext / GetNext op (decides
+       when no graph trains, e.g. inference, or among several training graphs);
+    5. most TF op-name matches (method 1 again, as a tie-break).
+    One left: chosen. Several with the same graph name: the newest file (same graph
+    compiled once per process). Otherwise :class:`AmbiguousGraphError`.
+
+Dump folders (:func:`find_step_dirs`)
+    ``{dump_path}/{time}/{device_id}/{sanitized graph name}/{model_id}/{step}``; ``{time}``
+    is GE's ``YYYYMMDDhhmmss`` local start time of the dump (all digits), ``{model_id}`` and
+    ``{step}`` are decimal. With ``since``, a time folder must be named at or after the
+    second of ``since`` (GE names it when its dump starts, after the hook's begin). A folder
+    named earlier is stale unless its model folder was written at or after ``since`` (GE
+    initialised before the hook began in a long-lived process); that is taken with a
+    warning. Without ``since``, the newest time folder per device wins, with a warning.
+    Per device, when several time folders qualify the newest wins (warning); different
+    devices (multi-card start skew) are all kept. Steps sort numerically.
+"""
+import datetime
+import logging
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+from .constants import ENV_ASCEND_WORK_PATH, ENV_DUMP_GRAPH_PATH, ENV_NPU_COLLECT_PATH
+from .errors import AmbiguousGraphError, GraphFormatError, LocateError, OptionError
+from .formats import ge_graph
+from .formats.names import parse_graph_file_name, parse_time_dir, sanitize
+
+__all__ = [
+    "ENV_ASCEND_DUMP_PATH",
+    "StepDir",
+    "LocatedRun",
+    "graph_search_dirs",
+    "expand_graph_dir",
+    "find_build_graphs",
+    "select_training_graph",
+    "find_step_dirs",
+    "locate_run",
+    "wait_for_settle",
+    "parse_since",
+]
+
+LOG = logging.getLogger(__name__)
+
+ENV_ASCEND_DUMP_PATH = "ASCEND_DUMP_PATH"
+_COLLECT_GRAPH_SUBDIR = os.path.join("extra-info", "graph")
+_PID_DEV_DIR = re.compile(r"(?:pid_([0-9]+)_deviceid_([0-9]+)|([0-9]+)_([0-9]+))\Z")
+_DIGITS = re.compile(r"[0-9]+\Z")
+_BUILD_STAGE = "Build"
+
+# Method 2 of the seed guide greps "Iterator"; GetNext covers GetNext / DynamicGetNext.
+_ITERATOR = re.compile(r"Iterator|GetNext")
+_OPTIMIZER_TYPE = re.compile(r"^(?:Resource)?(?:Sparse)?Apply[A-Z]")
+_GRADIENT_TYPE = re.compile(r"(?:Grad(?:V[0-9]+)?(?:D)?$|Backprop)")
+_GRADIENT_SCOPE = re.compile(r"(?:^|/)gradients(?:_[0-9]+)?/")
+_EXAMPLES = 3
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+@dataclass
+class StepDir:
+    """One ``{time}/{device_id}/{model_name}/{model_id}/{step}`` dump folder."""
+
+    time_dir: str
+    device_id: str
+    model_name: str
+    model_id: str
+    step: str
+    path: str
+
+
+@dataclass
+class LocatedRun:
+    """The graph file and dump folders of one run, and why they were chosen."""
+
+    graph_file: str
+    graph_name: str
+    graph_choice: Dict[str, Any]
+    dump_path: str
+    steps: List[StepDir]
+    warnings: List[str] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- graph folders
+
+
+def expand_graph_dir(root: PathLike, pid: Optional[int] = None, device_id: Optional[str] = None) -> List[str]:
+    """``root`` plus its ``pid_{pid}_deviceid_{dev}/`` and ``{pid}_{dev}/`` subfolders.
+
+    ``pid`` / ``device_id`` keep only the subfolders of that process / device.
+    A missing root gives ``[]``.
+    """
+    root = os.path.abspath(os.fspath(root))
+    if not os.path.isdir(root):
+        return []
+    found = [root]
+    for entry in sorted(_scandir(root), key=lambda e: e.name):
+        match = _PID_DEV_DIR.match(entry.name)
+        if not match or not entry.is_dir():
+            continue
+        sub_pid = match.group(1) or match.group(3)
+        sub_dev = match.group(2) or match.group(4)
+        if pid is not None and int(sub_pid) != int(pid):
+            continue
+        if device_id is not None and int(sub_dev) != int(device_id):
+            continue
+        found.append(entry.path)
+    return found
+
+
+def graph_search_dirs(
+    environ: Optional[Mapping[str, str]] = None,
+    cwd: Optional[PathLike] = None,
+    pid: Optional[int] = None,
+    device_id: Optional[str] = None,
+) -> List[str]:
+    """Folders GE may have written graph files to, in the order of the module docstring.
+
+    ``environ`` defaults to ``os.environ``, ``cwd`` to the working directory; only
+    existing folders are returned, without duplicates.
+    """
+    env = os.environ if environ is None else environ
+    roots = []  # type: List[str]
+    if env.get(ENV_DUMP_GRAPH_PATH):
+        roots.append(env[ENV_DUMP_GRAPH_PATH])
+    if env.get(ENV_NPU_COLLECT_PATH):
+        roots.append(os.path.join(env[ENV_NPU_COLLECT_PATH], _COLLECT_GRAPH_SUBDIR))
+    for name in (ENV_ASCEND_DUMP_PATH, ENV_ASCEND_WORK_PATH):
+        if env.get(name):
+            roots.append(env[name])
+    dirs = _unique(d for root in roots for d in expand_graph_dir(root, pid, device_id))
+    if not dirs:
+        dirs = expand_graph_dir(os.getcwd() if cwd is None else cwd, pid, device_id)
+    return dirs
+
+
+def find_build_graphs(dirs: Iterable[PathLike], since: Optional[float] = None) -> List[str]:
+    """``ge_proto_*_Build.txt`` files directly in ``dirs`` modified at or after ``since``.
+
+    Sorted by folder order, then index; real paths deduplicated.
+    """
+    found = []  # type: List[Tuple[int, int, str]]
+    for rank, folder in enumerate(dirs):
+        for entry in _scandir(os.fspath(folder)):
+            parsed = parse_graph_file_name(entry.name)
+            if parsed is None or not parsed.is_build or parsed.stage != _BUILD_STAGE:
+                continue
+            try:
+                if not entry.is_file() or not _not_older(entry.stat().st_mtime, since):
+                    continue
+            except OSError:  # vanished meanwhile
+                continue
+            found.append((rank, parsed.index, os.path.abspath(entry.path)))
+    return _unique(path for _, _, path in sorted(found))
+
+
+# --------------------------------------------------------------------------- graph choice
+
+
+@dataclass
+class _GraphFacts:
+    """What the selection rules need from one Build graph file."""
+
+    path: str
+    graph_name: str
+    op_count: int
+    mtime: float
+    names: List[str]  # op names, types and original names, for the keyword
+    sanitized: set
+    iterator_ops: List[str]
+    training_ops: List[str]
+    training_count: int
+
+
+def _scan_graph(path: str) -> _GraphFacts:
+    """Read one Build graph with the streaming scanner (raises GraphFormatError)."""
+    graph_name = None
+    op_count = 0
+    names = []  # type: List[str]
+    sanitized = set()
+    iterator_ops = []  # type: List[str]
+    training_ops = []  # type: List[str]
+    training_count = 0
+    for graph in ge_graph.iter_graphs(path):
+        if graph_name is None:
+            graph_name = graph.name
+        for op in graph.ops:
+            op_count += 1
+            originals = [o for o in op.original_op_names or () if o]
+            names.append(op.name)
+            names.append(op.type)
+            names.extend(originals)
+            sanitized.add(sanitize(op.name))
+            sanitized.update(sanitize(o) for o in originals)
+            label = "{} ({})".format(op.name, op.type)
+            if _ITERATOR.search(op.type) or _ITERATOR.search(op.name):
+                iterator_ops.append(label)
+            if _is_training_op(op.name, op.type, originals):
+                training_count += 1
+                if len(training_ops) < _EXAMPLES:
+                    training_ops.append(label)
+    if graph_name is None:
+        raise GraphFormatError(path, "no graph { name: ... } block")
+    return _GraphFacts(
+        path, graph_name, op_count, os.stat(path).st_mtime, names, sanitized,
+        iterator_ops, training_ops, training_count,
+    )
+
+
+def _is_training_op(name: str, op_type: str, originals: Sequence[str]) -> bool:
+    if _OPTIMIZER_TYPE.search(op_type) or _GRADIENT_TYPE.search(op_type):
+        return True
+    return any(_GRADIENT_SCOPE.search(n) for n in [name] + list(originals))
+
+
+def _keyword_hit(facts: _GraphFacts, keyword: str) -> bool:
+    wanted = (keyword, sanitize(keyword))
+    texts = [os.path.basename(facts.path), facts.graph_name] + facts.names
+    return any(w in t or w in sanitize(t) for t in texts for w in wanted)
+
+
+def select_training_graph(
+    candidates: Sequence[PathLike],
+    tf_op_names: Optional[Iterable[str]] = None,
+    graph_keyword: Optional[str] = None,
+) -> Tuple[str, Dict[str, Any]]:
+    """Pick the training compute graph among Build graph files (rules: module docstring).
+
+    Returns ``(path, choice)``; ``choice`` is JSON-ready for bundle.json: ``method`` (the
+    rule that decided), ``rules`` (each applied rule and how many candidates it kept),
+    ``candidates`` (file, graph name, op count, scores, reason) and ``warnings``.
+    Raises :class:`LocateError` (no readable candidate, keyword matches none) or
+    :class:`AmbiguousGraphError`.
+    """
+    paths = [os.path.abspath(os.fspath(p)) for p in candidates]
+    if not paths:
+        raise LocateError("no Build graph file (ge_proto_*_Build.txt) to choose from")
+    facts, rows = [], {}  # type: List[_GraphFacts], Dict[str, Dict[str, Any]]
+    for path in paths:
+        try:
+            one = _scan_graph(path)
+        except (GraphFormatError, OSError) as err:
+            rows[path] = {"file": path, "readable": False, "reason": "unreadable: {}".format(err)}
+            continue
+        facts.append(one)
+        rows[path] = _candidate_row(one)
+    if not facts:
+        raise LocateError("no readable Build graph among: {}".format(", ".join(paths)), paths)
+    tf_names = {sanitize(n) for n in tf_op_names or () if n}
+    tf_hits = {f.path: len(tf_names & f.sanitized) for f in facts}
+    for f in facts:
+        if tf_names:
+            rows[f.path]["tf_op_matches"] = tf_hits[f.path]
+        if graph_keyword:
+            rows[f.path]["keyword_match"] = _keyword_hit(f, graph_keyword)
+
+    pool, rules = list(facts), []  # type: List[_GraphFacts], List[Dict[str, Any]]
+    if graph_keyword:
+        pool = [f for f in pool if rows[f.path]["keyword_match"]]
+        rules.append({"rule": "graph_keyword", "kept": len(pool)})
+        if not pool:
+            raise LocateError(
+                "graph keyword {!r} is in none of the Build graphs: {}".format(
+                    graph_keyword, _describe(facts)),
+                paths,
+            )
+    filters = [
+        ("tf_op_names", lambda f: tf_hits[f.path] > 0, bool(tf_names)),
+        ("training_ops", lambda f: f.training_count > 0, True),
+        ("iterator", lambda f: bool(f.iterator_ops), True),
+        ("most_tf_op_names", None, bool(tf_names)),
+    ]
+    for rule, keep, enabled in filters:
+        if len(pool) <= 1 or not enabled:
+            continue
+        if keep is None:
+            best = max(tf_hits[f.path] for f in pool)
+            kept = [f for f in pool if tf_hits[f.path] == best]
+        else:
+            kept = [f for f in pool if keep(f)]
+        if kept and len(kept) < len(pool):
+            pool = kept
+            rules.append({"rule": rule, "kept": len(pool)})
+    warnings = []  # type: List[str]
+    chosen = _break_tie(pool, warnings, facts, graph_keyword)
+    if len(pool) == 1 and not rules:
+        method = "only_candidate"
+    elif rules:
+        method = rules[-1]["rule"]
+    else:
+        method = "same_graph_newest"
+    for f in facts:
+        rows[f.path]["chosen"] = f is chosen
+        rows[f.path]["reason"] = _reason(f, chosen, pool)
+    choice = {
+        "method": method,
+        "rules": rules,
+        "graph_keyword": graph_keyword,
+        "tf_op_names": len(tf_names),
+        "candidates": [rows[p] for p in paths],
+        "warnings": warnings,
+    }
+    LOG.info("training graph %s (%s) chosen by %s among %d candidate(s)",
+             chosen.path, chosen.graph_name, method, len(paths))
+    return chosen.path, choice
+
+
+def _break_tie(pool: List[_GraphFacts], warnings: List[str], facts: List[_GraphFacts],
+               keyword: Optional[str]) -> _GraphFacts:
+    if len(pool) == 1:
+        return pool[0]
+    if len({f.graph_name for f in pool}) == 1:
+        newest = max(pool, key=lambda f: (f.mtime, f.path))
+        warnings.append("{} files hold graph {!r}; took the newest, {}".format(
+            len(pool), newest.graph_name, newest.path))
+        return newest
+    hint = ("pass a graph keyword (graph_keyword= / --graph-keyword) naming an op or the graph, "
+            "e.g. one of {}".format(", ".join(repr(f.graph_name) for f in pool)))
+    if keyword:
+        hint = "graph keyword {!r} matches several; pass a more specific one".format(keyword)
+    raise AmbiguousGraphError(
+        "cannot tell which Build graph is the training graph: {} of {} candidates qualify "
+        "equally: {}; {}".format(len(pool), len(facts), _describe(pool), hint),
+        [f.path for f in pool],
+    )
+
+
+def _candidate_row(f: _GraphFacts) -> Dict[str, Any]:
+    return {
+        "file": f.path,
+        "readable": True,
+        "graph_name": f.graph_name,
+        "op_count": f.op_count,
+        "iterator_ops": f.iterator_ops[:_EXAMPLES],
+        "training_ops": f.training_count,
+        "training_op_examples": f.training_ops,
+    }
+
+
+def _reason(f: _GraphFacts, chosen: _GraphFacts, pool: List[_GraphFacts]) -> str:
+    traits = "{} op(s), {} iterator op(s), {} training op(s)".format(
+        f.op_count, len(f.iterator_ops), f.training_count)
+    if f is chosen:
+        return "chosen: " + traits
+    if f in pool:
+        return "same graph as the chosen file, older: " + traits
+    return "ruled out: " + traits
+
+
+def _describe(facts: Iterable[_GraphFacts]) -> str:
+    return "; ".join(
+        "{} (graph {!r}, {} iterator op(s), {} training op(s))".format(
+            f.path, f.graph_name, len(f.iterator_ops), f.training_count)
+        for f in facts
+    )
+
+
+# --------------------------------------------------------------------------- dump folders
+
+
+def find_step_dirs(
+    dump_path: PathLike,
+    model_name: str,
+    since: Optional[float] = None,
+    device_id: Optional[Union[int, str]] = None,
+    warnings: Optional[List[str]] = None,
+) -> List[StepDir]:
+    """Step folders of graph ``model_name`` under ``dump_path`` (rules: module docstring).
+
+    ``model_name`` is the graph name; it is sanitized like GE does. Warnings are appended
+    to ``warnings`` when given (and logged). Raises :class:`LocateError` saying what was
+    searched where when nothing matches.
+    """
+    root = os.path.abspath(os.fspath(dump_path))
+    folder = sanitize(model_name)
+    notes = [] if warnings is None else warnings
+    time_dirs, rejected = _time_dirs(root, since)
+    per_device = {}  # type: Dict[str, List[Tuple[str, str, bool]]]
+    for time_dir, fresh in time_dirs:
+        for dev in _digit_dirs(os.path.join(root, time_dir)):
+            if device_id is not None and int(dev) != int(device_id):
+                continue
+            model_dir = os.path.join(root, time_dir, dev, folder)
+            if not os.path.isdir(model_dir):
+                continue
+            if not fresh and not _written_since(model_dir, since):
+                rejected.append("{} (named before the time bound, not written since)".format(time_dir))
+                continue
+            per_device.setdefault(dev, []).append((time_dir, model_dir, fresh))
+    steps = []  # type: List[StepDir]
+    for dev in sorted(per_device, key=int):
+        runs = sorted(per_device[dev], key=lambda r: _time_key(r[0]))
+        time_dir, model_dir, fresh = runs[-1]
+        _note_choice(notes, dev, runs, since, fresh)
+        steps.extend(_steps_of(time_dir, dev, folder, model_dir))
+    if not steps:
+        raise LocateError(_nothing_found(root, folder, model_name, since, device_id,
+                                         [t for t, _ in time_dirs], rejected), [root])
+    return steps
+
+
+def _time_dirs(root: str, since: Optional[float]) -> Tuple[List[Tuple[str, bool]], List[str]]:
+    """All-digit folders under ``root`` as (name, fresh) and the rejected ones."""
+    bound = None if since is None else datetime.datetime.fromtimestamp(int(since))
+    kept, rejected = [], []  # type: List[Tuple[str, bool]], List[str]
+    for entry in _scandir(root):
+        if not _DIGITS.match(entry.name) or not entry.is_dir():
+            continue
+        if bound is None:
+            kept.append((entry.name, True))
+            continue
+        named = parse_time_dir(entry.name)
+        if named is None:
+            rejected.append("{} (not a YYYYMMDDhhmmss time)".format(entry.name))
+        else:
+            kept.append((entry.name, named >= bound))
+    return kept, rejected
+
+
+def _time_key(name: str) -> Tuple[int, str]:
+    return (len(name), name)  # all digits: longer is later, then lexicographic
+
+
+def _note_choice(notes: List[str], dev: str, runs: List[Tuple[str, str, bool]],
+                 since: Optional[float], fresh: bool) -> None:
+    time_dir = runs[-1][0]
+    older = [r[0] for r in runs[:-1]]
+    if since is None:
+        _warn(notes, "no time bound (--since): took the newest time folder {} for device {}{}".format(
+            time_dir, dev, "; older ones ignored: " + ", ".join(older) if older else ""))
+    elif older:
+        _warn(notes, "device {}: several time folders since the time bound; took the newest, {}; "
+                     "ignored: {}".format(dev, time_dir, ", ".join(older)))
+    if since is not None and not fresh:
+        _warn(notes, "time folder {} is named before the time bound but its model folder was written "
+                     "after it (GE started before the hook); taken".format(time_dir))
+
+
+def _steps_of(time_dir: str, dev: str, folder: str, model_dir: str) -> List[StepDir]:
+    steps = []
+    for model_id in _digit_dirs(model_dir):
+        for step in _digit_dirs(os.path.join(model_dir, model_id)):
+            path = os.path.join(model_dir, model_id, step)
+            steps.append(StepDir(time_dir, dev, folder, model_id, step, path))
+    steps.sort(key=lambda s: (int(s.model_id), int(s.step)))
+    return steps
+
+
+def _digit_dirs(folder: str) -> List[str]:
+    names = [e.name for e in _scandir(folder) if _DIGITS.match(e.name) and e.is_dir()]
+    return sorted(names, key=int)
+
+
+def _written_since(model_dir: str, since: Optional[float]) -> bool:
+    """True when the model folder or a folder below it (2 levels) was modified since."""
+    stack = [(model_dir, 0)]
+    while stack:
+        path, depth = stack.pop()
+        try:
+            if _not_older(os.stat(path).st_mtime, since):
+                return True
+        except OSError:
+            continue
+        if depth < 2:
+            stack.extend((os.path.join(path, d), depth + 1) for d in _digit_dirs(path))
+    return False
+
+
+def _nothing_found(root: str, folder: str, model_name: str, since: Optional[float],
+                   device_id: Any, time_dirs: List[str], rejected: List[str]) -> str:
+    bound = "no time bound" if since is None else "time folders named at or after {} (local)".format(
+        datetime.datetime.fromtimestamp(int(since)).strftime("%Y%m%d%H%M%S"))
+    device = "any device" if device_id is None else "device {}".format(device_id)
+    present = sorted(
+        "{}/{}/{}".format(t, dev, entry.name)
+        for t in time_dirs for dev in _digit_dirs(os.path.join(root, t))
+        for entry in _scandir(os.path.join(root, t, dev)) if entry.is_dir()
+    )
+    parts = [
+        "no dump folder {}/{{time}}/{{device_id}}/{}/{{model_id}}/{{step}} for graph {!r}".format(
+            root, folder, model_name),
+        "searched: {}; {}".format(bound, device),
+        "time folders: {}".format(", ".join(sorted(time_dirs)) or "none"),
+    ]
+    if rejected:
+        parts.append("rejected: {}".format(", ".join(sorted(rejected))))
+    if present:
+        more = " (+{} more)".format(len(present) - 20) if len(present) > 20 else ""
+        parts.append("model folders present: {}{}".format(", ".join(present[:20]), more))
+    if not os.path.isdir(root):
+        parts.append("dump path does not exist")
+    return "; ".join(parts)
+
+
+# --------------------------------------------------------------------------- the whole run
+
+
+def locate_run(
+    dump_path: PathLike,
+    graph_dirs: Optional[Iterable[PathLike]] = None,
+    since: Optional[float] = None,
+    device_id: Optional[Union[int, str]] = None,
+    graph_keyword: Optional[str] = None,
+    tf_op_names: Optional[Iterable[str]] = None,
+    environ: Optional[Mapping[str, str]] = None,
+) -> LocatedRun:
+    """Graph file, graph name and step folders of the run that began at ``since``.
+
+    ``graph_dirs`` (each expanded with :func:`expand_graph_dir`) defaults to
+    :func:`graph_search_dirs` of ``environ``.
+    """
+    if graph_dirs is None:
+        dirs = graph_search_dirs(environ)
+    else:
+        dirs = _unique(d for root in graph_dirs for d in expand_graph_dir(root))
+    graphs = find_build_graphs(dirs, since)
+    if not graphs:
+        raise LocateError(
+            "no Build graph file (ge_proto_*_Build.txt) {}in: {}".format(
+                "" if since is None else "modified at or after {} ".format(_local(since)),
+                ", ".join(dirs) or "no existing folder (set DUMP_GRAPH_PATH or pass graph dirs)"),
+            dirs,
+        )
+    graph_file, choice = select_training_graph(graphs, tf_op_names, graph_keyword)
+    graph_name = next(c["graph_name"] for c in choice["candidates"] if c.get("chosen"))
+    warnings = list(choice["warnings"])
+    steps = find_step_dirs(dump_path, graph_name, since, device_id, warnings)
+    return LocatedRun(graph_file, graph_name, choice, os.path.abspath(os.fspath(dump_path)),
+                      steps, warnings)
+
+
+# --------------------------------------------------------------------------- settling
+
+
+def wait_for_settle(
+    paths: Union[PathLike, Iterable[PathLike]],
+    quiet_seconds: float = 1.0,
+    timeout: float = 60.0,
+    poll: float = 0.2,
+) -> bool:
+    """Wait until no file under ``paths`` appears, grows or changes for ``quiet_seconds``.
+
+    GE writes dump files asynchronously after the step returns. Each poll walks the trees
+    (no symlinks followed) and folds (path, size, mtime) of every file into a constant-size
+    signature, so memory does not grow with the tree. Returns False, with a warning, when
+    ``timeout`` passes first.
+    """
+    roots = [os.fspath(paths)] if isinstance(paths, (str, os.PathLike)) else [os.fspath(p) for p in paths]
+    start = time.monotonic()
+    last = _signature(roots)
+    quiet_since = time.monotonic()
+    while True:
+        now = time.monotonic()
+        if now - quiet_since >= quiet_seconds:
+            return True
+        if now - start >= timeout:
+            LOG.warning("dump still changing after %.1f s under %s; collecting anyway", timeout, ", ".join(roots))
+            return False
+        time.sleep(max(0.0, min(poll, timeout - (now - start))))
+        current = _signature(roots)
+        if current != last:
+            last, quiet_since = current, time.monotonic()
+
+
+def _signature(roots: List[str]) -> Tuple[int, int, int, int]:
+    """(file count, total size, newest mtime_ns, order-free hash of (path, size, mtime_ns))."""
+    count = total = newest = mix = 0
+    stack = list(roots)
+    while stack:
+        for entry in _scandir(stack.pop()):
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+                    continue
+                st = entry.stat(follow_symlinks=False)
+            except OSError:  # vanished meanwhile
+                continue
+            count += 1
+            total += st.st_size
+            newest = max(newest, st.st_mtime_ns)
+            mix = (mix + hash((entry.path, st.st_size, st.st_mtime_ns))) & 0xFFFFFFFFFFFFFFFF
+    return count, total, newest, mix
+
+
+# --------------------------------------------------------------------------- --since
+
+_ISO = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})"
+    r"(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,6}))?)?)?"
+    r"(Z|[+-]\d{2}:?\d{2})?\Z"
+)
+_EPOCH = re.compile(r"\d+(?:\.\d*)?\Z")
+_TIME_FOLDER = re.compile(r"\d{14}\Z")
+_MIN_EPOCH = 946684800  # 2000-01-01: smaller numbers are typos (a date without separators)
+
+
+def parse_since(text: str) -> float:
+    """Epoch seconds from ``--since``: ISO 8601 (local unless it has an offset or ``Z``),
+    epoch seconds (int or float, at least 946684800 = 2000-01-01), or a GE time folder
+    name ``YYYYMMDDhhmmss`` (local). Bad text raises :class:`OptionError`.
+    """
+    raw = text
+    text = str(text).strip()
+    if _TIME_FOLDER.match(text):
+        named = parse_time_dir(text)
+        if named is None:
+            raise OptionError("--since", raw, "YYYYMMDDhhmmss is not a calendar time")
+        return named.timestamp()
+    if _EPOCH.match(text):
+        value = float(text)
+        if value < _MIN_EPOCH:
+            raise OptionError("--since", raw, "epoch seconds must be at least {} (2000-01-01)".format(_MIN_EPOCH))
+        return value
+    match = _ISO.match(text)
+    if not match:
+        raise OptionError("--since", raw, "expected ISO 8601 (2026-11-29T07:30:00[+08:00]), "
+                                          "epoch seconds, or YYYYMMDDhhmmss")
+    year, month, day, hour, minute, second, frac, zone = match.groups()
+    try:
+        when = datetime.datetime(int(year), int(month), int(day), int(hour or 0), int(minute or 0),
+                                 int(second or 0), int((frac or "0").ljust(6, "0")), _tzinfo(zone))
+    except ValueError as err:
+        raise OptionError("--since", raw, "not a valid date/time: {}".format(err))
+    return when.timestamp()
+
+
+def _tzinfo(zone: Optional[str]) -> Optional[datetime.tzinfo]:
+    if not zone:
+        return None  # naive: local time
+    if zone == "Z":
+        return datetime.timezone.utc
+    sign = -1 if zone[0] == "-" else 1
+    digits = zone[1:].replace(":", "")
+    hours, minutes = int(digits[:2]), int(digits[2:])
+    if hours > 23 or minutes > 59:
+        raise ValueError("UTC offset {} out of range".format(zone))
+    return datetime.timezone(sign * datetime.timedelta(hours=hours, minutes=minutes))
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _not_older(mtime: float, since: Optional[float]) -> bool:
+    return since is None or int(mtime) >= int(since)
+
+
+def _local(since: float) -> str:
+    return datetime.datetime.fromtimestamp(since).isoformat(timespec="seconds")
+
+
+def _scandir(folder: str) -> List["os.DirEntry[str]"]:
+    try:
+        with os.scandir(folder) as entries:
+            return list(entries)
+    except OSError:
+        return []
+
+
+def _unique(paths: Iterable[str]) -> List[str]:
+    seen, out = set(), []
+    for path in paths:
+        key = os.path.realpath(path)
+        if key not in seen:
+            seen.add(key)
+            out.append(path)
+    return out
+
+
+def _warn(notes: List[str], message: str) -> None:
+    LOG.warning("%s", message)
+    notes.append(message)
