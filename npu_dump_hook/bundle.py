@@ -13,6 +13,7 @@ hashed anyway, in the same read that copies them.
 Several processes (one per rank) may share one root: :func:`write_rank_bundle` writes
 ``{root}/rank_{rank}/`` and records it in ``{root}/index.json`` under a file lock.
 """
+import collections
 import dataclasses
 import datetime
 import json
@@ -21,7 +22,7 @@ import os
 import platform
 import sys
 import tempfile
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Set, Tuple
 
 from . import _bagit, _fs
 from ._bagit import Problem
@@ -84,13 +85,23 @@ class BundleResult:
         return self.path or self.archive or ""
 
 
-@dataclasses.dataclass
-class _Planned:
+class _Planned(NamedTuple):
     rel: str            # relative to data/
     src: str
     size: int
     kind: str
     mapping: Optional[Dict[str, str]] = None  # mapping.csv of the file's folder (dump files)
+    staged: bool = False  # already written into the staging folder (generated graph JSON)
+
+
+class _Tally(object):
+    """What placement accumulates: BagIt payload rows, link/copy counts, dumped op names."""
+
+    def __init__(self) -> None:
+        self.payload = []  # type: List[Tuple[str, int, str]]
+        self.counts = {"hardlink": 0, "copy": 0, "staged": 0}
+        self.dumped = {}  # type: Dict[str, int]
+        self.coverage = {}  # type: Dict[str, Any]
 
 
 # ---------------------------------------------------------------------------------- writing
@@ -104,6 +115,7 @@ def write_bundle(dest: str, located: Any, *, backend: str, options: Any = None, 
     With ``archive`` ("tar" or "tar.gz"): when ``dest`` ends in ``.tar``/``.tar.gz`` only
     the archive is written there; otherwise the folder ``dest`` and ``dest + ".tar[.gz]"``.
     Raises BundleExistsError when a destination is non-empty and not ``force``.
+    Memory stays flat in the file count: ``files`` entries are streamed into bundle.json.
     """
     _check_choice("backend", backend, BACKENDS)
     _check_choice("link", link, _fs.LINK_MODES)
@@ -118,13 +130,17 @@ def write_bundle(dest: str, located: Any, *, backend: str, options: Any = None, 
         raise BundleExistsError("destination {} exists (use force / --force)".format(archive_path), archive_path)
     warnings = list(getattr(located, "warnings", []) or [])
     plan = _plan(located, tf_graph, golden_dir, init_dir, warnings)
-    report = make_progress(progress, len(plan), sum(p.size for p in plan))
     # archive only: the folder is built beside the archive, packed, then dropped
     with _fs.Staging(archive_path if archive_only else folder_dest, force=force or archive_only) as stage:
-        payload, entries, counts = _place_all(stage.path, plan, link, checksum, report, workers, warnings)
-        graph = _graph_section(located, stage.path, payload, entries, checksum, warnings)
-        doc = _document(located, backend, options, run, randomness, graph, entries, warnings)
-        _write_json_and_tags(stage.path, doc, payload)
+        graph, ops = _graph_section(located, stage.path, plan, warnings)
+        plan.sort(key=lambda p: p.rel)
+        report = make_progress(progress, len(plan), sum(p.size for p in plan))
+        head = _head(located, backend, options, run, randomness, graph)
+        tally = _write_payload_and_json(stage.path, head, plan, ops, link, checksum, report, workers, warnings)
+        report.close()
+        _bagit.write_tag_files(stage.path, tally.payload, "npu_dump_hook {}".format(__version__),
+                               datetime.date.today().isoformat(),
+                               "npu_dump_hook bundle ({}), see data/{}".format(backend, BUNDLE_JSON))
         if archive_only:
             _pack_to(stage.path, archive_path, archive, os.path.basename(folder_dest), force)
             stage.abort()
@@ -133,10 +149,9 @@ def write_bundle(dest: str, located: Any, *, backend: str, options: Any = None, 
             folder = stage.commit()
             if archive_path is not None:
                 _pack_to(folder, archive_path, archive, os.path.basename(folder), force)
-    report.close()
-    total = sum(size for _, size, _ in payload)
-    return BundleResult(folder, archive_path, len(payload), total, counts["hardlink"], counts["copy"],
-                        doc["dump"]["steps"], doc["coverage"], doc["warnings"], backend)
+    return BundleResult(folder, archive_path, len(tally.payload), sum(size for _, size, _ in tally.payload),
+                        tally.counts["hardlink"], tally.counts["copy"], head["dump"]["steps"],
+                        tally.coverage, warnings, backend)
 
 
 def _check_choice(name: str, value: Any, allowed: Tuple[str, ...]) -> None:
@@ -208,32 +223,82 @@ def _reject_duplicates(plan: List[_Planned]) -> None:
         seen.add(item.rel)
 
 
-# -- placing and describing files --------------------------------------------------------------
-def _place_all(stage: str, plan: List[_Planned], link: str, checksum: str, report: Any,
-               workers: Optional[int], warnings: List[str]) -> Tuple[List[Tuple[str, int, str]], List[Dict[str, Any]], Dict[str, int]]:
+# -- placing files and streaming bundle.json ---------------------------------------------------
+class _HashingWriter(object):
+    """A binary file that counts and hashes what is written (bundle.json is hashed once)."""
+
+    def __init__(self, path: str) -> None:
+        import hashlib
+
+        self._out = open(path, "wb")
+        self._digest = hashlib.sha256()
+        self.size = 0
+
+    def write(self, text: str) -> None:
+        data = text.encode("utf-8")
+        self._out.write(data)
+        self._digest.update(data)
+        self.size += len(data)
+
+    def close(self) -> str:
+        self._out.close()
+        return self._digest.hexdigest()
+
+
+def _write_payload_and_json(stage: str, head: Dict[str, Any], plan: List[_Planned], ops: Optional[List[str]],
+                            link: str, checksum: str, report: Any, workers: Optional[int],
+                            warnings: List[str]) -> _Tally:
+    """Place every planned file and write data/bundle.json around the stream of entries:
+    head keys, ``files`` (one line per entry), then ``coverage`` and ``warnings``."""
     data = os.path.join(stage, "data")
     for rel_dir in sorted({p.rel.rpartition("/")[0] for p in plan}):
         os.makedirs(_fs.safe_join(data, rel_dir), exist_ok=True)
+    tally = _Tally()
+    out = _HashingWriter(os.path.join(data, BUNDLE_JSON))
+    try:
+        out.write("{\n")
+        for key, value in head.items():
+            out.write(" {}: {},\n".format(json.dumps(key), json.dumps(value, sort_keys=True)))
+        out.write(' "files": [')
+        first = True
+        for item, placed, entry in _fs.parallel_map(lambda p: _place_one(data, p, link, checksum), plan, workers):
+            _tally_one(tally, item, placed, entry, warnings)
+            out.write(("\n  " if first else ",\n  ") + json.dumps(entry))
+            first = False
+            report.update(1, placed.size)
+        tally.coverage = _coverage(ops, tally.dumped)
+        out.write("\n ],\n \"coverage\": {},\n \"warnings\": {}\n}}\n".format(
+            json.dumps(tally.coverage), json.dumps(warnings)))
+    finally:
+        digest = out.close()
+    tally.payload.append((BUNDLE_JSON, out.size, digest))
+    return tally
 
-    def place(item: _Planned) -> Tuple[_Planned, _fs.PlacedFile, Dict[str, Any]]:
-        placed = _fs.place_file(item.src, _fs.safe_join(data, item.rel), link=link, checksum=True)
-        return item, placed, _describe(item, _fs.safe_join(data, item.rel))
 
-    payload = []  # type: List[Tuple[str, int, str]]
-    entries = []  # type: List[Dict[str, Any]]
-    counts = {"hardlink": 0, "copy": 0}
-    for item, placed, extra in _fs.parallel_map(place, plan, workers):
-        payload.append((item.rel, placed.size, placed.sha256 or ""))
-        counts[placed.how] += 1
-        entry = {"path": item.rel, "size": placed.size,
-                 "sha256": placed.sha256 if checksum == "sha256" else None}
-        entry.update(extra)
-        warning = entry.pop("_warning", None)
-        if warning:
-            warnings.append(warning)
-        entries.append(entry)
-        report.update(1, placed.size)
-    return payload, entries, counts
+def _place_one(data: str, item: _Planned, link: str, checksum: str) -> Tuple[_Planned, _fs.PlacedFile, Dict[str, Any]]:
+    target = _fs.safe_join(data, item.rel)
+    if item.staged:
+        size, digest = _fs.sha256_file(target)
+        placed = _fs.PlacedFile(size, digest, "staged")
+    else:
+        placed = _fs.place_file(item.src, target, link=link, checksum=True)  # the manifest needs digests
+    entry = {"path": item.rel, "size": placed.size, "sha256": placed.sha256 if checksum == "sha256" else None}
+    entry.update(_describe(item, target))
+    return item, placed, entry
+
+
+def _tally_one(tally: _Tally, item: _Planned, placed: _fs.PlacedFile, entry: Dict[str, Any],
+               warnings: List[str]) -> None:
+    tally.payload.append((item.rel, placed.size, placed.sha256 or ""))
+    tally.counts[placed.how] += 1
+    warning = entry.pop("_warning", None)
+    if warning:
+        warnings.append(warning)
+    if entry.get("kind") in ("dump", "stats") and entry.get("op_name"):
+        from .formats.names import base_op_name
+
+        key = base_op_name(entry["op_name"])
+        tally.dumped[key] = tally.dumped.get(key, 0) + 1
 
 
 def _describe(item: _Planned, placed_path: str) -> Dict[str, Any]:
@@ -286,115 +351,96 @@ def _tensor_summary(info: Any) -> Dict[str, Any]:
 
 
 # -- graph and coverage ------------------------------------------------------------------------
-def _graph_section(located: Any, stage: str, payload: List[Tuple[str, int, str]], entries: List[Dict[str, Any]],
-                   checksum: str, warnings: List[str]) -> Dict[str, Any]:
+class _GraphOps(NamedTuple):
+    expected: List[str]   # sanitized names of ops that get a task (no ``_no_task``), sorted
+    names: Set[str]       # sanitized names of all ops
+    count: int            # ops in the file (main graph and subgraphs)
+
+
+def _graph_section(located: Any, stage: str, plan: List[_Planned],
+                   warnings: List[str]) -> Tuple[Dict[str, Any], Optional[_GraphOps]]:
+    """The ``graph`` key and the graph's ops (for coverage), read from the source graph file;
+    the msaccucmp JSON form is staged and appended to ``plan``."""
     graph_file = getattr(located, "graph_file", None)
     section = {"file": None, "name": getattr(located, "graph_name", None), "stage": None, "op_count": None,
                "json": None, "choice": getattr(located, "graph_choice", None)}  # type: Dict[str, Any]
-    dumped = _dumped_op_names(entries)
     if not graph_file:
-        section["coverage"] = {"expected": None, "dumped": len(dumped), "missing": [], "not_in_graph": []}
-        return section
-    from .formats import ge_graph
+        return section, None
     from .formats.names import parse_graph_file_name
 
     rel = "graph/" + os.path.basename(graph_file)
     parsed_name = parse_graph_file_name(os.path.basename(graph_file))
     section.update(file=rel, stage=parsed_name.stage if parsed_name else None)
-    placed = os.path.join(stage, "data", rel)
     try:
-        ops = _graph_ops(placed)
+        ops = _graph_ops(graph_file)
     except FormatError as exc:
         warnings.append("graph not scannable, coverage unknown: {}".format(exc))
-        section["coverage"] = {"expected": None, "dumped": len(dumped), "missing": [], "not_in_graph": []}
-        return section
-    section["op_count"] = len(ops)
-    section["coverage"] = _coverage(ops, dumped)
-    json_rel = _export_graph_json(ge_graph, placed, rel, stage, payload, entries, checksum, warnings)
-    section["json"] = json_rel
-    return section
+        return section, None
+    section["op_count"] = ops.count
+    section["json"] = _export_graph_json(graph_file, rel, stage, plan, warnings)
+    return section, ops
 
 
-def _graph_ops(path: str) -> List[Tuple[str, str, bool]]:
-    """(name, type, no_task) of every op of every graph in the file (main graph and subgraphs)."""
+def _graph_ops(path: str) -> _GraphOps:
+    """Ops of every graph in the file (main graph and subgraphs), names sanitized as in dump names."""
     from .formats import ge_graph
-
-    return [(op.name, op.type, op.no_task) for graph in ge_graph.iter_graphs(path) for op in graph.ops]
-
-
-def _dumped_op_names(entries: List[Dict[str, Any]]) -> Dict[str, int]:
-    from .formats.names import base_op_name
-
-    counts = {}  # type: Dict[str, int]
-    for entry in entries:
-        if entry.get("kind") in ("dump", "stats") and entry.get("op_name"):
-            key = base_op_name(entry["op_name"])
-            counts[key] = counts.get(key, 0) + 1
-    return counts
-
-
-def _coverage(ops: List[Tuple[str, str, bool]], dumped: Dict[str, int]) -> Dict[str, Any]:
     from .formats.names import sanitize
 
-    expected = sorted({sanitize(name) for name, _type, no_task in ops if not no_task})
-    in_graph = {sanitize(name) for name, _type, _no_task in ops}
-    missing = [name for name in expected if name not in dumped]
+    expected, names, count = set(), set(), 0
+    for graph in ge_graph.iter_graphs(path):
+        for op in graph.ops:
+            name = sanitize(op.name)
+            names.add(name)
+            count += 1
+            if not op.no_task:
+                expected.add(name)
+    return _GraphOps(sorted(expected), names, count)
+
+
+def _coverage(ops: Optional[_GraphOps], dumped: Dict[str, int]) -> Dict[str, Any]:
+    if ops is None:
+        return {"expected": None, "dumped": len(dumped), "missing": [], "not_in_graph": []}
+    missing = [name for name in ops.expected if name not in dumped]
     return {
-        "expected": len(expected),
-        "dumped": len(expected) - len(missing),
+        "expected": len(ops.expected),
+        "dumped": len(ops.expected) - len(missing),
         "missing": missing,
-        "not_in_graph": sorted(name for name in dumped if name not in in_graph),
+        "not_in_graph": sorted(name for name in dumped if name not in ops.names),
     }
 
 
-def _export_graph_json(ge_graph: Any, placed: str, rel: str, stage: str, payload: List[Tuple[str, int, str]],
-                       entries: List[Dict[str, Any]], checksum: str, warnings: List[str]) -> Optional[str]:
-    export = getattr(ge_graph, "to_msaccucmp_json", None)
-    if export is None:
-        return None
-    json_rel = rel[: -len(".txt")] + ".json" if rel.endswith(".txt") else rel + ".json"
-    target = os.path.join(stage, "data", json_rel)
+def _export_graph_json(graph_file: str, rel: str, stage: str, plan: List[_Planned],
+                       warnings: List[str]) -> Optional[str]:
+    """Stage the msaccucmp JSON form (what ``atc --mode=5`` writes) next to the graph."""
+    from .formats import ge_graph
+
+    json_rel = (rel[: -len(".txt")] if rel.endswith(".txt") else rel) + ".json"
+    target = os.path.join(stage, "data", *json_rel.split("/"))
+    os.makedirs(os.path.dirname(target), exist_ok=True)
     try:
-        _write_graph_json(export, placed, target)
+        ge_graph.write_msaccucmp_json(graph_file, target)
     except (FormatError, ValueError) as exc:
         warnings.append("graph JSON export failed: {}".format(exc))
         return None
-    size, digest = _fs.sha256_file(target)
-    payload.append((json_rel, size, digest))
-    entries.append({"path": json_rel, "size": size, "sha256": digest if checksum == "sha256" else None,
-                    "kind": "graph"})
+    plan.append(_Planned(json_rel, target, os.path.getsize(target), "graph", staged=True))
     return json_rel
 
 
-def _write_graph_json(export: Callable[..., Any], source: str, target: str) -> None:
-    result = export(source)
-    if isinstance(result, (bytes, str)):
-        data = result.encode("utf-8") if isinstance(result, str) else result
-    else:
-        data = json.dumps(result, sort_keys=True).encode("utf-8")
-    with open(target, "wb") as out:
-        out.write(data)
-
-
-# -- bundle.json and the tag files -------------------------------------------------------------
-def _document(located: Any, backend: str, options: Any, run: Optional[Mapping[str, Any]], randomness: Any,
-              graph: Dict[str, Any], entries: List[Dict[str, Any]], warnings: List[str]) -> Dict[str, Any]:
-    coverage = graph.pop("coverage")
-    entries.sort(key=lambda e: e["path"])
-    return {
-        "schema": BUNDLE_SCHEMA,
-        "backend": backend,
-        "created": datetime.datetime.now(datetime.timezone.utc).astimezone().isoformat(timespec="seconds"),
-        "versions": _versions(),
-        "options": _plain(options) if options is not None else {},
-        "run": _run_section(run),
-        "randomness": _plain(randomness),
-        "graph": graph,
-        "dump": _dump_section(located),
-        "files": entries,
-        "coverage": coverage,
-        "warnings": list(warnings),
-    }
+# -- bundle.json head ----------------------------------------------------------------------------
+def _head(located: Any, backend: str, options: Any, run: Optional[Mapping[str, Any]], randomness: Any,
+          graph: Dict[str, Any]) -> Dict[str, Any]:
+    """The bundle.json keys written before ``files`` (``coverage``/``warnings`` follow it)."""
+    return collections.OrderedDict([
+        ("schema", BUNDLE_SCHEMA),
+        ("backend", backend),
+        ("created", datetime.datetime.now(datetime.timezone.utc).astimezone().isoformat(timespec="seconds")),
+        ("versions", _versions()),
+        ("options", _plain(options) if options is not None else {}),
+        ("run", _run_section(run)),
+        ("randomness", _plain(randomness)),
+        ("graph", _plain(graph)),
+        ("dump", _dump_section(located)),
+    ])
 
 
 def _plain(value: Any) -> Any:
@@ -439,18 +485,6 @@ def _versions() -> Dict[str, Optional[str]]:
                 mod = None
         versions[name] = getattr(mod, "__version__", None) if mod is not None else None
     return versions
-
-
-def _write_json_and_tags(stage: str, doc: Dict[str, Any], payload: List[Tuple[str, int, str]]) -> None:
-    body = json.dumps(doc, indent=1, sort_keys=False).encode("utf-8") + b"\n"
-    with open(os.path.join(stage, "data", BUNDLE_JSON), "wb") as out:
-        out.write(body)
-    import hashlib
-
-    payload.append((BUNDLE_JSON, len(body), hashlib.sha256(body).hexdigest()))
-    _bagit.write_tag_files(stage, payload, "npu_dump_hook {}".format(__version__),
-                           datetime.date.today().isoformat(),
-                           "npu_dump_hook bundle ({}), see data/bundle.json".format(doc["backend"]))
 
 
 # ---------------------------------------------------------------------------------- verifying

@@ -191,6 +191,11 @@ def test_layout_and_bundle_json(tmp_path, run):
     assert by[FFTS]["context_id"] == 1 and by[FFTS]["op_name"] == "mul1_lxslice1"
     assert by["notes.txt"]["kind"] == "other"
     assert by["ge_proto_00000123_graph_1_Build.txt"]["kind"] == "graph"
+    assert doc["graph"]["json"] == "graph/ge_proto_00000123_graph_1_Build.json"
+    assert by["ge_proto_00000123_graph_1_Build.json"]["kind"] == "graph"
+    graph_json = json.loads((b / "data" / "graph" / "ge_proto_00000123_graph_1_Build.json").read_text())
+    assert [op["name"] for op in graph_json["graph"][0]["op"]][:2] == ["conv1/Conv2D", "relu1"]
+    assert [e["path"] for e in doc["files"]] == sorted(e["path"] for e in doc["files"])
     # 6 ops need a task (reshape1 has _no_task); sub1 has no dump file
     assert doc["coverage"]["expected"] == 6
     assert doc["coverage"]["dumped"] == 5
@@ -268,7 +273,8 @@ def _no_bag_left(parent):
     ("npu_dump_hook._fs.place_file", 0),
     ("npu_dump_hook._fs.place_file", 4),
     ("npu_dump_hook.bundle._graph_section", 0),
-    ("npu_dump_hook.bundle._write_json_and_tags", 0),
+    ("npu_dump_hook.bundle._write_payload_and_json", 0),
+    ("npu_dump_hook.bundle._coverage", 0),
     ("npu_dump_hook._bagit.write_tag_files", 0),
     ("npu_dump_hook._fs.Staging.commit", 0),
 ])
@@ -310,7 +316,7 @@ def test_force_crash_keeps_old_bundle(tmp_path, monkeypatch, run):
     def crash(*args, **kwargs):
         raise RuntimeError("simulated crash")
 
-    monkeypatch.setattr(bundle, "_write_json_and_tags", crash)
+    monkeypatch.setattr(bundle, "_coverage", crash)
     with pytest.raises(RuntimeError):
         write(dest, run, force=True)
     assert tree_state(dest) == before
@@ -331,8 +337,9 @@ def test_hardlink_vs_copy(tmp_path, run):
     chain = os.path.join("data", "dump", TIME_DIR, "0", GRAPH_NAME, "1", "0", CONV)
     assert os.stat(str(tmp_path / "h" / chain)).st_ino == os.stat(src).st_ino
     assert os.stat(str(tmp_path / "c" / chain)).st_ino != os.stat(src).st_ino
-    assert (r1.linked, r1.copied) == (r1.files - 1, 0)  # bundle.json is written, not linked
-    assert (r2.linked, r2.copied) == (0, r2.files - 1)
+    # bundle.json and the graph JSON are generated, neither linked nor copied
+    assert (r1.linked, r1.copied) == (r1.files - 2, 0) == (8, 0)
+    assert (r2.linked, r2.copied) == (0, r2.files - 2) == (0, 8)
 
 
 def test_symlink_out_of_tree_not_followed(tmp_path, run):
@@ -350,8 +357,9 @@ def test_symlink_out_of_tree_not_followed(tmp_path, run):
 def test_progress_callback(tmp_path, run):
     calls = []
     write(tmp_path / "b", run, progress=lambda *a: calls.append(a))
-    assert len(calls) == 8  # graph + 7 dump-folder files
-    assert calls[-1][0] == calls[-1][1] == 8
+    assert len(calls) == 9  # graph, its JSON form, 7 dump-folder files
+    assert [c[0] for c in calls] == list(range(1, 10))
+    assert calls[-1][0] == calls[-1][1] == 9
     assert calls[-1][2] == calls[-1][3] > 0
 
 
@@ -483,7 +491,7 @@ def test_concurrent_ranks_share_one_root(tmp_path):
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(ranks) as pool:
         counts = pool.map(_rank_worker, [(str(tmp_path), root, r) for r in range(ranks)])
-    assert counts == [9] * ranks
+    assert counts == [10] * ranks
     index = bundle.read_index(root)
     assert sorted(index["ranks"]) == ["0", "1", "2", "3"]
     for rank in range(ranks):

@@ -84,7 +84,7 @@ def test_collect_end_to_end(tmp_path, capsys):
     argv = ["collect", "--dump-path", located.dump_path, "--graph-dir", os.path.dirname(located.graph_file),
             "--out", str(out), "--link", "copy"]
     assert main(argv) == 0
-    assert capsys.readouterr().out.startswith("bundle {}: 9 files".format(out))
+    assert capsys.readouterr().out.startswith("bundle {}: 10 files".format(out))
     doc = bundle.read_bundle(str(out))
     assert doc["backend"] == "npu"
     assert doc["dump"]["time_dir"] == TIME_DIR and doc["dump"]["steps"] == ["0"]
