@@ -507,3 +507,27 @@ def test_rank_from_env():
     assert bundle.rank_from_env({}) == (0, None)
     with pytest.raises(BundleError, match="RANK_ID='x'"):
         bundle.rank_from_env({"RANK_ID": "x"})
+
+
+def test_progress_bar_only_on_a_tty(monkeypatch):
+    import io as _io
+
+    from npu_dump_hook import _progress
+
+    class FakeTty(_io.StringIO):
+        def isatty(self):
+            return True
+
+    tty, log = FakeTty(), _io.StringIO()
+    monkeypatch.setattr(sys, "stderr", log)
+    quiet = _progress.make_progress(None, 2, 2 * 2 ** 20)
+    quiet.update(1, 2 ** 20)
+    quiet.close()
+    assert log.getvalue() == ""
+    monkeypatch.setattr(sys, "stderr", tty)
+    bar = _progress.make_progress(None, 2, 2 * 2 ** 20)
+    bar.update(1, 2 ** 20)
+    bar.update(1, 2 ** 20)
+    bar.close()
+    assert "\rcollecting [" in tty.getvalue()
+    assert "100% 2/2 files 2.0/2.0 MiB" in tty.getvalue() and tty.getvalue().endswith("\n")
