@@ -157,10 +157,20 @@ def _logical_dtype(spec: Optional[str]) -> Optional[np.dtype]:
     return np.dtype(spec)
 
 
+_dtype_cache = {}  # type: Dict[int, Tuple[np.dtype, Optional[int], Optional[np.dtype]]]
+_dtype_cache_source = [_ml_dtypes]  # the ml_dtypes module the cache was filled with
+
+
 def dtype_info(data_type: int) -> Tuple[np.dtype, Optional[int], Optional[np.dtype]]:
     """(storage dtype, bits per element or None, numpy dtype or None) for a DumpData data type."""
-    storage, bits, logical = _DTYPES.get(data_type, _UNKNOWN_DTYPE)
-    return np.dtype(storage), bits, _logical_dtype(logical)
+    if _dtype_cache_source[0] is not _ml_dtypes:  # tests swap ml_dtypes out; start over
+        _dtype_cache.clear()
+        _dtype_cache_source[0] = _ml_dtypes
+    found = _dtype_cache.get(data_type)
+    if found is None:
+        storage, bits, logical = _DTYPES.get(data_type, _UNKNOWN_DTYPE)
+        found = _dtype_cache[data_type] = (np.dtype(storage), bits, _logical_dtype(logical))
+    return found
 
 
 def _numpy_to_data_type() -> Dict[str, int]:
@@ -221,14 +231,16 @@ def _tensor_info(kind: str, index: int, proto: Any, offset: Optional[int], size:
         original_format = schema.format_name(proto.original_op.format)
     return TensorInfo(
         kind, index, schema.data_type_name(data_type), dtype_info(data_type)[2],
-        schema.format_name(proto.format), tuple(int(d) for d in proto.shape.dim),
-        tuple(int(d) for d in proto.original_shape.dim), size, offset, original_name, original_format,
-        int(data_type),
+        schema.format_name(proto.format), tuple(proto.shape.dim), tuple(proto.original_shape.dim),
+        size, offset, original_name, original_format, data_type,
     )
 
 
+_FIELD_OF_KIND = {"input": "input", "output": "output", "buffer": "buffer", "workspace": "space"}
+
+
 def _repeated(header: Any, kind: str) -> Any:
-    return {"input": header.input, "output": header.output, "buffer": header.buffer, "workspace": header.space}[kind]
+    return getattr(header, _FIELD_OF_KIND[kind])
 
 
 class DumpHeader(object):

@@ -154,12 +154,14 @@ DimRange = _CLASSES["DimRange"]
 
 def data_type_name(value: int) -> str:
     """"DT_FLOAT" for 1; "DT_UNKNOWN_<v>" for values no schema copy defines."""
-    return DATA_TYPES.get(value, "DT_UNKNOWN_{}".format(value))
+    name = DATA_TYPES.get(value)
+    return name if name is not None else "DT_UNKNOWN_{}".format(value)
 
 
 def format_name(value: int) -> str:
     """"NC1HWC0" for 3; "UNKNOWN_<v>" for values no schema copy defines."""
-    return FORMATS.get(value, "UNKNOWN_{}".format(value))
+    name = FORMATS.get(value)
+    return name if name is not None else "UNKNOWN_{}".format(value)
 
 
 def data_type_value(name: Union[str, int]) -> int:
