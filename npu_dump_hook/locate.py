@@ -346,6 +346,9 @@ def _break_tie(pool: List[_GraphFacts], warnings: List[str], facts: List[_GraphF
             "e.g. one of {}".format(", ".join(repr(f.graph_name) for f in pool)))
     if keyword:
         hint = "graph keyword {!r} matches several; pass a more specific one".format(keyword)
+    per_process = {os.path.basename(os.path.dirname(f.path)) for f in pool}
+    if len(per_process) > 1 and all(_PID_DEV_DIR.match(d) for d in per_process):
+        hint += "; they come from several processes/devices: pass device_id= / --device-id"
     raise AmbiguousGraphError(
         "cannot tell which Build graph is the training graph: {} of {} candidates qualify "
         "equally: {}; {}".format(len(pool), len(facts), _describe(pool), hint),
@@ -535,12 +538,13 @@ def locate_run(
     """Graph file, graph name and step folders of the run that began at ``since``.
 
     ``graph_dirs`` (each expanded with :func:`expand_graph_dir`) defaults to
-    :func:`graph_search_dirs` of ``environ``.
+    :func:`graph_search_dirs` of ``environ``; ``device_id`` also keeps only that device's
+    per-process graph subfolders (multi-card runs write one per card).
     """
     if graph_dirs is None:
-        dirs = graph_search_dirs(environ)
+        dirs = graph_search_dirs(environ, device_id=device_id)
     else:
-        dirs = _unique(d for root in graph_dirs for d in expand_graph_dir(root))
+        dirs = _unique(d for root in graph_dirs for d in expand_graph_dir(root, device_id=device_id))
     graphs = find_build_graphs(dirs, since)
     if not graphs:
         raise LocateError(

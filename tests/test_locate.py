@@ -456,6 +456,20 @@ def test_locate_run_end_to_end_from_env(tmp_path):
     assert run.warnings == []
 
 
+def test_locate_run_multi_card_picks_the_device_asked_for(tmp_path):
+    graphs, dump = tmp_path / "graphs", tmp_path / "dump"
+    names = {0: "ge_default_20261129083005_1", 1: "ge_default_20261129083006_1"}
+    for dev, skew in ((0, 1), (1, 3)):
+        write_graph(graphs / "pid_{}_deviceid_{}".format(100 + dev, dev), 5, names[dev], TRAIN_OPS)
+        make_steps(dump, time_dir(BEGIN + skew), dev, names[dev], [0])
+    with pytest.raises(AmbiguousGraphError) as info:
+        locate_run(str(dump), graph_dirs=[str(graphs)], since=BEGIN)
+    assert "pass device_id= / --device-id" in str(info.value)
+    run = locate_run(str(dump), graph_dirs=[str(graphs)], since=BEGIN, device_id=1)
+    assert run.graph_name == names[1]
+    assert [(s.time_dir, s.device_id, s.model_name) for s in run.steps] == [(time_dir(BEGIN + 3), "1", names[1])]
+
+
 def test_locate_run_without_graphs_says_where_it_looked(tmp_path):
     write_graph(tmp_path / "g", 1, TRAIN, TRAIN_OPS, mtime=BEGIN - 10)
     with pytest.raises(LocateError) as info:
