@@ -49,20 +49,22 @@ import json
 import logging
 import os
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 from . import _tf
 from .config import apply_graph_dump_env
 from .constants import ENV_ASCEND_DEVICE_ID, ENV_DEVICE_ID, ENV_OPTIONS, ENV_RANK_ID
 from .determinism import DEFAULT_SEED, POLICIES, apply_policy
+from .emulator.backend import EmulatedNpu
 from .errors import NpuDumpError, OptionError
 from .options import DumpOptions
 
-__all__ = ["NpuDumpHook", "DEFAULT_OUTPUT_DIR", "rank_and_device"]
+__all__ = ["NpuDumpHook", "DEFAULT_OUTPUT_DIR", "BACKENDS", "rank_and_device"]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_OUTPUT_DIR = "npu_dump_hook_out"
+BACKENDS = ("auto", "npu", "emulated")
 INIT_CHECKPOINT_PREFIX = "model.ckpt"
 
 
@@ -105,6 +107,22 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         output_dir: where the run folder is created (default ``./npu_dump_hook_out``).
         save_initial_state: save the variables before the captured step (turn off for
             models too large to checkpoint twice).
+        backend: ``"auto"`` (default: ``"npu"`` when npu_bridge imports, where real GE writes
+            the dump and the hook only configures and collects; else ``"emulated"``),
+            ``"npu"``, ``"emulated"``, or a configured :class:`EmulatedNpu`.
+        reference: capture the CPU/GPU (golden) tensors into ``{run folder}/golden``;
+            default: on with the emulated backend, off on an NPU.
+        emulate_precision: ``"fp32"`` (exact CPU values) or ``"fp16"`` (emulated backend only).
+        collect: at ``end()``, locate this run's Build graph and dump folder and write a bundle.
+        bundle_dir: where bundles go (default ``{output_dir}/bundles``): ``{bundle_dir}/{run
+            name}``, or ``{bundle_dir}/rank_{RANK_ID}`` plus a shared ``index.json`` when
+            RANK_ID is set, so the ranks of one job share one root.
+        strict: raise when collection fails (default, so CI jobs fail loudly); with
+            ``strict=False`` the error is logged and training code carries on.
+        ranks: ranks that dump (RANK_ID); others run their step untouched. Default: every rank.
+        graph_keyword: an op name that only the training graph contains (graph selection).
+        link, checksum, archive: passed to the bundle writer (``auto``/``hardlink``/``copy``;
+            ``sha256``/``none``; None/``tar``/``tar.gz``).
     """
 
     def __init__(
@@ -116,6 +134,17 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         seed: int = DEFAULT_SEED,
         output_dir: Optional[str] = None,
         save_initial_state: bool = True,
+        backend: Any = "auto",
+        reference: Optional[bool] = None,
+        emulate_precision: str = "fp32",
+        collect: bool = True,
+        bundle_dir: Optional[str] = None,
+        strict: bool = True,
+        ranks: Optional[Sequence[int]] = None,
+        graph_keyword: Optional[str] = None,
+        link: str = "auto",
+        checksum: str = "sha256",
+        archive: Optional[str] = None,
     ) -> None:
         if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
             raise OptionError("max_steps", max_steps, "must be a positive int")
@@ -132,6 +161,28 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self.seed = seed
         self.save_initial_state = save_initial_state
         self.captured_step = self._first_captured_step()
+        self.dumping = ranks is None or self._ids["rank"] is None or self._ids["rank"] in set(ranks)
+        if not self.dumping:
+            logger.info("NpuDumpHook: rank %s is not in ranks=%s: no dump on this rank", self._ids["rank"], ranks)
+            backend, reference, collect = "emulated", False, False
+        self.backend = _resolve_backend(backend, emulate_precision)
+        if not self.dumping:
+            self.backend = None
+            self.backend_name = "none"
+        if self.dumping:
+            self.backend_name = "npu" if self.backend is None else self.backend.name
+        self.reference = self.backend is not None if reference is None else bool(reference)
+        self.golden_dir = os.path.join(self.run_dir, "golden") if self.reference else None
+        self._capture = None  # type: Any
+        self.collect = collect
+        self.bundle_dir = os.path.abspath(bundle_dir or os.path.join(self.output_dir, "bundles"))
+        self.strict = strict
+        self.graph_keyword = graph_keyword
+        self._bundle_args = {"link": link, "checksum": checksum, "archive": archive}
+        self.bundle = None  # type: Any
+        self._tf_op_names = []  # type: List[str]
+        self._capturing = False
+        self._reference_report = None  # type: Optional[Dict[str, Any]]
         self.summary = {}  # type: Dict[str, Any]
         self._steps_run = 0
         self._began = False
@@ -175,31 +226,54 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self._graph_env = apply_graph_dump_env(os.path.join(self.run_dir, "graph"))
         self._randomness_report = apply_policy(graph, self.randomness, self.seed)
         self._global_step_tensor = tf.train.get_global_step(graph)
+        self._tf_op_names = [op.name for op in graph.get_operations()]
+        # The model graph as trained, before the hook adds its own Saver and capture ops.
+        tf.train.write_graph(graph.as_graph_def(add_shapes=True), os.path.join(self.run_dir, "tf"), "graph.pbtxt")
         if self.save_initial_state and tf.global_variables():
             self._saver = tf.train.Saver(
                 var_list=tf.global_variables(), sharded=False, name="npu_dump_hook_initial_state",
                 max_to_keep=1, save_relative_paths=True,
             )
-        tf.train.write_graph(graph.as_graph_def(add_shapes=True), os.path.join(self.run_dir, "tf"), "graph.pbtxt")
+        if self.backend is not None:
+            self.backend.begin(graph, self.options, self._ids["device_id"])
+        if (self.backend is not None and self.options.enabled) or self.reference:
+            from ._capture import TensorCapture
+
+            self._capture = TensorCapture(graph, os.path.join(self.run_dir, ".capture"), npy_dir=self.golden_dir)
         logger.info(
-            "NpuDumpHook: run folder %s, randomness=%s (%d source(s)), dumping step %d of at most %d",
-            self.run_dir, self.randomness, len(self._randomness_report["sources"]), self.captured_step, self.max_steps,
+            "NpuDumpHook: backend %s%s, run folder %s, randomness=%s (%d source(s)), dumping step %d of at most %d",
+            self.backend_name, " + reference" if self.reference else "", self.run_dir, self.randomness,
+            len(self._randomness_report["sources"]), self.captured_step, self.max_steps,
         )
 
     def after_create_session(self, session: Any, coord: Any) -> None:
         self._global_step_before = self._read_global_step(session)
+        if self.backend is not None:
+            self.backend.session_started()
 
     def before_run(self, run_context: Any) -> Any:
         if self._steps_run == self.captured_step and self._saver is not None and self._initial_state_path is None:
             prefix = os.path.join(self.run_dir, "init", INIT_CHECKPOINT_PREFIX)
             self._initial_state_path = self._saver.save(run_context.session, prefix, write_meta_graph=False)
             logger.info("NpuDumpHook: initial state saved to %s", self._initial_state_path)
-        return None
+        self._capturing = self._capture is not None and self._steps_run == self.captured_step
+        return self._capture.run_args(run_context) if self._capturing else None
 
     def after_run(self, run_context: Any, run_values: Any) -> None:
+        if self._capturing:
+            self._capturing = False
+            self._after_capture(self._capture.finish(int(time.time() * 1000000)))
         self._steps_run += 1
         if self._steps_run >= self.max_steps:
             run_context.request_stop()
+
+    def _after_capture(self, result: Any) -> None:
+        if self.backend is not None and self.options.enabled:
+            self.backend.write_step(result, self._steps_run)
+        if self.reference:
+            from .reference import golden_report
+
+            self._reference_report = golden_report(result, self.golden_dir)
 
     def end(self, session: Any) -> None:
         ended = time.time()
@@ -216,16 +290,35 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
             "options": self.options.as_dict(),
             "graph_dump_env": self._graph_env,
             "initial_state": self._initial_state_path,
+            "backend": self.backend_name,
+            "emulator": None if self.backend is None else self.backend.summary(),
+            "reference": self._reference_report,
             "randomness": self._randomness_report,
             "tf_version": _tf.tf_version(),
         }
         with open(os.path.join(self.run_dir, "run.json"), "w") as handle:
             json.dump(self.summary, handle, indent=2, sort_keys=True)
+        self._log_summary(ended)
+        if self.collect:
+            self._collect_or_report()
+
+    def _collect_or_report(self) -> None:
+        from ._collect import collect_hook_run
+
+        try:
+            self.bundle = collect_hook_run(self)
+        except NpuDumpError as exc:
+            if self.strict:
+                raise
+            logger.error("NpuDumpHook: no bundle for this run: %s", exc)
+
+    def _log_summary(self, ended: float) -> None:
         logger.info(
-            "NpuDumpHook: ran %d step(s) (global step %s -> %s) in %.1f s; rank %s, device %s; "
+            "NpuDumpHook: ran %d step(s) (global step %s -> %s) in %.1f s; backend %s; rank %s, device %s; "
             "randomness %s: %d source(s), %d not handled; initial state %s; summary %s",
             self._steps_run, self._global_step_before, self.summary["global_step"]["after"],
-            ended - (self._started or ended), self._ids["rank"], self._ids["device_id"], self.randomness,
+            ended - (self._started or ended), self.backend_name, self._ids["rank"], self._ids["device_id"],
+            self.randomness,
             len(self._randomness_report.get("sources", ())), len(self._randomness_report.get("not_handled", ())),
             self._initial_state_path or "not saved", os.path.join(self.run_dir, "run.json"),
         )
@@ -240,6 +333,19 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         if self._global_step_tensor is None:
             return None
         return int(session.run(self._global_step_tensor))
+
+
+def _resolve_backend(backend: Any, emulate_precision: str) -> Optional[EmulatedNpu]:
+    """None for the real NPU (GE writes the dump), else the emulator instance."""
+    if isinstance(backend, EmulatedNpu):
+        return backend
+    if backend not in BACKENDS:
+        raise OptionError("backend", backend, "must be one of " + "|".join(BACKENDS) + " or an EmulatedNpu")
+    if backend == "npu" or (backend == "auto" and _tf.npu_bridge_available()):
+        if not _tf.npu_bridge_available():
+            raise OptionError("backend", backend, "needs npu_bridge (the Ascend TF adapter), which is not importable")
+        return None
+    return EmulatedNpu(emulate_precision=emulate_precision)
 
 
 def _iso(stamp: Optional[float]) -> Optional[str]:
