@@ -83,13 +83,13 @@ graph {{
   op {{
     name: "reshape1"
     type: "Reshape"
-    id: 6
     attr {{
       key: "_no_task"
       value {{
         b: true
       }}
     }}
+    id: 6
   }}
   op {{
     name: "sub1"
