@@ -1,0 +1,599 @@
+"""Capture every output tensor of every op one training step executes, streamed to disk.
+
+Contract (used by the reference writer and the emulated NPU backend)::
+
+    capture = TensorCapture(graph, scratch_dir, npy_dir=None)   # in begin(): graph still editable
+    return capture.run_args(run_context)                         # in before_run of the captured step
+    result = capture.finish(timestamp_us)                        # in after_run of the captured step
+
+How (and why this way):
+
+* ``__init__`` adds, for each output tensor that can hold an array, one in-graph
+  ``DebugIdentity`` op (TensorFlow's own tensor-dump kernel, the one tfdbg uses) with a
+  ``file://{scratch_dir}`` URL, on the CPU of the producer's task, under the name scope
+  ``npu_dump_hook_capture``. It passes its input through and writes it to one file when it
+  runs; it runs only when fetched, so every other step is untouched. One op per tensor (not
+  ``WriteFile(Const, SerializeTensor)``, three) because each extra node costs graph
+  optimization (Grappler) time when the captured step's executor is built.
+* ``run_args`` walks back from the step's fetches (data and control inputs; fed tensors end
+  the walk, as in TF's pruning) to the ops the step executes, and fetches only the dump ops
+  of *their* tensors, so no op the step would not run is triggered (e.g. a metric's update
+  op) and the step computes what it computes without capture.
+* TensorFlow writes each tensor as soon as it is computed, in its own threads; a tensor is
+  held only until its dump op has run, never the whole step at once.
+* ``finish`` turns each dump file (an ``Event`` proto holding a ``TensorProto``) into an
+  ``.npy`` file: it parses only the protobuf headers before the tensor bytes and copies the
+  bytes into the ``.npy`` with ``os.sendfile`` (kernel copy, no Python buffer), then deletes the
+  dump file. One tensor at a time, so memory stays flat however large the step is.
+
+Values are those of the graph as written (each captured tensor is a fetch-like consumer, so
+Grappler keeps it), unlike tfdbg's run-option watches, which see the graph after Grappler
+fused or folded nodes away.
+
+With ``npy_dir`` the ``.npy`` files get the reference (golden) name
+``{op name with / and . -> _}.{output_index}.{timestamp_us}.npy``; otherwise they stay in
+``scratch_dir`` as ``t{n}.npy`` and the caller removes them with :meth:`TensorCapture.cleanup`.
+Timestamps are 16-digit microsecond counts: ``timestamp_us + order`` for every output of the
+op at position ``order`` among the executed ops (topological, ties in graph creation order).
+
+What is not captured, with the reason recorded in :class:`SkippedTensor`:
+
+* resource, variant and string tensors (handles and non-numeric data: no array to compare);
+  dtypes numpy cannot hold (float8, int4); tensors whose static size is 2 GiB or more (a
+  protobuf cannot hold them). ``bfloat16`` is widened to float32 (exact); quantized types
+  are stored as their integer type.
+* TF 1.x control flow: tensors inside a ``tf.while_loop`` body (per-iteration values; the
+  loop's ``Exit`` outputs are captured); tensors of an untaken ``tf.cond`` branch (no value in
+  this step). TF 2 control flow puts bodies into functions: the ``If``/``While`` outputs are
+  captured, the function-internal tensors are not graph tensors and are not listed.
+* tensors of ops created after ``__init__`` (e.g. by hooks whose ``begin`` ran later).
+* fetches and feeds added by *other* hooks are not seen: the walk starts from the step's
+  own fetches (``run_context.original_args``).
+
+Known limits: with TF 1.x *reference* variables (``VariableV2``), the value a dump op reads is
+the buffer's content when it runs; an in-place update in the same step (``Apply*``) normally
+runs later, but TensorFlow does not order them (resource variables copy on write and are
+exact). ``DebugIdentity`` file dumps count against tfdbg's per-process disk budget
+(``TFDBG_DISK_BYTES_LIMIT``, 100 GB by default).
+
+TensorFlow APIs: ``tf.compat.v1`` names present in TF 1.15 and 2.x (``raw_ops.DebugIdentity``
+included), plus the private ``Operation._control_flow_context`` (no public way to know that an
+op sits in a TF 1.x ``tf.cond``/``tf.while_loop``; read defensively, absent in TF 2 graphs).
+"""
+import heapq
+import logging
+import os
+import re
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+
+import numpy as np
+
+from .errors import BackendError, DumpFileError
+
+__all__ = [
+    "TensorCapture",
+    "CaptureResult",
+    "CapturedTensor",
+    "SkippedTensor",
+    "ExecutedOp",
+    "WRITE_SCOPE",
+    "debug_event_to_npy",
+]
+
+logger = logging.getLogger(__name__)
+
+WRITE_SCOPE = "npu_dump_hook_capture"
+_PROTO_HEAD_BYTES = 1 << 16  # Event + Summary + Value + TensorProto headers always fit
+_COPY_CHUNK = 1 << 22
+_CONVERT_THREADS = 4
+_MAX_PROTO_BYTES = (1 << 31) - (1 << 20)  # a serialized protobuf stays under 2 GiB
+# DebugIdentity file dumps: {root}/_tfdbg_device_{device}/{node}_{slot}_DebugIdentity_{wall µs}
+_DUMP_FILE = re.compile(r"t([0-9]+)_0_DebugIdentity_[0-9]+\Z")
+# Event.summary (5) -> Summary.value (1) -> Value.tensor (8)
+_EVENT_SUMMARY, _SUMMARY_VALUE, _VALUE_TENSOR = 5, 1, 8
+
+# TF DataType enum -> numpy dtype the bytes are stored as (tensor_content is host order).
+_NUMPY_OF_ENUM = {
+    1: "float32", 2: "float64", 3: "int32", 4: "uint8", 5: "int16", 6: "int8", 8: "complex64",
+    9: "int64", 10: "bool", 11: "int8", 12: "uint8", 13: "int32", 14: "uint16", 15: "int16",
+    16: "uint16", 17: "uint16", 18: "complex128", 19: "float16", 22: "uint32", 23: "uint64",
+}
+_DT_BFLOAT16 = 14
+_NO_ARRAY_DTYPES = {
+    "resource": "resource handle: no array value",
+    "variant": "variant tensor (dataset, TensorList, optional): no array value",
+    "string": "string tensor: the comparison handles numeric tensors only",
+}
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass
+class CapturedTensor:
+    """One output tensor written to ``path`` (an ``.npy`` file)."""
+
+    op_name: str
+    op_type: str
+    output_index: int
+    dtype: str
+    shape: Tuple[int, ...]
+    path: str
+    order: int
+    timestamp_us: int
+
+    @property
+    def tensor_name(self) -> str:
+        return "{}:{}".format(self.op_name, self.output_index)
+
+
+@dataclass
+class SkippedTensor:
+    """An output tensor of an executed op that has no file, and why."""
+
+    tensor_name: str
+    op_type: str
+    reason: str
+
+
+@dataclass
+class ExecutedOp:
+    """An op the captured step executed. Shapes are static: -1 for an unknown dim, None for unknown rank."""
+
+    name: str
+    type: str
+    inputs: List[str]
+    control_inputs: List[str]
+    order: int
+    output_dtypes: List[str]
+    output_shapes: List[Optional[Tuple[int, ...]]]
+
+
+@dataclass
+class CaptureResult:
+    """What one captured step produced; ``tensors`` are in ``order``."""
+
+    tensors: List[CapturedTensor]
+    skipped: List[SkippedTensor]
+    executed_ops: List[ExecutedOp]
+    _by_name: Optional[Dict[str, CapturedTensor]] = field(default=None, repr=False, compare=False)
+
+    @property
+    def by_name(self) -> Dict[str, CapturedTensor]:
+        """``{"op:index": CapturedTensor}``."""
+        if self._by_name is None:
+            self._by_name = {t.tensor_name: t for t in self.tensors}
+        return self._by_name
+
+    def array(self, tensor_name: str) -> np.ndarray:
+        """The captured value of ``tensor_name`` (memory-mapped, read-only)."""
+        captured = self.by_name[tensor_name]
+        if int(np.prod(captured.shape, dtype=np.int64)) == 0:
+            return np.load(captured.path)  # numpy cannot memory-map an empty array
+        return np.load(captured.path, mmap_mode="r")
+
+
+# --------------------------------------------------------------------------- planning helpers
+
+
+@dataclass
+class _Plan:
+    """Per graph tensor: its dump op and number, or the reason it has none."""
+
+    dump_op: Any = None
+    number: int = -1
+    reason: str = ""
+
+
+def _while_or_cond(op: Any) -> str:
+    """``"while"``/``"cond"`` when ``op`` sits in TF 1.x control flow, else ``""`` (private API)."""
+    context = getattr(op, "_control_flow_context", None)
+    if context is not None and op.type in ("Exit", "RefExit"):
+        context = getattr(context, "outer_context", None)  # an Exit's value lives outside its loop
+    if context is None:
+        return ""
+    get_while = getattr(context, "GetWhileContext", None)
+    if get_while is not None and get_while() is not None:
+        return "while"
+    return "cond"
+
+
+def _dtype_reason(tensor: Any) -> str:
+    """Why this tensor cannot be captured as an array, judged from its dtype and static shape, or ``""``."""
+    base = tensor.dtype.base_dtype
+    if base.name in _NO_ARRAY_DTYPES:
+        return _NO_ARRAY_DTYPES[base.name]
+    if base.as_datatype_enum not in _NUMPY_OF_ENUM:
+        return "dtype {} has no numpy equivalent".format(base.name)
+    shape = tensor.get_shape()
+    if shape.is_fully_defined() and shape.num_elements() * base.size >= _MAX_PROTO_BYTES:
+        return "{} bytes: over the 2 GiB a protobuf can hold".format(shape.num_elements() * base.size)
+    return ""
+
+
+def _static_shape(tensor: Any) -> Optional[Tuple[int, ...]]:
+    shape = tensor.get_shape()
+    if shape.ndims is None:
+        return None
+    return tuple(-1 if d is None else int(d) for d in shape.as_list())
+
+
+def _cpu_device(device: str, cache: Dict[str, str]) -> str:
+    """The CPU of the task that runs ``device`` (the dump kernel is a host kernel)."""
+    if device not in cache:
+        from ._tf import tf_v1
+
+        spec = tf_v1().DeviceSpec.from_string(device or "")
+        parts = []
+        for label, value in (("job", spec.job), ("replica", spec.replica), ("task", spec.task)):
+            if value is not None:
+                parts.append("/{}:{}".format(label, value))
+        cache[device] = "".join(parts) + "/device:CPU:0"
+    return cache[device]
+
+
+# --------------------------------------------------------------------------- the engine
+
+
+class TensorCapture(object):
+    """Streams the output tensors of one step's executed ops to ``.npy`` files (see module doc)."""
+
+    def __init__(self, graph: Any, scratch_dir: str, *, npy_dir: Optional[str] = None) -> None:
+        self.graph = graph
+        self.scratch_dir = os.path.abspath(scratch_dir)
+        self.npy_dir = os.path.abspath(npy_dir) if npy_dir else None
+        self._dump_root = os.path.join(self.scratch_dir, "dumps")
+        self._plans = {}  # type: Dict[str, _Plan]
+        self._creation_index = {}  # type: Dict[str, int]
+        self._pending = None  # type: Optional[List[Tuple[Any, bool]]]
+        self._fed = set()  # type: Set[str]
+        if self.npy_dir:
+            from . import reference  # noqa: F401  (imported now, not inside the timed step)
+        self._build_dump_ops()
+
+    # -- begin(): one dump op per capturable tensor ------------------------------------
+    def _build_dump_ops(self) -> None:
+        from ._tf import tf_v1
+
+        debug_identity = tf_v1().raw_ops.DebugIdentity
+        graph = self.graph
+        ops = graph.get_operations()
+        self._creation_index = {op.name: i for i, op in enumerate(ops)}
+        urls = ["file://" + self._dump_root]
+        devices = {}  # type: Dict[str, str]
+        number = 0
+        with graph.as_default(), graph.control_dependencies(None), graph.name_scope(WRITE_SCOPE + "/"):
+            for op in ops:
+                flow = _while_or_cond(op)
+                for tensor in op.outputs:
+                    reason = _dtype_reason(tensor)
+                    if not reason and flow == "while":
+                        reason = ("inside a TF 1.x tf.while_loop body: a per-iteration value "
+                                  "(the loop's Exit outputs are captured)")
+                    if reason:
+                        self._plans[tensor.name] = _Plan(reason=reason)
+                        continue
+                    with graph.device(_cpu_device(op.device, devices)):
+                        dump = debug_identity(input=tensor, tensor_name="t{}:0".format(number), debug_urls=urls)
+                    self._plans[tensor.name] = _Plan(dump_op=dump.op, number=number)
+                    number += 1
+        self._by_number = {plan.number: name for name, plan in self._plans.items() if plan.dump_op is not None}
+        logger.debug("capture: %d dump op(s) for %d op(s)", number, len(ops))
+
+    # -- before_run(): fetch the dump ops of the executed tensors only ----------------
+    def run_args(self, run_context: Any) -> Any:
+        """``SessionRunArgs`` fetching the dump ops of every tensor the step computes."""
+        from ._tf import tf_v1
+
+        args = run_context.original_args
+        executed, fed = self._executed(args.fetches, args.feed_dict)
+        self._pending, self._fed = executed, fed
+        shutil.rmtree(self._dump_root, ignore_errors=True)  # stale dumps must not pass for this step's
+        os.makedirs(self._dump_root)
+        dumps = []
+        for op, fed_only in executed:
+            for tensor in op.outputs:
+                plan = self._plans.get(tensor.name)
+                if plan is None or plan.dump_op is None:
+                    continue
+                if fed_only and tensor.name not in fed:
+                    continue  # the op is replaced by a feed; its other outputs are never computed
+                dumps.append(plan.dump_op)
+        logger.debug("capture: step executes %d op(s); fetching %d dump op(s)", len(executed), len(dumps))
+        return tf_v1().train.SessionRunArgs(dumps)
+
+    def _graph_elements(self, structure: Any) -> List[Any]:
+        from ._tf import tf_v1
+
+        elements = []
+        for leaf in tf_v1().nest.flatten(structure, expand_composites=True):
+            if leaf is not None:
+                elements.append(self.graph.as_graph_element(leaf, allow_tensor=True, allow_operation=True))
+        return elements
+
+    def _executed(self, fetches: Any, feed_dict: Any) -> Tuple[List[Tuple[Any, bool]], Set[str]]:
+        """Executed ops in topological order as ``(op, fed_only)``, and the fed tensor names."""
+        fed = set()  # type: Set[str]
+        for key in (feed_dict or {}):
+            fed.update(element.name for element in self._graph_elements(key))
+        full = {}  # type: Dict[str, Any]       ops that run
+        fed_only = {}  # type: Dict[str, Any]   ops whose outputs are only reached through feeds
+        stack = []  # type: List[Any]
+        for element in self._graph_elements(fetches):
+            if element.name in fed:
+                fed_only[element.op.name] = element.op
+            else:
+                stack.append(getattr(element, "op", element))
+        while stack:
+            op = stack.pop()
+            if op.name in full:
+                continue
+            full[op.name] = op
+            for tensor in op.inputs:
+                if tensor.name in fed:
+                    fed_only.setdefault(tensor.op.name, tensor.op)
+                elif tensor.op.name not in full:
+                    stack.append(tensor.op)
+            stack.extend(control for control in op.control_inputs if control.name not in full)
+        ops = dict(fed_only)
+        ops.update(full)
+        return [(op, op.name not in full) for op in self._topological(ops)], fed
+
+    def _topological(self, ops: Dict[str, Any]) -> List[Any]:
+        """Kahn's order over data and control edges, ties by creation; cycles (TF 1.x loops) broken by creation."""
+        if any(name not in self._creation_index for name in ops):
+            self._creation_index = {op.name: i for i, op in enumerate(self.graph.get_operations())}
+        index = self._creation_index
+        indegree = dict.fromkeys(ops, 0)
+        consumers = {name: [] for name in ops}  # type: Dict[str, List[str]]
+        for name, op in ops.items():
+            producers = {t.op.name for t in op.inputs} | {c.name for c in op.control_inputs}
+            for producer in producers:
+                if producer in ops and producer != name:
+                    indegree[name] += 1
+                    consumers[producer].append(name)
+        ready = [(index[name], name) for name, degree in indegree.items() if degree == 0]
+        heapq.heapify(ready)
+        waiting = sorted((index[name], name) for name in ops)
+        ordered, done, cursor = [], set(), 0  # type: List[Any], Set[str], int
+        while len(ordered) < len(ops):
+            if not ready:  # a cycle: release the earliest-created op still waiting
+                while waiting[cursor][1] in done:
+                    cursor += 1
+                heapq.heappush(ready, waiting[cursor])
+            _, name = heapq.heappop(ready)
+            if name in done:
+                continue
+            done.add(name)
+            ordered.append(ops[name])
+            for consumer in consumers[name]:
+                indegree[consumer] -= 1
+                if indegree[consumer] == 0 and consumer not in done:
+                    heapq.heappush(ready, (index[consumer], consumer))
+        return ordered
+
+    # -- after_run(): dump files -> .npy ------------------------------------------------
+    def finish(self, timestamp_us: int) -> CaptureResult:
+        """Convert this step's dump files to ``.npy`` files; one tensor in memory at a time."""
+        if self._pending is None:
+            raise BackendError("TensorCapture.finish() called without run_args() for this step")
+        if isinstance(timestamp_us, bool) or not isinstance(timestamp_us, int) or len(str(timestamp_us)) != 16:
+            raise BackendError("timestamp_us must be a 16-digit microsecond count, got {!r}".format(timestamp_us))
+        executed, self._pending = self._pending, None
+        dumped = self._dump_files()
+        target_dir = self.npy_dir or self.scratch_dir
+        os.makedirs(target_dir, exist_ok=True)
+        tensors, skipped, executed_ops = [], [], []  # type: List[CapturedTensor], List[SkippedTensor], List[ExecutedOp]
+        jobs = []  # type: List[Tuple[str, str]]
+        for order, (op, fed_only) in enumerate(executed):
+            outputs = op.outputs
+            executed_ops.append(ExecutedOp(
+                name=op.name, type=op.type, inputs=[t.name for t in op.inputs],
+                control_inputs=[c.name for c in op.control_inputs], order=order,
+                output_dtypes=[t.dtype.base_dtype.name for t in outputs],
+                output_shapes=[_static_shape(t) for t in outputs],
+            ))
+            stamp = timestamp_us + order
+            for index, tensor in enumerate(outputs):
+                reason = self._skip_reason(op, tensor, fed_only, dumped)
+                if reason:
+                    skipped.append(SkippedTensor(tensor.name, op.type, reason))
+                    continue
+                target = os.path.join(target_dir, self._npy_name(op.name, index, stamp))
+                jobs.append((dumped.pop(self._plans[tensor.name].number), target))
+                tensors.append(CapturedTensor(op_name=op.name, op_type=op.type, output_index=index, dtype="",
+                                              shape=(), path=target, order=order, timestamp_us=stamp))
+        # File work (open, header parse, kernel copy, unlink) releases the GIL: a few threads
+        # overlap it; each converts one tensor at a time, so memory stays bounded.
+        with ThreadPoolExecutor(max_workers=_CONVERT_THREADS) as pool:
+            for tensor, (dtype, shape) in zip(tensors, pool.map(_convert, jobs)):
+                tensor.dtype, tensor.shape = dtype, shape
+        shutil.rmtree(self._dump_root, ignore_errors=True)
+        if self.npy_dir:
+            self._remove_scratch_dir_if_empty()
+        logger.info("capture: %d tensor(s) written, %d skipped, %d op(s) executed",
+                    len(tensors), len(skipped), len(executed_ops))
+        return CaptureResult(tensors=tensors, skipped=skipped, executed_ops=executed_ops)
+
+    def _dump_files(self) -> Dict[int, str]:
+        """``{dump op number: file}`` of the files the dump ops wrote in this step."""
+        found = {}  # type: Dict[int, str]
+        for folder, _, files in os.walk(self._dump_root):
+            for name in files:
+                match = _DUMP_FILE.match(name)
+                if match:
+                    found[int(match.group(1))] = os.path.join(folder, name)
+        return found
+
+    def _skip_reason(self, op: Any, tensor: Any, fed_only: bool, dumped: Dict[int, str]) -> str:
+        plan = self._plans.get(tensor.name)
+        if plan is None:
+            return "op created after the capture was set up (no dump op)"
+        if plan.dump_op is None:
+            return plan.reason
+        if fed_only and tensor.name not in self._fed:
+            return "not computed: the op was replaced by a feed"
+        if plan.number not in dumped:
+            if _while_or_cond(op) == "cond":
+                return "no value in this step (untaken TF 1.x tf.cond branch)"
+            return "no value in this step (dead output, e.g. the untaken side of a Switch)"
+        return ""
+
+    def _npy_name(self, op_name: str, index: int, stamp: int) -> str:
+        if not self.npy_dir:
+            return "t{}.npy".format(self._plans["{}:{}".format(op_name, index)].number)
+        from .reference import golden_file_name
+
+        return golden_file_name(op_name, index, stamp)
+
+    def _remove_scratch_dir_if_empty(self) -> None:
+        try:
+            os.rmdir(self.scratch_dir)
+        except OSError:
+            pass  # not empty: someone else's files
+
+    def cleanup(self) -> None:
+        """Remove the scratch folder and everything in it (the .npy files too when no npy_dir)."""
+        shutil.rmtree(self.scratch_dir, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- debug event -> .npy
+
+
+def _varint(data: bytes, offset: int, path: str) -> Tuple[int, int]:
+    value, shift = 0, 0
+    while True:
+        if offset >= len(data) or shift > 63:
+            raise DumpFileError(path, "truncated or overlong varint in a protobuf header", offset)
+        byte = data[offset]
+        value |= (byte & 0x7F) << shift
+        offset += 1
+        shift += 7
+        if not byte & 0x80:
+            return value, offset
+
+
+def _headers(head: bytes, start: int, end: int, path: str) -> Iterable[Tuple[int, int, int, int]]:
+    """``(field, wire type, value, value offset)`` of the fields in ``head[start:end]``.
+
+    Only the headers must lie in ``head``: a length-delimited value yields its length and
+    offset and may end beyond it (the tensor bytes usually do).
+    """
+    offset = start
+    while offset < end:
+        key, offset = _varint(head, offset, path)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, after = _varint(head, offset, path)
+        elif wire == 2:
+            value, offset = _varint(head, offset, path)
+            after = offset + value
+        elif wire in (1, 5):
+            value, after = 0, offset + (8 if wire == 1 else 4)
+        else:
+            raise DumpFileError(path, "unsupported protobuf wire type {}".format(wire), offset)
+        yield number, wire, value, offset
+        offset = after
+
+
+def _sub_message(head: bytes, start: int, end: int, number: int, path: str) -> Tuple[int, int]:
+    """``(start, end)`` of the first length-delimited field ``number`` in ``head[start:end]``."""
+    for field_number, wire, value, offset in _headers(head, start, end, path):
+        if field_number == number and wire == 2:
+            return offset, offset + value
+    raise DumpFileError(path, "protobuf field {} missing".format(number), start)
+
+
+def _tensor_header(head: bytes, start: int, end: int, path: str) -> Tuple[int, Tuple[int, ...], int, int]:
+    """``(dtype enum, shape, content offset, content length)`` of a TensorProto in ``head[start:end]``."""
+    enum, shape, content = None, None, (0, 0)
+    for number, wire, value, offset in _headers(head, start, end, path):
+        if number == 1 and wire == 0:
+            enum = value
+        elif number == 2 and wire == 2:
+            shape = _shape(head, offset, offset + value, path)
+        elif number == 4 and wire == 2:
+            content = (offset, value)
+            break  # the last field SerializeToString writes before the typed-value fields
+    if enum not in _NUMPY_OF_ENUM or shape is None:
+        raise DumpFileError(path, "TensorProto without a supported dtype and a shape", start)
+    return enum, shape, content[0], content[1]
+
+
+def _shape(head: bytes, start: int, end: int, path: str) -> Tuple[int, ...]:
+    if end > len(head):
+        raise DumpFileError(path, "TensorShapeProto longer than the header window", start)
+    dims = []
+    for number, wire, value, offset in _headers(head, start, end, path):
+        if number == 2 and wire == 2:  # Dim { int64 size = 1; string name = 2; }
+            size = 0
+            for dim_number, dim_wire, dim_value, _ in _headers(head, offset, offset + value, path):
+                if dim_number == 1 and dim_wire == 0:
+                    size = dim_value - (1 << 64) if dim_value >= 1 << 63 else dim_value
+            if size < 0:
+                raise DumpFileError(path, "negative dimension in a TensorShapeProto", offset)
+            dims.append(size)
+    return tuple(dims)
+
+
+def _convert(job: Tuple[str, str]) -> Tuple[str, Tuple[int, ...]]:
+    source, target = job
+    result = debug_event_to_npy(source, target)
+    os.remove(source)
+    return result
+
+
+def debug_event_to_npy(source: str, target: str) -> Tuple[str, Tuple[int, ...]]:
+    """Write the tensor of a ``DebugIdentity`` file dump (``Event.summary.value[0].tensor``) as ``.npy``.
+
+    Only the protobuf headers before the tensor bytes are parsed; the bytes are copied file
+    to file. Returns ``(numpy dtype name, shape)``; bfloat16 is widened to float32 (exact).
+    """
+    with open(source, "rb") as handle:
+        head = handle.read(_PROTO_HEAD_BYTES)
+        size = os.fstat(handle.fileno()).st_size
+        summary = _sub_message(head, 0, size, _EVENT_SUMMARY, source)
+        value = _sub_message(head, summary[0], summary[1], _SUMMARY_VALUE, source)
+        tensor = _sub_message(head, value[0], value[1], _VALUE_TENSOR, source)
+        enum, shape, offset, length = _tensor_header(head, tensor[0], tensor[1], source)
+        dtype = np.dtype(_NUMPY_OF_ENUM[enum])
+        expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if length != expected or offset + length > min(size, tensor[1]):
+            raise DumpFileError(source, "tensor_content holds {} bytes, shape {} needs {}".format(
+                length, shape, expected), offset)
+        if enum == _DT_BFLOAT16:
+            handle.seek(offset)
+            bits = np.frombuffer(handle.read(length), dtype=np.uint16).astype(np.uint32) << 16
+            np.save(target, bits.view(np.float32).reshape(shape))
+            return "float32", shape
+        with open(target, "wb") as out:
+            np.lib.format.write_array_header_1_0(
+                out, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape})
+            out.flush()
+            _copy_range(handle, out, offset, length)
+    return dtype.name, shape
+
+
+def _copy_range(source: Any, target: Any, offset: int, length: int) -> None:
+    """Copy ``length`` bytes at ``offset`` of ``source`` to the end of ``target``, in the kernel when possible."""
+    done = 0
+    sendfile = getattr(os, "sendfile", None)
+    if sendfile is not None:
+        try:
+            while done < length:
+                sent = sendfile(target.fileno(), source.fileno(), offset + done, length - done)
+                if sent == 0:
+                    break
+                done += sent
+        except OSError:
+            pass  # not supported for these files: a buffered copy from where it stopped
+    source.seek(offset + done)
+    while done < length:
+        chunk = source.read(min(_COPY_CHUNK, length - done))
+        if not chunk:
+            raise DumpFileError(source.name, "file ends inside tensor_content", offset + done)
+        target.write(chunk)
+        done += len(chunk)

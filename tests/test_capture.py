@@ -1,0 +1,340 @@
+"""TensorCapture with real TF graphs: values, executed set, control flow, skipped tensors, no side effects."""
+import os
+import re
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from npu_dump_hook._capture import WRITE_SCOPE, CaptureResult, TensorCapture, debug_event_to_npy
+from npu_dump_hook.errors import BackendError, DumpFileError
+
+v1 = tf.compat.v1
+STAMP = 1700000000000000
+
+
+class CaptureHook(v1.train.SessionRunHook):
+    """Captures local step ``step`` with a TensorCapture; keeps the fetched results of every step."""
+
+    def __init__(self, scratch, npy_dir=None, step=0):
+        self.scratch, self.npy_dir, self.step = scratch, npy_dir, step
+        self.capture = None
+        self.result = None  # type: CaptureResult
+        self._steps = 0
+        self._on = False
+
+    def begin(self):
+        self.capture = TensorCapture(v1.get_default_graph(), self.scratch, npy_dir=self.npy_dir)
+
+    def before_run(self, run_context):
+        self._on = self._steps == self.step
+        self._steps += 1
+        return self.capture.run_args(run_context) if self._on else None
+
+    def after_run(self, run_context, run_values):
+        if self._on:
+            self.result = self.capture.finish(STAMP)
+
+
+def _cnn(seed=7):
+    """A deterministic small CNN training step: returns (train_op, loss, names of interest)."""
+    v1.set_random_seed(seed)
+    rng = np.random.RandomState(seed)
+    images = tf.constant(rng.rand(4, 8, 8, 1).astype(np.float32), name="images")
+    labels = tf.constant(rng.randint(0, 3, size=4).astype(np.int64), name="labels")
+    x = v1.layers.conv2d(images, 4, 3, padding="same", activation=tf.nn.relu, name="conv1",
+                         kernel_initializer=v1.glorot_uniform_initializer(seed=seed))
+    x = v1.layers.max_pooling2d(x, 2, 2, name="pool1")
+    x = v1.layers.flatten(x, name="flatten")
+    logits = v1.layers.dense(x, 3, name="logits", kernel_initializer=v1.glorot_uniform_initializer(seed=seed + 1))
+    loss = tf.identity(v1.losses.sparse_softmax_cross_entropy(labels, logits), name="loss")
+    step = v1.train.get_or_create_global_step()
+    train_op = v1.train.AdamOptimizer(0.01).minimize(loss, global_step=step)
+    return train_op, loss
+
+
+def _run_monitored(build, hooks=(), steps=1):
+    """Runs ``steps`` steps of ``build()``'s train op; returns (losses, trainable variable values)."""
+    with tf.Graph().as_default():
+        train_op, loss = build()
+        variables = v1.trainable_variables()
+        losses = []
+        with v1.train.MonitoredSession(hooks=list(hooks)) as session:
+            for _ in range(steps):
+                losses.append(session.run([train_op, loss])[1])
+            values = {v.op.name: session.run(v) for v in variables}
+    return losses, values
+
+
+def _capture_run(tmp_path, build, step=0, npy_dir=True, steps=1):
+    hook = CaptureHook(str(tmp_path / "scratch"), str(tmp_path / "npy") if npy_dir else None, step=step)
+    losses, values = _run_monitored(build, [hook], steps=steps)
+    return hook.result, losses, values
+
+
+def test_cnn_values_equal_a_plain_session_fetch_and_training_is_unchanged(tmp_path):
+    result, losses, values = _capture_run(tmp_path, _cnn, step=1, steps=2)
+    names = [t.tensor_name for t in result.tensors]
+    assert {"loss:0", "conv1/Conv2D:0", "conv1/BiasAdd:0", "conv1/Relu:0", "pool1/MaxPool:0",
+            "logits/MatMul:0", "images:0"} <= set(names)
+    # A second, identical graph without capture: one plain step, then the captured step's
+    # tensors fetched together with its train op.
+    with tf.Graph().as_default():
+        train_op, loss = _cnn()
+        with v1.Session() as session:
+            session.run(v1.global_variables_initializer())
+            first = session.run([train_op, loss])[1]
+            fetched = session.run({"train": train_op, "values": {n: n for n in names}})["values"]
+            plain_values = {v.op.name: session.run(v) for v in v1.trainable_variables()}
+    assert losses[0] == first
+    for name in names:
+        np.testing.assert_array_equal(result.array(name), fetched[name], err_msg=name)
+    # Training results with capture on equal those without.
+    plain_losses, plain_vars = _run_monitored(_cnn, steps=2)
+    assert losses == plain_losses
+    assert values.keys() == plain_vars.keys() == plain_values.keys()
+    for key in values:
+        np.testing.assert_array_equal(values[key], plain_vars[key], err_msg=key)
+
+
+def test_executed_ops_are_topological_with_increasing_timestamps(tmp_path):
+    result, _, _ = _capture_run(tmp_path, _cnn)
+    order = {op.name: op.order for op in result.executed_ops}
+    assert [op.order for op in result.executed_ops] == list(range(len(result.executed_ops)))
+    for op in result.executed_ops:
+        for producer in [i.rsplit(":", 1)[0] for i in op.inputs] + op.control_inputs:
+            if producer in order:
+                assert order[producer] < order[op.name], (producer, op.name)
+    assert not any(op.name.startswith(WRITE_SCOPE) for op in result.executed_ops)
+    types = {op.type for op in result.executed_ops}
+    assert {"Const", "VarHandleOp", "NoOp", "ResourceApplyAdam"} <= types
+    assert [t.order for t in result.tensors] == sorted(t.order for t in result.tensors)
+    for tensor in result.tensors:
+        assert tensor.timestamp_us == STAMP + tensor.order and len(str(tensor.timestamp_us)) == 16
+        assert tensor.path.endswith(".npy") and os.path.exists(tensor.path)
+    # The reference naming, and nothing left behind in the scratch folder.
+    assert all(re.match(r"^([\.A-Za-z0-9_-]+\.[0-9]+)\.[0-9]{1,255}\.npy$", os.path.basename(t.path))
+               for t in result.tensors)
+    assert not os.path.exists(str(tmp_path / "scratch"))
+    kernel = result.by_name["conv1/kernel/Read/ReadVariableOp:0"] if "conv1/kernel/Read/ReadVariableOp:0" in \
+        result.by_name else result.by_name["conv1/Conv2D/ReadVariableOp:0"]
+    assert kernel.shape == (3, 3, 1, 4) and kernel.dtype == "float32"
+    skipped = {s.tensor_name: s.reason for s in result.skipped}
+    assert skipped["conv1/kernel:0"] == "resource handle: no array value"
+
+
+def _metric_graph():
+    x = tf.constant([1.0, 2.0, 3.0], name="x")
+    weight = v1.get_variable("w", initializer=tf.constant(2.0))
+    loss = tf.reduce_sum(x * weight, name="loss")
+    v1.metrics.mean(loss, name="mean_loss")  # update op exists, never fetched
+    step = v1.train.get_or_create_global_step()
+    return v1.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step), loss
+
+
+def test_ops_the_step_does_not_run_are_never_triggered(tmp_path):
+    hook = CaptureHook(str(tmp_path / "s"), str(tmp_path / "npy"))
+    with tf.Graph().as_default():
+        train_op, loss = _metric_graph()
+        total = [v for v in v1.local_variables() if v.op.name == "mean_loss/total"][0]
+        count = [v for v in v1.local_variables() if v.op.name == "mean_loss/count"][0]
+        with v1.train.MonitoredSession(hooks=[hook]) as session:
+            session.run([train_op, loss])
+            assert session.run([total, count]) == [0.0, 0.0]
+    executed = {op.name for op in hook.result.executed_ops}
+    assert not any(name.startswith("mean_loss") for name in executed)
+    assert "loss" in executed and "GradientDescent" in executed
+    assert hook.result.array("loss:0") == 12.0
+
+
+def _control_flow_graph():
+    x = v1.placeholder(tf.float32, [2], name="x")
+    weight = v1.get_variable("w", initializer=tf.constant(1.0))
+    y = tf.multiply(x, weight, name="y")
+    taken = tf.cond(tf.reduce_sum(y) > 0, lambda: y * 2.0, lambda: y - 100.0, name="branch")
+    _, looped = tf.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, a + 1.0), [tf.constant(0), taken],
+                              name="loop")
+    loss = tf.reduce_sum(looped, name="loss")
+    step = v1.train.get_or_create_global_step()
+    return v1.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step), loss
+
+
+def _run_fed(hook):
+    with tf.Graph().as_default():
+        train_op, loss = _control_flow_graph()
+        with v1.train.MonitoredSession(hooks=[hook]) as session:
+            _, value = session.run([train_op, loss], feed_dict={"x:0": np.array([1.0, 2.0], np.float32)})
+    return value
+
+
+def test_tf2_control_flow_outputs_are_captured(tmp_path):
+    hook = CaptureHook(str(tmp_path / "s"), str(tmp_path / "npy"))
+    assert _run_fed(hook) == 12.0  # (2 + 4) + 2 * 3
+    result = hook.result
+    types = {op.name: op.type for op in result.executed_ops}
+    assert types["branch"] in ("If", "StatelessIf") and types["loop"] in ("While", "StatelessWhile")
+    np.testing.assert_array_equal(result.array("branch:0"), [2.0, 4.0])
+    np.testing.assert_array_equal(result.array("loop:3"), [5.0, 7.0])
+    assert result.array("loop:2") == 3  # outputs: loop counter, maximum iterations, i, a
+    np.testing.assert_array_equal(result.array("x:0"), [1.0, 2.0])  # the fed value
+
+
+@pytest.fixture
+def v1_control_flow():
+    v1.disable_control_flow_v2()
+    try:
+        yield
+    finally:
+        v1.enable_control_flow_v2()
+
+
+def test_v1_control_flow_captures_values_and_skips_with_reasons(tmp_path, v1_control_flow):
+    hook = CaptureHook(str(tmp_path / "s"), str(tmp_path / "npy"))
+    assert _run_fed(hook) == 12.0
+    result = hook.result
+    types = {op.name: op.type for op in result.executed_ops}
+    assert types["branch/Merge"] == "Merge"
+    np.testing.assert_array_equal(result.array("branch/Merge:0"), [2.0, 4.0])
+    np.testing.assert_array_equal(result.array("branch/mul:0"), [2.0, 4.0])
+    exits = [n for n, t in types.items() if t == "Exit" and n.startswith("loop/")]
+    np.testing.assert_array_equal(result.array(exits[0] + ":0"), [5.0, 7.0])
+    skipped = {s.tensor_name: s.reason for s in result.skipped}
+    assert skipped["branch/sub:0"] == "no value in this step (untaken TF 1.x tf.cond branch)"
+    assert skipped["loop/add_1:0"].startswith("inside a TF 1.x tf.while_loop body")
+    assert "branch/sub:0" not in result.by_name
+
+
+def test_string_resource_and_variant_tensors_are_skipped_with_reasons(tmp_path):
+    def build():
+        dataset = tf.data.Dataset.from_tensor_slices(np.arange(8, dtype=np.float32)).batch(4)
+        batch = v1.data.make_one_shot_iterator(dataset).get_next(name="batch")
+        single = tf.data.experimental.get_single_element(tf.data.Dataset.from_tensors(5.0).repeat(2).batch(2))
+        words = tf.constant(["a", "bcd"], name="words")
+        lengths = tf.cast(tf.strings.length(words, name="lengths"), tf.float32)
+        weight = v1.get_variable("w", initializer=tf.constant(1.0))
+        loss = tf.add(tf.reduce_sum(batch * weight), tf.reduce_sum(lengths) + tf.reduce_sum(single), name="loss")
+        step = v1.train.get_or_create_global_step()
+        return v1.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step), loss
+
+    result, losses, _ = _capture_run(tmp_path, build)
+    assert losses == [20.0]  # 0+1+2+3, lengths 1+3, 5+5
+    skipped = {s.tensor_name: s.reason for s in result.skipped}
+    assert skipped["words:0"] == "string tensor: the comparison handles numeric tensors only"
+    assert skipped["w:0"] == "resource handle: no array value"
+    variant = [name for name, reason in skipped.items() if reason.startswith("variant tensor")]
+    assert len(variant) >= 2  # the datasets of get_single_element
+    np.testing.assert_array_equal(result.array("batch:0"), [0.0, 1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(result.array("lengths:0"), [1, 3])
+
+
+def test_fed_intermediate_ends_the_walk(tmp_path):
+    with tf.Graph().as_default() as graph:
+        source = tf.constant([1.0, 2.0], name="source")
+        hidden = tf.multiply(source, 10.0, name="hidden")
+        out = tf.add(hidden, 1.0, name="out")
+        capture = TensorCapture(graph, str(tmp_path / "s"))
+        context = v1.train.SessionRunContext(v1.train.SessionRunArgs(out, feed_dict={hidden: [5.0, 6.0]}), None)
+        args = capture.run_args(context)
+        with v1.Session() as session:
+            session.run([out, args.fetches], feed_dict={hidden: [5.0, 6.0]})
+    result = capture.finish(STAMP)
+    executed = [op.name for op in result.executed_ops]
+    assert executed == ["hidden", "out/y", "out"]
+    np.testing.assert_array_equal(result.array("hidden:0"), [5.0, 6.0])
+    np.testing.assert_array_equal(result.array("out:0"), [6.0, 7.0])
+    # Without npy_dir the files stay in the scratch folder until cleanup().
+    assert all(os.path.dirname(t.path) == str(tmp_path / "s") for t in result.tensors)
+    capture.cleanup()
+    assert not os.path.exists(str(tmp_path / "s"))
+
+
+@pytest.mark.parametrize("dtype,expected_dtype", [
+    (tf.float16, "float16"), (tf.bfloat16, "float32"), (tf.int64, "int64"), (tf.bool, "bool"),
+    (tf.uint8, "uint8"), (tf.complex64, "complex64"), (tf.float64, "float64"),
+])
+def test_dtypes_round_trip(tmp_path, dtype, expected_dtype):
+    values = np.array([[0.0, 1.5], [-2.0, 3.0]], np.float32)
+    with tf.Graph().as_default() as graph:
+        tensor = tf.cast(tf.constant(values), dtype, name="value")
+        empty = tf.zeros([0, 3], dtype, name="empty")
+        scalar = tf.cast(tf.constant(3.0), dtype, name="scalar")
+        group = tf.group(tensor, empty, scalar, name="all")
+        capture = TensorCapture(graph, str(tmp_path / "s"), npy_dir=str(tmp_path / "npy"))
+        args = capture.run_args(v1.train.SessionRunContext(v1.train.SessionRunArgs(group), None))
+        with v1.Session() as session:
+            session.run([group, args.fetches])
+    result = capture.finish(STAMP)
+    expected = values.astype(expected_dtype if expected_dtype != "bool" else bool)
+    if dtype == tf.uint8:
+        expected = np.array([[0, 1], [0, 3]], np.uint8)  # TF casts negatives to 0 here
+    captured = result.by_name["value:0"]
+    assert captured.dtype == expected_dtype and captured.shape == (2, 2)
+    array = result.array("value:0")
+    assert array.dtype == np.dtype(expected_dtype)
+    if dtype != tf.uint8:
+        np.testing.assert_array_equal(array, expected)
+    assert result.array("empty:0").shape == (0, 3)
+    assert result.array("scalar:0").shape == () and result.array("scalar:0") == (True if dtype == tf.bool else 3)
+
+
+def test_finish_checks_its_calls(tmp_path):
+    with tf.Graph().as_default() as graph:
+        out = tf.constant(1.0, name="c")
+        capture = TensorCapture(graph, str(tmp_path / "s"))
+        with pytest.raises(BackendError, match="without run_args"):
+            capture.finish(STAMP)
+        capture.run_args(v1.train.SessionRunContext(v1.train.SessionRunArgs(out), None))
+        with pytest.raises(BackendError, match="16-digit"):
+            capture.finish(12345)
+
+
+def _event_file(path, tensor_bytes):
+    """A DebugIdentity-like Event: wall_time, then summary.value.tensor (hand-encoded protobuf)."""
+    with open(path, "wb") as handle:
+        handle.write(tensor_bytes)
+
+
+def _ld(field, payload):
+    length, out = len(payload), b""
+    while True:
+        byte = length & 0x7F
+        length >>= 7
+        out += bytes([byte | (0x80 if length else 0)])
+        if not length:
+            break
+    return bytes([(field << 3) | 2]) + out + payload
+
+
+def _event(tensor_proto):
+    wall_time = b"\x09" + np.float64(1.0).tobytes()
+    return wall_time + _ld(5, _ld(1, _ld(1, b"t1") + _ld(8, tensor_proto)))
+
+
+def test_debug_event_to_npy_reads_a_hand_encoded_event(tmp_path):
+    content = np.arange(6, dtype=np.int32).tobytes()
+    shape = _ld(2, b"\x08\x02") + _ld(2, b"\x08\x03")
+    proto = b"\x08\x03" + _ld(2, shape) + _ld(4, content)  # DT_INT32, [2, 3]
+    source, target = str(tmp_path / "ev"), str(tmp_path / "out.npy")
+    _event_file(source, _event(proto))
+    assert debug_event_to_npy(source, target) == ("int32", (2, 3))
+    np.testing.assert_array_equal(np.load(target), np.arange(6).reshape(2, 3))
+
+
+@pytest.mark.parametrize("proto,rule", [
+    (b"\x08\x07" + _ld(2, b""), "supported dtype"),  # DT_STRING
+    (b"\x08\x03" + _ld(2, _ld(2, b"\x08\x04")) + _ld(4, b"\x00" * 8), "holds 8 bytes, shape (4,) needs 16"),
+    (b"\x08\x03\xff", "varint"),
+])
+def test_debug_event_to_npy_rejects_bad_files(tmp_path, proto, rule):
+    source = str(tmp_path / "ev")
+    _event_file(source, _event(proto))
+    with pytest.raises(DumpFileError) as error:
+        debug_event_to_npy(source, str(tmp_path / "out.npy"))
+    assert rule in str(error.value) and source in str(error.value)
+
+
+def test_debug_event_to_npy_rejects_a_file_without_a_tensor(tmp_path):
+    source = str(tmp_path / "ev")
+    _event_file(source, b"\x09" + b"\x00" * 8)
+    with pytest.raises(DumpFileError, match="field 5 missing"):
+        debug_event_to_npy(source, str(tmp_path / "out.npy"))
