@@ -1,0 +1,128 @@
+"""Reference (golden) capture: the CPU/GPU tensors of one step as msaccucmp-ready ``.npy`` files.
+
+Layout of the golden folder (reference ascend-dump-formats.md §6)::
+
+    {golden}/{op name with / and . -> _}.{output_index}.{16-digit µs timestamp}.npy
+    {golden}/golden_manifest.json
+
+Each ``.npy`` holds one output tensor of one op the step executed, in TF layout and dtype
+(bfloat16 widened to float32), and its name matches msaccucmp's ``NUMPY_DUMP_PATTERN``
+``^([\\.A-Za-z0-9_-]+\\.[0-9]+)\\.[0-9]{1,255}\\.npy$``: group 1 is the key msaccucmp looks
+NPU outputs up by. Timestamps grow with the op's execution order, so when two op names
+sanitize to the same key the later op's file is the one msaccucmp uses (it sorts by
+timestamp); such collisions are listed in the manifest. An op name with a character that
+pattern rejects (TF allows ``>`` and ``\\``) is written with that character replaced by ``_``
+and listed as ``renamed``. msaccucmp skips the manifest with a warning (it is not an .npy).
+
+``golden_manifest.json``: ``{"schema": "npu_dump_hook/golden@1", "files": [{"file", "tensor",
+"op_type", "dtype", "shape", "order", "timestamp"}], "skipped": [{"tensor", "op_type",
+"reason"}], "renamed": [...], "key_collisions": {key: [tensor, ...]}}``.
+
+The capture itself (what runs, memory, what is skipped and why) is
+:mod:`npu_dump_hook._capture`; :class:`ReferenceCapture` wires it into a SessionRunHook.
+"""
+import json
+import logging
+import os
+import re
+import time
+from typing import Any, Dict, List, Optional
+
+from .errors import NameFormatError
+from .formats import names
+
+__all__ = ["MANIFEST_NAME", "MANIFEST_SCHEMA", "golden_file_name", "golden_report", "ReferenceCapture"]
+
+logger = logging.getLogger(__name__)
+
+MANIFEST_NAME = "golden_manifest.json"
+MANIFEST_SCHEMA = "npu_dump_hook/golden@1"
+_NOT_IN_PATTERN = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def golden_file_name(op_name: str, output_index: int, timestamp_us: int) -> str:
+    """The reference name of one tensor; characters msaccucmp's pattern rejects become ``_``."""
+    try:
+        return names.format_npy_name(op_name, output_index, timestamp_us)
+    except NameFormatError:
+        flat = _NOT_IN_PATTERN.sub("_", op_name.replace("/", "_").replace(".", "_"))
+        return names.format_npy_name(flat, output_index, timestamp_us)
+
+
+def _flat(op_name: str) -> str:
+    return op_name.replace("/", "_").replace(".", "_")
+
+
+def golden_report(result: Any, golden_dir: str) -> Dict[str, Any]:
+    """Write ``golden_manifest.json`` for a capture whose ``.npy`` files are in ``golden_dir``.
+
+    Returns the run-summary entry: folder, counts, the manifest path and the skip reasons.
+    """
+    os.makedirs(golden_dir, exist_ok=True)
+    files, renamed = [], []  # type: List[Dict[str, Any]], List[Dict[str, str]]
+    keys = {}  # type: Dict[str, List[str]]
+    for tensor in result.tensors:
+        base = os.path.basename(tensor.path)
+        files.append({"file": base, "tensor": tensor.tensor_name, "op_type": tensor.op_type,
+                      "dtype": tensor.dtype, "shape": list(tensor.shape), "order": tensor.order,
+                      "timestamp": tensor.timestamp_us})
+        parsed = names.parse_npy_name(base)
+        if parsed.op_name != _flat(tensor.op_name):
+            renamed.append({"tensor": tensor.tensor_name, "file": base})
+        keys.setdefault(parsed.key, []).append(tensor.tensor_name)
+    collisions = {key: tensors for key, tensors in keys.items() if len(tensors) > 1}
+    skipped = [{"tensor": s.tensor_name, "op_type": s.op_type, "reason": s.reason} for s in result.skipped]
+    manifest = {"schema": MANIFEST_SCHEMA, "files": files, "skipped": skipped, "renamed": renamed,
+                "key_collisions": collisions}
+    path = os.path.join(golden_dir, MANIFEST_NAME)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(manifest, handle, indent=1)
+    os.replace(tmp, path)
+    reasons = {}  # type: Dict[str, int]
+    for entry in skipped:
+        reasons[entry["reason"]] = reasons.get(entry["reason"], 0) + 1
+    if collisions:
+        logger.warning("reference: %d msaccucmp key(s) shared by several ops; the latest op's file wins: %s",
+                       len(collisions), ", ".join(sorted(collisions)[:5]))
+    logger.info("reference: %d tensor(s) in %s, %d skipped", len(files), golden_dir, len(skipped))
+    return {"dir": golden_dir, "manifest": path, "files": len(files), "skipped": len(skipped),
+            "skip_reasons": reasons, "renamed": len(renamed), "key_collisions": len(collisions)}
+
+
+class ReferenceCapture(object):
+    """Golden capture of one step for a SessionRunHook: call from its begin/before_run/after_run.
+
+    ``step`` is the 0-based local step to capture (counted by :meth:`before_run` calls).
+    After the captured step, :attr:`result` is the :class:`~npu_dump_hook._capture.CaptureResult`
+    and :attr:`report` the :func:`golden_report` summary.
+    """
+
+    def __init__(self, golden_dir: str, scratch_dir: Optional[str] = None, step: int = 0) -> None:
+        self.golden_dir = os.path.abspath(golden_dir)
+        self.scratch_dir = os.path.abspath(scratch_dir or os.path.join(self.golden_dir, os.pardir, ".capture"))
+        self.step = step
+        self.result = None  # type: Any
+        self.report = None  # type: Optional[Dict[str, Any]]
+        self._capture = None  # type: Any
+        self._steps = 0
+        self._active = False
+
+    def begin(self, graph: Any = None) -> None:
+        from ._capture import TensorCapture
+        from ._tf import tf_v1
+
+        graph = graph if graph is not None else tf_v1().get_default_graph()
+        self._capture = TensorCapture(graph, self.scratch_dir, npy_dir=self.golden_dir)
+
+    def before_run(self, run_context: Any) -> Any:
+        self._active = self._capture is not None and self._steps == self.step
+        self._steps += 1
+        return self._capture.run_args(run_context) if self._active else None
+
+    def after_run(self, run_context: Any, run_values: Any) -> None:
+        if not self._active:
+            return
+        self._active = False
+        self.result = self._capture.finish(int(time.time() * 1000000))
+        self.report = golden_report(self.result, self.golden_dir)

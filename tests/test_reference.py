@@ -1,0 +1,141 @@
+"""Reference (golden) capture with real TF: msaccucmp-ready names, manifest, values of the very step."""
+import json
+import os
+import re
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from npu_dump_hook.errors import NameFormatError
+from npu_dump_hook.formats import names
+from npu_dump_hook.reference import MANIFEST_NAME, MANIFEST_SCHEMA, ReferenceCapture, golden_file_name
+from npu_dump_hook.sample_models import cnn_estimator
+
+from helpers.hooks import FetchHook
+
+v1 = tf.compat.v1
+# msaccucmp's NUMPY_DUMP_PATTERN, written out here so a change in names.py cannot hide a break.
+NUMPY_PATTERN = re.compile(r"^([\.A-Za-z0-9_-]+\.[0-9]+)\.[0-9]{1,255}\.npy$")
+
+
+class ReferenceHook(v1.train.SessionRunHook):
+    """The smallest SessionRunHook around ReferenceCapture."""
+
+    def __init__(self, golden_dir, step=0):
+        self.reference = ReferenceCapture(golden_dir, step=step)
+
+    def begin(self):
+        self.reference.begin()
+
+    def before_run(self, run_context):
+        return self.reference.before_run(run_context)
+
+    def after_run(self, run_context, run_values):
+        self.reference.after_run(run_context, run_values)
+
+
+class StopAfter(v1.train.SessionRunHook):
+    def __init__(self, steps):
+        self.steps, self.done = steps, 0
+
+    def after_run(self, run_context, run_values):
+        self.done += 1
+        if self.done >= self.steps:
+            run_context.request_stop()
+
+
+FETCHED = ["loss:0", "conv1/Conv2D:0", "conv1/Relu:0", "pool2/MaxPool:0", "fc1/MatMul:0", "logits/BiasAdd:0",
+           "IteratorGetNext:0"]
+
+
+def test_estimator_cnn_golden_folder(tmp_path):
+    golden = str(tmp_path / "golden")
+    hook = ReferenceHook(golden)
+    fetch = FetchHook(FETCHED)
+    cnn_estimator.train(str(tmp_path / "model"), hooks=[hook, fetch, StopAfter(1)], steps=1000)
+    files = sorted(os.listdir(golden))
+    npys = [f for f in files if f.endswith(".npy")]
+    assert files == sorted(npys + [MANIFEST_NAME])
+    assert len(npys) > 50 and all(NUMPY_PATTERN.match(f) for f in npys)
+    # One file per tensor name; the values are those TF computed in that very step.
+    by_key = {}
+    for name in npys:
+        parsed = names.parse_npy_name(name)
+        assert len(str(parsed.timestamp)) == 16
+        by_key.setdefault(parsed.key, []).append(name)
+    assert all(len(v) == 1 for v in by_key.values())
+    for tensor_name, expected in fetch.values.items():
+        op_name, index = tensor_name.split(":")
+        (file_name,) = by_key["{}.{}".format(op_name.replace("/", "_"), index)]
+        actual = np.load(os.path.join(golden, file_name))
+        assert actual.dtype == expected.dtype
+        np.testing.assert_array_equal(actual, expected, err_msg=tensor_name)
+    # The images entering the step are in TF layout (NHWC).
+    (images,) = by_key["IteratorGetNext.0"]
+    assert np.load(os.path.join(golden, images)).shape == (8, 28, 28, 1)
+
+    with open(os.path.join(golden, MANIFEST_NAME)) as handle:
+        manifest = json.load(handle)
+    assert manifest["schema"] == MANIFEST_SCHEMA
+    assert sorted(entry["file"] for entry in manifest["files"]) == npys
+    loss = [e for e in manifest["files"] if e["tensor"] == "loss:0"][0]
+    assert loss["op_type"] == "Identity" and loss["dtype"] == "float32" and loss["shape"] == []
+    reasons = {e["tensor"]: e["reason"] for e in manifest["skipped"]}
+    assert reasons["conv1/kernel:0"] == "resource handle: no array value"
+    assert manifest["renamed"] == [] and manifest["key_collisions"] == {}
+    report = hook.reference.report
+    assert report["files"] == len(npys) and report["skipped"] == len(manifest["skipped"])
+    assert report["skip_reasons"]["resource handle: no array value"] >= 10
+
+
+def test_reference_capture_takes_the_requested_step_only(tmp_path):
+    golden = str(tmp_path / "golden")
+    hook = ReferenceHook(golden, step=1)
+    with tf.Graph().as_default():
+        counter = v1.get_variable("counter", initializer=tf.constant(0.0))
+        bump = tf.identity(v1.assign_add(counter, 1.0), name="bump")
+        with v1.train.MonitoredSession(hooks=[hook]) as session:
+            for _ in range(3):
+                session.run(bump)
+    loaded = {names.parse_npy_name(f).key: np.load(os.path.join(golden, f))
+              for f in os.listdir(golden) if f.endswith(".npy")}
+    assert loaded["bump.0"] == 2.0  # the second step's value, not the first's or the third's
+    assert not os.path.exists(hook.reference.scratch_dir)
+
+
+def test_names_msaccucmp_cannot_match_are_renamed_and_shared_keys_listed(tmp_path):
+    golden = str(tmp_path / "golden")
+    hook = ReferenceHook(golden)
+    with tf.Graph().as_default():
+        with tf.name_scope("a"):
+            first = tf.constant(1.0, name="b")  # a/b
+        second = tf.add(first, 1.0, name="a_b")  # a_b: the same msaccucmp key as a/b
+        third = tf.identity(second, name="x.y>z")
+        with v1.train.MonitoredSession(hooks=[hook]) as session:
+            session.run(third)
+    with open(os.path.join(golden, MANIFEST_NAME)) as handle:
+        manifest = json.load(handle)
+    files = {e["tensor"]: e["file"] for e in manifest["files"]}
+    assert files["x.y>z:0"].startswith("x_y_z.0.")
+    assert manifest["renamed"] == [{"tensor": "x.y>z:0", "file": files["x.y>z:0"]}]
+    assert manifest["key_collisions"] == {"a_b.0": ["a/b:0", "a_b:0"]}
+    # msaccucmp uses the file with the largest timestamp: the later op's.
+    first_stamp = names.parse_npy_name(files["a/b:0"]).timestamp
+    assert names.parse_npy_name(files["a_b:0"]).timestamp > first_stamp
+    assert np.load(os.path.join(golden, files["a_b:0"])) == 2.0
+
+
+@pytest.mark.parametrize("op_name,expected", [
+    ("conv1/Conv2D", "conv1_Conv2D.0.1700000000000000.npy"),
+    ("block.1/dense/MatMul", "block_1_dense_MatMul.0.1700000000000000.npy"),
+    ("a>b\\c", "a_b_c.0.1700000000000000.npy"),
+])
+def test_golden_file_name(op_name, expected):
+    name = golden_file_name(op_name, 0, 1700000000000000)
+    assert name == expected and NUMPY_PATTERN.match(name)
+
+
+def test_golden_file_name_needs_a_16_digit_timestamp():
+    with pytest.raises(NameFormatError, match="16-digit"):
+        golden_file_name("op", 0, 17000)
