@@ -27,7 +27,7 @@ test-unit: $(STAMP)
 
 # Package code must keep Python 3.7 syntax and stdlib (Ascend's TF 1.15 images).
 check-py37: $(STAMP)
-	$(VENV)/bin/vermin --no-tips --violations --target=3.7- --eval-annotations npu_dump_hook
+	$(VENV)/bin/vermin --no-tips --violations --target=3.7- --eval-annotations npu_dump_hook sample_models
 
 # `import npu_dump_hook` must not import TensorFlow.
 check-import-no-tf: $(STAMP)

@@ -47,10 +47,11 @@ def _tree(root: str, limit: int = 25) -> None:
 
 def run(args: argparse.Namespace) -> int:
     _quiet_tensorflow()
+    from .bundle import read_bundle, summarize
     from .hook import NpuDumpHook
 
     out = os.path.abspath(args.out)
-    hook = NpuDumpHook(output_dir=out)
+    hook = NpuDumpHook(output_dir=out, backend=args.backend)
     print("npu-dump-hook demo: training the {} sample model (the script asks for 1000 steps)".format(args.model))
     _train(args.model, hook, hook.run_dir)
     summary = hook.summary
@@ -62,6 +63,15 @@ def run(args: argparse.Namespace) -> int:
     for source in randomness["sources"]:
         print("  {:<14} {:<60} {}".format(source["category"], source["op"][:60], source["action"]))
     print("initial state: {}".format(summary["initial_state"] or "not saved"))
-    print("run folder:")
-    _tree(hook.run_dir)
+    emulator = summary.get("emulator")
+    if emulator:
+        print("\nemulated NPU ({} precision): Build graph {}".format(emulator["emulate_precision"], emulator["graph_file"]))
+        print("dump tree:")
+        _tree(hook.options.dump_path)
+    if hook.golden_dir:
+        print("\nreference (golden) tensors:")
+        _tree(hook.golden_dir, limit=8)
+    if hook.bundle is not None:
+        print("\nbundle: {}".format(hook.bundle.location))
+        print(summarize(read_bundle(hook.bundle.location)))
     return 0

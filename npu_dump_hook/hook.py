@@ -274,6 +274,8 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
             from .reference import golden_report
 
             self._reference_report = golden_report(result, self.golden_dir)
+        else:
+            self._capture.cleanup()  # scratch .npy files served the emulator only
 
     def end(self, session: Any) -> None:
         ended = time.time()

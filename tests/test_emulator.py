@@ -174,15 +174,16 @@ def test_stats_mode_writes_csv_with_exact_header(in_tmp_cwd):
 def _overflow_graph():
     x = tf.constant([1.0, 0.0, 2.0])
     weight = v1.get_variable("w", initializer=tf.constant([1.0, 1.0, 1.0]))
-    big = tf.multiply(x * weight, 40000.0, name="big")  # beyond float16 range, finite in float32
-    logged = tf.math.log(x * weight, name="logged")  # -inf
+    scaled = tf.multiply(x, weight, name="scaled")  # finite everywhere
+    big = tf.multiply(scaled, 40000.0, name="big")  # beyond float16 range, finite in float32
+    logged = tf.math.log(scaled, name="logged")  # -inf (and its gradient inf/NaN)
     loss = tf.reduce_sum(big) + tf.reduce_sum(tf.where(tf.math.is_finite(logged), logged, tf.zeros_like(logged)))
     step = v1.train.get_or_create_global_step()
-    return v1.train.GradientDescentOptimizer(0.0).minimize(loss, global_step=step)
+    return [v1.train.GradientDescentOptimizer(0.0).minimize(loss, global_step=step), loss]
 
 
-@pytest.mark.parametrize("precision,expected", [("fp32", {"logged"}), ("fp16", {"logged", "big"})])
-def test_overflow_mode_dumps_only_overflowing_ops(in_tmp_cwd, precision, expected):
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_overflow_mode_dumps_only_overflowing_ops(in_tmp_cwd, precision):
     options = DumpOptions(enable_dump_debug=True, dump_path="dump")
     hook = NpuDumpHook(options, output_dir="out", reference=False, collect=False, emulate_precision=precision)
     with tf.Graph().as_default():
@@ -193,8 +194,18 @@ def test_overflow_mode_dumps_only_overflowing_ops(in_tmp_cwd, precision, expecte
     folder = step_dir_of(hook)
     files = [os.path.basename(f) for f in dump_files(folder)]
     debug = [f for f in files if f.startswith("Opdebug.Node_OpDebug.")]
-    assert len(debug) == len(expected)
-    assert {names.parse_dump_name(f).op_name for f in files if f not in debug} == expected
+    tensors = [f for f in files if f not in debug]
+    assert len(debug) == len(tensors)  # one Opdebug record per overflowing op
+    dumped = {}
+    for name in tensors:
+        with DumpFile.open(os.path.join(folder, name)) as dump:
+            dumped[dump.op_name] = [dump.array("output", i, copy=True) for i in range(len(dump.outputs))]
+    assert "logged" in dumped and "scaled" not in dumped
+    assert ("big" in dumped) is (precision == "fp16")
+    limit = 65504.0 if precision == "fp16" else np.inf
+    for op_name, outputs in dumped.items():
+        assert any(not np.all(np.isfinite(o.astype(np.float64))) or np.abs(o).max() > limit
+                   for o in outputs if o.size), op_name
     _, record = read_opdebug_file(os.path.join(folder, debug[0]))
     assert record.layout == "new" and record.entries[0].get("model_id") == 1
 
@@ -250,7 +261,7 @@ def test_long_names_go_through_mapping_csv(in_tmp_cwd):
         train_op = v1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_sum(product), global_step=step)
         with v1.train.MonitoredSession(hooks=[hook]) as session:
             while not session.should_stop():
-                session.run(train_op)
+                session.run([train_op, product])
     folder = step_dir_of(hook)
     mapping = read_mapping(os.path.join(folder, "mapping.csv"))
     assert mapping

@@ -189,11 +189,16 @@ class EmulatedNpu(object):
         return inputs, outputs, int(first.timestamp_us)
 
     def _device_tensor(self, capture_tensor: Any, array: np.ndarray, output: bool) -> DumpTensor:
-        if self.emulate_precision == "fp16" and array.dtype.kind == "f":
-            array = array.astype(np.float16)
-        return DumpTensor(np.ascontiguousarray(array),
+        return DumpTensor(np.ascontiguousarray(self._device_precision(array)),
                           original_name=capture_tensor.op_name if output else None,
                           original_output_index=capture_tensor.output_index)
+
+    def _device_precision(self, array: np.ndarray) -> np.ndarray:
+        """Floating tensors as an NPU in mixed precision holds them (fp16 mode), else unchanged."""
+        if self.emulate_precision != "fp16" or array.dtype.kind != "f":
+            return array
+        with np.errstate(over="ignore"):  # beyond the float16 range becomes inf, as on the device
+            return array.astype(np.float16)
 
     def _array(self, op: ge_model.GeOp, capture_tensor: Any, output: bool) -> np.ndarray:
         array = np.asarray(np.load(capture_tensor.path, mmap_mode="r"))
@@ -233,8 +238,7 @@ class EmulatedNpu(object):
         for direction, group, is_output in (("Input", inputs, False), ("Output", outputs, True)):
             for index, (_, tensor) in enumerate(group):
                 array = self._array(op, tensor, is_output)
-                if self.emulate_precision == "fp16" and array.dtype.kind == "f":
-                    array = array.astype(np.float16)
+                array = self._device_precision(array)
                 rows.append(stats_csv.StatsRow(
                     direction=direction, index=index, data_size=int(array.nbytes),
                     data_type=ge_model.ge_dtype(array.dtype.name), format="ND", shape=tuple(array.shape),

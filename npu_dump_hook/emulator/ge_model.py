@@ -10,9 +10,7 @@ See the seed guide's last section and reference/ascend-dump-formats.md §2.3-2.4
 """
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from google.protobuf import text_format
-
-from ..formats import ge_schema
+from ..formats import ge_graph, ge_schema
 
 __all__ = ["GE_TYPE_OF", "NO_TASK_TYPES", "GeOp", "ge_type", "is_no_task", "build_model", "model_text", "ge_dtype"]
 
@@ -138,5 +136,5 @@ def build_model(graph_name: str, ops: Sequence[GeOp]) -> Any:
 
 
 def model_text(model: Any) -> str:
-    """The model as GE prints it (protobuf text format: 2-space indent, maps sorted by key)."""
-    return text_format.MessageToString(model)
+    """The model as GE prints it (2-space indent, maps sorted by key, C++ float rendering)."""
+    return ge_graph.format_model(model)
