@@ -89,9 +89,13 @@ WRITE_SCOPE = "npu_dump_hook_capture"
 _PROTO_HEAD_BYTES = 1 << 16  # Event + Summary + Value + TensorProto headers always fit
 _COPY_CHUNK = 1 << 22
 _CONVERT_THREADS = 4
+_NPY_MAGIC = b"\x93NUMPY\x01\x00"
 _MAX_PROTO_BYTES = (1 << 31) - (1 << 20)  # a serialized protobuf stays under 2 GiB
 # DebugIdentity file dumps: {root}/_tfdbg_device_{device}/{node}_{slot}_DebugIdentity_{wall µs}
-_DUMP_FILE = re.compile(r"t([0-9]+)_0_DebugIdentity_[0-9]+\Z")
+_DUMP_FILE = re.compile(r"t([0-9]+)_+0_DebugIdentity_[0-9]+\Z")
+# The dump-op name appears twice before the tensor bytes (Value.tag, Value.node_name); padding it
+# leaves room to overwrite that prefix with the .npy header in place (see debug_event_to_npy).
+_NAME_PAD = "_" * 80
 # Event.summary (5) -> Summary.value (1) -> Value.tensor (8)
 _EVENT_SUMMARY, _SUMMARY_VALUE, _VALUE_TENSOR = 5, 1, 8
 
@@ -277,7 +281,8 @@ class TensorCapture(object):
                         self._plans[tensor.name] = _Plan(reason=reason)
                         continue
                     with graph.device(_cpu_device(op.device, devices)):
-                        dump = debug_identity(input=tensor, tensor_name="t{}:0".format(number), debug_urls=urls)
+                        dump = debug_identity(input=tensor, tensor_name="t{}{}:0".format(number, _NAME_PAD),
+                                              debug_urls=urls)
                     self._plans[tensor.name] = _Plan(dump_op=dump.op, number=number)
                     number += 1
         self._by_number = {plan.number: name for name, plan in self._plans.items() if plan.dump_op is not None}
@@ -541,16 +546,19 @@ def _shape(head: bytes, start: int, end: int, path: str) -> Tuple[int, ...]:
 
 def _convert(job: Tuple[str, str]) -> Tuple[str, Tuple[int, ...]]:
     source, target = job
-    result = debug_event_to_npy(source, target)
-    os.remove(source)
-    return result
+    return debug_event_to_npy(source, target, move=True)
 
 
-def debug_event_to_npy(source: str, target: str) -> Tuple[str, Tuple[int, ...]]:
+def debug_event_to_npy(source: str, target: str, move: bool = False) -> Tuple[str, Tuple[int, ...]]:
     """Write the tensor of a ``DebugIdentity`` file dump (``Event.summary.value[0].tensor``) as ``.npy``.
 
-    Only the protobuf headers before the tensor bytes are parsed; the bytes are copied file
-    to file. Returns ``(numpy dtype name, shape)``; bfloat16 is widened to float32 (exact).
+    Only the protobuf headers before the tensor bytes are parsed. With ``move`` the dump file
+    itself becomes the ``.npy``: the bytes before the tensor are overwritten by an ``.npy``
+    header of exactly that length (the format allows any header length; it is padded with
+    spaces and ends in a newline), the protobuf tail is cut off and the file is renamed, so
+    the tensor bytes are never copied. Otherwise (or when that prefix is too short, or the
+    rename crosses file systems) the bytes are copied file to file. Returns ``(numpy dtype
+    name, shape)``; bfloat16 is widened to float32 (exact).
     """
     with open(source, "rb") as handle:
         head = handle.read(_PROTO_HEAD_BYTES)
@@ -568,13 +576,44 @@ def debug_event_to_npy(source: str, target: str) -> Tuple[str, Tuple[int, ...]]:
             handle.seek(offset)
             bits = np.frombuffer(handle.read(length), dtype=np.uint16).astype(np.uint32) << 16
             np.save(target, bits.view(np.float32).reshape(shape))
-            return "float32", shape
-        with open(target, "wb") as out:
-            np.lib.format.write_array_header_1_0(
-                out, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape})
-            out.flush()
-            _copy_range(handle, out, offset, length)
-    return dtype.name, shape
+        else:
+            header = _npy_header(dtype, shape, offset) if move else None
+            if header is not None and _rewrite_in_place(source, target, header, length):
+                return dtype.name, shape
+            with open(target, "wb") as out:
+                out.write(_npy_header(dtype, shape, None))
+                out.flush()
+                _copy_range(handle, out, offset, length)
+    if move:
+        os.remove(source)
+    return ("float32" if enum == _DT_BFLOAT16 else dtype.name), shape
+
+
+def _npy_header(dtype: np.dtype, shape: Tuple[int, ...], exact: Optional[int]) -> Optional[bytes]:
+    """An .npy v1.0 header, padded to a multiple of 64 bytes or to exactly ``exact`` bytes (None: too short)."""
+    text = "{{'descr': {!r}, 'fortran_order': False, 'shape': {!r}, }}".format(
+        np.lib.format.dtype_to_descr(dtype), tuple(shape))
+    minimum = len(_NPY_MAGIC) + 2 + len(text) + 1
+    if exact is None:
+        total = -(-minimum // 64) * 64
+    elif minimum <= exact <= len(_NPY_MAGIC) + 2 + 0xFFFF:
+        total = exact
+    else:
+        return None
+    body = text + " " * (total - minimum) + "\n"
+    return _NPY_MAGIC + len(body).to_bytes(2, "little") + body.encode("latin1")
+
+
+def _rewrite_in_place(source: str, target: str, header: bytes, length: int) -> bool:
+    """Overwrite the dump's prefix with ``header``, drop its tail, rename it to ``target``."""
+    with open(source, "r+b") as handle:
+        handle.write(header)
+        handle.truncate(len(header) + length)
+    try:
+        os.rename(source, target)
+    except OSError:  # e.g. another file system: the caller copies the tensor bytes instead
+        return False
+    return True
 
 
 def _copy_range(source: Any, target: Any, offset: int, length: int) -> None:

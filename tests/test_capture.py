@@ -338,3 +338,32 @@ def test_debug_event_to_npy_rejects_a_file_without_a_tensor(tmp_path):
     _event_file(source, b"\x09" + b"\x00" * 8)
     with pytest.raises(DumpFileError, match="field 5 missing"):
         debug_event_to_npy(source, str(tmp_path / "out.npy"))
+
+
+def test_debug_event_to_npy_move_turns_the_dump_into_the_npy(tmp_path):
+    content = np.array([1.5, -2.0], np.float32).tobytes()
+    proto = b"\x08\x01" + _ld(2, _ld(2, b"\x08\x02")) + _ld(4, content)  # DT_FLOAT, [2]
+    padded_event = b"\x09" + np.float64(1.0).tobytes() + _ld(5, _ld(1, _ld(1, b"t" * 120) + _ld(8, proto)))
+    source, target = str(tmp_path / "ev"), str(tmp_path / "out.npy")
+    _event_file(source, padded_event + _ld(9, b"metadata after the tensor"))
+    assert debug_event_to_npy(source, target, move=True) == ("float32", (2,))
+    assert not os.path.exists(source)
+    # The header fills exactly the bytes before the tensor; the protobuf tail is cut off.
+    assert os.path.getsize(target) == len(padded_event)
+    with open(target, "rb") as handle:
+        header_end = 10 + int.from_bytes(handle.read(10)[8:10], "little")
+    assert header_end == len(padded_event) - len(content)
+    np.testing.assert_array_equal(np.load(target), [1.5, -2.0])
+    np.testing.assert_array_equal(np.load(target, mmap_mode="r"), [1.5, -2.0])
+
+
+def test_debug_event_to_npy_move_copies_when_the_prefix_is_too_short(tmp_path):
+    content = np.arange(3, dtype=np.int64).tobytes()
+    proto = b"\x08\x09" + _ld(2, _ld(2, b"\x08\x03")) + _ld(4, content)  # DT_INT64, [3]
+    source, target = str(tmp_path / "ev"), str(tmp_path / "out.npy")
+    _event_file(source, _event(proto))
+    assert debug_event_to_npy(source, target, move=True) == ("int64", (3,))
+    assert not os.path.exists(source)
+    with open(target, "rb") as handle:
+        assert (10 + int.from_bytes(handle.read(10)[8:10], "little")) % 64 == 0  # a regular aligned header
+    np.testing.assert_array_equal(np.load(target), [0, 1, 2])

@@ -1,0 +1,219 @@
+"""Reference capture of one training step vs TensorFlow's own tfdbg v1 ``DumpingDebugHook``.
+
+Model: the sample CNN (``npu_dump_hook.sample_models.cnn_estimator``: its model_fn and
+input_fn) trained with ``tf.estimator`` for ``--step + 2`` steps; local step ``--step``
+(default 1, so both sides pay TF's new-executor cost for a changed fetch set, as any capture
+does) is captured, in a fresh process per side and repeat:
+
+* ``ours``:  :class:`npu_dump_hook.reference.ReferenceCapture` (every output tensor of every
+  executed op, msaccucmp-ready ``.npy`` files plus the manifest);
+* ``tfdbg``: ``DumpingDebugHook`` (tensorflow.python.debug.wrappers.hooks) active for the same
+  step, watching every node; then, to get what the comparison needs (msaccucmp ``.npy``
+  files, the tfdbg ``lt``/``pt -w`` routine automated), ``DebugDumpDir`` + ``np.save`` per tensor;
+* ``none``:  no capture, for the plain step time.
+
+Reported per side (median of ``--repeats`` runs): capture-step wall time (from the first
+hook's ``before_run`` to the last hook's ``after_run``), setup in ``begin()``, tfdbg's
+conversion to ``.npy``, tensors written, peak RSS of the process and its growth during the
+capture step (``ru_maxrss``). Target: ours at least 2x faster than tfdbg producing the same
+``.npy`` files; the dump-only ratio is printed too.
+
+    .venv/bin/python benchmarks/bench_reference.py [--quick] [--batch N] [--repeats N]
+"""
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+TARGET = 2.0
+
+
+def _child(side: str, workdir: str, step: int, batch: int) -> dict:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import numpy as np
+    import tensorflow as tf
+
+    from npu_dump_hook.reference import ReferenceCapture
+    from npu_dump_hook.sample_models import cnn_estimator
+
+    v1 = tf.compat.v1
+    v1.logging.set_verbosity(v1.logging.ERROR)
+    box = {"step": 0}  # type: dict
+
+    class Clock(v1.train.SessionRunHook):
+        """First hook: starts the step clock; last hook: stops it and counts steps."""
+
+        def __init__(self, first: bool) -> None:
+            self.first = first
+
+        def before_run(self, run_context):
+            if self.first:
+                if box["step"] == step:
+                    box["rss_before"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+                box["t0"] = time.perf_counter()
+
+        def after_run(self, run_context, run_values):
+            if self.first:
+                return
+            elapsed = time.perf_counter() - box["t0"]
+            if box["step"] == step:
+                box["capture_s"] = elapsed
+                box["rss_after"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            elif box["step"] == step + 1:
+                box["plain_s"] = elapsed
+            box["step"] += 1
+            if box["step"] >= step + 2:
+                run_context.request_stop()
+
+    class Ours(v1.train.SessionRunHook):
+        def __init__(self) -> None:
+            self.reference = ReferenceCapture(os.path.join(workdir, "golden"), step=step)
+
+        def begin(self):
+            start = time.perf_counter()
+            self.reference.begin()
+            box["begin_s"] = time.perf_counter() - start
+
+        def before_run(self, run_context):
+            return self.reference.before_run(run_context)
+
+        def after_run(self, run_context, run_values):
+            self.reference.after_run(run_context, run_values)
+
+    class Tfdbg(v1.train.SessionRunHook):
+        """DumpingDebugHook, active for the captured step only (it would dump every step)."""
+
+        def __init__(self) -> None:
+            from tensorflow.python.debug.wrappers.hooks import DumpingDebugHook
+
+            self.hook = DumpingDebugHook(os.path.join(workdir, "tfdbg"))
+            self.local = 0
+            self.active = False
+
+        def begin(self):
+            start = time.perf_counter()
+            self.hook.begin()
+            box["begin_s"] = time.perf_counter() - start
+
+        def after_create_session(self, session, coord):
+            self.hook.after_create_session(session, coord)
+
+        def before_run(self, run_context):
+            self.active = self.local == step
+            self.local += 1
+            return self.hook.before_run(run_context) if self.active else None
+
+        def after_run(self, run_context, run_values):
+            if self.active:
+                self.hook.after_run(run_context, run_values)
+
+    capture = {"ours": Ours, "tfdbg": Tfdbg, "none": None}[side]
+    hooks = [Clock(True)] + ([capture()] if capture else []) + [Clock(False)]
+    cnn_estimator.train(os.path.join(workdir, "model"), hooks=hooks, steps=step + 2,
+                        ) if batch == 8 else _train_with_batch(cnn_estimator, workdir, hooks, step, batch)
+    result = {"side": side, "capture_s": box["capture_s"], "plain_s": box.get("plain_s"),
+              "begin_s": box.get("begin_s", 0.0), "convert_s": 0.0,
+              "rss_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+              "rss_growth_mb": (box["rss_after"] - box["rss_before"]) / 1024.0}
+    if side == "ours":
+        golden = os.path.join(workdir, "golden")
+        result["tensors"] = sum(1 for f in os.listdir(golden) if f.endswith(".npy"))
+        result["bytes"] = sum(os.path.getsize(os.path.join(golden, f)) for f in os.listdir(golden))
+    elif side == "tfdbg":
+        start = time.perf_counter()
+        result["tensors"], result["bytes"] = _tfdbg_to_npy(os.path.join(workdir, "tfdbg"),
+                                                           os.path.join(workdir, "tfdbg_npy"), np)
+        result["convert_s"] = time.perf_counter() - start
+        result["rss_peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    return result
+
+
+def _train_with_batch(cnn_estimator, workdir, hooks, step, batch):
+    estimator = cnn_estimator.make_estimator(os.path.join(workdir, "model"))
+    estimator.train(lambda: cnn_estimator.input_fn(batch_size=batch), hooks=hooks, steps=step + 2)
+
+
+def _tfdbg_to_npy(session_root: str, out_dir: str, np) -> tuple:
+    """tfdbg's dump -> msaccucmp .npy files (what ``lt`` + ``pt -w`` produce by hand)."""
+    from tensorflow.python.debug.lib import debug_data
+
+    os.makedirs(out_dir)
+    (run_dir,) = [os.path.join(session_root, d) for d in os.listdir(session_root) if d.startswith("run_")]
+    dump = debug_data.DebugDumpDir(run_dir)
+    written, size = 0, 0
+    for datum in dump.dumped_tensor_data:
+        value = datum.get_tensor()
+        if not isinstance(value, np.ndarray) or value.dtype.kind in "OSUV":
+            continue
+        stamp = 1000000000000000 + datum.timestamp % 1000000000000000
+        name = "{}.{}.{}.npy".format(datum.node_name.replace("/", "_").replace(".", "_"), datum.output_slot, stamp)
+        path = os.path.join(out_dir, name)
+        np.save(path, value)
+        written += 1
+        size += os.path.getsize(path)
+    return written, size
+
+
+def _run_side(side: str, step: int, batch: int) -> dict:
+    workdir = tempfile.mkdtemp(prefix="bench_reference_")
+    try:
+        command = [sys.executable, os.path.abspath(__file__), "--child", side, "--workdir", workdir,
+                   "--step", str(step), "--batch", str(batch)]
+        output = subprocess.run(command, check=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                universal_newlines=True).stdout
+        return json.loads(output.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _median(runs: list, key: str) -> float:
+    return statistics.median(r[key] for r in runs)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="one run per side")
+    parser.add_argument("--repeats", type=int, default=None, help="fresh processes per side (default 3)")
+    parser.add_argument("--batch", type=int, default=8, help="sample CNN batch size (its input_fn default: 8)")
+    parser.add_argument("--step", type=int, default=1, help="local step to capture (default 1)")
+    parser.add_argument("--child", choices=("ours", "tfdbg", "none"), help=argparse.SUPPRESS)
+    parser.add_argument("--workdir", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(_child(args.child, args.workdir, args.step, args.batch)))
+        return 0
+    repeats = args.repeats or (1 if args.quick else 3)
+    runs = {side: [] for side in ("none", "ours", "tfdbg")}  # type: dict
+    for _ in range(repeats):  # interleaved, sequential: one TF process at a time
+        for side in runs:
+            runs[side].append(_run_side(side, args.step, args.batch))
+    print("sample CNN, batch {}, capture of local step {}, median of {} fresh process(es) per side".format(
+        args.batch, args.step, repeats))
+    print("{:<6} {:>10} {:>9} {:>10} {:>8} {:>10} {:>10} {:>11}".format(
+        "side", "step s", "begin s", "to-npy s", "tensors", "MB", "peak RSS", "RSS growth"))
+    for side, results in runs.items():
+        print("{:<6} {:>10.3f} {:>9.3f} {:>10.3f} {:>8} {:>10.2f} {:>8.0f}MB {:>9.1f}MB".format(
+            side, _median(results, "capture_s"), _median(results, "begin_s"), _median(results, "convert_s"),
+            results[0].get("tensors", 0), results[0].get("bytes", 0) / 1e6, _median(results, "rss_peak_mb"),
+            _median(results, "rss_growth_mb")))
+    print("plain step (no capture, same process as 'none'): {:.3f} s".format(_median(runs["none"], "plain_s")))
+    ours = _median(runs["ours"], "capture_s")
+    tfdbg_dump = _median(runs["tfdbg"], "capture_s")
+    tfdbg_npy = statistics.median(r["capture_s"] + r["convert_s"] for r in runs["tfdbg"])
+    ours_total = statistics.median(r["capture_s"] + r["begin_s"] for r in runs["ours"])
+    ratio = tfdbg_npy / ours
+    print("tfdbg dump + .npy / ours (step incl. .npy): {:.2f}x  (target >= {:.1f}x: {})".format(
+        ratio, TARGET, "met" if ratio >= TARGET else "NOT met"))
+    print("including our begin() setup: {:.2f}x; tfdbg dump only (no .npy, post-Grappler tensors) / ours: "
+          "{:.2f}x".format(tfdbg_npy / ours_total, tfdbg_dump / ours))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
