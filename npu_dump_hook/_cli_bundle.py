@@ -33,7 +33,7 @@ def _collect(args: argparse.Namespace) -> int:
     located = locate.locate_run(args.dump_path, graph_dirs=[args.graph_dir], since=since,
                                 device_id=args.device_id, graph_keyword=args.graph_keyword)
     result = bundle.write_bundle(
-        args.out, located, backend="npu", options={}, run=_post_hoc_run(located), randomness=None,
+        args.out, located, backend=_backend_of(located.graph_file), options={}, run=_post_hoc_run(located), randomness=None,
         link=args.link, checksum=args.checksum, archive=args.archive, force=args.force)
     cov = result.coverage
     print("bundle {}: {} files, {} bytes ({} linked, {} copied), steps {}, coverage {}/{}".format(
@@ -91,3 +91,10 @@ def _inspect(args: argparse.Namespace) -> int:
         for problem in problems:
             print("  " + str(problem))
     return EXIT_OK if not problems else EXIT_CHECK_FAILED
+
+
+def _backend_of(graph_file: str) -> str:
+    """``emulated`` for graphs the emulated NPU wrote, so such data is never labelled NPU data."""
+    from .emulator.ge_model import is_emulated_graph
+
+    return "emulated" if is_emulated_graph(graph_file) else "npu"

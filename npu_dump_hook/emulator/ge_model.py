@@ -12,7 +12,11 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..formats import ge_graph, ge_schema
 
-__all__ = ["GE_TYPE_OF", "NO_TASK_TYPES", "GeOp", "ge_type", "is_no_task", "build_model", "model_text", "ge_dtype"]
+__all__ = ["EMULATED_MARK", "is_emulated_graph", "GE_TYPE_OF", "NO_TASK_TYPES", "GeOp", "ge_type", "is_no_task", "build_model", "model_text", "ge_dtype"]
+
+#: ModelDef.custom_version of every graph the emulator writes, so post-hoc collection can
+#: label emulated data as such (GE leaves the field empty in graph dumps).
+EMULATED_MARK = "npu_dump_hook emulated NPU"
 
 #: TF op type -> GE op type, where GE's parser renames it.
 GE_TYPE_OF = {
@@ -116,6 +120,7 @@ def build_model(graph_name: str, ops: Sequence[GeOp]) -> Any:
     """A ModelDef whose first graph is the Build graph named ``graph_name``."""
     model = ge_schema.ModelDef()
     model.name = graph_name
+    model.custom_version = EMULATED_MARK
     graph = model.graph.add()
     graph.name = graph_name
     for order, op in enumerate(ops):
@@ -138,3 +143,10 @@ def build_model(graph_name: str, ops: Sequence[GeOp]) -> Any:
 def model_text(model: Any) -> str:
     """The model as GE prints it (2-space indent, maps sorted by key, C++ float rendering)."""
     return ge_graph.format_model(model)
+
+
+def is_emulated_graph(path: str) -> bool:
+    """True when the graph file was written by the emulator (its mark sits in the first lines)."""
+    with open(path, "rb") as handle:
+        head = handle.read(4096)
+    return ('custom_version: "{}"'.format(EMULATED_MARK)).encode() in head

@@ -1,0 +1,133 @@
+"""Collection at the end of a hooked run, end to end with real TF and the emulated backend."""
+import json
+import logging
+import os
+import subprocess
+import sys
+
+import bagit
+import pytest
+
+from npu_dump_hook import DumpOptions, LocateError, NpuDumpHook
+from npu_dump_hook.bundle import read_bundle, read_index, verify_bundle
+from npu_dump_hook.cli import main
+from npu_dump_hook.sample_models import cnn_estimator, mlp_session
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def assert_valid_bundle(path):
+    assert verify_bundle(path) == []
+    bagit.Bag(path).validate()  # the outside check: PyPI's BagIt validator
+
+
+def test_estimator_run_ends_with_a_valid_bundle(in_tmp_cwd):
+    hook = NpuDumpHook(DumpOptions(enable_dump=True, dump_path="dump"), output_dir="out")
+    cnn_estimator.train(str(in_tmp_cwd / "model"), hooks=[hook], steps=1000)
+    bundle = hook.bundle.path
+    assert bundle == os.path.join(str(in_tmp_cwd), "out", "bundles", os.path.basename(hook.run_dir))
+    assert_valid_bundle(bundle)
+    doc = read_bundle(bundle)
+    assert doc["schema"] == "npu_dump_hook/bundle@1" and doc["backend"] == "emulated"
+    assert doc["graph"]["name"] == hook.summary["emulator"]["graph_name"]
+    assert doc["dump"]["model_name"] == hook.summary["emulator"]["graph_name"] and doc["dump"]["steps"] == ["0"]
+    assert doc["run"]["steps"] == 1 and doc["randomness"]["policy"] == "strip"
+    kinds = {f["kind"] for f in doc["files"]}
+    assert {"dump", "graph", "tf_graph", "golden", "init"} <= kinds
+    dumps = [f for f in doc["files"] if f["kind"] == "dump"]
+    assert all(f["sha256"] and f["op_name"] for f in dumps)
+    assert doc["coverage"]["dumped"] == len({f["op_name"] for f in dumps})
+
+
+def test_session_run_bundle_passes_bagit_cli(in_tmp_cwd):
+    hook = NpuDumpHook(DumpOptions(enable_dump=True, dump_path="dump"), output_dir="out", archive="tar.gz")
+    mlp_session.train(hook.options, hooks=[hook])
+    assert_valid_bundle(hook.bundle.path)
+    assert verify_bundle(hook.bundle.archive) == []
+    out = subprocess.run([sys.executable, "-m", "bagit", "--validate", hook.bundle.path],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+    assert out.returncode == 0, out.stdout
+    assert main(["verify", hook.bundle.path]) == 0
+
+
+def test_collection_failure_is_raised_when_strict(in_tmp_cwd):
+    # dump_layer names no op of the graph: the emulator (like GE) writes no dump folder.
+    options = DumpOptions(enable_dump=True, dump_path="dump", dump_layer="no/such/op")
+    hook = NpuDumpHook(options, output_dir="out")
+    with pytest.raises(LocateError, match="dump"):
+        mlp_session.train(options, hooks=[hook])
+    assert hook.bundle is None
+
+
+def test_collection_failure_is_logged_when_not_strict(in_tmp_cwd, caplog):
+    options = DumpOptions(enable_dump=True, dump_path="dump", dump_layer="no/such/op")
+    hook = NpuDumpHook(options, output_dir="out", strict=False)
+    with caplog.at_level(logging.ERROR, logger="npu_dump_hook.hook"):
+        losses = mlp_session.train(options, hooks=[hook])
+    assert len(losses) == 1 and hook.bundle is None
+    assert "no bundle for this run" in caplog.text
+
+
+def test_overflow_run_without_overflow_is_not_an_error(in_tmp_cwd):
+    options = DumpOptions(enable_dump_debug=True, dump_path="dump")
+    hook = NpuDumpHook(options, output_dir="out")
+    mlp_session.train(options, hooks=[hook])
+    assert hook.bundle is None
+
+
+def test_rank_not_in_ranks_does_not_dump(in_tmp_cwd, monkeypatch):
+    monkeypatch.setenv("RANK_ID", "1")
+    hook = NpuDumpHook(DumpOptions(enable_dump=True, dump_path="dump"), output_dir="out", ranks=[0])
+    losses = mlp_session.train(hook.options, hooks=[hook])
+    assert len(losses) == 1 and hook.summary["steps"] == 1
+    assert hook.bundle is None and hook.summary["backend"] == "none"
+    assert os.listdir(str(in_tmp_cwd / "dump")) == []
+
+
+RANK_SCRIPT = """
+import sys
+from npu_dump_hook import DumpOptions, NpuDumpHook
+from npu_dump_hook.sample_models import mlp_session
+hook = NpuDumpHook(DumpOptions(enable_dump=True, dump_path=sys.argv[1]), output_dir=sys.argv[2],
+                   bundle_dir=sys.argv[3])
+mlp_session.train(hook.options, hooks=[hook])
+print(hook.bundle.path)
+"""
+
+
+def test_four_ranks_share_one_bundle_root(in_tmp_cwd):
+    root = str(in_tmp_cwd / "bundles")
+    procs = []
+    for rank in range(4):
+        env = dict(os.environ, RANK_ID=str(rank), DEVICE_ID=str(rank), TF_CPP_MIN_LOG_LEVEL="2")
+        env.pop("DUMP_GRAPH_PATH", None)
+        procs.append(subprocess.Popen(
+            [sys.executable, "-c", RANK_SCRIPT, str(in_tmp_cwd / "dump"), str(in_tmp_cwd / "out"), root],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True))
+    paths = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-3000:]
+        paths.append(out.strip().splitlines()[-1])
+    assert paths == [os.path.join(root, "rank_{}".format(r)) for r in range(4)]
+    for rank, path in enumerate(paths):
+        assert_valid_bundle(path)
+        doc = read_bundle(path)
+        assert doc["run"]["rank"] == rank and doc["dump"]["device_id"] == str(rank)
+    index = read_index(root)
+    assert sorted(int(r) for r in index["ranks"]) == [0, 1, 2, 3]
+
+
+def test_post_hoc_collect_command(in_tmp_cwd, capsys):
+    hook = NpuDumpHook(DumpOptions(enable_dump=True, dump_path="dump"), output_dir="out", collect=False)
+    mlp_session.train(hook.options, hooks=[hook])
+    graph_dir = os.path.dirname(hook.summary["emulator"]["graph_file"])
+    code = main(["collect", "--dump-path", "dump", "--graph-dir", graph_dir, "--out", "bundle",
+                 "--since", str(int(hook.started))])
+    assert code == 0, capsys.readouterr().err
+    assert_valid_bundle(str(in_tmp_cwd / "bundle"))
+    capsys.readouterr()
+    assert main(["inspect", "bundle", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["backend"] == "emulated" and doc["verification"] == {"ok": True, "problems": []}
+    assert doc["graph"]["name"] == hook.summary["emulator"]["graph_name"]
