@@ -131,3 +131,34 @@ def test_post_hoc_collect_command(in_tmp_cwd, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc["backend"] == "emulated" and doc["verification"] == {"ok": True, "problems": []}
     assert doc["graph"]["name"] == hook.summary["emulator"]["graph_name"]
+
+
+def test_ffts_and_long_names_survive_bundling(in_tmp_cwd):
+    import tensorflow as tf
+
+    from npu_dump_hook.emulator.backend import EmulatedNpu
+
+    v1 = tf.compat.v1
+    long_scope = "a_really_long_name_scope_" * 12
+    hook = NpuDumpHook(DumpOptions(enable_dump=True, dump_path="dump"), output_dir="out",
+                       backend=EmulatedNpu(ffts_names=True), reference=False)
+    with tf.Graph().as_default():
+        with tf.name_scope(long_scope):
+            value = v1.get_variable("v", initializer=tf.constant([1.0, 2.0]))
+            product = tf.multiply(value, 3.0, name="product")
+        step = v1.train.get_or_create_global_step()
+        train_op = v1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_sum(product), global_step=step)
+        with v1.train.MonitoredSession(hooks=[hook]) as session:
+            while not session.should_stop():
+                session.run([train_op, product])
+    assert_valid_bundle(hook.bundle.path)
+    doc = read_bundle(hook.bundle.path)
+    kinds = [f["kind"] for f in doc["files"]]
+    assert "mapping" in kinds
+    dumps = [f for f in doc["files"] if f["kind"] == "dump"]
+    hashed = [f for f in dumps if os.path.basename(f["path"]).isdigit()]
+    assert hashed and all(f["op_name"] for f in hashed)
+    assert any(f["op_name"].endswith("_product") for f in hashed)
+    # In-place variable updates take resource handles, which hold no tensor on the CPU: the
+    # emulator cannot dump them, and coverage says so instead of hiding them.
+    assert doc["coverage"]["missing"] and all("GradientDescent" in m for m in doc["coverage"]["missing"])

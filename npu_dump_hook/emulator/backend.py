@@ -20,6 +20,9 @@ overflows, as on the device).
 ``emulate_precision="fp16"`` rounds floating tensors through float16 and dumps them
 as DT_FLOAT16, as an NPU running mixed precision would show. ``perturb`` (test-only)
 scales the outputs of named ops so comparisons have an error to find.
+Not emulated: in-place variable updates (``ResourceApply*``, ``Assign*VariableOp``) take
+resource handles, which hold no tensor on the CPU, so they get no dump file; they are
+listed in the report's ``skipped`` and show up as missing in a bundle's coverage.
 Everything the emulator writes is recorded in :attr:`EmulatedNpu.report`, whose
 ``backend`` is ``"emulated"``, so emulated data is never mistaken for NPU data.
 """
