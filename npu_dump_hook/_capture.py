@@ -381,15 +381,21 @@ class TensorCapture(object):
         return ordered
 
     # -- after_run(): dump files -> .npy ------------------------------------------------
-    def finish(self, timestamp_us: int) -> CaptureResult:
-        """Convert this step's dump files to ``.npy`` files; one tensor in memory at a time."""
+    def finish(self, timestamp_us: int, to_scratch: bool = False) -> CaptureResult:
+        """Convert this step's dump files to ``.npy`` files; one tensor in memory at a time.
+
+        ``to_scratch=True`` keeps this step's files in the scratch folder even when
+        ``npy_dir`` is set (a further dumped step that must not mix into the golden set);
+        :meth:`cleanup` removes them.
+        """
         if self._pending is None:
             raise BackendError("TensorCapture.finish() called without run_args() for this step")
         if isinstance(timestamp_us, bool) or not isinstance(timestamp_us, int) or len(str(timestamp_us)) != 16:
             raise BackendError("timestamp_us must be a 16-digit microsecond count, got {!r}".format(timestamp_us))
         executed, self._pending = self._pending, None
         dumped = self._dump_files()
-        target_dir = self.npy_dir or self.scratch_dir
+        golden = bool(self.npy_dir) and not to_scratch
+        target_dir = self.npy_dir if golden else self.scratch_dir
         os.makedirs(target_dir, exist_ok=True)
         tensors, skipped, executed_ops = [], [], []  # type: List[CapturedTensor], List[SkippedTensor], List[ExecutedOp]
         jobs = []  # type: List[Tuple[str, str]]
@@ -407,7 +413,7 @@ class TensorCapture(object):
                 if reason:
                     skipped.append(SkippedTensor(tensor.name, op.type, reason))
                     continue
-                target = os.path.join(target_dir, self._npy_name(op.name, index, stamp))
+                target = os.path.join(target_dir, self._npy_name(op.name, index, stamp, golden))
                 jobs.append((dumped.pop(self._plans[tensor.name].number), target))
                 tensors.append(CapturedTensor(op_name=op.name, op_type=op.type, output_index=index, dtype="",
                                               shape=(), path=target, order=order, timestamp_us=stamp))
@@ -417,7 +423,7 @@ class TensorCapture(object):
             for tensor, (dtype, shape) in zip(tensors, pool.map(_convert, jobs)):
                 tensor.dtype, tensor.shape = dtype, shape
         shutil.rmtree(self._dump_root, ignore_errors=True)
-        if self.npy_dir:
+        if golden:
             self._remove_scratch_dir_if_empty()
         logger.info("capture: %d tensor(s) written, %d skipped, %d op(s) executed",
                     len(tensors), len(skipped), len(executed_ops))
@@ -447,8 +453,8 @@ class TensorCapture(object):
             return "no value in this step (dead output, e.g. the untaken side of a Switch)"
         return ""
 
-    def _npy_name(self, op_name: str, index: int, stamp: int) -> str:
-        if not self.npy_dir:
+    def _npy_name(self, op_name: str, index: int, stamp: int, golden: bool) -> str:
+        if not golden:
             return "t{}.npy".format(self._plans["{}:{}".format(op_name, index)].number)
         from .reference import golden_file_name
 

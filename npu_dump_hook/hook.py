@@ -256,21 +256,29 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
             prefix = os.path.join(self.run_dir, "init", INIT_CHECKPOINT_PREFIX)
             self._initial_state_path = self._saver.save(run_context.session, prefix, write_meta_graph=False)
             logger.info("NpuDumpHook: initial state saved to %s", self._initial_state_path)
-        self._capturing = self._capture is not None and self._steps_run == self.captured_step
+        self._capturing = self._capture is not None and self._captures_step(self._steps_run)
         return self._capture.run_args(run_context) if self._capturing else None
+
+    def _captures_step(self, step: int) -> bool:
+        """The golden set is the captured step; the emulator dumps every step dump_step selects."""
+        if self.reference and step == self.captured_step:
+            return True
+        return self.backend is not None and self.options.enabled and self.options.dumps_step(step)
 
     def after_run(self, run_context: Any, run_values: Any) -> None:
         if self._capturing:
             self._capturing = False
-            self._after_capture(self._capture.finish(int(time.time() * 1000000)))
+            golden = self.reference and self._steps_run == self.captured_step
+            result = self._capture.finish(int(time.time() * 1000000), to_scratch=not golden)
+            self._after_capture(result, golden)
         self._steps_run += 1
         if self._steps_run >= self.max_steps:
             run_context.request_stop()
 
-    def _after_capture(self, result: Any) -> None:
-        if self.backend is not None and self.options.enabled:
+    def _after_capture(self, result: Any, golden: bool) -> None:
+        if self.backend is not None and self.options.enabled and self.options.dumps_step(self._steps_run):
             self.backend.write_step(result, self._steps_run)
-        if self.reference:
+        if golden:
             from .reference import golden_report
 
             self._reference_report = golden_report(result, self.golden_dir)

@@ -279,3 +279,27 @@ def test_bad_emulator_options():
         NpuDumpHook(DumpOptions(), backend="gpu")
     with pytest.raises(OptionError, match="npu_bridge"):
         NpuDumpHook(DumpOptions(), backend="npu")
+
+
+def test_every_selected_step_is_dumped_and_golden_is_the_first(in_tmp_cwd):
+    options = DumpOptions(enable_dump=True, dump_path="dump", dump_step="0|2")
+    hook = NpuDumpHook(options, max_steps=3, output_dir="out", collect=False)
+    fetch = FetchHook(["loss:0"])
+    losses = mlp_session.train(options, hooks=[hook, fetch])
+    assert len(losses) == 3
+    steps = hook.summary["emulator"]["steps"]
+    assert [(s["step"], s["data_index"]) for s in steps] == [(0, 0), (2, 2)]
+    assert [os.path.basename(s["dir"]) for s in steps] == ["0", "2"]
+    assert all(s["files"] > 10 for s in steps)
+    # each dump holds its own step: the loss value of step 0 and of step 2
+    loss_values = []
+    for entry in steps:
+        (path,) = [p for p in dump_files(entry["dir"])
+                   if ".sparse_softmax_cross_entropy_loss_value." in os.path.basename(p)]  # loss is an Identity
+        with DumpFile.open(path) as dump:
+            loss_values.append(float(dump.array("output", 0, copy=True)))
+    assert loss_values[0] == losses[0] and loss_values[1] == losses[2]
+    golden_losses = [g for g in os.listdir(hook.golden_dir) if g.startswith("loss.0.")]
+    assert len(golden_losses) == 1
+    assert float(np.load(os.path.join(hook.golden_dir, golden_losses[0]))) == losses[0]
+    assert not os.path.exists(os.path.join(hook.run_dir, ".capture"))
