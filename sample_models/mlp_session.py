@@ -2,15 +2,15 @@
 
     python sample_models/mlp_session.py --output-dir out
 """
-import argparse
 import sys
 
 import tensorflow as tf
 
 try:
-    from . import _data
+    from . import _data, _session
 except ImportError:  # run as a script
     import _data
+    import _session
 
 v1 = tf.compat.v1
 
@@ -34,36 +34,11 @@ def build_graph(batch_size=16):
 
 def train(options=None, hooks=(), steps=1000, config=None, graph_dump_dir=None):
     """Runs up to ``steps`` steps in a MonitoredSession; returns the list of losses seen."""
-    graph = tf.Graph()
-    with graph.as_default():
-        model = build_graph()
-        if options is not None:
-            from npu_dump_hook import session_config
-
-            config = session_config(options, config, graph_dump_dir=graph_dump_dir)
-        creator = v1.train.ChiefSessionCreator(config=config)
-        losses = []
-        with v1.train.MonitoredSession(session_creator=creator, hooks=list(hooks)) as session:
-            for _ in range(steps):
-                if session.should_stop():
-                    break
-                _, loss = session.run([model["train_op"], model["loss"]])
-                losses.append(float(loss))
-    return losses
+    return _session.train(build_graph, options, hooks, steps, config, graph_dump_dir)
 
 
 def main(argv=None):
-    from npu_dump_hook import NpuDumpHook
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--output-dir", default="npu_dump_hook_out")
-    parser.add_argument("--steps", type=int, default=1000)
-    args = parser.parse_args(argv)
-    hook = NpuDumpHook(output_dir=args.output_dir)
-    losses = train(hook.options, hooks=[hook], steps=args.steps)
-    print("steps run: {}, loss: {}".format(len(losses), losses[-1] if losses else None))
-    print("run folder:", hook.run_dir)
-    return 0
+    return _session.main(__doc__.splitlines()[0], train, argv)
 
 
 if __name__ == "__main__":

@@ -17,29 +17,7 @@ from npu_dump_hook.constants import BUNDLE_SCHEMA
 from npu_dump_hook.errors import BundleError, BundleExistsError, UnsafePathError
 from npu_dump_hook.formats.dump_file import write_dump_file
 from npu_dump_hook.formats.mapping_csv import write_mapping
-
-try:
-    from npu_dump_hook.locate import LocatedRun, StepDir
-except ImportError:  # pragma: no cover - stand-in only until locate.py imports cleanly
-    import dataclasses
-
-    @dataclasses.dataclass
-    class StepDir:
-        time_dir: str
-        device_id: str
-        model_name: str
-        model_id: str
-        step: str
-        path: str
-
-    @dataclasses.dataclass
-    class LocatedRun:
-        graph_file: str
-        graph_name: str
-        graph_choice: dict
-        dump_path: str
-        steps: list
-        warnings: list = dataclasses.field(default_factory=list)
+from npu_dump_hook.locate import LocatedRun, StepDir
 
 
 GRAPH_NAME = "ge_default_20240101120000_1"

@@ -13,6 +13,8 @@ from npu_dump_hook.bundle import read_bundle, read_index, verify_bundle
 from npu_dump_hook.cli import main
 from npu_dump_hook.sample_models import cnn_estimator, mlp_session
 
+from helpers.graphs import run_long_named_graph
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -134,23 +136,12 @@ def test_post_hoc_collect_command(in_tmp_cwd, capsys):
 
 
 def test_ffts_and_long_names_survive_bundling(in_tmp_cwd):
-    import tensorflow as tf
-
     from npu_dump_hook.emulator.backend import EmulatedNpu
 
-    v1 = tf.compat.v1
     long_scope = "a_really_long_name_scope_" * 12
     hook = NpuDumpHook(DumpOptions(enable_dump=True, dump_path="dump"), output_dir="out",
                        backend=EmulatedNpu(ffts_names=True), reference=False)
-    with tf.Graph().as_default():
-        with tf.name_scope(long_scope):
-            value = v1.get_variable("v", initializer=tf.constant([1.0, 2.0]))
-            product = tf.multiply(value, 3.0, name="product")
-        step = v1.train.get_or_create_global_step()
-        train_op = v1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_sum(product), global_step=step)
-        with v1.train.MonitoredSession(hooks=[hook]) as session:
-            while not session.should_stop():
-                session.run([train_op, product])
+    run_long_named_graph(hook, long_scope)
     assert_valid_bundle(hook.bundle.path)
     doc = read_bundle(hook.bundle.path)
     kinds = [f["kind"] for f in doc["files"]]

@@ -15,6 +15,7 @@ from npu_dump_hook.formats.mapping_csv import read_mapping
 from npu_dump_hook.formats.opdebug import read_opdebug_file
 from npu_dump_hook.sample_models import cnn_estimator, mlp_session, text_model
 
+from helpers.graphs import run_long_named_graph
 from helpers.hooks import FetchHook, VariablesAtEndHook
 
 v1 = tf.compat.v1
@@ -253,15 +254,7 @@ def test_long_names_go_through_mapping_csv(in_tmp_cwd):
     long_scope = "very_long_scope_name_" * 14
     hook = NpuDumpHook(DumpOptions(enable_dump=True, dump_path="dump"), output_dir="out", reference=False,
                        collect=False)
-    with tf.Graph().as_default():
-        with tf.name_scope(long_scope):
-            value = v1.get_variable("v", initializer=tf.constant([1.0, 2.0]))
-            product = tf.multiply(value, 3.0, name="product")
-        step = v1.train.get_or_create_global_step()
-        train_op = v1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_sum(product), global_step=step)
-        with v1.train.MonitoredSession(hooks=[hook]) as session:
-            while not session.should_stop():
-                session.run([train_op, product])
+    run_long_named_graph(hook, long_scope)
     folder = step_dir_of(hook)
     mapping = read_mapping(os.path.join(folder, "mapping.csv"))
     assert mapping
