@@ -162,16 +162,15 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self.save_initial_state = save_initial_state
         self.captured_step = self._first_captured_step()
         self.dumping = ranks is None or self._ids["rank"] is None or self._ids["rank"] in set(ranks)
-        if not self.dumping:
-            logger.info("NpuDumpHook: rank %s is not in ranks=%s: no dump on this rank", self._ids["rank"], ranks)
-            backend, reference, collect = "emulated", False, False
-        self.backend = _resolve_backend(backend, emulate_precision)
-        if not self.dumping:
-            self.backend = None
-            self.backend_name = "none"
         if self.dumping:
+            self.backend = _resolve_backend(backend, emulate_precision)
             self.backend_name = "npu" if self.backend is None else self.backend.name
-        self.reference = self.backend is not None if reference is None else bool(reference)
+            self.reference = self.backend is not None if reference is None else bool(reference)
+        else:
+            # On an NPU this rank's session config still carries the dump options: build it
+            # from DumpOptions() on the ranks that should not dump (see README).
+            logger.info("NpuDumpHook: rank %s is not in ranks=%s: no dump on this rank", self._ids["rank"], ranks)
+            self.backend, self.backend_name, self.reference, collect = None, "none", False, False
         self.golden_dir = os.path.join(self.run_dir, "golden") if self.reference else None
         self._capture = None  # type: Any
         self.collect = collect
@@ -256,28 +255,31 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
             prefix = os.path.join(self.run_dir, "init", INIT_CHECKPOINT_PREFIX)
             self._initial_state_path = self._saver.save(run_context.session, prefix, write_meta_graph=False)
             logger.info("NpuDumpHook: initial state saved to %s", self._initial_state_path)
-        self._capturing = self._capture is not None and self._captures_step(self._steps_run)
+        step = self._steps_run
+        self._capturing = self._capture is not None and (self._golden_step(step) or self._emulates_step(step))
         return self._capture.run_args(run_context) if self._capturing else None
 
-    def _captures_step(self, step: int) -> bool:
-        """The golden set is the captured step; the emulator dumps every step dump_step selects."""
-        if self.reference and step == self.captured_step:
-            return True
+    def _golden_step(self, step: int) -> bool:
+        """The reference (golden) set is the captured step only."""
+        return self.reference and step == self.captured_step
+
+    def _emulates_step(self, step: int) -> bool:
+        """The emulator dumps every step dump_step selects, as GE does."""
         return self.backend is not None and self.options.enabled and self.options.dumps_step(step)
 
     def after_run(self, run_context: Any, run_values: Any) -> None:
         if self._capturing:
             self._capturing = False
-            golden = self.reference and self._steps_run == self.captured_step
-            result = self._capture.finish(int(time.time() * 1000000), to_scratch=not golden)
-            self._after_capture(result, golden)
+            self._after_capture(self._steps_run)
         self._steps_run += 1
         if self._steps_run >= self.max_steps:
             run_context.request_stop()
 
-    def _after_capture(self, result: Any, golden: bool) -> None:
-        if self.backend is not None and self.options.enabled and self.options.dumps_step(self._steps_run):
-            self.backend.write_step(result, self._steps_run)
+    def _after_capture(self, step: int) -> None:
+        golden = self._golden_step(step)
+        result = self._capture.finish(int(time.time() * 1000000), to_scratch=not golden)
+        if self._emulates_step(step):
+            self.backend.write_step(result, step)
         if golden:
             from .reference import golden_report
 
