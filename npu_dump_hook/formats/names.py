@@ -26,6 +26,7 @@ recognised but never used for mapping. GE time folders (§1.1) are ``YYYYMMDDhhm
 
 Reference capture (§6): ``{op_name with / and . -> _}.{output_index}.{16-digit µs}.npy``.
 """
+import dataclasses
 import datetime
 import os
 import re
@@ -198,19 +199,7 @@ def parse_dump_name(
 
 
 def _replace_hashed(parsed: DumpName, hashed: str) -> DumpName:
-    return DumpName(
-        parsed.op_type,
-        parsed.op_name,
-        parsed.task_id,
-        parsed.stream_id,
-        parsed.timestamp,
-        kind=parsed.kind,
-        task_type=parsed.task_type,
-        context_id=parsed.context_id,
-        thread_id=parsed.thread_id,
-        device_id=parsed.device_id,
-        hashed_name=hashed,
-    )
+    return dataclasses.replace(parsed, hashed_name=hashed)
 
 
 def _parse_plain(base: str) -> DumpName:
