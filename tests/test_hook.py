@@ -112,3 +112,24 @@ def test_rank_and_device_from_env():
 def test_rank_in_run_folder_name(in_tmp_cwd, monkeypatch):
     monkeypatch.setenv("RANK_ID", "4")
     assert NpuDumpHook(DumpOptions(), output_dir="out").run_dir.endswith("_rank4")
+
+
+def test_npu_backend_with_npu_bridge_only_configures(in_tmp_cwd, npu_bridge_double):
+    # With npu_bridge importable, GE writes the dump: the hook neither captures nor emulates.
+    hook = NpuDumpHook(DumpOptions(enable_dump=True, dump_path="dump"), output_dir="out", collect=False)
+    assert hook.backend is None and hook.backend_name == "npu" and hook.reference is False
+    estimator = cnn_estimator.train(str(in_tmp_cwd / "model"), hooks=[hook], steps=1000)
+    assert estimator.get_variable_value("global_step") == 1
+    assert hook.summary["backend"] == "npu" and hook.summary["emulator"] is None
+    assert os.listdir(str(in_tmp_cwd / "dump")) == []
+    assert not os.path.exists(os.path.join(hook.run_dir, ".capture"))
+
+
+def test_npu_backend_collection_reports_what_was_searched(in_tmp_cwd, npu_bridge_double, monkeypatch):
+    from npu_dump_hook import LocateError, _collect
+
+    monkeypatch.setattr(_collect, "SETTLE_QUIET_SECONDS", 0.1)
+    hook = NpuDumpHook(DumpOptions(enable_dump=True, dump_path="dump"), output_dir="out")
+    with pytest.raises(LocateError) as info:
+        cnn_estimator.train(str(in_tmp_cwd / "model"), hooks=[hook], steps=1000)
+    assert "no Build graph file" in str(info.value) and os.path.join(hook.run_dir, "graph") in str(info.value)
