@@ -80,7 +80,10 @@ __all__ = [
     "SkippedTensor",
     "ExecutedOp",
     "WRITE_SCOPE",
+    "DEFAULT_MEMORY_BUDGET",
+    "BUDGET_ENV",
     "debug_event_to_npy",
+    "write_npy",
 ]
 
 logger = logging.getLogger(__name__)
@@ -88,6 +91,7 @@ logger = logging.getLogger(__name__)
 WRITE_SCOPE = "npu_dump_hook_capture"
 _PROTO_HEAD_BYTES = 1 << 16  # Event + Summary + Value + TensorProto headers always fit
 _COPY_CHUNK = 1 << 22
+_SMALL_WRITE = 1 << 16  # arrays up to this many bytes go out in one write with their header
 _CONVERT_THREADS = 4
 _NPY_MAGIC = b"\x93NUMPY\x01\x00"
 _MAX_PROTO_BYTES = (1 << 31) - (1 << 20)  # a serialized protobuf stays under 2 GiB
@@ -106,6 +110,12 @@ _NUMPY_OF_ENUM = {
     16: "uint16", 17: "uint16", 18: "complex128", 19: "float16", 22: "uint32", 23: "uint64",
 }
 _DT_BFLOAT16 = 14
+_SWITCH_TYPES = frozenset(("Switch", "RefSwitch"))
+_DEAD_ENDS = frozenset(("Merge", "RefMerge", "Exit", "RefExit"))
+#: Executed tensors whose static sizes add up to at most this are fetched with the step
+#: (held in memory together until ``finish`` writes them); larger steps stream to disk.
+DEFAULT_MEMORY_BUDGET = 256 << 20
+BUDGET_ENV = "NPU_DUMP_HOOK_CAPTURE_BUDGET"
 _NO_ARRAY_DTYPES = {
     "resource": "resource handle: no array value",
     "variant": "variant tensor (dataset, TensorList, optional): no array value",
@@ -185,11 +195,15 @@ class CaptureResult:
 
 @dataclass
 class _Plan:
-    """Per graph tensor: its dump op and number, or the reason it has none."""
+    """Per graph tensor: its number and static byte size (None: unknown), its dump op if any, or
+    the reason it cannot be captured. ``stream_only``: never fetched directly (it may have no
+    value in a step, or it is a TF 1.x reference whose buffer the step may update later)."""
 
     dump_op: Any = None
     number: int = -1
     reason: str = ""
+    nbytes: Optional[int] = None
+    stream_only: bool = False
 
 
 def _while_or_cond(op: Any) -> str:
@@ -216,6 +230,99 @@ def _dtype_reason(tensor: Any) -> str:
     if shape.is_fully_defined() and shape.num_elements() * base.size >= _MAX_PROTO_BYTES:
         return "{} bytes: over the 2 GiB a protobuf can hold".format(shape.num_elements() * base.size)
     return ""
+
+
+def _static_nbytes(tensor: Any) -> Optional[int]:
+    shape = tensor.get_shape()
+    if not shape.is_fully_defined():
+        return None
+    return int(shape.num_elements()) * tensor.dtype.base_dtype.size
+
+
+def _maybe_dead(ops: List[Any], edges: Dict[str, Tuple[List[Any], List[Any]]]) -> Set[str]:
+    """Ops whose outputs may be dead in a step: fed by a ``Switch`` through data or control edges,
+    not through a ``Merge`` (which ends deadness) or a loop ``Exit`` (alive once its loop ends).
+    Fetching a dead tensor fails the whole ``session.run``; its dump op simply does not run."""
+    switches = [op for op in ops if op.type in _SWITCH_TYPES]
+    if not switches:
+        return set()
+    consumers = {}  # type: Dict[str, List[Any]]
+    for op in ops:
+        inputs, controls = edges[op.name]
+        for producer in {t.op.name for t in inputs} | {c.name for c in controls}:
+            consumers.setdefault(producer, []).append(op)
+    dead = set()  # type: Set[str]
+    stack = list(switches)
+    while stack:
+        op = stack.pop()
+        if op.name in dead:
+            continue
+        dead.add(op.name)
+        stack.extend(c for c in consumers.get(op.name, ()) if c.name not in dead and c.type not in _DEAD_ENDS)
+    return dead
+
+
+def _memory_budget(value: Optional[int]) -> int:
+    """The fetch budget in bytes: the argument, else ``$NPU_DUMP_HOOK_CAPTURE_BUDGET``, else the default."""
+    source = "memory_budget"
+    if value is None:
+        text = os.environ.get(BUDGET_ENV, "").strip()
+        if not text:
+            return DEFAULT_MEMORY_BUDGET
+        source = BUDGET_ENV
+        try:
+            value = int(text)
+        except ValueError:
+            raise BackendError("{} must be a byte count (an integer), got {!r}".format(BUDGET_ENV, text))
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BackendError("{} must be a byte count >= 0, got {!r}".format(source, value))
+    return value
+
+
+def _as_stored_array(value: Any, tensor: Any) -> np.ndarray:
+    """A fetched value as the ``.npy`` stores it: bfloat16 widened to float32, quantized as integers."""
+    enum = tensor.dtype.base_dtype.as_datatype_enum
+    array = np.asarray(value, order="C")  # (ascontiguousarray would make a scalar 1-d)
+    if enum == _DT_BFLOAT16:
+        bits = array.reshape(-1).view(np.uint16).astype(np.uint32) << 16
+        return bits.view(np.float32).reshape(array.shape)
+    return array.view(np.dtype(_NUMPY_OF_ENUM[enum]))
+
+
+class _FetchedValues(object):
+    """A ``session.run`` fetch of many tensors whose values land here, not in the hook's results.
+
+    The capture engine is driven through ``run_args``/``finish`` and never sees ``run_values``;
+    a registered fetch conversion (``fetch_function`` -> tensors + contraction) hands the
+    values over the moment ``session.run`` returns them.
+    """
+
+    def __init__(self, tensors: List[Any]) -> None:
+        self.tensors = tensors
+        self.values = None  # type: Optional[List[Any]]
+
+    def receive(self, values: List[Any]) -> None:
+        self.values = list(values)
+
+
+_FETCH_REGISTERED = []  # type: List[bool]
+
+
+def _register_fetch_conversion() -> bool:
+    """Teach ``Session.run`` to fetch :class:`_FetchedValues` (private TF API; False when absent)."""
+    if not _FETCH_REGISTERED:
+        try:
+            from tensorflow.python.client import session as tf_session
+
+            tf_session.register_session_run_conversion_functions(
+                _FetchedValues, lambda sink: (list(sink.tensors), sink.receive))
+            _FETCH_REGISTERED.append(True)
+        except ValueError:  # already registered (module reloaded)
+            _FETCH_REGISTERED.append(True)
+        except (ImportError, AttributeError):
+            logger.warning("capture: this TensorFlow has no session-run fetch conversions; streaming only")
+            _FETCH_REGISTERED.append(False)
+    return _FETCH_REGISTERED[0]
 
 
 def _static_shape(tensor: Any) -> Optional[Tuple[int, ...]]:
@@ -245,70 +352,120 @@ def _cpu_device(device: str, cache: Dict[str, str]) -> str:
 class TensorCapture(object):
     """Streams the output tensors of one step's executed ops to ``.npy`` files (see module doc)."""
 
-    def __init__(self, graph: Any, scratch_dir: str, *, npy_dir: Optional[str] = None) -> None:
+    def __init__(self, graph: Any, scratch_dir: str, *, npy_dir: Optional[str] = None,
+                 memory_budget: Optional[int] = None) -> None:
         self.graph = graph
         self.scratch_dir = os.path.abspath(scratch_dir)
         self.npy_dir = os.path.abspath(npy_dir) if npy_dir else None
+        self.memory_budget = _memory_budget(memory_budget)
         self._dump_root = os.path.join(self.scratch_dir, "dumps")
         self._plans = {}  # type: Dict[str, _Plan]
         self._creation_index = {}  # type: Dict[str, int]
         self._pending = None  # type: Optional[List[Tuple[Any, bool]]]
         self._fed = set()  # type: Set[str]
+        self._sink = None  # type: Optional[_FetchedValues]
+        self._edges = {}  # type: Dict[str, Tuple[List[Any], List[Any]]]
+        self._outputs = {}  # type: Dict[str, Tuple[List[str], List[Optional[Tuple[int, ...]]]]]
+        self._can_fetch = _register_fetch_conversion()
+        #: How the last captured step was taken: "fetch" (with the step, within the budget) or "stream".
+        self.last_path = ""
         if self.npy_dir:
             from . import reference  # noqa: F401  (imported now, not inside the timed step)
-        self._build_dump_ops()
+        self._plan_tensors()
 
-    # -- begin(): one dump op per capturable tensor ------------------------------------
-    def _build_dump_ops(self) -> None:
+    # -- begin(): plan every tensor; dump ops only where streaming may be needed ----------
+    def _plan_tensors(self) -> None:
+        ops = self.graph.get_operations()
+        self._creation_index = {op.name: i for i, op in enumerate(ops)}
+        # Edges, static shapes and dtype names are read here, outside the training step: TF's
+        # accessors are slow the first time (each builds Python wrappers through the C API).
+        for op in ops:
+            self._edges_of(op)
+        dead = _maybe_dead(ops, self._edges)
+        number, fetchable_bytes, unknown = 0, 0, False
+        for op in ops:
+            flow = _while_or_cond(op)
+            self._outputs[op.name] = ([t.dtype.base_dtype.name for t in op.outputs],
+                                      [_static_shape(t) for t in op.outputs])
+            for tensor in op.outputs:
+                reason = _dtype_reason(tensor)
+                if not reason and flow == "while":
+                    reason = ("inside a TF 1.x tf.while_loop body: a per-iteration value "
+                              "(the loop's Exit outputs are captured)")
+                if reason:
+                    self._plans[tensor.name] = _Plan(reason=reason)
+                    continue
+                # TF 2 If/While ops are marked unfetchable (cond_v2 prevent_fetching); their
+                # outputs are read by a dump op instead.
+                stream_only = (not self._can_fetch or flow == "cond" or op.name in dead
+                               or tensor.dtype != tensor.dtype.base_dtype or not self.graph.is_fetchable(op))
+                plan = _Plan(number=number, nbytes=_static_nbytes(tensor), stream_only=stream_only)
+                self._plans[tensor.name] = plan
+                number += 1
+                if not stream_only:
+                    unknown = unknown or plan.nbytes is None
+                    fetchable_bytes += plan.nbytes or 0
+        # A graph whose tensors all fit the budget never streams them: no dump op is needed
+        # (each costs time here and Grappler time in the captured step's executor).
+        stream_all = unknown or fetchable_bytes > self.memory_budget
+        made = self._make_dump_ops(ops, stream_all)
+        logger.debug("capture: %d capturable tensor(s) (%s bytes fetchable%s), %d dump op(s), budget %d",
+                     number, fetchable_bytes, ", some unknown" if unknown else "", made, self.memory_budget)
+
+    def _make_dump_ops(self, ops: List[Any], stream_all: bool) -> int:
         from ._tf import tf_v1
 
         debug_identity = tf_v1().raw_ops.DebugIdentity
         graph = self.graph
-        ops = graph.get_operations()
-        self._creation_index = {op.name: i for i, op in enumerate(ops)}
         urls = ["file://" + self._dump_root]
         devices = {}  # type: Dict[str, str]
-        number = 0
+        made = 0
         with graph.as_default(), graph.control_dependencies(None), graph.name_scope(WRITE_SCOPE + "/"):
             for op in ops:
-                flow = _while_or_cond(op)
                 for tensor in op.outputs:
-                    reason = _dtype_reason(tensor)
-                    if not reason and flow == "while":
-                        reason = ("inside a TF 1.x tf.while_loop body: a per-iteration value "
-                                  "(the loop's Exit outputs are captured)")
-                    if reason:
-                        self._plans[tensor.name] = _Plan(reason=reason)
+                    plan = self._plans[tensor.name]
+                    if plan.reason or not (stream_all or plan.stream_only):
                         continue
                     with graph.device(_cpu_device(op.device, devices)):
-                        dump = debug_identity(input=tensor, tensor_name="t{}{}:0".format(number, _NAME_PAD),
+                        dump = debug_identity(input=tensor, tensor_name="t{}{}:0".format(plan.number, _NAME_PAD),
                                               debug_urls=urls)
-                    self._plans[tensor.name] = _Plan(dump_op=dump.op, number=number)
-                    number += 1
-        self._by_number = {plan.number: name for name, plan in self._plans.items() if plan.dump_op is not None}
-        logger.debug("capture: %d dump op(s) for %d op(s)", number, len(ops))
+                    plan.dump_op = dump.op
+                    made += 1
+        return made
 
-    # -- before_run(): fetch the dump ops of the executed tensors only ----------------
+    # -- before_run(): fetch the executed tensors, or their dump ops ---------------------
     def run_args(self, run_context: Any) -> Any:
-        """``SessionRunArgs`` fetching the dump ops of every tensor the step computes."""
+        """``SessionRunArgs`` that capture every tensor the step computes (module doc: fetch or stream)."""
         from ._tf import tf_v1
 
         args = run_context.original_args
+        if not self.graph.finalized:
+            self._edges = {}  # an editable graph may gain edges between steps
         executed, fed = self._executed(args.fetches, args.feed_dict)
         self._pending, self._fed = executed, fed
         shutil.rmtree(self._dump_root, ignore_errors=True)  # stale dumps must not pass for this step's
-        os.makedirs(self._dump_root)
-        dumps = []
+        direct, streamed = [], []  # type: List[Tuple[Any, _Plan]], List[Tuple[Any, _Plan]]
         for op, fed_only in executed:
             for tensor in op.outputs:
                 plan = self._plans.get(tensor.name)
-                if plan is None or plan.dump_op is None:
+                if plan is None or plan.reason:
                     continue
                 if fed_only and tensor.name not in fed:
                     continue  # the op is replaced by a feed; its other outputs are never computed
-                dumps.append(plan.dump_op)
-        logger.debug("capture: step executes %d op(s); fetching %d dump op(s)", len(executed), len(dumps))
-        return tf_v1().train.SessionRunArgs(dumps)
+                (streamed if plan.stream_only else direct).append((tensor, plan))
+        sizes = [plan.nbytes for _, plan in direct]
+        fetch = all(plan.dump_op is None for _, plan in direct) or (
+            None not in sizes and sum(sizes) <= self.memory_budget)  # type: ignore[arg-type]
+        if not fetch:
+            streamed, direct = direct + streamed, []
+        self.last_path = "fetch" if fetch else "stream"
+        self._sink = _FetchedValues([tensor for tensor, _ in direct])
+        dumps = [plan.dump_op for _, plan in streamed]
+        if dumps:
+            os.makedirs(self._dump_root)
+        logger.debug("capture: step executes %d op(s); fetching %d tensor(s) and %d dump op(s)",
+                     len(executed), len(direct), len(dumps))
+        return tf_v1().train.SessionRunArgs([self._sink, dumps] if direct else dumps)
 
     def _graph_elements(self, structure: Any) -> List[Any]:
         from ._tf import tf_v1
@@ -332,20 +489,31 @@ class TensorCapture(object):
                 fed_only[element.op.name] = element.op
             else:
                 stack.append(getattr(element, "op", element))
+        edges = self._edges
         while stack:
             op = stack.pop()
             if op.name in full:
                 continue
             full[op.name] = op
-            for tensor in op.inputs:
+            inputs, controls = edges.get(op.name) or self._edges_of(op)
+            for tensor in inputs:
                 if tensor.name in fed:
                     fed_only.setdefault(tensor.op.name, tensor.op)
                 elif tensor.op.name not in full:
                     stack.append(tensor.op)
-            stack.extend(control for control in op.control_inputs if control.name not in full)
+            stack.extend(control for control in controls if control.name not in full)
+        for name, op in fed_only.items():
+            if name not in edges:
+                self._edges_of(op)
         ops = dict(fed_only)
         ops.update(full)
         return [(op, op.name not in full) for op in self._topological(ops)], fed
+
+    def _edges_of(self, op: Any) -> Tuple[List[Any], List[Any]]:
+        """``(input tensors, control-input ops)`` of ``op``, kept: TF's accessors build new lists each call."""
+        edges = (list(op.inputs), list(op.control_inputs))
+        self._edges[op.name] = edges
+        return edges
 
     def _topological(self, ops: Dict[str, Any]) -> List[Any]:
         """Kahn's order over data and control edges, ties by creation; cycles (TF 1.x loops) broken by creation."""
@@ -355,7 +523,8 @@ class TensorCapture(object):
         indegree = dict.fromkeys(ops, 0)
         consumers = {name: [] for name in ops}  # type: Dict[str, List[str]]
         for name, op in ops.items():
-            producers = {t.op.name for t in op.inputs} | {c.name for c in op.control_inputs}
+            inputs, controls = self._edges[name]
+            producers = {t.op.name for t in inputs} | {c.name for c in controls}
             for producer in producers:
                 if producer in ops and producer != name:
                     indegree[name] += 1
@@ -393,41 +562,66 @@ class TensorCapture(object):
         if isinstance(timestamp_us, bool) or not isinstance(timestamp_us, int) or len(str(timestamp_us)) != 16:
             raise BackendError("timestamp_us must be a 16-digit microsecond count, got {!r}".format(timestamp_us))
         executed, self._pending = self._pending, None
+        sink, self._sink = self._sink, None
+        fetched = {}  # type: Dict[str, Any]
+        if sink is not None and sink.tensors:
+            if sink.values is None:
+                raise BackendError("TensorCapture.finish(): the step did not return the fetched tensors "
+                                   "(run_args() result not passed to this step's session.run?)")
+            fetched = {t.name: v for t, v in zip(sink.tensors, sink.values)}
         dumped = self._dump_files()
         golden = bool(self.npy_dir) and not to_scratch
         target_dir = self.npy_dir if golden else self.scratch_dir
         os.makedirs(target_dir, exist_ok=True)
         tensors, skipped, executed_ops = [], [], []  # type: List[CapturedTensor], List[SkippedTensor], List[ExecutedOp]
-        jobs = []  # type: List[Tuple[str, str]]
+        jobs = []  # type: List[Tuple[Any, str]]
         for order, (op, fed_only) in enumerate(executed):
             outputs = op.outputs
+            inputs, controls = self._edges[op.name]
+            dtypes, shapes = self._outputs.get(op.name) or (
+                [t.dtype.base_dtype.name for t in outputs], [_static_shape(t) for t in outputs])
             executed_ops.append(ExecutedOp(
-                name=op.name, type=op.type, inputs=[t.name for t in op.inputs],
-                control_inputs=[c.name for c in op.control_inputs], order=order,
-                output_dtypes=[t.dtype.base_dtype.name for t in outputs],
-                output_shapes=[_static_shape(t) for t in outputs],
+                name=op.name, type=op.type, inputs=[t.name for t in inputs],
+                control_inputs=[c.name for c in controls], order=order,
+                output_dtypes=list(dtypes), output_shapes=list(shapes),
             ))
             stamp = timestamp_us + order
             for index, tensor in enumerate(outputs):
-                reason = self._skip_reason(op, tensor, fed_only, dumped)
+                reason = self._skip_reason(op, tensor, fed_only, dumped, fetched)
                 if reason:
                     skipped.append(SkippedTensor(tensor.name, op.type, reason))
                     continue
                 target = os.path.join(target_dir, self._npy_name(op.name, index, stamp, golden))
-                jobs.append((dumped.pop(self._plans[tensor.name].number), target))
+                if tensor.name in fetched:
+                    # Released as soon as it is queued: the values dict must not outlive its writes.
+                    jobs.append((_as_stored_array(fetched.pop(tensor.name), tensor), target))
+                else:
+                    jobs.append((dumped.pop(self._plans[tensor.name].number), target))
                 tensors.append(CapturedTensor(op_name=op.name, op_type=op.type, output_index=index, dtype="",
                                               shape=(), path=target, order=order, timestamp_us=stamp))
-        # File work (open, header parse, kernel copy, unlink) releases the GIL: a few threads
-        # overlap it; each converts one tensor at a time, so memory stays bounded.
-        with ThreadPoolExecutor(max_workers=_CONVERT_THREADS) as pool:
-            for tensor, (dtype, shape) in zip(tensors, pool.map(_convert, jobs)):
-                tensor.dtype, tensor.shape = dtype, shape
+        del fetched, sink
+        self._write(tensors, jobs)
+        del jobs
         shutil.rmtree(self._dump_root, ignore_errors=True)
         if golden:
             self._remove_scratch_dir_if_empty()
-        logger.info("capture: %d tensor(s) written, %d skipped, %d op(s) executed",
-                    len(tensors), len(skipped), len(executed_ops))
+        logger.info("capture: %d tensor(s) written (%s), %d skipped, %d op(s) executed",
+                    len(tensors), self.last_path, len(skipped), len(executed_ops))
         return CaptureResult(tensors=tensors, skipped=skipped, executed_ops=executed_ops)
+
+    @staticmethod
+    def _write(tensors: List[CapturedTensor], jobs: List[Tuple[Any, str]]) -> None:
+        """Write each job's ``.npy`` and fill in its tensor's dtype and shape."""
+        if all(isinstance(source, np.ndarray) for source, _ in jobs):
+            # In-memory arrays: two system calls per file; threads only add lock hand-offs here.
+            for tensor, (array, target) in zip(tensors, jobs):
+                tensor.dtype, tensor.shape = write_npy(array, target)
+            return
+        # Dump files (open, header parse, rewrite, rename, unlink) release the GIL: a few threads
+        # overlap that work; each converts one tensor at a time, so memory stays bounded.
+        with ThreadPoolExecutor(max_workers=_CONVERT_THREADS) as pool:
+            for tensor, (dtype, shape) in zip(tensors, pool.map(_convert, jobs)):
+                tensor.dtype, tensor.shape = dtype, shape
 
     def _dump_files(self) -> Dict[int, str]:
         """``{dump op number: file}`` of the files the dump ops wrote in this step."""
@@ -439,15 +633,16 @@ class TensorCapture(object):
                     found[int(match.group(1))] = os.path.join(folder, name)
         return found
 
-    def _skip_reason(self, op: Any, tensor: Any, fed_only: bool, dumped: Dict[int, str]) -> str:
+    def _skip_reason(self, op: Any, tensor: Any, fed_only: bool, dumped: Dict[int, str],
+                     fetched: Dict[str, Any]) -> str:
         plan = self._plans.get(tensor.name)
         if plan is None:
             return "op created after the capture was set up (no dump op)"
-        if plan.dump_op is None:
+        if plan.reason:
             return plan.reason
         if fed_only and tensor.name not in self._fed:
             return "not computed: the op was replaced by a feed"
-        if plan.number not in dumped:
+        if tensor.name not in fetched and plan.number not in dumped:
             if _while_or_cond(op) == "cond":
                 return "no value in this step (untaken TF 1.x tf.cond branch)"
             return "no value in this step (dead output, e.g. the untaken side of a Switch)"
@@ -550,9 +745,34 @@ def _shape(head: bytes, start: int, end: int, path: str) -> Tuple[int, ...]:
     return tuple(dims)
 
 
-def _convert(job: Tuple[str, str]) -> Tuple[str, Tuple[int, ...]]:
+def _convert(job: Tuple[Any, str]) -> Tuple[str, Tuple[int, ...]]:
     source, target = job
+    if isinstance(source, np.ndarray):
+        return write_npy(source, target)
     return debug_event_to_npy(source, target, move=True)
+
+
+def write_npy(array: np.ndarray, target: str) -> Tuple[str, Tuple[int, ...]]:
+    """Write a C-contiguous array as an ``.npy`` (v1.0, header padded to 64 bytes, as ``np.save``)."""
+    header = _npy_header(array.dtype, array.shape, None)
+    data = array.reshape(-1).view(np.uint8).data
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        written = os.write(fd, header + bytes(data)) if len(data) <= _SMALL_WRITE else 0
+        if not written:
+            _write_all(fd, header)
+            _write_all(fd, data)
+        elif written < len(header) + len(data):
+            _write_all(fd, memoryview(header + bytes(data))[written:])
+    finally:
+        os.close(fd)
+    return array.dtype.name, tuple(int(d) for d in array.shape)
+
+
+def _write_all(fd: int, data: Any) -> None:
+    view = memoryview(data).cast("B")
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def debug_event_to_npy(source: str, target: str, move: bool = False) -> Tuple[str, Tuple[int, ...]]:

@@ -18,7 +18,9 @@ and listed as ``renamed``. msaccucmp skips the manifest with a warning (it is no
 "op_type", "dtype", "shape", "order", "timestamp"}], "skipped": [{"tensor", "op_type",
 "reason"}], "renamed": [...], "key_collisions": {key: [tensor, ...]}}``.
 
-The capture itself (what runs, memory, what is skipped and why) is
+Memory: at most ``memory_budget`` bytes of tensors (default 256 MiB) are held at once; a step
+whose tensors need more, or whose sizes are not static, streams each tensor to disk as it is
+computed. The capture itself (what runs, memory, what is skipped and why) is
 :mod:`npu_dump_hook._capture`; :class:`ReferenceCapture` wires it into a SessionRunHook.
 """
 import json
@@ -93,13 +95,18 @@ def golden_report(result: Any, golden_dir: str) -> Dict[str, Any]:
 class ReferenceCapture(object):
     """Golden capture of one step for a SessionRunHook: call from its begin/before_run/after_run.
 
-    ``step`` is the 0-based local step to capture (counted by :meth:`before_run` calls).
+    ``step`` is the 0-based local step to capture (counted by :meth:`before_run` calls);
+    ``memory_budget`` (bytes) is :class:`~npu_dump_hook._capture.TensorCapture`'s: steps whose
+    tensors fit are fetched with the step, larger ones stream to disk (default 256 MiB, or
+    ``$NPU_DUMP_HOOK_CAPTURE_BUDGET``).
     After the captured step, :attr:`result` is the :class:`~npu_dump_hook._capture.CaptureResult`
     and :attr:`report` the :func:`golden_report` summary.
     """
 
-    def __init__(self, golden_dir: str, scratch_dir: Optional[str] = None, step: int = 0) -> None:
+    def __init__(self, golden_dir: str, scratch_dir: Optional[str] = None, step: int = 0,
+                 memory_budget: Optional[int] = None) -> None:
         self.golden_dir = os.path.abspath(golden_dir)
+        self.memory_budget = memory_budget
         self.scratch_dir = os.path.abspath(scratch_dir or os.path.join(self.golden_dir, os.pardir, ".capture"))
         self.step = step
         self.result = None  # type: Any
@@ -113,7 +120,8 @@ class ReferenceCapture(object):
         from ._tf import tf_v1
 
         graph = graph if graph is not None else tf_v1().get_default_graph()
-        self._capture = TensorCapture(graph, self.scratch_dir, npy_dir=self.golden_dir)
+        self._capture = TensorCapture(graph, self.scratch_dir, npy_dir=self.golden_dir,
+                                      memory_budget=self.memory_budget)
 
     def before_run(self, run_context: Any) -> Any:
         self._active = self._capture is not None and self._steps == self.step

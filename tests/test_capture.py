@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from npu_dump_hook._capture import WRITE_SCOPE, CaptureResult, TensorCapture, debug_event_to_npy
+from npu_dump_hook._capture import (
+    BUDGET_ENV, DEFAULT_MEMORY_BUDGET, WRITE_SCOPE, CaptureResult, TensorCapture, debug_event_to_npy, write_npy,
+)
 from npu_dump_hook.errors import BackendError, DumpFileError
 
 v1 = tf.compat.v1
@@ -367,3 +369,145 @@ def test_debug_event_to_npy_move_copies_when_the_prefix_is_too_short(tmp_path):
     with open(target, "rb") as handle:
         assert (10 + int.from_bytes(handle.read(10)[8:10], "little")) % 64 == 0  # a regular aligned header
     np.testing.assert_array_equal(np.load(target), [0, 1, 2])
+
+
+# --------------------------------------------------------------------------- fetch path vs streaming path
+
+
+class BudgetHook(CaptureHook):
+    """CaptureHook with an explicit memory budget; records which path the captured step took."""
+
+    def __init__(self, scratch, npy_dir, budget, step=0):
+        super(BudgetHook, self).__init__(scratch, npy_dir, step=step)
+        self.budget, self.path, self.dump_ops = budget, None, None
+
+    def begin(self):
+        graph = v1.get_default_graph()
+        self.capture = TensorCapture(graph, self.scratch, npy_dir=self.npy_dir, memory_budget=self.budget)
+        self.dump_ops = sum(1 for op in graph.get_operations() if op.name.startswith(WRITE_SCOPE + "/"))
+
+    def after_run(self, run_context, run_values):
+        super(BudgetHook, self).after_run(run_context, run_values)
+        if self._on:
+            self.path = self.capture.last_path
+
+
+def _metadata(result, root):
+    """Everything a CaptureResult says, with file paths relative to ``root``."""
+    tensors = [(t.op_name, t.op_type, t.output_index, t.dtype, t.shape, os.path.relpath(t.path, root), t.order,
+                t.timestamp_us) for t in result.tensors]
+    skipped = [(s.tensor_name, s.op_type, s.reason) for s in result.skipped]
+    ops = [(o.name, o.type, o.inputs, o.control_inputs, o.order, o.output_dtypes, o.output_shapes)
+           for o in result.executed_ops]
+    return tensors, skipped, ops
+
+
+def _capture_with_budget(tmp_path, name, build, budget, run=None, step=1, steps=2):
+    root = tmp_path / name
+    hook = BudgetHook(str(root / "scratch"), str(root / "npy"), budget, step=step)
+    if run is None:
+        losses, _ = _run_monitored(build, [hook], steps=steps)
+    else:
+        losses = [run(hook)]
+    return hook, losses, str(root)
+
+
+def test_fetch_and_stream_paths_give_identical_arrays_and_metadata(tmp_path):
+    fetch, fetch_losses, fetch_root = _capture_with_budget(tmp_path, "fetch", _cnn, 1 << 30)
+    stream, stream_losses, stream_root = _capture_with_budget(tmp_path, "stream", _cnn, 0)
+    assert (fetch.path, stream.path) == ("fetch", "stream")
+    # A graph whose tensors fit the budget gets no dump op at all; budget 0 gets one per capturable tensor.
+    assert fetch.dump_ops == 0 and stream.dump_ops > len(fetch.result.tensors)
+    assert fetch_losses == stream_losses
+    assert _metadata(fetch.result, fetch_root) == _metadata(stream.result, stream_root)
+    assert len(fetch.result.tensors) > 50
+    for tensor in fetch.result.tensors:
+        a, b = fetch.result.array(tensor.tensor_name), stream.result.array(tensor.tensor_name)
+        assert a.dtype == b.dtype and a.shape == b.shape, tensor.tensor_name
+        assert a.tobytes() == b.tobytes(), tensor.tensor_name  # bit-identical values
+    # The fetch path writes regular np.save-style files: 64-byte aligned header.
+    with open(fetch.result.tensors[0].path, "rb") as handle:
+        assert (10 + int.from_bytes(handle.read(10)[8:10], "little")) % 64 == 0
+    assert not os.path.exists(os.path.join(fetch_root, "scratch"))
+
+
+def test_budget_switch_is_per_step_on_the_executed_tensors(tmp_path):
+    def build():
+        big = tf.ones([256, 256], name="big")  # 262144 bytes, computed only by the train op's side
+        small = tf.constant([1.0, 2.0], name="small")
+        loss = tf.reduce_sum(small * v1.get_variable("w", initializer=tf.constant(1.0)), name="loss")
+        tf.reduce_sum(big, name="unused")  # never executed: does not count against the budget
+        step = v1.train.get_or_create_global_step()
+        return v1.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step), loss
+
+    # The graph as a whole exceeds 4096 bytes, so dump ops exist; the step's tensors do not.
+    small_step, _, _ = _capture_with_budget(tmp_path, "a", build, 4096, step=0, steps=1)
+    assert small_step.dump_ops > 0 and small_step.path == "fetch"
+    assert "big:0" not in small_step.result.by_name and small_step.result.array("loss:0") == 3.0
+    tiny_budget, _, _ = _capture_with_budget(tmp_path, "b", build, 8, step=0, steps=1)
+    assert tiny_budget.path == "stream" and tiny_budget.result.array("loss:0") == 3.0
+
+
+def test_unknown_static_size_streams(tmp_path):
+    def run(hook):
+        with tf.Graph().as_default():
+            x = v1.placeholder(tf.float32, [None], name="x")
+            loss = tf.reduce_sum(x * v1.get_variable("w", initializer=tf.constant(2.0)), name="loss")
+            train_op = v1.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=v1.train.get_or_create_global_step())
+            with v1.train.MonitoredSession(hooks=[hook]) as session:
+                return session.run([train_op, loss], feed_dict={x: np.arange(3, dtype=np.float32)})[1]
+
+    hook, losses, _ = _capture_with_budget(tmp_path, "u", None, 1 << 30, run=run, step=0)
+    assert losses == [6.0] and hook.path == "stream"
+    np.testing.assert_array_equal(hook.result.array("x:0"), [0.0, 1.0, 2.0])
+    np.testing.assert_array_equal(hook.result.array("mul:0"), [0.0, 2.0, 4.0])
+
+
+def test_v1_control_flow_fetch_path_keeps_skip_rules(tmp_path, v1_control_flow):
+    fetch, _, fetch_root = _capture_with_budget(tmp_path, "f", None, 1 << 30, run=_run_fed, step=0)
+    stream, _, stream_root = _capture_with_budget(tmp_path, "s", None, 0, run=_run_fed, step=0)
+    assert (fetch.path, stream.path) == ("fetch", "stream")
+    # Tensors that may be dead (cond branches, Switch outputs and what they feed) keep their dump
+    # ops on the fetch path; fetching one that is dead would fail the whole step.
+    assert 0 < fetch.dump_ops < stream.dump_ops
+    assert _metadata(fetch.result, fetch_root) == _metadata(stream.result, stream_root)
+    skipped = {s.tensor_name: s.reason for s in fetch.result.skipped}
+    assert skipped["branch/sub:0"] == "no value in this step (untaken TF 1.x tf.cond branch)"
+    assert skipped["loop/add_1:0"].startswith("inside a TF 1.x tf.while_loop body")
+    np.testing.assert_array_equal(fetch.result.array("branch/Merge:0"), [2.0, 4.0])
+
+
+@pytest.mark.parametrize("value,message", [
+    ("lots", "must be a byte count (an integer), got 'lots'"),
+    ("-1", "must be a byte count >= 0, got -1"),
+])
+def test_budget_from_the_environment_is_checked(tmp_path, monkeypatch, value, message):
+    monkeypatch.setenv(BUDGET_ENV, value)
+    with tf.Graph().as_default() as graph:
+        tf.constant(1.0, name="c")
+        with pytest.raises(BackendError) as error:
+            TensorCapture(graph, str(tmp_path / "s"))
+    assert message in str(error.value) and BUDGET_ENV in str(error.value)
+
+
+def test_budget_from_the_environment_and_the_default(tmp_path, monkeypatch):
+    with tf.Graph().as_default() as graph:
+        tf.constant(1.0, name="c")
+        assert TensorCapture(graph, str(tmp_path / "a")).memory_budget == 256 * 1024 * 1024 == DEFAULT_MEMORY_BUDGET
+        monkeypatch.setenv(BUDGET_ENV, "4096")
+        assert TensorCapture(graph, str(tmp_path / "b")).memory_budget == 4096
+        assert TensorCapture(graph, str(tmp_path / "c"), memory_budget=7).memory_budget == 7
+        with pytest.raises(BackendError, match="memory_budget must be a byte count >= 0, got True"):
+            TensorCapture(graph, str(tmp_path / "d"), memory_budget=True)
+
+
+def test_write_npy_golden_bytes(tmp_path):
+    target = str(tmp_path / "a.npy")
+    assert write_npy(np.array([[1, 2]], dtype="<i2"), target) == ("int16", (1, 2))
+    header = b"{'descr': '<i2', 'fortran_order': False, 'shape': (1, 2), }"
+    expected = b"\x93NUMPY\x01\x00" + (118).to_bytes(2, "little") + header + b" " * (117 - len(header)) + b"\n"
+    with open(target, "rb") as handle:
+        assert handle.read() == expected + b"\x01\x00\x02\x00"
+    np.save(str(tmp_path / "b.npy"), np.array([[1, 2]], dtype="<i2"))
+    with open(str(tmp_path / "b.npy"), "rb") as handle:
+        assert handle.read() == expected + b"\x01\x00\x02\x00"  # the same bytes as np.save
