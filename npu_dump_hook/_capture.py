@@ -1,33 +1,49 @@
-"""Capture every output tensor of every op one training step executes, streamed to disk.
+"""Capture every output tensor of every op one training step executes, with bounded memory.
 
 Contract (used by the reference writer and the emulated NPU backend)::
 
-    capture = TensorCapture(graph, scratch_dir, npy_dir=None)   # in begin(): graph still editable
+    capture = TensorCapture(graph, scratch_dir, npy_dir=None, memory_budget=None)  # in begin()
     return capture.run_args(run_context)                         # in before_run of the captured step
     result = capture.finish(timestamp_us)                        # in after_run of the captured step
 
-How (and why this way):
+Two ways to take the tensors, chosen per captured step; both give the same files (same names,
+bit-identical arrays) and the same :class:`CaptureResult`:
 
-* ``__init__`` adds, for each output tensor that can hold an array, one in-graph
-  ``DebugIdentity`` op (TensorFlow's own tensor-dump kernel, the one tfdbg uses) with a
-  ``file://{scratch_dir}`` URL, on the CPU of the producer's task, under the name scope
-  ``npu_dump_hook_capture``. It passes its input through and writes it to one file when it
-  runs; it runs only when fetched, so every other step is untouched. One op per tensor (not
-  ``WriteFile(Const, SerializeTensor)``, three) because each extra node costs graph
-  optimization (Grappler) time when the captured step's executor is built.
-* ``run_args`` walks back from the step's fetches (data and control inputs; fed tensors end
-  the walk, as in TF's pruning) to the ops the step executes, and fetches only the dump ops
-  of *their* tensors, so no op the step would not run is triggered (e.g. a metric's update
-  op) and the step computes what it computes without capture.
-* TensorFlow writes each tensor as soon as it is computed, in its own threads; a tensor is
-  held only until its dump op has run, never the whole step at once.
-* ``finish`` turns each dump file (an ``Event`` proto holding a ``TensorProto``) into an
-  ``.npy`` file: it parses only the protobuf headers before the tensor bytes and copies the
-  bytes into the ``.npy`` with ``os.sendfile`` (kernel copy, no Python buffer), then deletes the
-  dump file. One tensor at a time, so memory stays flat however large the step is.
+* **fetch** (small steps): the executed tensors are fetched in the step's own ``session.run``
+  (already computed, so nothing extra runs) and written as ``.npy`` by ``finish``. Taken when
+  their total static size (shape x dtype) is at most ``memory_budget`` bytes, which bounds
+  what is held in memory at once. Default :data:`DEFAULT_MEMORY_BUDGET` (256 MiB); the
+  constructor argument, else ``$NPU_DUMP_HOOK_CAPTURE_BUDGET`` (bytes), overrides it; 0 always
+  streams. The values reach the engine through a registered ``Session.run`` fetch conversion
+  (private ``tensorflow.python.client.session`` API; without it every step streams).
+* **stream** (large steps, or any executed tensor whose static size is unknown): one in-graph
+  ``DebugIdentity`` op per tensor (TensorFlow's own tensor-dump kernel, the one tfdbg uses)
+  with a ``file://{scratch_dir}`` URL writes each tensor to its own file as soon as it is
+  computed, in TF's threads; a tensor is held only until its dump op has run, never the whole
+  step. ``finish`` turns each dump file (an ``Event`` proto holding a ``TensorProto``) into its
+  ``.npy`` in place: it parses only the protobuf headers before the tensor bytes, overwrites
+  them with an ``.npy`` header of exactly that length, cuts the tail and renames the file (a
+  copy with ``os.sendfile`` when that fails); one tensor at a time, so memory stays flat.
 
-Values are those of the graph as written (each captured tensor is a fetch-like consumer, so
-Grappler keeps it), unlike tfdbg's run-option watches, which see the graph after Grappler
+``__init__`` (the graph is still editable) plans every output tensor and makes dump ops only
+where a step may stream: for every capturable tensor when the graph's fetchable tensors exceed
+the budget or any has an unknown static size, otherwise only for tensors that are never fetched
+directly. Those are tensors that may be dead in a step (TF 1.x ``tf.cond`` contexts, ``Switch``
+outputs and what they feed up to a ``Merge``: fetching a dead tensor fails the whole step, a
+dead dump op just does not run), TF 1.x reference tensors (``VariableV2``: a fetched value could
+show a later in-place update) and ops TF marks unfetchable (TF 2 ``If``/``While``). Dump ops
+are made under the name scope ``npu_dump_hook_capture`` on the CPU of the producer's task; they
+run only when fetched. Each extra node costs Grappler time when the captured step's executor is
+built, so a graph that fits the budget gets none.
+
+``run_args`` walks back from the step's fetches (data and control inputs; fed tensors end the
+walk, as in TF's pruning) to the ops the step executes and fetches only *their* tensors (or
+dump ops), so no op the step would not run is triggered (e.g. a metric's update op) and the step
+computes what it computes without capture. :attr:`TensorCapture.last_path` tells which path a
+step took.
+
+Values are those of the graph as written (each captured tensor is fetched or has a dump-op
+consumer, so Grappler keeps it), unlike tfdbg's run-option watches, which see the graph after Grappler
 fused or folded nodes away.
 
 With ``npy_dir`` the ``.npy`` files get the reference (golden) name
@@ -57,8 +73,10 @@ exact). ``DebugIdentity`` file dumps count against tfdbg's per-process disk budg
 (``TFDBG_DISK_BYTES_LIMIT``, 100 GB by default).
 
 TensorFlow APIs: ``tf.compat.v1`` names present in TF 1.15 and 2.x (``raw_ops.DebugIdentity``
-included), plus the private ``Operation._control_flow_context`` (no public way to know that an
-op sits in a TF 1.x ``tf.cond``/``tf.while_loop``; read defensively, absent in TF 2 graphs).
+included, ``Graph.is_fetchable``), plus two private ones: ``Operation._control_flow_context``
+(no public way to know that an op sits in a TF 1.x ``tf.cond``/``tf.while_loop``; read
+defensively, absent in TF 2 graphs) and ``session.register_session_run_conversion_functions``
+(present since TF 1.0; the fetch path is off without it).
 """
 import heapq
 import logging
