@@ -476,7 +476,7 @@ class TensorCapture(object):
             None not in sizes and sum(sizes) <= self.memory_budget)  # type: ignore[arg-type]
         if not fetch:
             streamed, direct = direct + streamed, []
-        self.last_path = "fetch" if fetch else "stream"
+        self.last_path = "fetch" if direct else "stream"
         self._sink = _FetchedValues([tensor for tensor, _ in direct])
         dumps = [plan.dump_op for _, plan in streamed]
         if dumps:
