@@ -89,6 +89,7 @@ from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 import numpy as np
 
+from .constants import ENV_CAPTURE_BUDGET
 from .errors import BackendError, DumpFileError
 
 __all__ = [
@@ -133,7 +134,7 @@ _DEAD_ENDS = frozenset(("Merge", "RefMerge", "Exit", "RefExit"))
 #: Executed tensors whose static sizes add up to at most this are fetched with the step
 #: (held in memory together until ``finish`` writes them); larger steps stream to disk.
 DEFAULT_MEMORY_BUDGET = 256 << 20
-BUDGET_ENV = "NPU_DUMP_HOOK_CAPTURE_BUDGET"
+BUDGET_ENV = ENV_CAPTURE_BUDGET
 _NO_ARRAY_DTYPES = {
     "resource": "resource handle: no array value",
     "variant": "variant tensor (dataset, TensorList, optional): no array value",

@@ -11,6 +11,9 @@ Variables read by npu_dump_hook itself (all optional)::
     NPU_DUMP_DEBUG_ENABLE    -> DumpOptions.enable_dump_debug
     NPU_DUMP_DEBUG_MODE      -> DumpOptions.dump_debug_mode (aicore_overflow|atomic_overflow|all)
 
+    NPU_DUMP_HOOK_CAPTURE_BUDGET  bytes a captured step may fetch directly (default 256 MiB);
+                             larger steps stream tensors to disk one at a time
+
 Variables of the Ascend stack that npu_dump_hook reads or sets (see
 reference/npu-bridge-dump-api.md §5): DUMP_GRAPH_PATH, DUMP_GE_GRAPH,
 DUMP_GRAPH_LEVEL, ASCEND_WORK_PATH, NPU_COLLECT_PATH, ASCEND_DEVICE_ID,
@@ -19,6 +22,7 @@ DEVICE_ID, RANK_ID, RANK_SIZE.
 
 __all__ = [
     "ENV_OPTIONS",
+    "ENV_CAPTURE_BUDGET",
     "ENV_DUMP_GRAPH_PATH",
     "ENV_DUMP_GE_GRAPH",
     "ENV_DUMP_GRAPH_LEVEL",
@@ -43,6 +47,8 @@ ENV_OPTIONS = {
     "enable_dump_debug": "NPU_DUMP_DEBUG_ENABLE",
     "dump_debug_mode": "NPU_DUMP_DEBUG_MODE",
 }
+
+ENV_CAPTURE_BUDGET = "NPU_DUMP_HOOK_CAPTURE_BUDGET"
 
 ENV_DUMP_GRAPH_PATH = "DUMP_GRAPH_PATH"
 ENV_DUMP_GE_GRAPH = "DUMP_GE_GRAPH"
