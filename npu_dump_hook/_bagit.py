@@ -162,7 +162,9 @@ def check_bag(bag_dir: str, digests_out: Optional[Dict[str, str]] = None,
     for rel in sorted(set(present) - set(listed)):
         problems.append(Problem("extra", rel, "present but not listed in {}".format(MANIFEST)))
     both = sorted(set(listed) & set(present))
-    actual = dict(zip(both, _fs.parallel_map(lambda r: _fs.sha256_file(present[r])[1], both, workers)))
+    hashed = _fs.parallel_map(lambda r: _fs.sha256_file(present[r].path)[1], both, workers,
+                              inline=lambda r: present[r].size < _fs.INLINE_BYTES)
+    actual = dict(zip(both, hashed))
     for rel in both:
         if actual[rel] != listed[rel]:
             problems.append(Problem("changed", rel, "sha256 {} != manifest {}".format(actual[rel], listed[rel])))
@@ -183,26 +185,26 @@ def _check_bagit_txt(bag_dir: str, problems: List[Problem]) -> None:
         problems.append(Problem("unparsable", BAGIT_TXT, "needs BagIt-Version and Tag-File-Character-Encoding: UTF-8"))
 
 
-def _payload_files(bag_dir: str, problems: List[Problem]) -> Dict[str, str]:
+def _payload_files(bag_dir: str, problems: List[Problem]) -> Dict[str, _fs.SourceFile]:
     data = os.path.join(bag_dir, "data")
     if not os.path.isdir(data):
         problems.append(Problem("missing", "data", "payload folder not found"))
         return {}
     warnings = []  # type: List[str]
-    found = {"data/" + f.rel: f.path for f in _fs.walk_files(data, warnings)}
+    found = {"data/" + f.rel: f for f in _fs.walk_files(data, warnings)}
     for message in warnings:
         problems.append(Problem("unsafe", "data", message))
     return found
 
 
-def _check_oxum(bag_dir: str, present: Dict[str, str], problems: List[Problem]) -> None:
+def _check_oxum(bag_dir: str, present: Dict[str, _fs.SourceFile], problems: List[Problem]) -> None:
     path = os.path.join(bag_dir, BAG_INFO)
     if not os.path.isfile(path):
         return  # bag-info.txt is optional in BagIt
     oxum = read_bag_info(path).get("Payload-Oxum")
     if oxum is None:
         return
-    actual = "{}.{}".format(sum(os.path.getsize(p) for p in present.values()), len(present))
+    actual = "{}.{}".format(sum(f.size for f in present.values()), len(present))  # sizes from the walk
     if oxum != actual:
         problems.append(Problem("changed", BAG_INFO, "Payload-Oxum {} but payload is {} (octets.files)".format(
             oxum, actual)))

@@ -261,7 +261,9 @@ def _write_payload_and_json(stage: str, head: Dict[str, Any], plan: List[_Planne
             out.write(" {}: {},\n".format(json.dumps(key), json.dumps(value, sort_keys=True)))
         out.write(' "files": [')
         first = True
-        for item, placed, entry in _fs.parallel_map(lambda p: _place_one(data, p, link, checksum), plan, workers):
+        placed_items = _fs.parallel_map(lambda p: _place_one(data, p, link, checksum), plan, workers,
+                                        inline=lambda p: p.size < _fs.INLINE_BYTES)
+        for item, placed, entry in placed_items:
             _tally_one(tally, item, placed, entry, warnings)
             out.write(("\n  " if first else ",\n  ") + json.dumps(entry))
             first = False

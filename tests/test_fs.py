@@ -130,6 +130,64 @@ def test_parallel_map_keeps_order_and_bounds_window():
     assert 1 <= state["max"] <= 3
 
 
+
+def test_parallel_map_runs_inline_items_in_caller_thread_in_order():
+    import threading
+    import time
+
+    caller = threading.get_ident()
+    ran_on = {}
+
+    def work(x):
+        if x % 10 == 0:
+            time.sleep(0.01)  # a slow pool item: inline items behind it must not wait for it
+        ran_on[x] = threading.get_ident()
+        return -x
+
+    got = list(_fs.parallel_map(work, range(60), workers=2, window=2, inline=lambda x: x % 10 != 0))
+    assert got == [-x for x in range(60)]
+    assert all((ran_on[x] == caller) == (x % 10 != 0) for x in range(60))
+
+
+def test_parallel_map_inline_error_surfaces_in_input_order():
+    import time
+
+    def work(x):
+        if x == 0:
+            time.sleep(0.05)  # still running on the pool when item 3 fails inline
+        if x == 3:
+            raise ValueError("item 3")
+        return x
+
+    seen = []
+    with pytest.raises(ValueError, match="item 3"):
+        for value in _fs.parallel_map(work, range(8), workers=2, inline=lambda x: x != 0):
+            seen.append(value)
+    assert seen == [0, 1, 2]
+
+
+def test_hashing_reuses_buffer_without_stale_bytes(tmp_path):
+    big = os.urandom(2 * _fs.CHUNK_SIZE + 5)
+    small = b"tail"
+    (tmp_path / "big").write_bytes(big)
+    (tmp_path / "small").write_bytes(small)
+    # the small file is read into the buffer the big one filled: only its own bytes may count
+    assert _fs.sha256_file(str(tmp_path / "big")) == (len(big), hashlib.sha256(big).hexdigest())
+    assert _fs.sha256_file(str(tmp_path / "small")) == (4, hashlib.sha256(small).hexdigest())
+    placed = _fs.place_file(str(tmp_path / "small"), str(tmp_path / "copy"), link="copy")
+    assert placed == (4, hashlib.sha256(small).hexdigest(), "copy")
+    assert (tmp_path / "copy").read_bytes() == small
+
+
+def test_hashing_in_threads_gives_each_file_its_digest(tmp_path):
+    blobs = [os.urandom(_fs.CHUNK_SIZE // 2 + i * 997) for i in range(12)]
+    paths = []
+    for i, blob in enumerate(blobs):
+        (tmp_path / str(i)).write_bytes(blob)
+        paths.append(str(tmp_path / str(i)))
+    got = list(_fs.parallel_map(_fs.sha256_file, paths, workers=4))
+    assert got == [(len(b), hashlib.sha256(b).hexdigest()) for b in blobs]
+
 # -- Staging ---------------------------------------------------------------------------------
 def test_staging_commit_and_refuse_existing(tmp_path):
     dest = tmp_path / "out"
