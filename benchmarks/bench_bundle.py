@@ -7,7 +7,7 @@
 (c) 10k / 50k / 100k small dump files, each collected in a fresh subprocess: peak RSS
     (ru_maxrss) under 300 MB and time per file roughly constant (linear growth).
 
-Run: .venv/bin/python benchmarks/bench_bundle.py [--quick] [--workdir DIR]
+Run: .venv/bin/python benchmarks/bench_bundle.py [--quick] [--small-only] [--workdir DIR]
 Data goes under --workdir (default: a temporary folder beside the repository, on the same
 file system as /work) and is removed at the end. Each timing is the best of --repeat runs;
 ``sync`` runs before every timed run so write-back of the previous run does not count.
@@ -175,6 +175,7 @@ def main():
     parser.add_argument("--quick", action="store_true", help="small sizes (64 MiB / 200 files; 1k-10k small files)")
     parser.add_argument("--workdir", help="where to build data (default: temp folder beside the repository)")
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--small-only", action="store_true", help="run only part (c), the many-small-files run")
     parser.add_argument("--child", nargs=3, metavar=("SRC", "DEST", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -183,12 +184,15 @@ def main():
     parent = args.workdir or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     work = tempfile.mkdtemp(prefix="bench-bundle-", dir=parent)
     files, total = (200, 64 * MIB) if args.quick else (5000, 2 * 2 ** 30)
+    if args.small_only:
+        total = 0  # part (c) alone needs well under 1 GiB
     free = shutil.disk_usage(work).free
     if free < 3 * total + 2 ** 30:
         sys.exit("need {:.1f} GiB free in {}, have {:.1f}".format((3 * total + 2 ** 30) / 2 ** 30, work, free / 2 ** 30))
     print("workdir {} ({:.0f} GiB free), {} CPUs".format(work, free / 2 ** 30, os.cpu_count()))
     try:
-        bench_large(work, files, total, args.repeat)
+        if not args.small_only:
+            bench_large(work, files, total, args.repeat)
         bench_small(work, (1000, 5000, 10000) if args.quick else (10000, 50000, 100000))
     finally:
         shutil.rmtree(work, ignore_errors=True)
