@@ -487,7 +487,12 @@ class DumpFile(DumpHeader):
                 raise DumpFileError(self.path, "file shrank while reading {}[{}]".format(info.kind, info.index),
                                     info.offset)
             return array
-        return np.frombuffer(self._buffer(), dtype=storage, count=count, offset=info.offset)
+        # Through a memoryview: it holds a buffer export on the map for as long as the array (its
+        # base) lives, so close() cannot unmap memory an array still points at. numpy < 1.20 took
+        # mmap objects through the old buffer protocol, which holds no export: closing the
+        # DumpFile then left arrays over unmapped memory (a segfault on the next read).
+        view = memoryview(self._buffer())
+        return np.frombuffer(view, dtype=storage, count=count, offset=info.offset)
 
     def array(self, kind: str, index: int, original_shape: bool = False, raw: bool = False,
               copy: bool = False) -> np.ndarray:

@@ -95,6 +95,34 @@ def test_arrays_are_read_only_memory_maps_and_survive_close(tmp_path):
     assert view.tolist() == copied.tolist() == [1, 2]
 
 
+_SURVIVE_CLOSE_SCRIPT = """
+import gc, sys
+import numpy as np
+from npu_dump_hook.formats.dump_file import DumpFile
+dump = DumpFile.open(sys.argv[1])
+views = [dump.array("input", 0), dump.array("output", 0), dump.array("buffer", 0)]
+views.append(views[1].view(np.uint16).reshape(2))  # a view of a view: base chain only
+dump.close()
+del dump
+gc.collect()
+print([v.tolist() for v in views])
+"""
+
+
+def test_arrays_outlive_their_dump_file_in_a_separate_process(tmp_path):
+    # numpy < 1.20 read mmap objects through the old buffer protocol: arrays kept no export on
+    # the map and close() unmapped memory they still pointed at, a segfault on the next read.
+    # A child process turns such a crash into a failure instead of killing the test run.
+    import subprocess
+    import sys
+
+    path = _mixed_file(tmp_path)
+    done = subprocess.run([sys.executable, "-c", _SURVIVE_CLOSE_SCRIPT, str(path)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    assert done.stdout.decode().strip() == "[[1, 2], [1.5, -2.0], [97, 98, 99], [15872, 49152]]"
+
+
 class _CountingFile(object):
     def __init__(self, inner, counter):
         self._inner, self._counter = inner, counter
