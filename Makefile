@@ -8,8 +8,15 @@ PIP_FLAGS ?= --disable-pip-version-check -q
 # protobuf versions the formats tests must also pass under (TF 1.15 images carry 3.x).
 PB_OLD ?= 3.20.3
 PB_NEW ?= protobuf>=6
+# The users' stack: Python 3.7 + TF 1.15.5 (+ numpy 1.18.5, protobuf 3.20.3 via the tf extra).
+# PY37 is found on PATH first (a python3.7 that really runs: pyenv's shim may refuse), then in
+# pyenv's versions folder; `make PY37=/path/to/python3.7` overrides both.
+VENV115 ?= .venv-tf115
+PY37    ?= $(shell for p in python3.7 "$$(pyenv root 2>/dev/null)"/versions/3.7*/bin/python3.7; do \
+             command -v "$$p" >/dev/null 2>&1 && "$$p" -c 'import sys; assert sys.version_info[:2] == (3, 7)' \
+               >/dev/null 2>&1 && { command -v "$$p"; break; }; done)
 
-.PHONY: demo test test-unit test-protobuf-matrix check-py37 check-import-no-tf bench clean
+.PHONY: demo test test-unit test-unit-tf115 test-protobuf-matrix check-py37 check-import-no-tf check-python37-found bench clean
 
 $(STAMP): setup.cfg setup.py
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
@@ -20,10 +27,27 @@ $(STAMP): setup.cfg setup.py
 demo: $(STAMP)
 	$(VENV)/bin/npu-dump-hook demo --out demo_out
 
-test: check-py37 check-import-no-tf test-unit test-protobuf-matrix
+test: check-py37 check-import-no-tf test-unit test-unit-tf115 test-protobuf-matrix
 
 test-unit: $(STAMP)
+	@echo "== pytest: Python $$($(VPY) -c 'import platform; print(platform.python_version())') + TensorFlow 2.15"
 	$(VPY) -m pytest -q
+
+# The same tests on Python 3.7 + TF 1.15.5. pip is left at the version the venv comes with
+# (22.0 on 3.7.16), so its legacy editable install (setup.py develop) is what is tested here.
+test-unit-tf115: $(VENV115)/.installed
+	@echo "== pytest: Python 3.7 + TensorFlow 1.15"
+	$(VENV115)/bin/python -m pytest -q -p no:cacheprovider
+
+check-python37-found:
+	@test -n "$(PY37)" || { echo "make test needs Python 3.7 for the TF 1.15.5 stack and found none:" \
+	  "no working python3.7 on PATH and none in \$$(pyenv root)/versions/3.7*." \
+	  "Install it (e.g. 'pyenv install 3.7.16') or pass PY37=/path/to/python3.7." >&2; exit 1; }
+
+$(VENV115)/.installed: setup.cfg setup.py | check-python37-found
+	test -x $(VENV115)/bin/python || $(PY37) -m venv $(VENV115)
+	$(VENV115)/bin/python -m pip install $(PIP_FLAGS) -e '.[tf,test]'
+	touch $@
 
 # Package code must keep Python 3.7 syntax and stdlib (Ascend's TF 1.15 images).
 check-py37: $(STAMP)
@@ -56,4 +80,4 @@ bench: $(STAMP)
 	for f in benchmarks/bench_*.py; do echo "== $$f"; $(VPY) $$f || exit 1; done
 
 clean:
-	rm -rf $(VENV) .venv-pb-old .venv-pb-new demo_out *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) $(VENV115) .venv-pb-old .venv-pb-new demo_out *.egg-info .pytest_cache .hypothesis

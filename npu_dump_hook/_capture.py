@@ -72,8 +72,8 @@ runs later, but TensorFlow does not order them (resource variables copy on write
 exact). ``DebugIdentity`` file dumps count against tfdbg's per-process disk budget
 (``TFDBG_DISK_BYTES_LIMIT``, 100 GB by default).
 
-TensorFlow APIs: ``tf.compat.v1`` names present in TF 1.15 and 2.x (``raw_ops.DebugIdentity``
-included, ``Graph.is_fetchable``), plus two private ones: ``Operation._control_flow_context``
+TensorFlow APIs: ``tf.compat.v1`` names present in TF 1.15 and 2.x (``Graph.is_fetchable``), the
+``DebugIdentity`` op (made by ``_tf.debug_identity``: TF 1.15 has no Python wrapper for it), plus two private ones: ``Operation._control_flow_context``
 (no public way to know that an op sits in a TF 1.x ``tf.cond``/``tf.while_loop``; read
 defensively, absent in TF 2 graphs) and ``session.register_session_run_conversion_functions``
 (present since TF 1.0; the fetch path is off without it).
@@ -432,9 +432,8 @@ class TensorCapture(object):
                      number, fetchable_bytes, ", some unknown" if unknown else "", made, self.memory_budget)
 
     def _make_dump_ops(self, ops: List[Any], stream_all: bool) -> int:
-        from ._tf import tf_v1
+        from ._tf import debug_identity
 
-        debug_identity = tf_v1().raw_ops.DebugIdentity
         graph = self.graph
         urls = ["file://" + self._dump_root]
         devices = {}  # type: Dict[str, str]
@@ -446,8 +445,7 @@ class TensorCapture(object):
                     if plan.reason or not (stream_all or plan.stream_only):
                         continue
                     with graph.device(_cpu_device(op.device, devices)):
-                        dump = debug_identity(input=tensor, tensor_name="t{}{}:0".format(plan.number, _NAME_PAD),
-                                              debug_urls=urls)
+                        dump = debug_identity(graph, tensor, "t{}{}:0".format(plan.number, _NAME_PAD), urls)
                     plan.dump_op = dump.op
                     made += 1
         return made

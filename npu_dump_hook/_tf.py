@@ -2,11 +2,19 @@
 
 Everything TF-specific that differs between TF 1.15 (Ascend images) and TF 2.x
 (through ``tf.compat.v1``) is resolved here, lazily, so that importing
-``npu_dump_hook`` stays free of TensorFlow.
+``npu_dump_hook`` stays free of TensorFlow. Each difference is one function whose docstring
+names the versions it covers:
+
+==========================  ===============================  ===============================
+function                    TF 1.15                          TF 2.x (2.15 tested)
+==========================  ===============================  ===============================
+:func:`debug_identity`      ``Graph.create_op`` (the hidden  ``tf.raw_ops.DebugIdentity``
+                            op has no Python wrapper)
+==========================  ===============================  ===============================
 """
 import importlib
 import importlib.util
-from typing import Any, Tuple
+from typing import Any, List, Tuple
 
 __all__ = [
     "tf_v1",
@@ -17,6 +25,7 @@ __all__ = [
     "rewriter_config_pb2",
     "attr_value_pb2",
     "estimator_module",
+    "debug_identity",
 ]
 
 
@@ -68,3 +77,44 @@ def attr_value_pb2() -> Any:
 def estimator_module() -> Any:
     """``tf.estimator`` (TF 1.15 and the tensorflow-estimator package of TF 2.x)."""
     return tf_v1().estimator
+
+
+def debug_identity(graph: Any, tensor: Any, tensor_name: str, debug_urls: List[str]) -> Any:
+    """A ``DebugIdentity`` op on ``tensor`` that writes it to ``debug_urls`` (``file://`` URLs).
+
+    TF 2.x exports the op as ``tf.raw_ops.DebugIdentity``. TF 1.15 registers the same kernel
+    but keeps it out of ``tf.raw_ops`` (a hidden op without a Python wrapper), so there the
+    node is made directly from its op definition (attrs ``T``, ``tensor_name``, ``debug_urls``;
+    the others take their defaults). Both give the same node, file names and file contents.
+    Called inside the caller's graph, name scope and device scopes.
+    """
+    raw = getattr(tf_v1().raw_ops, "DebugIdentity", None)
+    if raw is not None:
+        return raw(input=tensor, tensor_name=tensor_name, debug_urls=debug_urls)
+    attr = attr_value_pb2().AttrValue
+    dtype = tensor.dtype.base_dtype  # a reference tensor (VariableV2) is read as its value
+    attrs = {
+        "T": attr(type=dtype.as_datatype_enum),
+        "tensor_name": attr(s=tensor_name.encode("utf-8")),
+        "debug_urls": attr(list=attr.ListValue(s=[url.encode("utf-8") for url in debug_urls])),
+    }
+    op = graph.create_op("DebugIdentity", [tensor], [dtype], attrs=attrs, name="DebugIdentity")
+    _register_python_op_def(op)
+    return op.outputs[0]
+
+
+def _register_python_op_def(op: Any) -> None:
+    """TF 1.15: list ``op``'s OpDef in the Python op registry.
+
+    TF 1.15 keeps a Python-side registry filled only by the ops that have Python wrappers;
+    ``export_meta_graph`` (Estimator and ``Saver`` checkpoints write meta graphs) refuses a
+    graph holding any other op ("Op DebugIdentity is used by the graph, but is not
+    registered"). The OpDef is the one TensorFlow's C++ registry holds. TF 2.x reads the C++
+    registry directly and needs nothing.
+    """
+    from tensorflow.core.framework import op_def_pb2
+    from tensorflow.python.framework import op_def_registry
+
+    register = getattr(op_def_registry, "register_op_list", None)
+    if register is not None and op.type not in op_def_registry.get_registered_ops():
+        register(op_def_pb2.OpList(op=[op.op_def]))

@@ -180,5 +180,18 @@ def build_messages(file_proto: descriptor_pb2.FileDescriptorProto) -> Dict[str, 
         name, desc = stack.pop()
         classes[name] = _message_class(desc, pool)
         stack.extend((name + "." + nested.name, nested) for nested in desc.nested_types)
+    _attach_nested_classes(classes)
     return classes
+
+
+def _attach_nested_classes(classes: Dict[str, type]) -> None:
+    """Make ``Outer.Inner`` reachable as an attribute, as in generated code.
+
+    protobuf >= 4 message factories attach nested classes to their parent; protobuf 3.x
+    (3.20.3 on TF 1.15 images) leaves that to the generated ``_pb2`` module.
+    """
+    for name, cls in classes.items():
+        parent, _, leaf = name.rpartition(".")
+        if parent and not hasattr(classes[parent], leaf):
+            setattr(classes[parent], leaf, cls)
 

@@ -13,6 +13,10 @@ def test_package_and_names():
     assert ge_schema.ModelDef.DESCRIPTOR.full_name == "ge.proto.ModelDef"
     assert ge_schema.AttrDef.DESCRIPTOR.nested_types_by_name["ListValue"].full_name == (
         "ge.proto.AttrDef.ListValue")
+    # Nested classes are attributes, as in generated code (protobuf 3.x factories do not attach them).
+    assert ge_schema.AttrDef.ListValue.DESCRIPTOR.full_name == "ge.proto.AttrDef.ListValue"
+    assert ge_schema.AttrDef.ListListInt.ListInt.DESCRIPTOR.full_name == "ge.proto.AttrDef.ListListInt.ListInt"
+    assert ge_schema.AttrDef.ListValue.VT_LIST_INT == ge_schema.AttrDef.ListValue.ListValueType.Value("VT_LIST_INT")
     # proto3: scalar defaults are not written.
     assert ge_schema.OpDef(name="", id=0, stream_id=0).SerializeToString() == b""
 
