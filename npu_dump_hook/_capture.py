@@ -66,11 +66,15 @@ What is not captured, with the reason recorded in :class:`SkippedTensor`:
 * fetches and feeds added by *other* hooks are not seen: the walk starts from the step's
   own fetches (``run_context.original_args``).
 
-Known limits: with TF 1.x *reference* variables (``VariableV2``), the value a dump op reads is
-the buffer's content when it runs; an in-place update in the same step (``Apply*``) normally
-runs later, but TensorFlow does not order them (resource variables copy on write and are
-exact). ``DebugIdentity`` file dumps count against tfdbg's per-process disk budget
-(``TFDBG_DISK_BYTES_LIMIT``, 100 GB by default).
+TF 1.x *reference* variables (``VariableV2``, the TF 1.15 default): a variable's output and the
+``Identity`` that reads it (``w/read``) alias the variable's buffer, which the step's
+``Apply*``/``Assign*`` ops update in place, so fetching them with the step gives the updated
+value and a dump op a racing one. Their value is what the variable held before the step: it is
+read in ``run_args`` by a separate ``session.run`` of the variables alone (in groups within the
+memory budget, written to scratch files at once), which runs no other op. A variable without a
+value yet (an initializer step) is skipped with that reason. Resource variables copy on read
+and need none of this. ``DebugIdentity`` file dumps count against tfdbg's per-process disk
+budget (``TFDBG_DISK_BYTES_LIMIT``, 100 GB by default).
 
 TensorFlow APIs: ``tf.compat.v1`` names present in TF 1.15 and 2.x (``Graph.is_fetchable``), the
 ``DebugIdentity`` op (made by ``_tf.debug_identity``: TF 1.15 has no Python wrapper for it), plus two private ones: ``Operation._control_flow_context``
@@ -130,6 +134,11 @@ _NUMPY_OF_ENUM = {
 }
 _DT_BFLOAT16 = 14
 _SWITCH_TYPES = frozenset(("Switch", "RefSwitch"))
+_REF_VARIABLE_TYPES = frozenset(("VariableV2", "Variable"))
+# Ops whose 1-D outputs hold one entry per dimension of an input (TensorShape allows 254 at most).
+_SHAPE_VECTOR_TYPES = frozenset(("Shape", "ShapeN", "BroadcastGradientArgs"))
+_MAX_RANK = 254
+_ALIASING_TYPES = frozenset(("Identity", "RefIdentity"))  # forward a reference input's buffer
 _DEAD_ENDS = frozenset(("Merge", "RefMerge", "Exit", "RefExit"))
 #: Executed tensors whose static sizes add up to at most this are fetched with the step
 #: (held in memory together until ``finish`` writes them); larger steps stream to disk.
@@ -223,6 +232,9 @@ class _Plan:
     reason: str = ""
     nbytes: Optional[int] = None
     stream_only: bool = False
+    #: The TF 1.x reference variable (``VariableV2`` output) whose value this tensor is: the
+    #: variable's own output, or an ``Identity`` that aliases its buffer (``w/read``).
+    variable: Any = None
 
 
 def _while_or_cond(op: Any) -> str:
@@ -236,6 +248,25 @@ def _while_or_cond(op: Any) -> str:
     if get_while is not None and get_while() is not None:
         return "while"
     return "cond"
+
+
+def _reference_variable(tensor: Any) -> Any:
+    """The TF 1.x reference variable whose buffer ``tensor`` is, or None.
+
+    That is a ``VariableV2`` reference output, or the output of ``Identity`` ops over one
+    (``w/read``, which forwards the buffer without a copy). Resource variables (TF 2 default)
+    copy on read and need none of this.
+    """
+    while True:
+        op = tensor.op
+        if op.type in _REF_VARIABLE_TYPES:
+            return tensor if tensor.dtype != tensor.dtype.base_dtype else None
+        if op.type not in _ALIASING_TYPES or not op.inputs:
+            return None
+        source = op.inputs[0]
+        if source.dtype == source.dtype.base_dtype:
+            return None  # a value input: Identity of a value is an ordinary tensor
+        tensor = source
 
 
 def _dtype_reason(tensor: Any) -> str:
@@ -252,8 +283,14 @@ def _dtype_reason(tensor: Any) -> str:
 
 
 def _static_nbytes(tensor: Any) -> Optional[int]:
+    """Static byte size; an upper bound for shape vectors of unknown length; None when unbounded."""
     shape = tensor.get_shape()
     if not shape.is_fully_defined():
+        if tensor.op.type in _SHAPE_VECTOR_TYPES and shape.ndims == 1:
+            # One entry per dimension of some tensor: at most TensorShape's 254. TF 1.15's gradients
+            # put BroadcastGradientArgs (length unknown statically) into nearly every training step;
+            # without the bound every such step would stream.
+            return _MAX_RANK * tensor.dtype.base_dtype.size
         return None
     return int(shape.num_elements()) * tensor.dtype.base_dtype.size
 
@@ -383,6 +420,7 @@ class TensorCapture(object):
         self._pending = None  # type: Optional[List[Tuple[Any, bool]]]
         self._fed = set()  # type: Set[str]
         self._sink = None  # type: Optional[_FetchedValues]
+        self._snapshots = {}  # type: Dict[str, Any]
         self._edges = {}  # type: Dict[str, Tuple[List[Any], List[Any]]]
         self._outputs = {}  # type: Dict[str, Tuple[List[str], List[Optional[Tuple[int, ...]]]]]
         self._can_fetch = _register_fetch_conversion()
@@ -421,6 +459,10 @@ class TensorCapture(object):
                 plan = _Plan(number=number, nbytes=_static_nbytes(tensor), stream_only=stream_only)
                 self._plans[tensor.name] = plan
                 number += 1
+                plan.variable = None if flow else _reference_variable(tensor)
+                if plan.variable is not None:
+                    plan.stream_only = False  # read before the step (run_args), never fetched or dumped
+                    continue
                 if not stream_only:
                     unknown = unknown or plan.nbytes is None
                     fetchable_bytes += plan.nbytes or 0
@@ -442,7 +484,7 @@ class TensorCapture(object):
             for op in ops:
                 for tensor in op.outputs:
                     plan = self._plans[tensor.name]
-                    if plan.reason or not (stream_all or plan.stream_only):
+                    if plan.reason or plan.variable is not None or not (stream_all or plan.stream_only):
                         continue
                     with graph.device(_cpu_device(op.device, devices)):
                         dump = debug_identity(graph, tensor, "t{}{}:0".format(plan.number, _NAME_PAD), urls)
@@ -462,6 +504,7 @@ class TensorCapture(object):
         self._pending, self._fed = executed, fed
         shutil.rmtree(self._dump_root, ignore_errors=True)  # stale dumps must not pass for this step's
         direct, streamed = [], []  # type: List[Tuple[Any, _Plan]], List[Tuple[Any, _Plan]]
+        variable_reads = []  # type: List[Tuple[Any, _Plan]]
         for op, fed_only in executed:
             for tensor in op.outputs:
                 plan = self._plans.get(tensor.name)
@@ -469,7 +512,11 @@ class TensorCapture(object):
                     continue
                 if fed_only and tensor.name not in fed:
                     continue  # the op is replaced by a feed; its other outputs are never computed
+                if plan.variable is not None and tensor.name not in fed:
+                    variable_reads.append((tensor, plan))
+                    continue
                 (streamed if plan.stream_only else direct).append((tensor, plan))
+        self._snapshots = self._snapshot_variables(run_context.session, variable_reads)
         sizes = [plan.nbytes for _, plan in direct]
         fetch = all(plan.dump_op is None for _, plan in direct) or (
             None not in sizes and sum(sizes) <= self.memory_budget)  # type: ignore[arg-type]
@@ -479,10 +526,69 @@ class TensorCapture(object):
         self._sink = _FetchedValues([tensor for tensor, _ in direct])
         dumps = [plan.dump_op for _, plan in streamed]
         if dumps:
-            os.makedirs(self._dump_root)
-        logger.debug("capture: step executes %d op(s); fetching %d tensor(s) and %d dump op(s)",
-                     len(executed), len(direct), len(dumps))
+            os.makedirs(self._dump_root, exist_ok=True)
+        logger.debug("capture: step executes %d op(s); fetching %d tensor(s) and %d dump op(s); "
+                     "%d reference-variable read(s) taken before the step",
+                     len(executed), len(direct), len(dumps), len(variable_reads))
         return tf_v1().train.SessionRunArgs([self._sink, dumps] if direct else dumps)
+
+    def _snapshot_variables(self, session: Any, reads: List[Tuple[Any, _Plan]]) -> Dict[str, Any]:
+        """Read the TF 1.x reference variables the step reads, before the step runs.
+
+        A ``VariableV2`` output and the ``Identity`` that reads it (``w/read``) alias the
+        variable's buffer, which the step's ``Apply*``/``Assign*`` ops update in place: fetched
+        with the step (or dumped while it runs) they show the updated or a racing value, not
+        the one the step computed with. The value before the step is that value. Variables are
+        read in groups of at most the memory budget and written to scratch ``.npy`` files at
+        once. Returns ``{tensor name: (scratch file, dtype, shape)}`` or, for a variable that
+        has no value yet (an initializer step), ``{tensor name: reason}``.
+        """
+        snapshots = {}  # type: Dict[str, Any]
+        if not reads:
+            return snapshots
+        by_variable = {}  # type: Dict[str, Tuple[Any, List[Any]]]
+        for tensor, plan in reads:
+            by_variable.setdefault(plan.variable.name, (plan.variable, []))[1].append(tensor)
+        os.makedirs(self._dump_root, exist_ok=True)
+        groups, group, size = [], [], 0  # type: List[List[Any]], List[Any], int
+        for variable, _ in by_variable.values():
+            nbytes = _static_nbytes(variable) or 0
+            if group and size + nbytes > self.memory_budget:
+                groups.append(group)
+                group, size = [], 0
+            group.append(variable)
+            size += nbytes
+        groups.append(group)
+        for group in groups:
+            values = self._read_variables(session, group)
+            for variable in group:
+                value = values.pop(variable.name)
+                for tensor in by_variable[variable.name][1]:
+                    if isinstance(value, str):
+                        snapshots[tensor.name] = value
+                        continue
+                    path = os.path.join(self._dump_root, "v{}.npy".format(self._plans[tensor.name].number))
+                    dtype, shape = write_npy(_as_stored_array(value, tensor), path)
+                    snapshots[tensor.name] = (path, dtype, shape)
+            del values
+        return snapshots
+
+    @staticmethod
+    def _read_variables(session: Any, variables: List[Any]) -> Dict[str, Any]:
+        """``{name: value}``; a variable that cannot be read maps to the reason."""
+        from ._tf import tf_v1
+
+        try:
+            return dict(zip([v.name for v in variables], session.run(variables)))
+        except tf_v1().errors.FailedPreconditionError:
+            pass  # some are uninitialized: read one by one to tell which
+        values = {}  # type: Dict[str, Any]
+        for variable in variables:
+            try:
+                values[variable.name] = session.run(variable)
+            except tf_v1().errors.FailedPreconditionError:
+                values[variable.name] = "uninitialized variable: no value before this step"
+        return values
 
     def _graph_elements(self, structure: Any) -> List[Any]:
         from ._tf import tf_v1
@@ -587,6 +693,7 @@ class TensorCapture(object):
                                    "(run_args() result not passed to this step's session.run?)")
             fetched = {t.name: v for t, v in zip(sink.tensors, sink.values)}
         dumped = self._dump_files()
+        snapshots, self._snapshots = self._snapshots, {}
         golden = bool(self.npy_dir) and not to_scratch
         target_dir = self.npy_dir if golden else self.scratch_dir
         os.makedirs(target_dir, exist_ok=True)
@@ -604,11 +711,19 @@ class TensorCapture(object):
             ))
             stamp = timestamp_us + order
             for index, tensor in enumerate(outputs):
-                reason = self._skip_reason(op, tensor, fed_only, dumped, fetched)
+                snapshot = snapshots.get(tensor.name)
+                reason = snapshot if isinstance(snapshot, str) else (
+                    "" if snapshot else self._skip_reason(op, tensor, fed_only, dumped, fetched))
                 if reason:
                     skipped.append(SkippedTensor(tensor.name, op.type, reason))
                     continue
                 target = os.path.join(target_dir, self._npy_name(op.name, index, stamp, golden))
+                if snapshot:
+                    os.replace(snapshot[0], target)
+                    tensors.append(CapturedTensor(op_name=op.name, op_type=op.type, output_index=index,
+                                                  dtype=snapshot[1], shape=snapshot[2], path=target,
+                                                  order=order, timestamp_us=stamp))
+                    continue
                 if tensor.name in fetched:
                     # Released as soon as it is queued: the values dict must not outlive its writes.
                     jobs.append((_as_stored_array(fetched.pop(tensor.name), tensor), target))
@@ -617,7 +732,7 @@ class TensorCapture(object):
                 tensors.append(CapturedTensor(op_name=op.name, op_type=op.type, output_index=index, dtype="",
                                               shape=(), path=target, order=order, timestamp_us=stamp))
         del fetched, sink
-        self._write(tensors, jobs)
+        self._write([t for t in tensors if not t.dtype], jobs)
         del jobs
         shutil.rmtree(self._dump_root, ignore_errors=True)
         if golden:

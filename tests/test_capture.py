@@ -55,6 +55,18 @@ def _cnn(seed=7):
     return train_op, loss
 
 
+def _ref_variable_of(tensor):
+    """The name of the TF 1.x reference variable ``tensor`` aliases (itself or via Identity), else None."""
+    while tensor.op.type == "Identity" and tensor.op.inputs[0].dtype._is_ref_dtype:
+        tensor = tensor.op.inputs[0]
+    return tensor.op.name if tensor.op.type == "VariableV2" and tensor.dtype._is_ref_dtype else None
+
+
+def _resource_or_ref(resource, ref):
+    """What a graph holds for variables on this stack: resource variables (TF 2 default) or VariableV2 (TF 1.15)."""
+    return resource if v1.resource_variables_enabled() else ref
+
+
 def _run_monitored(build, hooks=(), steps=1):
     """Runs ``steps`` steps of ``build()``'s train op; returns (losses, trainable variable values)."""
     with tf.Graph().as_default():
@@ -81,16 +93,24 @@ def test_cnn_values_equal_a_plain_session_fetch_and_training_is_unchanged(tmp_pa
             "logits/MatMul:0", "images:0"} <= set(names)
     # A second, identical graph without capture: one plain step, then the captured step's
     # tensors fetched together with its train op.
-    with tf.Graph().as_default():
+    # TF 1.x reference variables (the TF 1.15 default) and their `read` Identity alias the buffer
+    # the step updates: their captured value is the one before the step, which a fetch with the
+    # step cannot show; resource-variable reads copy, so the fetch shows it too.
+    with tf.Graph().as_default() as graph:
         train_op, loss = _cnn()
         with v1.Session() as session:
             session.run(v1.global_variables_initializer())
             first = session.run([train_op, loss])[1]
+            before = {v.op.name: session.run(v) for v in v1.global_variables()}
             fetched = session.run({"train": train_op, "values": {n: n for n in names}})["values"]
             plain_values = {v.op.name: session.run(v) for v in v1.trainable_variables()}
+        aliases = {n: _ref_variable_of(graph.get_tensor_by_name(n)) for n in names}
     assert losses[0] == first
+    if not v1.resource_variables_enabled():
+        assert {"conv1/kernel:0", "conv1/kernel/read:0"} <= {n for n, v in aliases.items() if v}
     for name in names:
-        np.testing.assert_array_equal(result.array(name), fetched[name], err_msg=name)
+        expected = before[aliases[name]] if aliases[name] else fetched[name]
+        np.testing.assert_array_equal(result.array(name), expected, err_msg=name)
     # Training results with capture on equal those without.
     plain_losses, plain_vars = _run_monitored(_cnn, steps=2)
     assert losses == plain_losses
@@ -109,7 +129,7 @@ def test_executed_ops_are_topological_with_increasing_timestamps(tmp_path):
                 assert order[producer] < order[op.name], (producer, op.name)
     assert not any(op.name.startswith(WRITE_SCOPE) for op in result.executed_ops)
     types = {op.type for op in result.executed_ops}
-    assert {"Const", "VarHandleOp", "NoOp", "ResourceApplyAdam"} <= types
+    assert {"Const", "NoOp"} | _resource_or_ref({"VarHandleOp", "ResourceApplyAdam"}, {"VariableV2", "ApplyAdam"}) <= types
     assert [t.order for t in result.tensors] == sorted(t.order for t in result.tensors)
     for tensor in result.tensors:
         assert tensor.timestamp_us == STAMP + tensor.order and len(str(tensor.timestamp_us)) == 16
@@ -118,16 +138,21 @@ def test_executed_ops_are_topological_with_increasing_timestamps(tmp_path):
     assert all(re.match(r"^([\.A-Za-z0-9_-]+\.[0-9]+)\.[0-9]{1,255}\.npy$", os.path.basename(t.path))
                for t in result.tensors)
     assert not os.path.exists(str(tmp_path / "scratch"))
-    kernel = result.by_name["conv1/kernel/Read/ReadVariableOp:0"] if "conv1/kernel/Read/ReadVariableOp:0" in \
-        result.by_name else result.by_name["conv1/Conv2D/ReadVariableOp:0"]
+    reads = ["conv1/kernel/Read/ReadVariableOp:0", "conv1/Conv2D/ReadVariableOp:0", "conv1/kernel/read:0"]
+    kernel = result.by_name[[name for name in reads if name in result.by_name][0]]
     assert kernel.shape == (3, 3, 1, 4) and kernel.dtype == "float32"
     skipped = {s.tensor_name: s.reason for s in result.skipped}
-    assert skipped["conv1/kernel:0"] == "resource handle: no array value"
+    if v1.resource_variables_enabled():
+        assert skipped["conv1/kernel:0"] == "resource handle: no array value"
+    else:  # a reference variable's output is its value (taken before the step)
+        assert result.by_name["conv1/kernel:0"].shape == (3, 3, 1, 4)
 
 
 def _metric_graph():
     x = tf.constant([1.0, 2.0, 3.0], name="x")
-    weight = v1.get_variable("w", initializer=tf.constant(2.0))
+    # A resource variable: with a TF 1.x reference variable this loss races its own update (its
+    # gradient does not depend on the weight, so the update may run before the forward read).
+    weight = v1.get_variable("w", initializer=tf.constant(2.0), use_resource=True)
     loss = tf.reduce_sum(x * weight, name="loss")
     v1.metrics.mean(loss, name="mean_loss")  # update op exists, never fetched
     step = v1.train.get_or_create_global_step()
@@ -169,7 +194,19 @@ def _run_fed(hook):
     return value
 
 
-def test_tf2_control_flow_outputs_are_captured(tmp_path):
+@pytest.fixture
+def v2_control_flow():
+    """Control flow v2 (the TF 2 default; TF 1.15 builds v1 cond/while unless asked), restored after."""
+    was_v2 = v1.control_flow_v2_enabled()
+    v1.enable_control_flow_v2()
+    try:
+        yield
+    finally:
+        if not was_v2:
+            v1.disable_control_flow_v2()
+
+
+def test_tf2_control_flow_outputs_are_captured(tmp_path, v2_control_flow):
     hook = CaptureHook(str(tmp_path / "s"), str(tmp_path / "npy"))
     assert _run_fed(hook) == 12.0  # (2 + 4) + 2 * 3
     result = hook.result
@@ -183,11 +220,13 @@ def test_tf2_control_flow_outputs_are_captured(tmp_path):
 
 @pytest.fixture
 def v1_control_flow():
+    was_v2 = v1.control_flow_v2_enabled()
     v1.disable_control_flow_v2()
     try:
         yield
     finally:
-        v1.enable_control_flow_v2()
+        if was_v2:
+            v1.enable_control_flow_v2()
 
 
 def test_v1_control_flow_captures_values_and_skips_with_reasons(tmp_path, v1_control_flow):
@@ -213,7 +252,7 @@ def test_string_resource_and_variant_tensors_are_skipped_with_reasons(tmp_path):
         single = tf.data.experimental.get_single_element(tf.data.Dataset.from_tensors(5.0).repeat(2).batch(2))
         words = tf.constant(["a", "bcd"], name="words")
         lengths = tf.cast(tf.strings.length(words, name="lengths"), tf.float32)
-        weight = v1.get_variable("w", initializer=tf.constant(1.0))
+        weight = v1.get_variable("w", initializer=tf.constant(1.0), use_resource=True)
         loss = tf.add(tf.reduce_sum(batch * weight), tf.reduce_sum(lengths) + tf.reduce_sum(single), name="loss")
         step = v1.train.get_or_create_global_step()
         return v1.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step), loss
@@ -385,6 +424,10 @@ class BudgetHook(CaptureHook):
         graph = v1.get_default_graph()
         self.capture = TensorCapture(graph, self.scratch, npy_dir=self.npy_dir, memory_budget=self.budget)
         self.dump_ops = sum(1 for op in graph.get_operations() if op.name.startswith(WRITE_SCOPE + "/"))
+        # TF 1.x Apply*/Assign* reference outputs are always dumped (read after the in-place update).
+        self.ref_outputs = sum(1 for op in graph.get_operations() if op.type != "VariableV2"
+                               and not op.name.startswith(WRITE_SCOPE + "/")
+                               for t in op.outputs if t.dtype._is_ref_dtype)
 
     def after_run(self, run_context, run_values):
         super(BudgetHook, self).after_run(run_context, run_values)
@@ -417,7 +460,8 @@ def test_fetch_and_stream_paths_give_identical_arrays_and_metadata(tmp_path):
     stream, stream_losses, stream_root = _capture_with_budget(tmp_path, "stream", _cnn, 0)
     assert (fetch.path, stream.path) == ("fetch", "stream")
     # A graph whose tensors fit the budget gets no dump op at all; budget 0 gets one per capturable tensor.
-    assert fetch.dump_ops == 0 and stream.dump_ops > len(fetch.result.tensors)
+    assert fetch.dump_ops == fetch.ref_outputs and stream.dump_ops > len(fetch.result.tensors)
+    assert fetch.ref_outputs == 0 if v1.resource_variables_enabled() else fetch.ref_outputs >= 10
     assert fetch_losses == stream_losses
     assert _metadata(fetch.result, fetch_root) == _metadata(stream.result, stream_root)
     assert len(fetch.result.tensors) > 50
@@ -435,7 +479,8 @@ def test_budget_switch_is_per_step_on_the_executed_tensors(tmp_path):
     def build():
         big = tf.ones([256, 256], name="big")  # 262144 bytes, computed only by the train op's side
         small = tf.constant([1.0, 2.0], name="small")
-        loss = tf.reduce_sum(small * v1.get_variable("w", initializer=tf.constant(1.0)), name="loss")
+        weight = v1.get_variable("w", initializer=tf.constant(1.0), use_resource=True)  # no update race
+        loss = tf.reduce_sum(small * weight, name="loss")
         tf.reduce_sum(big, name="unused")  # never executed: does not count against the budget
         step = v1.train.get_or_create_global_step()
         return v1.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step), loss
@@ -511,3 +556,49 @@ def test_write_npy_golden_bytes(tmp_path):
     np.save(str(tmp_path / "b.npy"), np.array([[1, 2]], dtype="<i2"))
     with open(str(tmp_path / "b.npy"), "rb") as handle:
         assert handle.read() == expected + b"\x01\x00\x02\x00"  # the same bytes as np.save
+
+
+def _ref_variable_step():
+    x = tf.constant(np.ones((2, 3), np.float32), name="x")
+    weight = v1.get_variable("w", initializer=np.arange(3, dtype=np.float32).reshape(3, 1), use_resource=False)
+    loss = tf.reduce_sum(tf.matmul(x, weight) ** 2, name="loss")
+    return v1.train.GradientDescentOptimizer(0.1).minimize(loss), loss
+
+
+@pytest.mark.parametrize("budget", [1 << 30, 0, 8], ids=["fetch", "stream", "one-variable-per-read"])
+def test_reference_variable_reads_are_the_values_before_the_step(tmp_path, budget):
+    # A VariableV2 output and its `read` Identity alias the buffer the step's ApplyGradientDescent
+    # updates in place: fetched with the step they show the updated value (TF 1.15's default).
+    hook = BudgetHook(str(tmp_path / "s"), str(tmp_path / "npy"), budget)
+    with tf.Graph().as_default():
+        train_op, loss = _ref_variable_step()
+        with v1.train.MonitoredSession(hooks=[hook]) as session:
+            session.run(train_op)
+            after = session.run("w:0")
+    result = hook.result
+    before = np.arange(3, dtype=np.float32).reshape(3, 1)
+    assert not np.array_equal(after, before)  # the step did update the variable
+    np.testing.assert_array_equal(result.array("w:0"), before)
+    np.testing.assert_array_equal(result.array("w/read:0"), before)
+    np.testing.assert_array_equal(result.array("MatMul:0"), np.full((2, 1), 3.0, np.float32))
+    # The update's own output is the updated buffer.
+    np.testing.assert_array_equal(result.array("GradientDescent/update_w/ApplyGradientDescent:0"), after)
+    assert [t.order for t in result.tensors] == sorted(t.order for t in result.tensors)
+
+
+def test_uninitialized_reference_variable_is_skipped_with_the_reason(tmp_path):
+    # Capturing the initializer run itself: the variable has no value before that step.
+    hook = CaptureHook(str(tmp_path / "s"), str(tmp_path / "npy"))
+    with tf.Graph().as_default():
+        _ref_variable_step()
+        init = v1.global_variables_initializer()
+        with v1.Session() as session:
+            args = TensorCapture(v1.get_default_graph(), hook.scratch, npy_dir=hook.npy_dir)
+            context = v1.train.SessionRunContext(v1.train.SessionRunArgs(init), session)
+            fetches = args.run_args(context)
+            session.run([init, fetches.fetches])
+            result = args.finish(STAMP)
+    skipped = {s.tensor_name: s.reason for s in result.skipped}
+    assert skipped["w:0"] == "uninitialized variable: no value before this step"
+    assign = [t for t in result.tensors if t.op_type == "Assign"][0]  # the initializer's output
+    np.testing.assert_array_equal(result.array(assign.tensor_name), [[0.0], [1.0], [2.0]])
