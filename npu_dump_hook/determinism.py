@@ -10,7 +10,8 @@ Random sources found in a ``tf.Graph`` (op name, type, category)::
                     (TF 2.x tf.compat.v1.layers / Keras initializers draw it from Python's
                     ``random``, so neither tf_random_seed nor op attributes pin it)
     dropout         the dropout pattern: RandomUniform -> GreaterEqual(rate) ->
-                    SelectV2(mask, x * scale, 0)  (TF 2.x) or Cast -> Mul (TF 1.15)
+                    SelectV2(mask, x * scale, 0)  (TF 2.x), or RandomUniform -> * (max - min)
+                    + min -> GreaterEqual(rate) -> Cast -> Mul(x * scale)  (TF 1.15)
     shuffle         ShuffleDataset(V2/V3), ShuffleAndRepeatDataset(V2)
     function        any of the above inside a function of the graph library (tf.function,
                     make_one_shot_iterator): reported, never rewritten
@@ -253,23 +254,52 @@ def _reroute(old: Any, new: Any) -> int:
 def _match_dropout(random_op: Any) -> Optional[Dict[str, Any]]:
     """The dropout pattern around a RandomUniform op, or None.
 
-    TF 2.x: SelectV2(GreaterEqual(random, rate), Mul(x, scale), zeros).
-    TF 1.15: Mul(Mul(x, scale), Cast(GreaterEqual(random, rate))).
+    TF 2.x: SelectV2(GreaterEqual(random, rate), Mul(x, scale), zeros), scale a Const.
+    TF 1.15: Mul(Mul(x, scale), Cast(GreaterEqual(random * (max - min) + min, rate))), scale
+    ``RealDiv(1, 1 - rate)``. The scale is rerouted whatever computes it: with the mask
+    keeping everything, only a scale of 1 makes dropout the identity.
     """
-    for compare in _consumers(random_op.outputs[0]):
+    for compare in _through_affine(random_op.outputs[0]):
         if compare.type != "GreaterEqual":
             continue
         for user in _consumers(compare.outputs[0]):
-            scaled = None
+            candidates = []  # type: List[Any]   the x * scale operand of the masking op
             if user.type == "SelectV2":
-                scaled = user.inputs[1]
+                candidates.append(user.inputs[1])
             elif user.type == "Cast":
+                # Every Mul by the mask: the forward one, and in TF 1.15 its gradients too.
                 for mul in _consumers(user.outputs[0]):
                     if mul.type == "Mul":
-                        scaled = [t for t in mul.inputs if t is not user.outputs[0]][0]
-            if scaled is None or scaled.op.type != "Mul":
-                continue
-            scale = scaled.op.inputs[1]
-            if scale.op.type == "Const":
-                return {"compare": compare, "scale": scale}
+                        candidates.extend(t for t in mul.inputs if t is not user.outputs[0])
+            scope = _scope(compare)
+            for scaled in candidates:
+                # x * scale is made by the same dropout call, in its name scope (gradient Muls are not).
+                if (scaled.op.type == "Mul" and _scope(scaled.op) == scope
+                        and scaled.op.inputs[1].op.type in _SCALE_TYPES):
+                    return {"compare": compare, "scale": scaled.op.inputs[1]}
     return None
+
+
+# What computes dropout's 1 / (1 - rate): a Const (TF 2.x) or a RealDiv (TF 1.15).
+_SCALE_TYPES = frozenset(("Const", "RealDiv", "Reciprocal"))
+_AFFINE_TYPES = frozenset(("Mul", "Add", "AddV2"))
+
+
+def _scope(op: Any) -> str:
+    return op.name.rpartition("/")[0]
+
+
+def _through_affine(tensor: Any, hops: int = 2) -> List[Any]:
+    """Consumers of ``tensor``, looking through up to ``hops`` Mul/Add ops (``random_uniform``'s
+    ``* (max - min) + min`` in TF 1.15); the affine ops themselves are not returned."""
+    found, frontier = [], [tensor]  # type: List[Any], List[Any]
+    for _ in range(hops + 1):
+        following = []
+        for current in frontier:
+            for consumer in _consumers(current):
+                if consumer.type in _AFFINE_TYPES:
+                    following.append(consumer.outputs[0])
+                else:
+                    found.append(consumer)
+        frontier = following
+    return found

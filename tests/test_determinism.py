@@ -61,7 +61,9 @@ def test_strip_makes_dropout_identity_and_removes_shuffle(tmp_path):
     assert values["dropped"] == values["dense"]
     assert values["batch"] == [0, 1, 2, 3, 4]
     categories = {s["category"] for s in result["randomness"]["sources"]}
-    assert {"dropout", "shuffle", "stateful", "stateless_seed"} <= categories
+    # TF 2.x layers draw initializer seeds into stateless ops at build time; TF 1.15's are stateful.
+    expected = {"dropout", "shuffle", "stateful"} | (set() if tf.__version__.startswith("1.") else {"stateless_seed"})
+    assert expected <= categories
     assert result["randomness"]["not_handled"] == []
 
 

@@ -82,11 +82,15 @@ def test_estimator_cnn_golden_folder(tmp_path):
     loss = [e for e in manifest["files"] if e["tensor"] == "loss:0"][0]
     assert loss["op_type"] == "Identity" and loss["dtype"] == "float32" and loss["shape"] == []
     reasons = {e["tensor"]: e["reason"] for e in manifest["skipped"]}
-    assert reasons["conv1/kernel:0"] == "resource handle: no array value"
-    assert manifest["renamed"] == [] and manifest["key_collisions"] == {}
     report = hook.reference.report
+    if v1.resource_variables_enabled():
+        assert reasons["conv1/kernel:0"] == "resource handle: no array value"
+        assert report["skip_reasons"]["resource handle: no array value"] >= 10
+    else:  # TF 1.15 reference variables: the value each held before the step
+        kernel = [e for e in manifest["files"] if e["tensor"] == "conv1/kernel:0"][0]
+        assert kernel["op_type"] == "VariableV2" and kernel["shape"] == [3, 3, 1, 8]
+    assert manifest["renamed"] == [] and manifest["key_collisions"] == {}
     assert report["files"] == len(npys) and report["skipped"] == len(manifest["skipped"])
-    assert report["skip_reasons"]["resource handle: no array value"] >= 10
 
 
 def test_reference_capture_takes_the_requested_step_only(tmp_path):
@@ -104,6 +108,20 @@ def test_reference_capture_takes_the_requested_step_only(tmp_path):
     assert not os.path.exists(hook.reference.scratch_dir)
 
 
+def test_names_that_share_an_msaccucmp_key_are_listed(tmp_path):
+    golden = str(tmp_path / "golden")
+    hook = ReferenceHook(golden)
+    with tf.Graph().as_default():
+        with tf.name_scope("a"):
+            first = tf.constant(1.0, name="b")  # a/b
+        second = tf.add(first, 1.0, name="a_b")  # a_b: the same msaccucmp key as a/b
+        with v1.train.MonitoredSession(hooks=[hook]) as session:
+            session.run(second)
+    with open(os.path.join(golden, MANIFEST_NAME)) as handle:
+        manifest = json.load(handle)
+    assert manifest["key_collisions"] == {"a_b.0": ["a/b:0", "a_b:0"]} and manifest["renamed"] == []
+
+
 def test_names_msaccucmp_cannot_match_are_renamed_and_shared_keys_listed(tmp_path):
     golden = str(tmp_path / "golden")
     hook = ReferenceHook(golden)
@@ -111,7 +129,10 @@ def test_names_msaccucmp_cannot_match_are_renamed_and_shared_keys_listed(tmp_pat
         with tf.name_scope("a"):
             first = tf.constant(1.0, name="b")  # a/b
         second = tf.add(first, 1.0, name="a_b")  # a_b: the same msaccucmp key as a/b
-        third = tf.identity(second, name="x.y>z")
+        try:
+            third = tf.identity(second, name="x.y>z")
+        except ValueError:  # TF 1.15 allows only [A-Za-z0-9_.\-/] in op names: nothing to rename
+            pytest.skip("this TensorFlow refuses op names msaccucmp cannot match")
         with v1.train.MonitoredSession(hooks=[hook]) as session:
             session.run(third)
     with open(os.path.join(golden, MANIFEST_NAME)) as handle:
