@@ -367,17 +367,12 @@ _FETCH_REGISTERED = []  # type: List[bool]
 def _register_fetch_conversion() -> bool:
     """Teach ``Session.run`` to fetch :class:`_FetchedValues` (private TF API; False when absent)."""
     if not _FETCH_REGISTERED:
-        try:
-            from tensorflow.python.client import session as tf_session
+        from ._tf import register_fetch_conversion
 
-            tf_session.register_session_run_conversion_functions(
-                _FetchedValues, lambda sink: (list(sink.tensors), sink.receive))
-            _FETCH_REGISTERED.append(True)
-        except ValueError:  # already registered (module reloaded)
-            _FETCH_REGISTERED.append(True)
-        except (ImportError, AttributeError):
+        done = register_fetch_conversion(_FetchedValues, lambda sink: (list(sink.tensors), sink.receive))
+        if not done:
             logger.warning("capture: this TensorFlow has no session-run fetch conversions; streaming only")
-            _FETCH_REGISTERED.append(False)
+        _FETCH_REGISTERED.append(done)
     return _FETCH_REGISTERED[0]
 
 

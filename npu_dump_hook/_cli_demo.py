@@ -11,9 +11,9 @@ def _quiet_tensorflow() -> None:
     import warnings
 
     warnings.filterwarnings("ignore", message=".*is deprecated.*")
-    import tensorflow as tf
+    from ._tf import quiet_tensorflow_logs
 
-    tf.get_logger().setLevel("ERROR")
+    quiet_tensorflow_logs()
 
 
 def _train(model: str, hook: Any, workdir: str) -> None:

@@ -9,8 +9,15 @@ names the versions it covers:
 function                    TF 1.15                          TF 2.x (2.15 tested)
 ==========================  ===============================  ===============================
 :func:`debug_identity`      ``Graph.create_op`` (the hidden  ``tf.raw_ops.DebugIdentity``
-                            op has no Python wrapper)
+                            op has no Python wrapper), plus
+                            its OpDef in the Python registry
+:func:`repeat_dataset`      ``gen_dataset_ops`` (private)    ``tf.raw_ops.RepeatDataset``
 ==========================  ===============================  ===============================
+
+Private TensorFlow APIs used on both (present since TF 1.x, read defensively):
+``session.register_session_run_conversion_functions`` (:func:`register_fetch_conversion`),
+``Operation._update_input`` and ``Operation._control_flow_context`` (used on graph objects by
+the callers; no import needed).
 """
 import importlib
 import importlib.util
@@ -26,6 +33,9 @@ __all__ = [
     "attr_value_pb2",
     "estimator_module",
     "debug_identity",
+    "register_fetch_conversion",
+    "repeat_dataset",
+    "quiet_tensorflow_logs",
 ]
 
 
@@ -118,3 +128,39 @@ def _register_python_op_def(op: Any) -> None:
     register = getattr(op_def_registry, "register_op_list", None)
     if register is not None and op.type not in op_def_registry.get_registered_ops():
         register(op_def_pb2.OpList(op=[op.op_def]))
+
+
+def register_fetch_conversion(fetch_type: type, convert: Any) -> bool:
+    """Teach ``Session.run`` to fetch objects of ``fetch_type`` (TF 1.15 and 2.x, private API).
+
+    ``convert(obj) -> (list of tensors, callback taking their values)``. False when this
+    TensorFlow lacks the hook; registering a type twice counts as done.
+    """
+    try:
+        from tensorflow.python.client import session as tf_session
+
+        tf_session.register_session_run_conversion_functions(fetch_type, convert)
+    except ValueError:  # already registered (module reloaded)
+        return True
+    except (ImportError, AttributeError):
+        return False
+    return True
+
+
+def repeat_dataset(input_dataset: Any, count: Any, output_types: Any, output_shapes: Any, name: str) -> Any:
+    """A ``RepeatDataset`` node (TF 2.x: ``tf.raw_ops``; TF 1.15: its private gen_dataset_ops wrapper)."""
+    raw = getattr(tf_v1().raw_ops, "RepeatDataset", None)
+    if raw is None:
+        from tensorflow.python.ops import gen_dataset_ops
+
+        raw = gen_dataset_ops.repeat_dataset
+        return raw(input_dataset, count, output_types=output_types, output_shapes=output_shapes, name=name)
+    return raw(input_dataset=input_dataset, count=count, output_types=output_types,
+               output_shapes=output_shapes, name=name)
+
+
+def quiet_tensorflow_logs() -> None:
+    """TensorFlow's Python logger at ERROR (both versions): for the demo's readable output."""
+    import tensorflow
+
+    tensorflow.get_logger().setLevel("ERROR")

@@ -192,9 +192,7 @@ class _Rewriter:
     def _remove_shuffle(self, op: Any) -> str:
         upstream = op.inputs[0]
         if op.type.startswith("ShuffleAndRepeat"):
-            from tensorflow.python.ops import gen_dataset_ops  # TF-private, present in 1.15 and 2.x
-
-            upstream = gen_dataset_ops.repeat_dataset(
+            upstream = _tf.repeat_dataset(
                 upstream, op.inputs[4], output_types=op.get_attr("output_types"),
                 output_shapes=op.get_attr("output_shapes"), name=op.name.split("/")[-1] + "_unshuffled",
             )

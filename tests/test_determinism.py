@@ -103,6 +103,21 @@ def test_error_policy_lists_ops():
     assert "dropout/random_uniform/RandomUniform" in str(info.value)
 
 
+def test_strip_turns_shuffle_and_repeat_into_repeat():
+    graph = tf.Graph()
+    with graph.as_default():
+        dataset = tf.data.Dataset.range(4).apply(tf.data.experimental.shuffle_and_repeat(4, count=2)).batch(8)
+        iterator = v1.data.make_initializable_iterator(dataset)
+        batch = iterator.get_next()
+    report = apply_policy(graph, "strip")
+    action = [s["action"] for s in report["sources"] if s["type"].startswith("ShuffleAndRepeatDataset")]
+    assert len(action) == 1 and action[0].startswith("removed")
+    assert "RepeatDataset" in {op.type for op in graph.get_operations()}
+    with v1.Session(graph=graph) as session:
+        session.run(iterator.initializer)
+        assert session.run(batch).tolist() == [0, 1, 2, 3, 0, 1, 2, 3]  # in order, twice
+
+
 def test_function_random_ops_reported_not_handled():
     graph = tf.Graph()
     with graph.as_default():
