@@ -49,6 +49,13 @@ def test_a_built_wheel_ships_the_sample_models_and_imports_from_its_own_copy(tmp
     with zipfile.ZipFile(str(tmp_path / "wheel" / wheel)) as archive:
         names = set(archive.namelist())
         archive.extractall(str(tmp_path / "site"))
+        metadata = [n for n in names if n.endswith(".dist-info/METADATA")][0]
+        requires = [line.split(":", 1)[1].strip() for line in archive.read(metadata).decode().splitlines()
+                    if line.startswith("Requires-Dist:")]
+    # TensorFlow only through the extra (Ascend images bring Huawei's build); protobuf capped on 3.7.
+    tf_requires = [r.replace("'", '"') for r in requires if r.startswith("tensorflow")]
+    assert tf_requires and all('extra == "tf"' in r for r in tf_requires), tf_requires
+    assert any(r.startswith("protobuf") and "<4" in r and "3.8" in r for r in requires), requires
     for module in ("__init__", "_data", "_session", "cnn_estimator", "mlp_session", "text_model"):
         assert "npu_dump_hook/sample_models/{}.py".format(module) in names
     assert not any(name.startswith("sample_models/") for name in names)  # no top-level package
