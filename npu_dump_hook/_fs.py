@@ -39,6 +39,8 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Deque, Iterable, Iterator, List, NamedTuple, Optional, Tuple
 
+from ._atomic import atomic_write_bytes
+from .constants import LINK_MODES
 from .errors import BundleError, BundleExistsError, UnsafePathError
 
 __all__ = [
@@ -65,7 +67,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-LINK_MODES = ("auto", "hardlink", "copy")
 CHUNK_SIZE = 1 << 20
 #: Files below this size are cheaper to handle in the calling thread than to hand to a
 #: worker: their cost is Python overhead, which threads only serialise on the GIL (with
@@ -456,20 +457,6 @@ def _rename_no_clobber(src: str, dest: str) -> None:
         os.rmdir(dest)
     os.link(src, dest)  # EEXIST instead of silently replacing a file that appeared meanwhile
     os.unlink(src)
-
-
-def atomic_write_bytes(path: str, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a sibling temp file and ``os.replace``."""
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=os.path.dirname(path) or ".")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        _remove(tmp)
-        raise
 
 
 # -- archives ------------------------------------------------------------------------------

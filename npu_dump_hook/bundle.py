@@ -29,7 +29,7 @@ from ._bagit import Problem
 from ._bundle_schema import BACKENDS, FILE_KINDS, check_payload
 from ._progress import ProgressFn, make_progress
 from ._version import __version__
-from .constants import BUNDLE_SCHEMA, ENV_DEVICE_ID, ENV_RANK_ID
+from .constants import ARCHIVES, BUNDLE_SCHEMA, CHECKSUMS, ENV_DEVICE_ID, ENV_RANK_ID
 from .errors import BundleError, BundleExistsError, FormatError, UnsafePathError
 
 __all__ = [
@@ -54,8 +54,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-CHECKSUMS = ("sha256", "none")
-ARCHIVES = ("tar", "tar.gz")
 BUNDLE_JSON = "bundle.json"
 INDEX_JSON = "index.json"
 INDEX_SCHEMA = "npu_dump_hook/bundle-index@1"

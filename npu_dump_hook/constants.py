@@ -34,6 +34,11 @@ __all__ = [
     "ENV_RANK_SIZE",
     "NPU_OPTIMIZER_NAME",
     "BUNDLE_SCHEMA",
+    "BACKEND_CHOICES",
+    "RECORDED_BACKENDS",
+    "LINK_MODES",
+    "CHECKSUMS",
+    "ARCHIVES",
 ]
 
 #: DumpOptions field -> environment variable read by DumpOptions.from_env().
@@ -64,3 +69,14 @@ ENV_RANK_SIZE = "RANK_SIZE"
 NPU_OPTIMIZER_NAME = "NpuOptimizer"
 
 BUNDLE_SCHEMA = "npu_dump_hook/bundle@1"
+
+#: What ``backend=`` (hook) and ``--backend`` (CLI) accept.
+BACKEND_CHOICES = ("auto", "npu", "emulated")
+#: What bundle.json's ``backend`` may record: who wrote the data.
+RECORDED_BACKENDS = ("npu", "emulated", "reference")
+#: How payload files enter a bundle (``link=``, ``--link``).
+LINK_MODES = ("auto", "hardlink", "copy")
+#: Payload checksums (``checksum=``, ``--checksum``).
+CHECKSUMS = ("sha256", "none")
+#: Archive formats a bundle can be packed into (``archive=``, ``--archive``).
+ARCHIVES = ("tar", "tar.gz")

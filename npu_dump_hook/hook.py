@@ -35,37 +35,33 @@ evaluation session built from the same ``RunConfig`` would dump as well; the
 Ascend guide advises against training and evaluating in one script for that reason.
 A hook instance serves one training run: a second ``begin()`` raises.
 
-Run folder layout (``output_dir`` defaults to ``./npu_dump_hook_out``)::
-
-    {output_dir}/{YYYYMMDDHHMMSS}_{pid}[_rank{RANK_ID}]/
-        graph/          DUMP_GRAPH_PATH of this run, unless the user set one
-        dump/           dump_path, when options did not name one
-        tf/graph.pbtxt  the TF graph as the hook saw it (after randomness edits)
-        init/           initial-state checkpoint (save_initial_state=True)
-        run.json        the run summary written by end()
+The run folder layout is drawn in :mod:`npu_dump_hook.run_record`; at ``end()`` the hook
+freezes a :class:`~npu_dump_hook.run_record.RunRecord`, writes ``run.json`` from it and hands
+it to :func:`npu_dump_hook.collect.collect_run`. Which backend writes the dump is an object
+(:mod:`npu_dump_hook.backends`), asked, never switched on.
 """
-import datetime
-import json
 import logging
 import os
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
 from . import _tf
+from ._capture import TensorCapture
+from .backends import resolve_backend
+from .collect import collect_run
 from .config import apply_graph_dump_env
 from .constants import ENV_ASCEND_DEVICE_ID, ENV_DEVICE_ID, ENV_OPTIONS, ENV_RANK_ID
 from .determinism import DEFAULT_SEED, POLICIES, apply_policy
-from .emulator.backend import EmulatedNpu
 from .errors import NpuDumpError, OptionError
 from .options import DumpOptions
+from .reference import golden_report
+from .run_record import RunLayout, RunRecord, iso_time
 
-__all__ = ["NpuDumpHook", "DEFAULT_OUTPUT_DIR", "BACKENDS", "rank_and_device"]
+__all__ = ["NpuDumpHook", "DEFAULT_OUTPUT_DIR", "rank_and_device"]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_OUTPUT_DIR = "npu_dump_hook_out"
-BACKENDS = ("auto", "npu", "emulated")
-INIT_CHECKPOINT_PREFIX = "model.ckpt"
 
 
 def rank_and_device(environ: Optional[Dict[str, str]] = None) -> Dict[str, Optional[int]]:
@@ -86,11 +82,11 @@ def rank_and_device(environ: Optional[Dict[str, str]] = None) -> Dict[str, Optio
     return {"rank": as_int(ENV_RANK_ID), "device_id": 0 if device is None else device}
 
 
-def _default_options(run_dir: str) -> DumpOptions:
+def _default_options(layout: RunLayout) -> DumpOptions:
     """NPU_DUMP_* variables when any is set; else a data dump into the run folder."""
     if any(var in os.environ for var in ENV_OPTIONS.values()):
         return DumpOptions.from_env()
-    return DumpOptions(enable_dump=True, dump_path=os.path.join(run_dir, "dump"))
+    return DumpOptions(enable_dump=True, dump_path=layout.dump_dir)
 
 
 class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
@@ -152,8 +148,9 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
             raise OptionError("randomness", randomness, "must be one of " + "|".join(POLICIES))
         self._ids = rank_and_device()
         self.output_dir = os.path.abspath(output_dir or DEFAULT_OUTPUT_DIR)
-        self.run_dir = self._new_run_dir()
-        self.options = options if options is not None else _default_options(self.run_dir)
+        self.layout = RunLayout.new(self.output_dir, self._ids["rank"])
+        self.run_dir = self.layout.root
+        self.options = options if options is not None else _default_options(self.layout)
         if not isinstance(self.options, DumpOptions):
             raise OptionError("options", type(self.options).__name__, "must be a DumpOptions (or None)")
         self.max_steps = max_steps
@@ -162,16 +159,15 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self.save_initial_state = save_initial_state
         self.captured_step = self._first_captured_step()
         self.dumping = ranks is None or self._ids["rank"] is None or self._ids["rank"] in set(ranks)
-        if self.dumping:
-            self.backend = _resolve_backend(backend, emulate_precision)
-            self.backend_name = "npu" if self.backend is None else self.backend.name
-            self.reference = self.backend is not None if reference is None else bool(reference)
-        else:
+        self.backend = resolve_backend(backend, emulate_precision)
+        self.backend_name = self.backend.name if self.dumping else "none"  # run.json: this rank dumped nothing
+        self.reference = self.backend.captures if reference is None else bool(reference)
+        if not self.dumping:
             # On an NPU this rank's session config still carries the dump options: build it
             # from DumpOptions() on the ranks that should not dump (see README).
             logger.info("NpuDumpHook: rank %s is not in ranks=%s: no dump on this rank", self._ids["rank"], ranks)
-            self.backend, self.backend_name, self.reference, collect = None, "none", False, False
-        self.golden_dir = os.path.join(self.run_dir, "golden") if self.reference else None
+            self.reference, collect = False, False
+        self.golden_dir = self.layout.golden_dir if self.reference else None
         self._capture = None  # type: Any
         self.collect = collect
         self.bundle_dir = os.path.abspath(bundle_dir or os.path.join(self.output_dir, "bundles"))
@@ -179,6 +175,7 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self.graph_keyword = graph_keyword
         self._bundle_args = {"link": link, "checksum": checksum, "archive": archive}
         self.bundle = None  # type: Any
+        self.record = None  # type: Optional[RunRecord]
         self._tf_op_names = []  # type: List[str]
         self._capturing = False
         self._reference_report = None  # type: Optional[Dict[str, Any]]
@@ -194,13 +191,6 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self._graph_env = {}  # type: Dict[str, Any]
 
     # -- construction helpers -------------------------------------------------
-    def _new_run_dir(self) -> str:
-        stamp = datetime.datetime.now().strftime("%Y%m%d%H%M%S")
-        name = "{}_{}".format(stamp, os.getpid())
-        if self._ids["rank"] is not None:
-            name += "_rank{}".format(self._ids["rank"])
-        return os.path.join(self.output_dir, name)
-
     def _first_captured_step(self) -> int:
         """The first local step (0-based) the dump covers; checked against max_steps now."""
         if not self.options.enable_dump:
@@ -222,23 +212,22 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         tf = _tf.tf_v1()
         graph = tf.get_default_graph()
         os.makedirs(self.run_dir, exist_ok=True)
-        self._graph_env = apply_graph_dump_env(os.path.join(self.run_dir, "graph"))
+        self._graph_env = apply_graph_dump_env(self.layout.graph_dir)
         self._randomness_report = apply_policy(graph, self.randomness, self.seed)
         self._global_step_tensor = tf.train.get_global_step(graph)
         self._tf_op_names = [op.name for op in graph.get_operations()]
         # The model graph as trained, before the hook adds its own Saver and capture ops.
-        tf.train.write_graph(graph.as_graph_def(add_shapes=True), os.path.join(self.run_dir, "tf"), "graph.pbtxt")
+        tf.train.write_graph(graph.as_graph_def(add_shapes=True), self.layout.tf_dir,
+                             os.path.basename(self.layout.tf_graph))
         if self.save_initial_state and tf.global_variables():
             self._saver = tf.train.Saver(
                 var_list=tf.global_variables(), sharded=False, name="npu_dump_hook_initial_state",
                 max_to_keep=1, save_relative_paths=True,
             )
-        if self.backend is not None:
+        if self.dumping:
             self.backend.begin(graph, self.options, self._ids["device_id"])
-        if (self.backend is not None and self.options.enabled) or self.reference:
-            from ._capture import TensorCapture
-
-            self._capture = TensorCapture(graph, os.path.join(self.run_dir, ".capture"), npy_dir=self.golden_dir)
+        if self._backend_captures() or self.reference:
+            self._capture = TensorCapture(graph, self.layout.capture_dir, npy_dir=self.golden_dir)
         logger.info(
             "NpuDumpHook: backend %s%s, run folder %s, randomness=%s (%d source(s)), dumping step %d of at most %d",
             self.backend_name, " + reference" if self.reference else "", self.run_dir, self.randomness,
@@ -247,13 +236,13 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
 
     def after_create_session(self, session: Any, coord: Any) -> None:
         self._global_step_before = self._read_global_step(session)
-        if self.backend is not None:
+        if self.dumping:
             self.backend.session_started()
 
     def before_run(self, run_context: Any) -> Any:
         if self._steps_run == self.captured_step and self._saver is not None and self._initial_state_path is None:
-            prefix = os.path.join(self.run_dir, "init", INIT_CHECKPOINT_PREFIX)
-            self._initial_state_path = self._saver.save(run_context.session, prefix, write_meta_graph=False)
+            self._initial_state_path = self._saver.save(run_context.session, self.layout.init_prefix,
+                                                        write_meta_graph=False)
             logger.info("NpuDumpHook: initial state saved to %s", self._initial_state_path)
         step = self._steps_run
         self._capturing = self._capture is not None and (self._golden_step(step) or self._emulates_step(step))
@@ -263,9 +252,13 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         """The reference (golden) set is the captured step only."""
         return self.reference and step == self.captured_step
 
+    def _backend_captures(self) -> bool:
+        """The backend writes dump files from captured steps (the emulator), and dumping is on."""
+        return self.dumping and self.backend.captures and self.options.enabled
+
     def _emulates_step(self, step: int) -> bool:
         """The emulator dumps every step dump_step selects, as GE does."""
-        return self.backend is not None and self.options.enabled and self.options.dumps_step(step)
+        return self._backend_captures() and self.options.dumps_step(step)
 
     def after_run(self, run_context: Any, run_values: Any) -> None:
         if self._capturing:
@@ -281,44 +274,39 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         if self._emulates_step(step):
             self.backend.write_step(result, step)
         if golden:
-            from .reference import golden_report
-
             self._reference_report = golden_report(result, self.golden_dir)
         else:
             self._capture.cleanup()  # scratch .npy files served the emulator only
 
     def end(self, session: Any) -> None:
-        ended = time.time()
-        self.summary = {
-            "steps": self._steps_run,
-            "max_steps": self.max_steps,
-            "captured_step": self.captured_step,
-            "global_step": {"before": self._global_step_before, "after": self._read_global_step(session)},
-            "started": _iso(self._started),
-            "ended": _iso(ended),
-            "rank": self._ids["rank"],
-            "device_id": self._ids["device_id"],
-            "run_dir": self.run_dir,
-            "options": self.options.as_dict(),
-            "graph_dump_env": self._graph_env,
-            "initial_state": self._initial_state_path,
-            "backend": self.backend_name,
-            "emulator": None if self.backend is None else self.backend.summary(),
-            "reference": self._reference_report,
-            "randomness": self._randomness_report,
-            "tf_version": _tf.tf_version(),
-        }
-        with open(os.path.join(self.run_dir, "run.json"), "w") as handle:
-            json.dump(self.summary, handle, indent=2, sort_keys=True)
-        self._log_summary(ended)
+        self.record = self._freeze(time.time(), self._read_global_step(session))
+        self.summary = self.record.summary()
+        self.record.write()
+        self._log_summary(self.record.ended)
         if self.collect:
             self._collect_or_report()
 
-    def _collect_or_report(self) -> None:
-        from ._collect import collect_hook_run
+    def _freeze(self, ended: float, global_step_after: Optional[int]) -> RunRecord:
+        """What this run was, for run.json and collection."""
+        return RunRecord(
+            layout=self.layout, options=self.options, backend=self.backend_name,
+            started=self._started or ended, ended=ended, steps=self._steps_run, max_steps=self.max_steps,
+            captured_step=self.captured_step,
+            global_step={"before": self._global_step_before, "after": global_step_after},
+            rank=self._ids["rank"], device_id=self._ids["device_id"], randomness=self._randomness_report,
+            graph_dump_env=self._graph_env, tf_version=_tf.tf_version(), initial_state=self._initial_state_path,
+            emulator=self.backend.summary() if self.dumping else None, reference=self._reference_report,
+            tf_op_names=tuple(self._tf_op_names), graph_dirs=self._graph_dirs(), settle=self.backend.settles,
+            graph_keyword=self.graph_keyword,
+        )
 
+    def _graph_dirs(self) -> Optional[tuple]:
+        dirs = self.backend.graph_dirs(self._ids["device_id"]) if self.dumping else None
+        return tuple(dirs) if dirs else None
+
+    def _collect_or_report(self) -> None:
         try:
-            self.bundle = collect_hook_run(self)
+            self.bundle = collect_run(self.record, self.bundle_dir, **self._bundle_args)
         except NpuDumpError as exc:
             if self.strict:
                 raise
@@ -332,7 +320,7 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
             ended - (self._started or ended), self.backend_name, self._ids["rank"], self._ids["device_id"],
             self.randomness,
             len(self._randomness_report.get("sources", ())), len(self._randomness_report.get("not_handled", ())),
-            self._initial_state_path or "not saved", os.path.join(self.run_dir, "run.json"),
+            self._initial_state_path or "not saved", self.layout.run_json,
         )
 
     # -- helpers -------------------------------------------------------------------
@@ -345,22 +333,3 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         if self._global_step_tensor is None:
             return None
         return int(session.run(self._global_step_tensor))
-
-
-def _resolve_backend(backend: Any, emulate_precision: str) -> Optional[EmulatedNpu]:
-    """None for the real NPU (GE writes the dump), else the emulator instance."""
-    if isinstance(backend, EmulatedNpu):
-        return backend
-    if backend not in BACKENDS:
-        raise OptionError("backend", backend, "must be one of " + "|".join(BACKENDS) + " or an EmulatedNpu")
-    if backend == "npu" or (backend == "auto" and _tf.npu_bridge_available()):
-        if not _tf.npu_bridge_available():
-            raise OptionError("backend", backend, "needs npu_bridge (the Ascend TF adapter), which is not importable")
-        return None
-    return EmulatedNpu(emulate_precision=emulate_precision)
-
-
-def _iso(stamp: Optional[float]) -> Optional[str]:
-    if stamp is None:
-        return None
-    return datetime.datetime.fromtimestamp(stamp).astimezone().isoformat(timespec="seconds")

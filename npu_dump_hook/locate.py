@@ -44,12 +44,11 @@ import datetime
 import logging
 import os
 import re
-import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .constants import ENV_ASCEND_WORK_PATH, ENV_DUMP_GRAPH_PATH, ENV_NPU_COLLECT_PATH
-from .errors import AmbiguousGraphError, GraphFormatError, LocateError, OptionError
+from .errors import AmbiguousGraphError, GraphFormatError, LocateError
 from .formats import ge_graph
 from .formats.names import parse_graph_file_name, parse_time_dir, sanitize
 
@@ -63,8 +62,6 @@ __all__ = [
     "select_training_graph",
     "find_step_dirs",
     "locate_run",
-    "wait_for_settle",
-    "parse_since",
 ]
 
 LOG = logging.getLogger(__name__)
@@ -559,114 +556,6 @@ def locate_run(
     steps = find_step_dirs(dump_path, graph_name, since, device_id, warnings)
     return LocatedRun(graph_file, graph_name, choice, os.path.abspath(os.fspath(dump_path)),
                       steps, warnings)
-
-
-# --------------------------------------------------------------------------- settling
-
-
-def wait_for_settle(
-    paths: Union[PathLike, Iterable[PathLike]],
-    quiet_seconds: float = 1.0,
-    timeout: float = 60.0,
-    poll: float = 0.2,
-) -> bool:
-    """Wait until no file under ``paths`` appears, grows or changes for ``quiet_seconds``.
-
-    GE writes dump files asynchronously after the step returns. Each poll walks the trees
-    (no symlinks followed) and folds (path, size, mtime) of every file into a constant-size
-    signature, so memory does not grow with the tree. Returns False, with a warning, when
-    ``timeout`` passes first.
-    """
-    roots = [os.fspath(paths)] if isinstance(paths, (str, os.PathLike)) else [os.fspath(p) for p in paths]
-    start = time.monotonic()
-    last = _signature(roots)
-    quiet_since = time.monotonic()
-    while True:
-        now = time.monotonic()
-        if now - quiet_since >= quiet_seconds:
-            return True
-        if now - start >= timeout:
-            LOG.warning("dump still changing after %.1f s under %s; collecting anyway", timeout, ", ".join(roots))
-            return False
-        time.sleep(max(0.0, min(poll, timeout - (now - start))))
-        current = _signature(roots)
-        if current != last:
-            last, quiet_since = current, time.monotonic()
-
-
-def _signature(roots: List[str]) -> Tuple[int, int, int, int]:
-    """(file count, total size, newest mtime_ns, order-free hash of (path, size, mtime_ns))."""
-    count = total = newest = mix = 0
-    stack = list(roots)
-    while stack:
-        for entry in _scandir(stack.pop()):
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(entry.path)
-                    continue
-                st = entry.stat(follow_symlinks=False)
-            except OSError:  # vanished meanwhile
-                continue
-            count += 1
-            total += st.st_size
-            newest = max(newest, st.st_mtime_ns)
-            mix = (mix + hash((entry.path, st.st_size, st.st_mtime_ns))) & 0xFFFFFFFFFFFFFFFF
-    return count, total, newest, mix
-
-
-# --------------------------------------------------------------------------- --since
-
-_ISO = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})"
-    r"(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,6}))?)?)?"
-    r"(Z|[+-]\d{2}:?\d{2})?\Z"
-)
-_EPOCH = re.compile(r"\d+(?:\.\d*)?\Z")
-_TIME_FOLDER = re.compile(r"\d{14}\Z")
-_MIN_EPOCH = 946684800  # 2000-01-01: smaller numbers are typos (a date without separators)
-
-
-def parse_since(text: str) -> float:
-    """Epoch seconds from ``--since``: ISO 8601 (local unless it has an offset or ``Z``),
-    epoch seconds (int or float, at least 946684800 = 2000-01-01), or a GE time folder
-    name ``YYYYMMDDhhmmss`` (local). Bad text raises :class:`OptionError`.
-    """
-    raw = text
-    text = str(text).strip()
-    if _TIME_FOLDER.match(text):
-        named = parse_time_dir(text)
-        if named is None:
-            raise OptionError("--since", raw, "YYYYMMDDhhmmss is not a calendar time")
-        return named.timestamp()
-    if _EPOCH.match(text):
-        value = float(text)
-        if value < _MIN_EPOCH:
-            raise OptionError("--since", raw, "epoch seconds must be at least {} (2000-01-01)".format(_MIN_EPOCH))
-        return value
-    match = _ISO.match(text)
-    if not match:
-        raise OptionError("--since", raw, "expected ISO 8601 (2026-11-29T07:30:00[+08:00]), "
-                                          "epoch seconds, or YYYYMMDDhhmmss")
-    year, month, day, hour, minute, second, frac, zone = match.groups()
-    try:
-        when = datetime.datetime(int(year), int(month), int(day), int(hour or 0), int(minute or 0),
-                                 int(second or 0), int((frac or "0").ljust(6, "0")), _tzinfo(zone))
-    except ValueError as err:
-        raise OptionError("--since", raw, "not a valid date/time: {}".format(err))
-    return when.timestamp()
-
-
-def _tzinfo(zone: Optional[str]) -> Optional[datetime.tzinfo]:
-    if not zone:
-        return None  # naive: local time
-    if zone == "Z":
-        return datetime.timezone.utc
-    sign = -1 if zone[0] == "-" else 1
-    digits = zone[1:].replace(":", "")
-    hours, minutes = int(digits[:2]), int(digits[2:])
-    if hours > 23 or minutes > 59:
-        raise ValueError("UTC offset {} out of range".format(zone))
-    return datetime.timezone(sign * datetime.timedelta(hours=hours, minutes=minutes))
 
 
 # --------------------------------------------------------------------------- helpers

@@ -5,6 +5,7 @@ import os
 import pytest
 import tensorflow as tf
 
+from npu_dump_hook.backends import RealNpu
 from npu_dump_hook import DumpOptions, NpuDumpError, NpuDumpHook, OptionError
 from npu_dump_hook.hook import rank_and_device
 from npu_dump_hook.sample_models import cnn_estimator
@@ -117,7 +118,7 @@ def test_rank_in_run_folder_name(in_tmp_cwd, monkeypatch):
 def test_npu_backend_with_npu_bridge_only_configures(in_tmp_cwd, npu_bridge_double):
     # With npu_bridge importable, GE writes the dump: the hook neither captures nor emulates.
     hook = NpuDumpHook(DumpOptions(enable_dump=True, dump_path="dump"), output_dir="out", collect=False)
-    assert hook.backend is None and hook.backend_name == "npu" and hook.reference is False
+    assert isinstance(hook.backend, RealNpu) and hook.backend_name == "npu" and hook.reference is False
     estimator = cnn_estimator.train(str(in_tmp_cwd / "model"), hooks=[hook], steps=1000)
     assert estimator.get_variable_value("global_step") == 1
     assert hook.summary["backend"] == "npu" and hook.summary["emulator"] is None
@@ -126,9 +127,9 @@ def test_npu_backend_with_npu_bridge_only_configures(in_tmp_cwd, npu_bridge_doub
 
 
 def test_npu_backend_collection_reports_what_was_searched(in_tmp_cwd, npu_bridge_double, monkeypatch):
-    from npu_dump_hook import LocateError, _collect
+    from npu_dump_hook import LocateError, collect
 
-    monkeypatch.setattr(_collect, "SETTLE_QUIET_SECONDS", 0.1)
+    monkeypatch.setattr(collect, "SETTLE_QUIET_SECONDS", 0.1)
     hook = NpuDumpHook(DumpOptions(enable_dump=True, dump_path="dump"), output_dir="out")
     with pytest.raises(LocateError) as info:
         cnn_estimator.train(str(in_tmp_cwd / "model"), hooks=[hook], steps=1000)

@@ -1,4 +1,4 @@
-"""Tests for npu_dump_hook.locate: graph folders, Build graph choice, dump folders, --since, settling."""
+"""Tests for npu_dump_hook.locate: graph folders, Build graph choice, dump folders."""
 import datetime
 import os
 import threading
@@ -18,9 +18,7 @@ from npu_dump_hook.locate import (
     find_step_dirs,
     graph_search_dirs,
     locate_run,
-    parse_since,
     select_training_graph,
-    wait_for_settle,
 )
 
 # A fixed local begin time: 2026-11-29 08:30:00.700 local.
@@ -476,117 +474,3 @@ def test_locate_run_without_graphs_says_where_it_looked(tmp_path):
         locate_run(str(tmp_path / "dump"), graph_dirs=[str(tmp_path / "g")], since=BEGIN)
     assert "no Build graph file (ge_proto_*_Build.txt) modified at or after 2026-11-29T08:30:00 in: {}".format(
         tmp_path / "g") in str(info.value)
-
-
-# --------------------------------------------------------------------------- --since
-
-
-@pytest.mark.parametrize(
-    "text, expected",
-    [
-        ("2026-11-29T07:30:00", datetime.datetime(2026, 11, 29, 7, 30).timestamp()),
-        ("2026-11-29 07:30", datetime.datetime(2026, 11, 29, 7, 30).timestamp()),
-        ("2026-11-29", datetime.datetime(2026, 11, 29).timestamp()),
-        ("2026-11-29T07:30:00.25", datetime.datetime(2026, 11, 29, 7, 30).timestamp() + 0.25),
-        ("2026-11-29T07:30:00+08:00", 1795908600.0),
-        ("2026-11-29T07:30:00+0800", 1795908600.0),
-        ("2026-11-28T23:30:00Z", 1795908600.0),
-        ("2026-11-28T20:30:00-03:00", 1795908600.0),
-        ("1796081400", 1796081400.0),
-        ("1796081400.5", 1796081400.5),
-        (" 1796081400 ", 1796081400.0),
-        ("20261129073000", datetime.datetime(2026, 11, 29, 7, 30).timestamp()),
-    ],
-)
-def test_parse_since_forms(text, expected):
-    assert parse_since(text) == pytest.approx(expected, abs=1e-6)
-
-
-@pytest.mark.parametrize(
-    "text, rule",
-    [
-        ("", "expected ISO 8601"),
-        ("yesterday", "expected ISO 8601"),
-        ("2026-13-01T00:00:00", "not a valid date/time"),
-        ("2026-11-29T25:00:00", "not a valid date/time"),
-        ("2026-11-29T07:30:00+24:00", "not a valid date/time"),
-        ("20261399073000", "YYYYMMDDhhmmss is not a calendar time"),
-        ("20261129", "epoch seconds must be at least 946684800"),
-        ("-5", "expected ISO 8601"),
-        ("nan", "expected ISO 8601"),
-        ("2026-11-29T07:30:00.1234567", "expected ISO 8601"),
-    ],
-)
-def test_parse_since_errors(text, rule):
-    with pytest.raises(OptionError) as info:
-        parse_since(text)
-    assert info.value.option == "--since"
-    assert info.value.value == text
-    assert rule in info.value.rule
-
-
-# --------------------------------------------------------------------------- settling
-
-
-def test_wait_for_settle_waits_for_a_writer(tmp_path):
-    target = tmp_path / "0" / "ge_default" / "1" / "0"
-    target.mkdir(parents=True)
-    stop_at = []
-
-    def writer():
-        path = target / "MatMul.x.1.0.1796000000000000"
-        for _ in range(12):
-            with open(str(path), "ab") as handle:
-                handle.write(b"x" * 64)
-            time.sleep(0.05)
-        (target / "late_file").write_bytes(b"y")
-        stop_at.append(time.monotonic())
-
-    thread = threading.Thread(target=writer)
-    thread.start()
-    try:
-        assert wait_for_settle([str(tmp_path)], quiet_seconds=0.3, timeout=10, poll=0.02) is True
-        settled_at = time.monotonic()
-    finally:
-        thread.join()
-    assert stop_at, "writer did not finish before wait_for_settle returned"
-    assert settled_at - stop_at[0] >= 0.3 - 0.05
-
-
-def test_wait_for_settle_times_out_while_files_keep_changing(tmp_path, caplog):
-    done = threading.Event()
-
-    def writer():
-        index = 0
-        while not done.is_set():
-            (tmp_path / "f{}".format(index)).write_bytes(b"z")
-            index += 1
-            time.sleep(0.02)
-
-    thread = threading.Thread(target=writer)
-    thread.start()
-    try:
-        started = time.monotonic()
-        assert wait_for_settle(str(tmp_path), quiet_seconds=0.5, timeout=0.6, poll=0.05) is False
-        assert time.monotonic() - started < 2.0
-    finally:
-        done.set()
-        thread.join()
-    assert "dump still changing" in caplog.text
-
-
-def test_wait_for_settle_on_missing_and_quiet_paths(tmp_path):
-    (tmp_path / "a").write_bytes(b"1")
-    started = time.monotonic()
-    assert wait_for_settle([str(tmp_path), str(tmp_path / "missing")], quiet_seconds=0.1, timeout=5, poll=0.02)
-    assert time.monotonic() - started < 1.0
-
-
-@settings(max_examples=60, derandomize=True, deadline=None)
-@given(st.integers(min_value=946684800, max_value=4102444800))
-def test_parse_since_time_folder_round_trip(epoch):
-    # A GE time folder named at local time t parses back to t's whole second.
-    name = datetime.datetime.fromtimestamp(epoch).strftime("%Y%m%d%H%M%S")
-    back = parse_since(name)
-    assert datetime.datetime.fromtimestamp(back).strftime("%Y%m%d%H%M%S") == name
-    assert parse_since(str(epoch)) == float(epoch)

@@ -53,6 +53,10 @@ class EmulatedNpu(object):
     """The emulated GE backend. One instance serves one training run."""
 
     name = "emulated"
+    #: The backend protocol (see :mod:`npu_dump_hook.backends`): files are written in this process
+    #: from the capture of each dumped step, so nothing is still landing at collection time.
+    captures = True
+    settles = False
 
     def __init__(self, emulate_precision: str = "fp32", ffts_names: bool = False, model_id: int = 1,
                  perturb: Optional[Mapping[str, float]] = None) -> None:
@@ -75,7 +79,7 @@ class EmulatedNpu(object):
         self.report = {"backend": self.name, "emulate_precision": emulate_precision, "ffts_names": ffts_names,
                        "steps": [], "skipped": []}  # type: Dict[str, Any]
 
-    # -- lifecycle (called by NpuDumpHook) --------------------------------------------
+    # -- lifecycle (called by the hook, see npu_dump_hook.backends) ---------------------
     def begin(self, tf_graph: Any, options: DumpOptions, device_id: int) -> None:
         self._tf_graph = tf_graph
         self.options = options
@@ -107,6 +111,10 @@ class EmulatedNpu(object):
         self.report["steps"].append(entry)
         logger.info("emulated NPU: step %d -> %d file(s) in %s", step, written, step_dir)
         return entry
+
+    def graph_dirs(self, device_id: int) -> Optional[List[str]]:
+        """The folder of the Build graph this emulator wrote (None before it wrote one)."""
+        return [os.path.dirname(self.graph_file)] if self.graph_file else None
 
     def summary(self) -> Dict[str, Any]:
         result = dict(self.report)

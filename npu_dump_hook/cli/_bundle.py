@@ -1,20 +1,17 @@
-"""``collect``, ``verify`` and ``inspect`` commands (DESIGN §4): argument handling and printing.
-
-Exit codes: 0 ok; 1 ``verify`` (or ``inspect``) found problems; 2 usage; 3 anything else
-(raised errors are mapped by :mod:`npu_dump_hook.cli`).
-"""
+"""``collect``, ``verify`` and ``inspect``: argument handling and printing over the library."""
 import argparse
 import json
 import sys
-from typing import Any, Dict, List
+from typing import Any, List
 
-from .errors import UnsafePathError
+from .. import bundle
+from .._bagit import Problem
+from ..collect import collect_post_hoc
+from ..errors import UnsafePathError
+from ._exit import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE
+from ._since import parse_since
 
 __all__ = ["run"]
-
-EXIT_OK = 0
-EXIT_CHECK_FAILED = 1
-EXIT_USAGE = 2
 
 
 def run(args: argparse.Namespace) -> int:
@@ -27,14 +24,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _collect(args: argparse.Namespace) -> int:
-    from . import bundle, locate
-
-    since = locate.parse_since(args.since) if args.since else None
-    located = locate.locate_run(args.dump_path, graph_dirs=[args.graph_dir], since=since,
-                                device_id=args.device_id, graph_keyword=args.graph_keyword)
-    result = bundle.write_bundle(
-        args.out, located, backend=_backend_of(located.graph_file), options={}, run=_post_hoc_run(located), randomness=None,
-        link=args.link, checksum=args.checksum, archive=args.archive, force=args.force)
+    since = parse_since(args.since) if args.since else None
+    result = collect_post_hoc(args.dump_path, args.graph_dir, args.out, since=since, device_id=args.device_id,
+                              graph_keyword=args.graph_keyword, link=args.link, checksum=args.checksum,
+                              archive=args.archive, force=args.force)
     cov = result.coverage
     print("bundle {}: {} files, {} bytes ({} linked, {} copied), steps {}, coverage {}/{}".format(
         result.location, result.files, result.bytes, result.linked, result.copied,
@@ -46,18 +39,7 @@ def _collect(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _post_hoc_run(located: Any) -> Dict[str, Any]:
-    """What a post-hoc collection knows about the run: the dumped steps and devices."""
-    steps = sorted({s.step for s in located.steps}, key=lambda s: (len(s), s))
-    devices = sorted({s.device_id for s in located.steps})
-    return {"steps": len(steps), "global_step": int(steps[-1]) if steps else None, "started": None,
-            "ended": None, "rank": None, "device_id": devices[0] if len(devices) == 1 else devices}
-
-
 def _problems(path: str) -> List[Any]:
-    from . import bundle
-    from ._bagit import Problem
-
     try:
         return bundle.verify_bundle(path)
     except UnsafePathError as exc:  # a hostile archive is a failed check, not a crash
@@ -76,8 +58,6 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from . import bundle
-
     doc = bundle.read_bundle(args.bundle)
     problems = _problems(args.bundle)
     if args.json:
@@ -91,10 +71,3 @@ def _inspect(args: argparse.Namespace) -> int:
         for problem in problems:
             print("  " + str(problem))
     return EXIT_OK if not problems else EXIT_CHECK_FAILED
-
-
-def _backend_of(graph_file: str) -> str:
-    """``emulated`` for graphs the emulated NPU wrote, so such data is never labelled NPU data."""
-    from .emulator.ge_model import is_emulated_graph
-
-    return "emulated" if is_emulated_graph(graph_file) else "npu"

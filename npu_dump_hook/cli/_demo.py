@@ -3,6 +3,8 @@ import argparse
 import os
 from typing import Any
 
+from ..bundle import read_bundle, summarize
+
 __all__ = ["run"]
 
 
@@ -11,22 +13,22 @@ def _quiet_tensorflow() -> None:
     import warnings
 
     warnings.filterwarnings("ignore", message=".*is deprecated.*")
-    from ._tf import quiet_tensorflow_logs
+    from .._tf import quiet_tensorflow_logs
 
     quiet_tensorflow_logs()
 
 
 def _train(model: str, hook: Any, workdir: str) -> None:
     if model == "cnn":
-        from .sample_models import cnn_estimator
+        from ..sample_models import cnn_estimator
 
         cnn_estimator.train(os.path.join(workdir, "model"), hooks=[hook], steps=1000)
     elif model == "mlp":
-        from .sample_models import mlp_session
+        from ..sample_models import mlp_session
 
         mlp_session.train(hook.options, hooks=[hook], steps=1000)
     else:
-        from .sample_models import text_model
+        from ..sample_models import text_model
 
         text_model.train(hook.options, hooks=[hook], steps=1000)
 
@@ -47,8 +49,7 @@ def _tree(root: str, limit: int = 25) -> None:
 
 def run(args: argparse.Namespace) -> int:
     _quiet_tensorflow()
-    from .bundle import read_bundle, summarize
-    from .hook import NpuDumpHook
+    from ..hook import NpuDumpHook  # loads TensorFlow: after its logging is quieted
 
     out = os.path.abspath(args.out)
     hook = NpuDumpHook(output_dir=out, backend=args.backend)

@@ -24,16 +24,17 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
-from .errors import FormatError, NameFormatError
-from .formats import names
-from .formats.mapping_csv import MAPPING_FILE_NAME, read_mapping
-from .formats.opdebug import read_opdebug_file
-from .formats.stats_csv import read_stats_csv
+from ..errors import FormatError, NameFormatError
+from ..formats import ge_graph, names
+from ..formats.device_format import to_original
+from ..formats.dump_file import DumpFile, bfloat16_bits_to_float32
+from ..formats.mapping_csv import MAPPING_FILE_NAME, read_mapping
+from ..formats.opdebug import read_opdebug_file
+from ..formats.stats_csv import read_stats_csv
+from ._exit import EXIT_CHECK_FAILED, EXIT_OK
 
 __all__ = ["run"]
 
-EXIT_OK = 0
-EXIT_CHECK_FAILED = 1
 
 KIND_MAPPING = "mapping"
 KIND_GRAPH = "graph"
@@ -196,8 +197,6 @@ def _graph_file_fields(graph: names.GraphFileName) -> Dict[str, Any]:
 
 def _fill_graphs(entry: Dict[str, Any], path: str, graph: names.GraphFileName) -> None:
     """Graph names and op counts; graphs read before a malformed part stay in ``entry``."""
-    from .formats import ge_graph  # protobuf text support: only loaded when a graph is parsed
-
     entry["graph_file"] = _graph_file_fields(graph)
     entry["graphs"] = graphs = []  # type: List[Dict[str, Any]]
     for found in ge_graph.iter_graphs(path):
@@ -218,8 +217,6 @@ def _stats_entry(path: str) -> Dict[str, Any]:
 
 
 def _header_entry(path: str, report: _Report, npy_dir: Optional[str]) -> Dict[str, Any]:
-    from .formats.dump_file import DumpFile
-
     with DumpFile.open(path) as dump:
         summary = dump.summary()
         for kind, key in (("input", "inputs"), ("output", "outputs")):
@@ -232,8 +229,6 @@ def _header_entry(path: str, report: _Report, npy_dir: Optional[str]) -> Dict[st
 
 def _storage_as_numbers(dump: Any, info: Any) -> Optional[np.ndarray]:
     """The tensor as a numpy array numbers can be computed on, or None (no numpy type)."""
-    from .formats.dump_file import bfloat16_bits_to_float32
-
     if info.dtype is not None:
         return dump.array(info.kind, info.index)
     if info.dtype_name == "DT_BF16":  # exact without ml_dtypes
@@ -281,8 +276,6 @@ def _write_npy(dump: Any, info: Any, npy_dir: str, report: _Report) -> None:
 
 
 def _to_original(array: np.ndarray, info: Any, path: str) -> np.ndarray:
-    from .formats.device_format import to_original
-
     return to_original(array, info.format_name, info.original_shape, info.original_format, source=path)
 
 

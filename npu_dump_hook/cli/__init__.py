@@ -1,8 +1,8 @@
 """The ``npu-dump-hook`` command (also ``python -m npu_dump_hook``).
 
-A thin layer over the library: this module only parses arguments, dispatches to
-a ``run(args) -> int`` function in a private ``_cli_*`` module (imported lazily,
-so ``--help`` never loads TensorFlow or numpy) and maps errors to exit codes:
+A thin layer over the library: this package only parses arguments, dispatches to a
+``run(args) -> int`` function in one of its private modules (imported lazily, so ``--help``
+never loads TensorFlow or numpy) and maps errors to the exit codes of :mod:`._exit`:
 
     0  ok
     1  a check failed (verify found problems, parse met a malformed file, ...)
@@ -15,23 +15,20 @@ import logging
 import sys
 from typing import List, Optional
 
-from ._version import __version__
-from .errors import NpuDumpError, OptionError
+from .._version import __version__
+from ..constants import ARCHIVES, BACKEND_CHOICES, CHECKSUMS, LINK_MODES
+from ..errors import NpuDumpError, OptionError
+from ._exit import EXIT_CHECK_FAILED, EXIT_ERROR, EXIT_OK, EXIT_USAGE
 
 __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_CHECK_FAILED", "EXIT_USAGE", "EXIT_ERROR"]
 
-EXIT_OK = 0
-EXIT_CHECK_FAILED = 1
-EXIT_USAGE = 2
-EXIT_ERROR = 3
-
 # command -> module (relative to this package) holding ``run(args) -> int``
 _HANDLERS = {
-    "collect": "._cli_bundle",
-    "verify": "._cli_bundle",
-    "inspect": "._cli_bundle",
-    "parse": "._cli_parse",
-    "demo": "._cli_demo",
+    "collect": "._bundle",
+    "verify": "._bundle",
+    "inspect": "._bundle",
+    "parse": "._parse",
+    "demo": "._demo",
 }
 
 
@@ -43,9 +40,9 @@ def _add_collect(sub: "argparse._SubParsersAction") -> None:
     p.add_argument("--since", help="ignore older runs: ISO 8601 local time, epoch seconds or YYYYMMDDHHMMSS")
     p.add_argument("--device-id", type=int, help="device folder to collect (default: every device found)")
     p.add_argument("--graph-keyword", help="op name that only the training graph contains")
-    p.add_argument("--link", choices=("auto", "hardlink", "copy"), default="auto")
-    p.add_argument("--checksum", choices=("sha256", "none"), default="sha256")
-    p.add_argument("--archive", choices=("tar", "tar.gz"), help="also pack the bundle into an archive")
+    p.add_argument("--link", choices=LINK_MODES, default="auto")
+    p.add_argument("--checksum", choices=CHECKSUMS, default="sha256")
+    p.add_argument("--archive", choices=ARCHIVES, help="also pack the bundle into an archive")
     p.add_argument("--force", action="store_true", help="replace an existing non-empty destination")
 
 
@@ -71,7 +68,7 @@ def _add_demo(sub: "argparse._SubParsersAction") -> None:
     p = sub.add_parser("demo", help="train a bundled sample model one step with the hook and write a bundle")
     p.add_argument("--out", default="demo_out", help="output folder (default: ./demo_out)")
     p.add_argument("--model", choices=("cnn", "mlp", "text"), default="cnn")
-    p.add_argument("--backend", choices=("auto", "npu", "emulated"), default="auto")
+    p.add_argument("--backend", choices=BACKEND_CHOICES, default="auto")
 
 
 def build_parser() -> argparse.ArgumentParser:
