@@ -60,3 +60,91 @@ def test_importing_the_package_and_tf_free_modules_loads_no_tensorflow():
     done = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
     assert done.returncode == 0, done.stderr.decode(errors="replace")
     assert done.stdout.decode().strip() == ""
+
+
+def _module_name(rel):
+    parts = rel[:-3].split(os.sep)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(["npu_dump_hook"] + parts)
+
+
+def _package_of(module, rel):
+    return module if rel.endswith("__init__.py") else module.rpartition(".")[0]
+
+
+def _import_graph():
+    """``{module: {modules it imports}}`` over the package, module- and function-level imports alike.
+
+    Importing ``a.b.c`` also runs ``a.b``; an edge to a package the importer itself sits in is
+    left out (a submodule importing its siblings while the package initialises is not a cycle).
+    """
+    rels = {_module_name(rel): rel for rel in _package_modules()}
+    graph = {}
+    for module, rel in rels.items():
+        with open(os.path.join(PACKAGE_DIR, rel), encoding="utf-8") as handle:
+            tree = ast.parse(handle.read())
+        package = _package_of(module, rel)
+        targets = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                origin = ".".join(base + ([node.module] if node.module else []))
+                names = [origin + "." + alias.name for alias in node.names]
+                targets.update(name for name in names if name in rels)
+                targets.add(origin)
+            elif isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names if alias.name.startswith("npu_dump_hook"))
+        own = {module.rsplit(".", i)[0] for i in range(module.count(".") + 1)}
+        edges = set()
+        for target in targets:
+            while target and target not in own:
+                if target in rels:
+                    edges.add(target)
+                target = target.rpartition(".")[0]
+        graph[module] = edges - {module}
+    return graph
+
+
+def _cycles(graph):
+    """Strongly connected components with more than one module (Tarjan)."""
+    index, low, stack, on_stack, found, counter = {}, {}, [], set(), [], [0]
+
+    def visit(node):
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_package_has_no_import_cycles():
+    graph = _import_graph()
+    assert "npu_dump_hook.bundle.write" in graph["npu_dump_hook.bundle"]  # the graph sees the layers
+    assert "npu_dump_hook.run_record" in graph["npu_dump_hook.collect"]
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

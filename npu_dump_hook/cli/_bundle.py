@@ -5,7 +5,7 @@ import sys
 from typing import Any, List
 
 from .. import bundle
-from .._bagit import Problem
+from ..bundle import Problem
 from ..collect import collect_post_hoc
 from ..errors import UnsafePathError
 from ._exit import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE

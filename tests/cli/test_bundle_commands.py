@@ -7,7 +7,7 @@ import pytest
 from npu_dump_hook import bundle
 from npu_dump_hook.cli import main
 
-from test_bundle import CONV, GRAPH_NAME, RELU, TIME_DIR, make_run, write
+from helpers.bundles import CONV, GRAPH_NAME, RELU, TIME_DIR, make_run, write
 
 CHAIN = os.path.join("data", "dump", TIME_DIR, "0", GRAPH_NAME, "1", "0")
 

@@ -1,35 +1,68 @@
-"""The ``bundle.json`` schema (``npu_dump_hook/bundle@1``) and the checks of a bundle's
-payload against it (normative text: docs/bundle-format.md).
+"""Verification of a bundle folder or archive: BagIt integrity, the bundle.json schema, payload
+agreement and that dump, mapping and graph files parse; every problem listed, in a fixed order.
 
-:func:`check_bundle_json` lists schema problems of a parsed document.
-:func:`check_payload` adds what only the files can tell: bundle.json missing or not JSON,
-``files`` entries without a payload file or with another size / sha256, payload files that
-``files`` does not describe, and dump, Opdebug, mapping.csv and graph files that do not parse.
+Archives are extracted to a temporary folder first; every member is checked before anything
+is written (:func:`~npu_dump_hook.bundle._archive.checked_member`).
 """
 import json
 import os
 import re
-from typing import Any, Dict, List, Mapping
+import tempfile
+from typing import Any, Dict, List, Mapping, Optional
 
+from ..constants import BUNDLE_SCHEMA
+from ..errors import FormatError
+from ..formats.mapping_csv import read_mapping
+from ..run_record import RUN_SECTION_KEYS
+from . import _bagit
+from ._archive import archive_format, extract_archive, looks_like_tar
 from ._bagit import Problem
-from .constants import BUNDLE_SCHEMA
-from .errors import FormatError
+from ._spec import BACKENDS, BUNDLE_JSON_PATH, DUMP_NAME_FIELDS, FILE_KINDS
+from .describe import graph_ops, header_summary
 
-__all__ = ["BACKENDS", "FILE_KINDS", "DUMP_NAME_FIELDS", "check_bundle_json", "check_payload"]
+__all__ = ["verify_bundle", "check_bundle_json", "check_payload"]
 
-BACKENDS = ("npu", "emulated", "reference")
-FILE_KINDS = ("dump", "stats", "opdebug", "mapping", "graph", "tf_graph", "golden", "init", "other")
-DUMP_NAME_FIELDS = ("op_type", "op_name", "task_id", "stream_id", "timestamp")
 _TOP = (("schema", str), ("backend", str), ("created", str), ("versions", dict), ("options", dict),
         ("run", dict), ("randomness", (dict, type(None))), ("graph", dict), ("dump", dict), ("files", list),
         ("coverage", dict), ("warnings", list))
 _SECTIONS = {
-    "run": ("steps", "global_step", "started", "ended", "rank", "device_id"),
+    "run": RUN_SECTION_KEYS,
     "graph": ("file", "name", "stage", "op_count"),
     "dump": ("time_dir", "device_id", "model_name", "model_id", "steps"),
 }
 _SHA256 = re.compile(r"[0-9a-f]{64}\Z")
-_BUNDLE_JSON = "data/bundle.json"
+
+
+def verify_bundle(path: str, workers: Optional[int] = None) -> List[Problem]:
+    """Every problem of the bundle folder or ``.tar``/``.tar.gz`` archive at ``path``.
+
+    An empty list means: a valid BagIt bag whose bundle.json follows the schema, describes
+    exactly the payload, and whose dump, mapping and graph files parse. Archives are
+    extracted to a temporary folder first; hostile members raise UnsafePathError.
+    """
+    if os.path.isfile(path):
+        if archive_format(path) is None and not looks_like_tar(path):
+            return [Problem("unparsable", "", "{} is neither a bundle folder nor a tar archive".format(path))]
+        with tempfile.TemporaryDirectory(prefix="npu_dump_hook-verify-") as tmp:
+            root = _extracted_root(path, tmp)
+            return _verify_dir(root, workers)
+    if not os.path.isdir(path):
+        return [Problem("missing", "", "{} does not exist".format(path))]
+    return _verify_dir(path, workers)
+
+
+def _extracted_root(archive: str, tmp: str) -> str:
+    tops = extract_archive(archive, tmp)
+    if os.path.isfile(os.path.join(tmp, _bagit.BAGIT_TXT)) or len(tops) != 1:
+        return tmp
+    return os.path.join(tmp, tops[0])
+
+
+def _verify_dir(root: str, workers: Optional[int]) -> List[Problem]:
+    digests = {}  # type: Dict[str, str]
+    problems = _bagit.check_bag(root, digests, workers)
+    problems.extend(check_payload(root, digests))
+    return problems
 
 
 def check_bundle_json(doc: Mapping[str, Any]) -> List[str]:
@@ -81,17 +114,17 @@ def check_payload(root: str, digests: Mapping[str, str]) -> List[Problem]:
     ``digests`` maps ``data/...`` paths of the payload to their actual sha256 (from the
     BagIt check), so no file is hashed twice.
     """
-    path = os.path.join(root, "data", "bundle.json")
+    path = os.path.join(root, *BUNDLE_JSON_PATH.split("/"))
     if not os.path.isfile(path):
-        return [Problem("missing", _BUNDLE_JSON, "bundle description not found")]
+        return [Problem("missing", BUNDLE_JSON_PATH, "bundle description not found")]
     try:
         with open(path, "rb") as fh:
             doc = json.loads(fh.read().decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
-        return [Problem("unparsable", _BUNDLE_JSON, "not JSON: {}".format(exc))]
+        return [Problem("unparsable", BUNDLE_JSON_PATH, "not JSON: {}".format(exc))]
     if not isinstance(doc, dict):
-        return [Problem("unparsable", _BUNDLE_JSON, "not a JSON object")]
-    problems = [Problem("schema", _BUNDLE_JSON, message) for message in check_bundle_json(doc)]
+        return [Problem("unparsable", BUNDLE_JSON_PATH, "not a JSON object")]
+    problems = [Problem("schema", BUNDLE_JSON_PATH, message) for message in check_bundle_json(doc)]
     files = [e for e in doc.get("files", []) if isinstance(e, dict) and isinstance(e.get("path"), str)]
     problems.extend(_files_vs_payload(root, files, digests))
     problems.extend(_parse_checks(root, files, digests))
@@ -114,7 +147,7 @@ def _files_vs_payload(root: str, files: List[Dict[str, Any]], digests: Mapping[s
         actual = digests.get(rel)
         if isinstance(entry.get("sha256"), str) and actual is not None and actual != entry["sha256"]:
             problems.append(Problem("changed", rel, "sha256 differs from bundle.json"))
-    for rel in sorted(set(digests) - described - {_BUNDLE_JSON}):
+    for rel in sorted(set(digests) - described - {BUNDLE_JSON_PATH}):
         problems.append(Problem("extra", rel, "present but not described in bundle.json"))
     return problems
 
@@ -135,14 +168,8 @@ def _parse_checks(root: str, files: List[Dict[str, Any]], digests: Mapping[str, 
 
 def _parse_one(kind: Any, path: str) -> None:
     if kind in ("dump", "opdebug"):
-        from .bundle import header_summary
-
         header_summary(path)
     elif kind == "mapping":
-        from .formats.mapping_csv import read_mapping
-
         read_mapping(path)
     elif kind == "graph" and path.endswith(".txt"):
-        from .bundle import _graph_ops
-
-        _graph_ops(path)
+        graph_ops(path)

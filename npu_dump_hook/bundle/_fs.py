@@ -32,16 +32,15 @@ import logging
 import os
 import shutil
 import stat
-import tarfile
 import tempfile
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Deque, Iterable, Iterator, List, NamedTuple, Optional, Tuple
 
-from ._atomic import atomic_write_bytes
-from .constants import LINK_MODES
-from .errors import BundleError, BundleExistsError, UnsafePathError
+from .._atomic import atomic_write_bytes
+from ..constants import LINK_MODES
+from ..errors import BundleError, BundleExistsError, UnsafePathError
 
 __all__ = [
     "LINK_MODES",
@@ -60,9 +59,6 @@ __all__ = [
     "Staging",
     "sweep_stale_staging",
     "atomic_write_bytes",
-    "pack_archive",
-    "extract_archive",
-    "archive_format",
 ]
 
 logger = logging.getLogger(__name__)
@@ -459,97 +455,3 @@ def _rename_no_clobber(src: str, dest: str) -> None:
     os.unlink(src)
 
 
-# -- archives ------------------------------------------------------------------------------
-def archive_format(path: str) -> Optional[str]:
-    """``"tar"``, ``"tar.gz"`` or None, from the file name."""
-    low = path.lower()
-    if low.endswith(".tar.gz") or low.endswith(".tgz"):
-        return "tar.gz"
-    if low.endswith(".tar"):
-        return "tar"
-    return None
-
-
-def pack_archive(src_dir: str, out_path: str, fmt: str, arcroot: str) -> None:
-    """Pack ``src_dir`` into ``out_path`` (``fmt`` "tar" or "tar.gz") under the top folder
-    ``arcroot``. Members are folders and regular files only, sorted, owner-neutral."""
-    if fmt not in ("tar", "tar.gz"):
-        raise BundleError("archive format {!r} is not tar or tar.gz".format(fmt), out_path)
-    arcroot = safe_relpath(arcroot)
-    mode = "w:gz" if fmt == "tar.gz" else "w"
-    with tarfile.open(out_path, mode, format=tarfile.PAX_FORMAT) as tar:
-        tar.addfile(_tarinfo(arcroot, os.stat(src_dir), tarfile.DIRTYPE))
-        for dirpath, dirnames, filenames in os.walk(src_dir):
-            dirnames.sort()
-            rel_dir = os.path.relpath(dirpath, src_dir)
-            prefix = arcroot if rel_dir == "." else arcroot + "/" + rel_dir.replace(os.sep, "/")
-            for d in dirnames:
-                tar.addfile(_tarinfo(prefix + "/" + d, os.stat(os.path.join(dirpath, d)), tarfile.DIRTYPE))
-            for f in sorted(filenames):
-                full = os.path.join(dirpath, f)
-                st = os.lstat(full)
-                if not stat.S_ISREG(st.st_mode):
-                    raise BundleError("refusing to archive non-regular file {}".format(full), full)
-                with open(full, "rb") as fh:
-                    tar.addfile(_tarinfo(prefix + "/" + f, st, tarfile.REGTYPE), fh)
-
-
-def _tarinfo(name: str, st: os.stat_result, kind: bytes) -> tarfile.TarInfo:
-    info = tarfile.TarInfo(name)
-    info.type = kind
-    info.mtime = int(st.st_mtime)
-    info.mode = 0o755 if kind == tarfile.DIRTYPE else 0o644
-    info.size = st.st_size if kind == tarfile.REGTYPE else 0
-    info.uid = info.gid = 0
-    info.uname = info.gname = ""
-    return info
-
-
-def extract_archive(archive: str, dest_dir: str) -> List[str]:
-    """Extract ``archive`` (tar, any compression) into the existing folder ``dest_dir``.
-
-    Every member is checked before it is written: a name that is absolute or uses ``..``,
-    a symlink or hard link, a device or FIFO raises UnsafePathError naming the member.
-    Returns the top-level names extracted.
-    """
-    tops = []  # type: List[str]
-    try:
-        tar = tarfile.open(archive, "r:*")
-    except (tarfile.TarError, EOFError, OSError) as exc:
-        raise BundleError("{} is not a readable tar archive: {}".format(archive, exc), archive)
-    with tar:
-        try:
-            for member in tar:
-                _extract_member(tar, member, archive, dest_dir, tops)
-        except (tarfile.TarError, EOFError, OSError, UnicodeError) as exc:
-            if isinstance(exc, BundleError):
-                raise
-            raise BundleError("{} is a damaged tar archive: {}".format(archive, exc), archive)
-    return tops
-
-
-def _extract_member(tar: tarfile.TarFile, member: tarfile.TarInfo, archive: str, dest_dir: str,
-                    tops: List[str]) -> None:
-    try:
-        rel = safe_relpath(member.name)
-    except UnsafePathError as exc:
-        raise UnsafePathError("archive {}: member {!r}: {}".format(archive, member.name, exc), archive)
-    if member.issym() or member.islnk():
-        raise UnsafePathError("archive {}: member {!r} is a link (not allowed in a bundle)".format(
-            archive, member.name), archive)
-    if not (member.isfile() or member.isdir()):
-        raise UnsafePathError("archive {}: member {!r} is a device, FIFO or other special file".format(
-            archive, member.name), archive)
-    top = rel.split("/", 1)[0]
-    if top not in tops:
-        tops.append(top)
-    target = safe_join(dest_dir, rel)
-    if member.isdir():
-        os.makedirs(target, exist_ok=True)
-        return
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    src = tar.extractfile(member)
-    if src is None:  # pragma: no cover - isfile() members always have data
-        raise BundleError("archive {}: member {!r} has no data".format(archive, member.name), archive)
-    with src, open(target, "wb") as out:
-        shutil.copyfileobj(src, out, CHUNK_SIZE)

@@ -12,118 +12,16 @@ import bagit
 import numpy as np
 import pytest
 
-from npu_dump_hook import _bagit, _fs, bundle
+from npu_dump_hook import bundle
+from npu_dump_hook.bundle import _archive, _bagit, _fs
 from npu_dump_hook.constants import BUNDLE_SCHEMA
 from npu_dump_hook.errors import BundleError, BundleExistsError, UnsafePathError
 from npu_dump_hook.formats.dump_file import write_dump_file
 from npu_dump_hook.formats.mapping_csv import write_mapping
 from npu_dump_hook.locate import LocatedRun, StepDir
 
-
-GRAPH_NAME = "ge_default_20240101120000_1"
-TIME_DIR = "20240101120000"
-CONV = "Conv2D.conv1_Conv2D.3.2.1700000000000001"
-RELU = "Relu.relu1.4.2.1700000000000002"
-LONG_OP = "tower_0/" + "very_long_scope_" * 20 + "MatMul"
-LONG_NAME = "MatMul.{}.6.2.1700000000000003".format(LONG_OP.replace("/", "_"))
-HASHED = "12345678901234567890"
-STATS = "Add.add1.7.2.1700000000000004.csv"
-FFTS = "Mul.mul1_lxslice1.8.2.1700000000000005.4.1.0.0"
-
-GRAPH_TEXT = """name: "{name}"
-graph {{
-  name: "{name}"
-  op {{
-    name: "conv1/Conv2D"
-    type: "Conv2D"
-    id: 1
-  }}
-  op {{
-    name: "relu1"
-    type: "Relu"
-    id: 2
-  }}
-  op {{
-    name: "{long}"
-    type: "MatMul"
-    id: 3
-  }}
-  op {{
-    name: "add1"
-    type: "Add"
-    id: 4
-  }}
-  op {{
-    name: "mul1"
-    type: "Mul"
-    id: 5
-  }}
-  op {{
-    name: "reshape1"
-    type: "Reshape"
-    attr {{
-      key: "_no_task"
-      value {{
-        b: true
-      }}
-    }}
-    id: 6
-  }}
-  op {{
-    name: "sub1"
-    type: "Sub"
-    id: 7
-  }}
-}}
-""".format(name=GRAPH_NAME, long=LONG_OP)
-
-TOP_KEYS = {"schema", "backend", "created", "versions", "options", "run", "randomness", "graph", "dump",
-            "files", "coverage", "warnings"}
-
-
-def make_run(root, device="0", step="0"):
-    """A small Build graph + one dump step folder; returns (LocatedRun, source dirs)."""
-    graphs = root / "graphs"
-    graphs.mkdir(parents=True, exist_ok=True)
-    graph_file = graphs / "ge_proto_00000123_graph_1_Build.txt"
-    graph_file.write_text(GRAPH_TEXT)
-    step_dir = root / "dump" / TIME_DIR / device / GRAPH_NAME / "1" / step
-    step_dir.mkdir(parents=True)
-    x = np.arange(4, dtype=np.float32).reshape(1, 2, 2, 1)
-    write_dump_file(str(step_dir / CONV), "conv1/Conv2D", outputs=[x], inputs=[x, np.ones((1, 1), np.float16)])
-    write_dump_file(str(step_dir / RELU), "relu1", outputs=[np.zeros(3, np.int32)])
-    write_dump_file(str(step_dir / HASHED), LONG_OP, outputs=[np.zeros((2, 2), np.float32)])
-    write_mapping(str(step_dir / "mapping.csv"), [(HASHED, LONG_NAME)])
-    (step_dir / STATS).write_text("Input/Output,Index,Data Size,Data Type,Format,Shape\n")
-    write_dump_file(str(step_dir / FFTS), "mul1", outputs=[np.zeros(2, np.float32)])
-    (step_dir / "notes.txt").write_text("free text")
-    located = LocatedRun(str(graph_file), GRAPH_NAME, {"method": "test", "candidates": []}, str(root / "dump"),
-                         [StepDir(TIME_DIR, device, GRAPH_NAME, "1", step, str(step_dir))], [])
-    return located
-
-
-def write(dest, located, **kwargs):
-    kwargs.setdefault("backend", "emulated")
-    kwargs.setdefault("options", {"dump_mode": "all"})
-    kwargs.setdefault("run", {"steps": 1, "global_step": 0, "rank": 0, "device_id": 0})
-    kwargs.setdefault("randomness", {"policy": "audit", "ops": []})
-    return bundle.write_bundle(str(dest), located, **kwargs)
-
-
-def tree_state(root):
-    """{relative path: (sha256, mtime_ns, size)} of every file under root."""
-    state = {}
-    for dirpath, _dirs, files in os.walk(str(root)):
-        for name in files:
-            full = os.path.join(dirpath, name)
-            st = os.lstat(full)
-            digest = hashlib.sha256(open(full, "rb").read()).hexdigest() if not os.path.islink(full) else "link"
-            state[os.path.relpath(full, str(root))] = (digest, st.st_mtime_ns, st.st_size)
-    return state
-
-
-def entries_by_name(doc):
-    return {e["path"].rsplit("/", 1)[-1]: e for e in doc["files"]}
+from helpers.bundles import (CONV, FFTS, GRAPH_NAME, GRAPH_TEXT, HASHED, LONG_NAME, LONG_OP, RELU, STATS, TIME_DIR,
+                             TOP_KEYS, entries_by_name, make_run, tree_state, write)
 
 
 @pytest.fixture
@@ -248,13 +146,13 @@ def _no_bag_left(parent):
 
 
 @pytest.mark.parametrize("target, after", [
-    ("npu_dump_hook._fs.place_file", 0),
-    ("npu_dump_hook._fs.place_file", 4),
-    ("npu_dump_hook.bundle._graph_section", 0),
-    ("npu_dump_hook.bundle._write_payload_and_json", 0),
-    ("npu_dump_hook.bundle._coverage", 0),
-    ("npu_dump_hook._bagit.write_tag_files", 0),
-    ("npu_dump_hook._fs.Staging.commit", 0),
+    ("npu_dump_hook.bundle._fs.place_file", 0),
+    ("npu_dump_hook.bundle._fs.place_file", 4),
+    ("npu_dump_hook.bundle.write._graph_section", 0),
+    ("npu_dump_hook.bundle.write._write_payload_and_json", 0),
+    ("npu_dump_hook.bundle.write.coverage", 0),
+    ("npu_dump_hook.bundle._bagit.write_tag_files", 0),
+    ("npu_dump_hook.bundle._fs.Staging.commit", 0),
 ])
 def test_crash_leaves_nothing(tmp_path, monkeypatch, target, after):
     run = make_run(tmp_path / "src")
@@ -294,7 +192,7 @@ def test_force_crash_keeps_old_bundle(tmp_path, monkeypatch, run):
     def crash(*args, **kwargs):
         raise RuntimeError("simulated crash")
 
-    monkeypatch.setattr(bundle, "_coverage", crash)
+    monkeypatch.setattr(bundle.write, "coverage", crash)
     with pytest.raises(RuntimeError):
         write(dest, run, force=True)
     assert tree_state(dest) == before
@@ -423,7 +321,7 @@ def test_archive_tampered_and_malicious(tmp_path, run):
         bundle.verify_bundle(str(bad))
     (tmp_path / "x").mkdir()
     with pytest.raises(UnsafePathError):
-        _fs.extract_archive(str(bad), str(tmp_path / "x"))
+        _archive.extract_archive(str(bad), str(tmp_path / "x"))
     assert not (tmp_path / "escape").exists()
     tampered = tmp_path / "t.tar"
     with tarfile.open(str(tampered), "w") as tar:
@@ -490,7 +388,7 @@ def test_rank_from_env():
 def test_progress_bar_only_on_a_tty(monkeypatch):
     import io as _io
 
-    from npu_dump_hook import _progress
+    from npu_dump_hook.bundle import _progress
 
     class FakeTty(_io.StringIO):
         def isatty(self):

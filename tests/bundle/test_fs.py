@@ -1,4 +1,4 @@
-"""Tests for npu_dump_hook._fs: safe paths, walking, link/copy, staging, archives."""
+"""Tests for npu_dump_hook.bundle._fs and ._archive: safe paths, walking, link/copy, staging, archives."""
 import hashlib
 import io
 import os
@@ -6,7 +6,7 @@ import tarfile
 
 import pytest
 
-from npu_dump_hook import _fs
+from npu_dump_hook.bundle import _archive, _fs
 from npu_dump_hook.errors import BundleError, BundleExistsError, UnsafePathError
 
 ABC_SHA256 = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
@@ -290,15 +290,15 @@ def test_archive_round_trip(tmp_path, fmt, name):
     (src / "data" / "d" / "f").write_bytes(b"abc")
     os.link(str(src / "data" / "d" / "f"), str(src / "data" / "g"))  # hard links become regular members
     out = tmp_path / name
-    _fs.pack_archive(str(src), str(out), fmt, "bundle")
-    assert _fs.archive_format(str(out)) == fmt
+    _archive.pack_archive(str(src), str(out), fmt, "bundle")
+    assert _archive.archive_format(str(out)) == fmt
     with tarfile.open(str(out)) as tar:
         members = tar.getmembers()
     assert all(m.isfile() or m.isdir() for m in members)
     assert sorted(m.name for m in members if m.isfile()) == ["bundle/bagit.txt", "bundle/data/d/f", "bundle/data/g"]
     dest = tmp_path / "x"
     dest.mkdir()
-    assert _fs.extract_archive(str(out), str(dest)) == ["bundle"]
+    assert _archive.extract_archive(str(out), str(dest)) == ["bundle"]
     assert (dest / "bundle" / "data" / "g").read_bytes() == b"abc"
 
 
@@ -329,7 +329,7 @@ def test_extract_rejects_malicious(tmp_path, member, attrs, part):
     dest = tmp_path / "x"
     dest.mkdir()
     with pytest.raises(UnsafePathError) as info:
-        _fs.extract_archive(str(archive), str(dest))
+        _archive.extract_archive(str(archive), str(dest))
     assert part in str(info.value) and repr(member) in str(info.value)
     assert not (tmp_path / "evil").exists()
 
@@ -338,5 +338,5 @@ def test_extract_rejects_garbage(tmp_path):
     junk = tmp_path / "junk.tar"
     junk.write_bytes(b"not a tar at all" * 10)
     with pytest.raises(BundleError) as info:
-        _fs.extract_archive(str(junk), str(tmp_path))
+        _archive.extract_archive(str(junk), str(tmp_path))
     assert "junk.tar" in str(info.value)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from . import _fs
-from .errors import UnsafePathError
+from ..errors import UnsafePathError
 
 __all__ = [
     "Problem",

@@ -1,0 +1,39 @@
+"""Names and kinds that docs/bundle-format.md fixes, and the one reader of ``bundle.json``.
+
+::
+
+    <bundle>/bagit.txt  bag-info.txt  manifest-sha256.txt
+    <bundle>/data/bundle.json          BUNDLE_JSON_PATH
+    <bundle>/data/{graph,tf,dump,golden,init}/...
+    {root}/index.json, {root}/rank_{N}/  (multi-rank roots)
+"""
+import json
+from typing import Any, Dict
+
+from ..constants import RECORDED_BACKENDS
+from ..errors import BundleError
+
+__all__ = ["DATA_DIR", "BUNDLE_JSON", "BUNDLE_JSON_PATH", "INDEX_JSON", "INDEX_SCHEMA", "MAPPING_FILE",
+           "FILE_KINDS", "DUMP_NAME_FIELDS", "BACKENDS", "load_bundle_json"]
+
+DATA_DIR = "data"
+BUNDLE_JSON = "bundle.json"
+BUNDLE_JSON_PATH = DATA_DIR + "/" + BUNDLE_JSON
+INDEX_JSON = "index.json"
+INDEX_SCHEMA = "npu_dump_hook/bundle-index@1"
+MAPPING_FILE = "mapping.csv"
+#: What bundle.json's ``backend`` may record (who wrote the data).
+BACKENDS = RECORDED_BACKENDS
+FILE_KINDS = ("dump", "stats", "opdebug", "mapping", "graph", "tf_graph", "golden", "init", "other")
+DUMP_NAME_FIELDS = ("op_type", "op_name", "task_id", "stream_id", "timestamp")
+
+
+def load_bundle_json(raw: bytes, where: str) -> Dict[str, Any]:
+    """A bundle.json (or index.json) document from its bytes; BundleError naming ``where`` otherwise."""
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise BundleError("{} is not valid JSON: {}".format(where, exc), where)
+    if not isinstance(doc, dict):
+        raise BundleError("{} is not a JSON object".format(where), where)
+    return doc

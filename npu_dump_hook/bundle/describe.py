@@ -1,0 +1,108 @@
+"""What a bundle file is: its ``kind`` and, for dump-folder files, its parsed name and header.
+
+The one place that classifies a file of a dump folder (bundle writing and ``parse`` both ask
+here): ``mapping.csv``; hashed all-digit names resolved through the folder's mapping; dump,
+stats and Opdebug names (:mod:`npu_dump_hook.formats.names`); everything else is ``other``.
+Graph files are summarised as the ops coverage counts (:func:`graph_ops`).
+"""
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Set
+
+from ..errors import FormatError
+from ..formats import ge_graph
+from ..formats.dump_file import read_header
+from ..formats.names import DumpName, is_hashed_name, parse_dump_name, sanitize
+from ._spec import MAPPING_FILE
+
+__all__ = ["describe_dump_folder_file", "dump_folder_kind", "header_summary", "GraphOps", "graph_ops",
+           "coverage"]
+
+
+def dump_folder_kind(base: str, mapping: Optional[Mapping[str, str]]) -> "tuple":
+    """``(kind, parsed DumpName or None, warning or None)`` of a file named ``base`` in a dump folder."""
+    if base == MAPPING_FILE:
+        return "mapping", None, None
+    if is_hashed_name(base) and not (mapping and base in mapping):
+        return "other", None, "hashed name without a mapping.csv entry"
+    try:
+        name = parse_dump_name(base, mapping)
+    except FormatError:
+        return "other", None, None
+    return name.kind, name, None
+
+
+def describe_dump_folder_file(rel: str, path: str, mapping: Optional[Mapping[str, str]]) -> Dict[str, Any]:
+    """The bundle.json entry fields (``kind``, name fields, ``header``) of dump-folder file ``rel``
+    placed at ``path``; a ``_warning`` key carries what the writer must report."""
+    kind, name, warning = dump_folder_kind(rel.rpartition("/")[2], mapping)
+    if name is None:
+        entry = {"kind": kind}  # type: Dict[str, Any]
+        if warning:
+            entry["_warning"] = "data/{}: {}".format(rel, warning)
+        return entry
+    entry = _name_fields(name)
+    if name.kind in ("dump", "opdebug"):
+        try:
+            entry["header"] = header_summary(path)
+        except FormatError as exc:
+            entry["header"] = None
+            entry["_warning"] = "data/{}: header not readable: {}".format(rel, exc.rule)
+    return entry
+
+
+def _name_fields(name: DumpName) -> Dict[str, Any]:
+    entry = {"kind": name.kind, "op_type": name.op_type, "op_name": name.op_name, "task_id": name.task_id,
+             "stream_id": name.stream_id, "timestamp": name.timestamp}  # type: Dict[str, Any]
+    if name.hashed_name is not None:
+        entry["original_name"] = name.file_name
+    if name.is_ffts:
+        entry.update(task_type=name.task_type, context_id=name.context_id, thread_id=name.thread_id,
+                     device_id=name.device_id)
+    return entry
+
+
+def header_summary(path: str) -> Dict[str, Any]:
+    """``{"format": "v2"|"legacy", "inputs": [...], "outputs": [...]}`` of a dump file's header,
+    each tensor as ``{"dtype", "shape", "format"}`` (plus ``original_shape`` when recorded)."""
+    header = read_header(path)
+    return {"format": header.version,
+            "inputs": [_tensor_summary(t) for t in header.inputs],
+            "outputs": [_tensor_summary(t) for t in header.outputs]}
+
+
+def _tensor_summary(info: Any) -> Dict[str, Any]:
+    summary = {"dtype": info.dtype_name, "shape": list(info.shape), "format": info.format_name}  # type: Dict[str, Any]
+    if info.original_shape and tuple(info.original_shape) != tuple(info.shape):
+        summary["original_shape"] = list(info.original_shape)
+    return summary
+
+
+class GraphOps(NamedTuple):
+    expected: List[str]   # sanitized names of ops that get a task (no ``_no_task``), sorted
+    names: Set[str]       # sanitized names of all ops
+    count: int            # ops in the file (main graph and subgraphs)
+
+
+def graph_ops(path: str) -> GraphOps:
+    """Ops of every graph in the file (main graph and subgraphs), names sanitized as in dump names."""
+    expected, names, count = set(), set(), 0
+    for graph in ge_graph.iter_graphs(path):
+        for op in graph.ops:
+            name = sanitize(op.name)
+            names.add(name)
+            count += 1
+            if not op.no_task:
+                expected.add(name)
+    return GraphOps(sorted(expected), names, count)
+
+
+def coverage(ops: Optional[GraphOps], dumped: Dict[str, int]) -> Dict[str, Any]:
+    """bundle.json's ``coverage``: ops of the graph that get a task vs. ops with dump files."""
+    if ops is None:
+        return {"expected": None, "dumped": len(dumped), "missing": [], "not_in_graph": []}
+    missing = [name for name in ops.expected if name not in dumped]
+    return {
+        "expected": len(ops.expected),
+        "dumped": len(ops.expected) - len(missing),
+        "missing": missing,
+        "not_in_graph": sorted(name for name in dumped if name not in ops.names),
+    }

@@ -1,0 +1,67 @@
+"""Multi-rank roots: ``{root}/rank_{N}/`` bundles listed in ``{root}/index.json`` under a file lock."""
+import datetime
+import json
+import os
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+from filelock import FileLock
+
+from .._atomic import atomic_write_bytes
+from ..constants import ENV_DEVICE_ID, ENV_RANK_ID
+from ..errors import BundleError
+from ._spec import INDEX_JSON, INDEX_SCHEMA, load_bundle_json
+from .write import BundleResult, write_bundle
+
+__all__ = ["rank_from_env", "write_rank_bundle", "update_index", "read_index"]
+
+
+def rank_from_env(environ: Optional[Mapping[str, str]] = None) -> Tuple[int, Optional[str]]:
+    """(rank, device id) from RANK_ID / DEVICE_ID as HCCL jobs set them (rank 0 by default)."""
+    env = os.environ if environ is None else environ
+    text = env.get(ENV_RANK_ID, "0").strip() or "0"
+    if not text.isdigit():
+        raise BundleError("{}={!r} is not a non-negative integer".format(ENV_RANK_ID, text))
+    return int(text), env.get(ENV_DEVICE_ID)
+
+
+def write_rank_bundle(root: str, rank: Optional[int], located: Any, **kwargs: Any) -> BundleResult:
+    """Write ``{root}/rank_{rank}/`` (rank from RANK_ID when None) and record it in the index."""
+    device_id = None
+    if rank is None:
+        rank, device_id = rank_from_env()
+    os.makedirs(root, exist_ok=True)
+    result = write_bundle(os.path.join(root, "rank_{}".format(int(rank))), located, **kwargs)
+    update_index(root, int(rank), result, device_id=device_id)
+    return result
+
+
+def update_index(root: str, rank: int, result: BundleResult, device_id: Optional[str] = None,
+                 timeout: float = 60.0) -> Dict[str, Any]:
+    """Add or replace ``rank`` in ``{root}/index.json`` under ``{root}/index.json.lock``."""
+    index_path = os.path.join(root, INDEX_JSON)
+    entry = {
+        "path": os.path.relpath(result.location, root).replace(os.sep, "/"),
+        "archive": os.path.relpath(result.archive, root).replace(os.sep, "/") if result.archive else None,
+        "device_id": device_id,
+        "backend": result.backend,
+        "files": result.files,
+        "bytes": result.bytes,
+        "steps": result.steps,
+        "updated": datetime.datetime.now(datetime.timezone.utc).astimezone().isoformat(timespec="seconds"),
+    }
+    with FileLock(index_path + ".lock", timeout=timeout):
+        index = read_index(root) if os.path.isfile(index_path) else {"schema": INDEX_SCHEMA, "ranks": {}}
+        index["ranks"][str(rank)] = entry
+        index["ranks"] = {k: index["ranks"][k] for k in sorted(index["ranks"], key=int)}
+        atomic_write_bytes(index_path, json.dumps(index, indent=1).encode("utf-8") + b"\n")
+    return index
+
+
+def read_index(root: str) -> Dict[str, Any]:
+    """The parsed ``{root}/index.json``."""
+    path = os.path.join(root, INDEX_JSON)
+    with open(path, "rb") as fh:
+        index = load_bundle_json(fh.read(), path)
+    if index.get("schema") != INDEX_SCHEMA or not isinstance(index.get("ranks"), dict):
+        raise BundleError("{} is not a {} document".format(path, INDEX_SCHEMA), path)
+    return index

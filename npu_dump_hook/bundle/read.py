@@ -1,0 +1,66 @@
+"""Reading a bundle: its ``bundle.json`` from a folder or an archive, and the human summary."""
+import os
+from typing import Any, Dict, Mapping
+
+from ..errors import BundleError
+from ._archive import iter_members
+from ._spec import BUNDLE_JSON, BUNDLE_JSON_PATH, DATA_DIR, load_bundle_json
+
+__all__ = ["read_bundle", "summarize"]
+
+
+def read_bundle(path: str) -> Dict[str, Any]:
+    """The parsed ``data/bundle.json`` of a bundle folder or archive (BundleError if absent
+    or not JSON; UnsafePathError for hostile archive members met on the way)."""
+    if os.path.isdir(path):
+        target = os.path.join(path, DATA_DIR, BUNDLE_JSON)
+        if not os.path.isfile(target):
+            raise BundleError("{} has no {}".format(path, BUNDLE_JSON_PATH), path)
+        with open(target, "rb") as fh:
+            return load_bundle_json(fh.read(), target)
+    if not os.path.isfile(path):
+        raise BundleError("{} does not exist".format(path), path)
+    return _read_from_archive(path)
+
+
+def _read_from_archive(path: str) -> Dict[str, Any]:
+    for rel, member, tar in iter_members(path):
+        parts = rel.split("/")
+        if member.isfile() and parts[-2:] == [DATA_DIR, BUNDLE_JSON] and len(parts) <= 3:
+            handle = tar.extractfile(member)
+            if handle is None:  # pragma: no cover
+                break
+            with handle:
+                return load_bundle_json(handle.read(), "{}:{}".format(path, rel))
+    raise BundleError("{} holds no {}".format(path, BUNDLE_JSON_PATH), path)
+
+
+def summarize(bundle: Mapping[str, Any]) -> str:
+    """Human summary of a bundle.json document (what ``inspect`` prints)."""
+    files = [f for f in bundle.get("files", []) if isinstance(f, dict)]
+    kinds = {}  # type: Dict[str, int]
+    for entry in files:
+        kinds[str(entry.get("kind"))] = kinds.get(str(entry.get("kind")), 0) + 1
+    graph = bundle.get("graph") or {}
+    dump = bundle.get("dump") or {}
+    run = bundle.get("run") or {}
+    cov = bundle.get("coverage") or {}
+    lines = [
+        "bundle    {} (backend {}, created {})".format(bundle.get("schema"), bundle.get("backend"), bundle.get("created")),
+        "graph     {} (name {}, stage {}, {} ops)".format(graph.get("file"), graph.get("name"), graph.get("stage"),
+                                                         graph.get("op_count")),
+        "dump      time {} device {} model {} id {} steps {}".format(
+            dump.get("time_dir"), dump.get("device_id"), dump.get("model_name"), dump.get("model_id"),
+            ", ".join(dump.get("steps") or []) or "-"),
+        "run       rank {} device {} steps {} global_step {}".format(
+            run.get("rank"), run.get("device_id"), run.get("steps"), run.get("global_step")),
+        "files     {} ({} bytes): {}".format(len(files), sum(int(f.get("size") or 0) for f in files),
+                                           ", ".join("{} {}".format(n, k) for k, n in sorted(kinds.items())) or "none"),
+        "coverage  {}/{} ops of the graph have dump files{}".format(
+            cov.get("dumped"), cov.get("expected"),
+            "; missing: " + ", ".join(cov["missing"][:10]) + (" ..." if len(cov["missing"]) > 10 else "")
+            if cov.get("missing") else ""),
+    ]
+    for warning in bundle.get("warnings") or []:
+        lines.append("warning   {}".format(warning))
+    return "\n".join(lines)
