@@ -93,8 +93,10 @@ from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 import numpy as np
 
+from . import _tf
 from .constants import ENV_CAPTURE_BUDGET
 from .errors import BackendError, DumpFileError
+from .formats.names import golden_npy_name
 
 __all__ = [
     "TensorCapture",
@@ -367,9 +369,7 @@ _FETCH_REGISTERED = []  # type: List[bool]
 def _register_fetch_conversion() -> bool:
     """Teach ``Session.run`` to fetch :class:`_FetchedValues` (private TF API; False when absent)."""
     if not _FETCH_REGISTERED:
-        from ._tf import register_fetch_conversion
-
-        done = register_fetch_conversion(_FetchedValues, lambda sink: (list(sink.tensors), sink.receive))
+        done = _tf.register_fetch_conversion(_FetchedValues, lambda sink: (list(sink.tensors), sink.receive))
         if not done:
             logger.warning("capture: this TensorFlow has no session-run fetch conversions; streaming only")
         _FETCH_REGISTERED.append(done)
@@ -386,9 +386,7 @@ def _static_shape(tensor: Any) -> Optional[Tuple[int, ...]]:
 def _cpu_device(device: str, cache: Dict[str, str]) -> str:
     """The CPU of the task that runs ``device`` (the dump kernel is a host kernel)."""
     if device not in cache:
-        from ._tf import tf_v1
-
-        spec = tf_v1().DeviceSpec.from_string(device or "")
+        spec = _tf.tf_v1().DeviceSpec.from_string(device or "")
         parts = []
         for label, value in (("job", spec.job), ("replica", spec.replica), ("task", spec.task)):
             if value is not None:
@@ -421,8 +419,6 @@ class TensorCapture(object):
         self._can_fetch = _register_fetch_conversion()
         #: How the last captured step was taken: "fetch" (with the step, within the budget) or "stream".
         self.last_path = ""
-        if self.npy_dir:
-            from . import reference  # noqa: F401  (imported now, not inside the timed step)
         self._plan_tensors()
 
     # -- begin(): plan every tensor; dump ops only where streaming may be needed ----------
@@ -469,8 +465,6 @@ class TensorCapture(object):
                      number, fetchable_bytes, ", some unknown" if unknown else "", made, self.memory_budget)
 
     def _make_dump_ops(self, ops: List[Any], stream_all: bool) -> int:
-        from ._tf import debug_identity
-
         graph = self.graph
         urls = ["file://" + self._dump_root]
         devices = {}  # type: Dict[str, str]
@@ -482,7 +476,7 @@ class TensorCapture(object):
                     if plan.reason or plan.variable is not None or not (stream_all or plan.stream_only):
                         continue
                     with graph.device(_cpu_device(op.device, devices)):
-                        dump = debug_identity(graph, tensor, "t{}{}:0".format(plan.number, _NAME_PAD), urls)
+                        dump = _tf.debug_identity(graph, tensor, "t{}{}:0".format(plan.number, _NAME_PAD), urls)
                     plan.dump_op = dump.op
                     made += 1
         return made
@@ -490,8 +484,6 @@ class TensorCapture(object):
     # -- before_run(): fetch the executed tensors, or their dump ops ---------------------
     def run_args(self, run_context: Any) -> Any:
         """``SessionRunArgs`` that capture every tensor the step computes (module doc: fetch or stream)."""
-        from ._tf import tf_v1
-
         args = run_context.original_args
         if not self.graph.finalized:
             self._edges = {}  # an editable graph may gain edges between steps
@@ -525,7 +517,7 @@ class TensorCapture(object):
         logger.debug("capture: step executes %d op(s); fetching %d tensor(s) and %d dump op(s); "
                      "%d reference-variable read(s) taken before the step",
                      len(executed), len(direct), len(dumps), len(variable_reads))
-        return tf_v1().train.SessionRunArgs([self._sink, dumps] if direct else dumps)
+        return _tf.tf_v1().train.SessionRunArgs([self._sink, dumps] if direct else dumps)
 
     def _snapshot_variables(self, session: Any, reads: List[Tuple[Any, _Plan]]) -> Dict[str, Any]:
         """Read the TF 1.x reference variables the step reads, before the step runs.
@@ -571,25 +563,21 @@ class TensorCapture(object):
     @staticmethod
     def _read_variables(session: Any, variables: List[Any]) -> Dict[str, Any]:
         """``{name: value}``; a variable that cannot be read maps to the reason."""
-        from ._tf import tf_v1
-
         try:
             return dict(zip([v.name for v in variables], session.run(variables)))
-        except tf_v1().errors.FailedPreconditionError:
+        except _tf.tf_v1().errors.FailedPreconditionError:
             pass  # some are uninitialized: read one by one to tell which
         values = {}  # type: Dict[str, Any]
         for variable in variables:
             try:
                 values[variable.name] = session.run(variable)
-            except tf_v1().errors.FailedPreconditionError:
+            except _tf.tf_v1().errors.FailedPreconditionError:
                 values[variable.name] = "uninitialized variable: no value before this step"
         return values
 
     def _graph_elements(self, structure: Any) -> List[Any]:
-        from ._tf import tf_v1
-
         elements = []
-        for leaf in tf_v1().nest.flatten(structure, expand_composites=True):
+        for leaf in _tf.tf_v1().nest.flatten(structure, expand_composites=True):
             if leaf is not None:
                 elements.append(self.graph.as_graph_element(leaf, allow_tensor=True, allow_operation=True))
         return elements
@@ -778,9 +766,7 @@ class TensorCapture(object):
     def _npy_name(self, op_name: str, index: int, stamp: int, golden: bool) -> str:
         if not golden:
             return "t{}.npy".format(self._plans["{}:{}".format(op_name, index)].number)
-        from .reference import golden_file_name
-
-        return golden_file_name(op_name, index, stamp)
+        return golden_npy_name(op_name, index, stamp)
 
     def _remove_scratch_dir_if_empty(self) -> None:
         try:

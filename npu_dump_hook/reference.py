@@ -26,12 +26,13 @@ computed. The capture itself (what runs, memory, what is skipped and why) is
 import json
 import logging
 import os
-import re
 import time
 from typing import Any, Dict, List, Optional
 
-from .errors import NameFormatError
+from . import _tf
+from ._capture import TensorCapture
 from .formats import names
+from .formats.names import golden_npy_name as golden_file_name
 
 __all__ = ["MANIFEST_NAME", "MANIFEST_SCHEMA", "golden_file_name", "golden_report", "ReferenceCapture"]
 
@@ -39,16 +40,6 @@ logger = logging.getLogger(__name__)
 
 MANIFEST_NAME = "golden_manifest.json"
 MANIFEST_SCHEMA = "npu_dump_hook/golden@1"
-_NOT_IN_PATTERN = re.compile(r"[^A-Za-z0-9_-]")
-
-
-def golden_file_name(op_name: str, output_index: int, timestamp_us: int) -> str:
-    """The reference name of one tensor; characters msaccucmp's pattern rejects become ``_``."""
-    try:
-        return names.format_npy_name(op_name, output_index, timestamp_us)
-    except NameFormatError:
-        flat = _NOT_IN_PATTERN.sub("_", op_name.replace("/", "_").replace(".", "_"))
-        return names.format_npy_name(flat, output_index, timestamp_us)
 
 
 def _flat(op_name: str) -> str:
@@ -116,10 +107,7 @@ class ReferenceCapture(object):
         self._active = False
 
     def begin(self, graph: Any = None) -> None:
-        from ._capture import TensorCapture
-        from ._tf import tf_v1
-
-        graph = graph if graph is not None else tf_v1().get_default_graph()
+        graph = graph if graph is not None else _tf.tf_v1().get_default_graph()
         self._capture = TensorCapture(graph, self.scratch_dir, npy_dir=self.golden_dir,
                                       memory_budget=self.memory_budget)
 

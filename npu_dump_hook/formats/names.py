@@ -62,6 +62,7 @@ __all__ = [
     "GRAPH_KIND_READABLE",
     "NpyName",
     "format_npy_name",
+    "golden_npy_name",
     "parse_npy_name",
     "parse_time_dir",
     "format_time_dir",
@@ -432,6 +433,19 @@ def format_npy_name(op_name: str, output_index: int, timestamp_us: int) -> str:
     if not NUMPY_DUMP_PATTERN.fullmatch(name):
         raise NameFormatError(op_name, "op name has characters msaccucmp's .npy pattern rejects (only A-Za-z0-9_-)")
     return name
+
+
+_NOT_IN_NPY_PATTERN = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def golden_npy_name(op_name: str, output_index: int, timestamp_us: int) -> str:
+    """:func:`format_npy_name`, with the characters msaccucmp's pattern rejects turned into ``_``
+    (the reference capture's name for every tensor; the renaming is listed in its manifest)."""
+    try:
+        return format_npy_name(op_name, output_index, timestamp_us)
+    except NameFormatError:
+        flat = _NOT_IN_NPY_PATTERN.sub("_", op_name.replace("/", "_").replace(".", "_"))
+        return format_npy_name(flat, output_index, timestamp_us)
 
 
 def parse_npy_name(name: PathName) -> NpyName:

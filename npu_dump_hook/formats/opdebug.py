@@ -32,6 +32,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 import numpy as np
 
 from ..errors import StatsFormatError
+from .dump_file import DumpFile, DumpTensor, write_dump_file
 
 __all__ = [
     "OPDEBUG_MAGIC",
@@ -245,8 +246,6 @@ def read_opdebug_file(path: Union[str, os.PathLike]) -> Tuple[Any, OpdebugRecord
     Container errors are :class:`DumpFileError`; a container without exactly one output,
     or a bad payload, raises :class:`StatsFormatError`.
     """
-    from .dump_file import DumpFile  # local: dump_file pulls in protobuf, this module need not
-
     with DumpFile.open(path) as dump:
         if len(dump.outputs) != 1:
             raise StatsFormatError(
@@ -259,8 +258,6 @@ def read_opdebug_file(path: Union[str, os.PathLike]) -> Tuple[Any, OpdebugRecord
 
 def write_opdebug_file(path: Union[str, os.PathLike], record: OpdebugRecord, dump_time: Optional[int] = None) -> int:
     """Write ``record`` as GE does (container per :data:`OPDEBUG_OUTPUT`); return the file size."""
-    from .dump_file import DumpTensor, write_dump_file
-
     original = OPDEBUG_OUTPUT["original_op"]
     tensor = DumpTensor(
         np.frombuffer(encode_opdebug(record), dtype=np.uint8),
