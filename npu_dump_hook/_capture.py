@@ -89,14 +89,15 @@ import re
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 import numpy as np
 
 from . import _tf
 from .constants import ENV_CAPTURE_BUDGET
-from .errors import BackendError, DumpFileError
+from .errors import BackendError
 from .formats.names import golden_npy_name
+from .formats.npy import NUMPY_OF_TF_ENUM, TF_DT_BFLOAT16, debug_event_to_npy, write_npy
 
 __all__ = [
     "TensorCapture",
@@ -107,34 +108,19 @@ __all__ = [
     "WRITE_SCOPE",
     "DEFAULT_MEMORY_BUDGET",
     "BUDGET_ENV",
-    "debug_event_to_npy",
-    "write_npy",
 ]
 
 logger = logging.getLogger(__name__)
 
 WRITE_SCOPE = "npu_dump_hook_capture"
-_PROTO_HEAD_BYTES = 1 << 16  # Event + Summary + Value + TensorProto headers always fit
-_COPY_CHUNK = 1 << 22
-_SMALL_WRITE = 1 << 16  # arrays up to this many bytes go out in one write with their header
 _CONVERT_THREADS = 4
-_NPY_MAGIC = b"\x93NUMPY\x01\x00"
 _MAX_PROTO_BYTES = (1 << 31) - (1 << 20)  # a serialized protobuf stays under 2 GiB
 # DebugIdentity file dumps: {root}/_tfdbg_device_{device}/{node}_{slot}_DebugIdentity_{wall µs}
 _DUMP_FILE = re.compile(r"t([0-9]+)_+0_DebugIdentity_[0-9]+\Z")
 # The dump-op name appears twice before the tensor bytes (Value.tag, Value.node_name); padding it
 # leaves room to overwrite that prefix with the .npy header in place (see debug_event_to_npy).
 _NAME_PAD = "_" * 80
-# Event.summary (5) -> Summary.value (1) -> Value.tensor (8)
-_EVENT_SUMMARY, _SUMMARY_VALUE, _VALUE_TENSOR = 5, 1, 8
 
-# TF DataType enum -> numpy dtype the bytes are stored as (tensor_content is host order).
-_NUMPY_OF_ENUM = {
-    1: "float32", 2: "float64", 3: "int32", 4: "uint8", 5: "int16", 6: "int8", 8: "complex64",
-    9: "int64", 10: "bool", 11: "int8", 12: "uint8", 13: "int32", 14: "uint16", 15: "int16",
-    16: "uint16", 17: "uint16", 18: "complex128", 19: "float16", 22: "uint32", 23: "uint64",
-}
-_DT_BFLOAT16 = 14
 _SWITCH_TYPES = frozenset(("Switch", "RefSwitch"))
 _REF_VARIABLE_TYPES = frozenset(("VariableV2", "Variable"))
 # Ops whose 1-D outputs hold one entry per dimension of an input (TensorShape allows 254 at most).
@@ -276,7 +262,7 @@ def _dtype_reason(tensor: Any) -> str:
     base = tensor.dtype.base_dtype
     if base.name in _NO_ARRAY_DTYPES:
         return _NO_ARRAY_DTYPES[base.name]
-    if base.as_datatype_enum not in _NUMPY_OF_ENUM:
+    if base.as_datatype_enum not in NUMPY_OF_TF_ENUM:
         return "dtype {} has no numpy equivalent".format(base.name)
     shape = tensor.get_shape()
     if shape.is_fully_defined() and shape.num_elements() * base.size >= _MAX_PROTO_BYTES:
@@ -341,10 +327,10 @@ def _as_stored_array(value: Any, tensor: Any) -> np.ndarray:
     """A fetched value as the ``.npy`` stores it: bfloat16 widened to float32, quantized as integers."""
     enum = tensor.dtype.base_dtype.as_datatype_enum
     array = np.asarray(value, order="C")  # (ascontiguousarray would make a scalar 1-d)
-    if enum == _DT_BFLOAT16:
+    if enum == TF_DT_BFLOAT16:
         bits = array.reshape(-1).view(np.uint16).astype(np.uint32) << 16
         return bits.view(np.float32).reshape(array.shape)
-    return array.view(np.dtype(_NUMPY_OF_ENUM[enum]))
+    return array.view(np.dtype(NUMPY_OF_TF_ENUM[enum]))
 
 
 class _FetchedValues(object):
@@ -779,85 +765,6 @@ class TensorCapture(object):
         shutil.rmtree(self.scratch_dir, ignore_errors=True)
 
 
-# --------------------------------------------------------------------------- debug event -> .npy
-
-
-def _varint(data: bytes, offset: int, path: str) -> Tuple[int, int]:
-    value, shift = 0, 0
-    while True:
-        if offset >= len(data) or shift > 63:
-            raise DumpFileError(path, "truncated or overlong varint in a protobuf header", offset)
-        byte = data[offset]
-        value |= (byte & 0x7F) << shift
-        offset += 1
-        shift += 7
-        if not byte & 0x80:
-            return value, offset
-
-
-def _headers(head: bytes, start: int, end: int, path: str) -> Iterable[Tuple[int, int, int, int]]:
-    """``(field, wire type, value, value offset)`` of the fields in ``head[start:end]``.
-
-    Only the headers must lie in ``head``: a length-delimited value yields its length and
-    offset and may end beyond it (the tensor bytes usually do).
-    """
-    offset = start
-    while offset < end:
-        key, offset = _varint(head, offset, path)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, after = _varint(head, offset, path)
-        elif wire == 2:
-            value, offset = _varint(head, offset, path)
-            after = offset + value
-        elif wire in (1, 5):
-            value, after = 0, offset + (8 if wire == 1 else 4)
-        else:
-            raise DumpFileError(path, "unsupported protobuf wire type {}".format(wire), offset)
-        yield number, wire, value, offset
-        offset = after
-
-
-def _sub_message(head: bytes, start: int, end: int, number: int, path: str) -> Tuple[int, int]:
-    """``(start, end)`` of the first length-delimited field ``number`` in ``head[start:end]``."""
-    for field_number, wire, value, offset in _headers(head, start, end, path):
-        if field_number == number and wire == 2:
-            return offset, offset + value
-    raise DumpFileError(path, "protobuf field {} missing".format(number), start)
-
-
-def _tensor_header(head: bytes, start: int, end: int, path: str) -> Tuple[int, Tuple[int, ...], int, int]:
-    """``(dtype enum, shape, content offset, content length)`` of a TensorProto in ``head[start:end]``."""
-    enum, shape, content = None, None, (0, 0)
-    for number, wire, value, offset in _headers(head, start, end, path):
-        if number == 1 and wire == 0:
-            enum = value
-        elif number == 2 and wire == 2:
-            shape = _shape(head, offset, offset + value, path)
-        elif number == 4 and wire == 2:
-            content = (offset, value)
-            break  # the last field SerializeToString writes before the typed-value fields
-    if enum not in _NUMPY_OF_ENUM or shape is None:
-        raise DumpFileError(path, "TensorProto without a supported dtype and a shape", start)
-    return enum, shape, content[0], content[1]
-
-
-def _shape(head: bytes, start: int, end: int, path: str) -> Tuple[int, ...]:
-    if end > len(head):
-        raise DumpFileError(path, "TensorShapeProto longer than the header window", start)
-    dims = []
-    for number, wire, value, offset in _headers(head, start, end, path):
-        if number == 2 and wire == 2:  # Dim { int64 size = 1; string name = 2; }
-            size = 0
-            for dim_number, dim_wire, dim_value, _ in _headers(head, offset, offset + value, path):
-                if dim_number == 1 and dim_wire == 0:
-                    size = dim_value - (1 << 64) if dim_value >= 1 << 63 else dim_value
-            if size < 0:
-                raise DumpFileError(path, "negative dimension in a TensorShapeProto", offset)
-            dims.append(size)
-    return tuple(dims)
-
-
 def _convert(job: Tuple[Any, str]) -> Tuple[str, Tuple[int, ...]]:
     source, target = job
     if isinstance(source, np.ndarray):
@@ -865,113 +772,3 @@ def _convert(job: Tuple[Any, str]) -> Tuple[str, Tuple[int, ...]]:
     return debug_event_to_npy(source, target, move=True)
 
 
-def write_npy(array: np.ndarray, target: str) -> Tuple[str, Tuple[int, ...]]:
-    """Write a C-contiguous array as an ``.npy`` (v1.0, header padded to 64 bytes, as ``np.save``)."""
-    header = _npy_header(array.dtype, array.shape, None)
-    data = array.reshape(-1).view(np.uint8).data
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0), 0o666)
-    try:
-        written = os.write(fd, header + bytes(data)) if len(data) <= _SMALL_WRITE else 0
-        if not written:
-            _write_all(fd, header)
-            _write_all(fd, data)
-        elif written < len(header) + len(data):
-            _write_all(fd, memoryview(header + bytes(data))[written:])
-    finally:
-        os.close(fd)
-    return array.dtype.name, tuple(int(d) for d in array.shape)
-
-
-def _write_all(fd: int, data: Any) -> None:
-    view = memoryview(data).cast("B")
-    while view:
-        view = view[os.write(fd, view):]
-
-
-def debug_event_to_npy(source: str, target: str, move: bool = False) -> Tuple[str, Tuple[int, ...]]:
-    """Write the tensor of a ``DebugIdentity`` file dump (``Event.summary.value[0].tensor``) as ``.npy``.
-
-    Only the protobuf headers before the tensor bytes are parsed. With ``move`` the dump file
-    itself becomes the ``.npy``: the bytes before the tensor are overwritten by an ``.npy``
-    header of exactly that length (the format allows any header length; it is padded with
-    spaces and ends in a newline), the protobuf tail is cut off and the file is renamed, so
-    the tensor bytes are never copied. Otherwise (or when that prefix is too short, or the
-    rename crosses file systems) the bytes are copied file to file. Returns ``(numpy dtype
-    name, shape)``; bfloat16 is widened to float32 (exact).
-    """
-    with open(source, "rb") as handle:
-        head = handle.read(_PROTO_HEAD_BYTES)
-        size = os.fstat(handle.fileno()).st_size
-        summary = _sub_message(head, 0, size, _EVENT_SUMMARY, source)
-        value = _sub_message(head, summary[0], summary[1], _SUMMARY_VALUE, source)
-        tensor = _sub_message(head, value[0], value[1], _VALUE_TENSOR, source)
-        enum, shape, offset, length = _tensor_header(head, tensor[0], tensor[1], source)
-        dtype = np.dtype(_NUMPY_OF_ENUM[enum])
-        expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        if length != expected or offset + length > min(size, tensor[1]):
-            raise DumpFileError(source, "tensor_content holds {} bytes, shape {} needs {}".format(
-                length, shape, expected), offset)
-        if enum == _DT_BFLOAT16:
-            handle.seek(offset)
-            bits = np.frombuffer(handle.read(length), dtype=np.uint16).astype(np.uint32) << 16
-            np.save(target, bits.view(np.float32).reshape(shape))
-        else:
-            header = _npy_header(dtype, shape, offset) if move else None
-            if header is not None and _rewrite_in_place(source, target, header, length):
-                return dtype.name, shape
-            with open(target, "wb") as out:
-                out.write(_npy_header(dtype, shape, None))
-                out.flush()
-                _copy_range(handle, out, offset, length)
-    if move:
-        os.remove(source)
-    return ("float32" if enum == _DT_BFLOAT16 else dtype.name), shape
-
-
-def _npy_header(dtype: np.dtype, shape: Tuple[int, ...], exact: Optional[int]) -> Optional[bytes]:
-    """An .npy v1.0 header, padded to a multiple of 64 bytes or to exactly ``exact`` bytes (None: too short)."""
-    text = "{{'descr': {!r}, 'fortran_order': False, 'shape': {!r}, }}".format(
-        np.lib.format.dtype_to_descr(dtype), tuple(shape))
-    minimum = len(_NPY_MAGIC) + 2 + len(text) + 1
-    if exact is None:
-        total = -(-minimum // 64) * 64
-    elif minimum <= exact <= len(_NPY_MAGIC) + 2 + 0xFFFF:
-        total = exact
-    else:
-        return None
-    body = text + " " * (total - minimum) + "\n"
-    return _NPY_MAGIC + len(body).to_bytes(2, "little") + body.encode("latin1")
-
-
-def _rewrite_in_place(source: str, target: str, header: bytes, length: int) -> bool:
-    """Overwrite the dump's prefix with ``header``, drop its tail, rename it to ``target``."""
-    with open(source, "r+b") as handle:
-        handle.write(header)
-        handle.truncate(len(header) + length)
-    try:
-        os.rename(source, target)
-    except OSError:  # e.g. another file system: the caller copies the tensor bytes instead
-        return False
-    return True
-
-
-def _copy_range(source: Any, target: Any, offset: int, length: int) -> None:
-    """Copy ``length`` bytes at ``offset`` of ``source`` to the end of ``target``, in the kernel when possible."""
-    done = 0
-    sendfile = getattr(os, "sendfile", None)
-    if sendfile is not None:
-        try:
-            while done < length:
-                sent = sendfile(target.fileno(), source.fileno(), offset + done, length - done)
-                if sent == 0:
-                    break
-                done += sent
-        except OSError:
-            pass  # not supported for these files: a buffered copy from where it stopped
-    source.seek(offset + done)
-    while done < length:
-        chunk = source.read(min(_COPY_CHUNK, length - done))
-        if not chunk:
-            raise DumpFileError(source.name, "file ends inside tensor_content", offset + done)
-        target.write(chunk)
-        done += len(chunk)
