@@ -26,11 +26,14 @@ from .errors import (
 )
 from .options import DumpOptions
 
-# public name -> module that defines it; these modules import TensorFlow.
+# public name -> module that defines it; loaded on first use (the hook and config import
+# TensorFlow; the backends pull in the formats and numpy, which a bare import need not).
 _LAZY = {
     "NpuDumpHook": ".hook",
     "session_config": ".config",
     "estimator_config": ".config",
+    "EmulatedNpu": ".emulator",
+    "RealNpu": ".backends",
 }
 
 __all__ = [
@@ -39,6 +42,8 @@ __all__ = [
     "NpuDumpHook",
     "session_config",
     "estimator_config",
+    "EmulatedNpu",
+    "RealNpu",
     "NpuDumpError",
     "OptionError",
     "FormatError",

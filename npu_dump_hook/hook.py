@@ -55,7 +55,7 @@ from .determinism import DEFAULT_SEED, POLICIES, apply_policy
 from .errors import NpuDumpError, OptionError
 from .options import DumpOptions
 from .reference import golden_report
-from .run_record import RunLayout, RunRecord, iso_time
+from .run_record import RunLayout, RunRecord
 
 __all__ = ["NpuDumpHook", "DEFAULT_OUTPUT_DIR", "rank_and_device"]
 

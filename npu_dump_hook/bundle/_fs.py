@@ -31,8 +31,6 @@ import hashlib
 import logging
 import os
 import shutil
-import stat
-import tempfile
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor

@@ -1,7 +1,4 @@
-"""Find the GE Build graph and the dump folders of *this* run.
-
-No TensorFlow here. Facts: reference/npu-bridge-dump-api.md §5, §9;
-reference/ascend-dump-formats.md §1.1, §2.1, §2.5; seed guide ("选取计算图文件").
+"""Find this run's GE Build graph: where GE writes graph files, and which one is the training graph.
 
 Graph files (:func:`graph_search_dirs`, :func:`find_build_graphs`)
     Searched, in this order (all of them; the order only ranks the listing):
@@ -28,43 +25,20 @@ would leave no candidate is skipped, the keyword filter excepted:
     5. most TF op-name matches (method 1 again, as a tie-break).
     One left: chosen. Several with the same graph name: the newest file (same graph
     compiled once per process). Otherwise :class:`AmbiguousGraphError`.
-
-Dump folders (:func:`find_step_dirs`)
-    ``{dump_path}/{time}/{device_id}/{sanitized graph name}/{model_id}/{step}``; ``{time}``
-    is GE's ``YYYYMMDDhhmmss`` local start time of the dump (all digits), ``{model_id}`` and
-    ``{step}`` are decimal. With ``since``, a time folder must be named at or after the
-    second of ``since`` (GE names it when its dump starts, after the hook's begin). A folder
-    named earlier is stale unless its model folder was written at or after ``since`` (GE
-    initialised before the hook began in a long-lived process); that is taken with a
-    warning. Without ``since``, the newest time folder per device wins, with a warning.
-    Per device, when several time folders qualify the newest wins (warning); different
-    devices (multi-card start skew) are all kept. Steps sort numerically.
 """
-import datetime
-import logging
 import os
 import re
-from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from .constants import ENV_ASCEND_WORK_PATH, ENV_DUMP_GRAPH_PATH, ENV_NPU_COLLECT_PATH
-from .errors import AmbiguousGraphError, GraphFormatError, LocateError
-from .formats import ge_graph
-from .formats.names import parse_graph_file_name, parse_time_dir, sanitize
+from ..constants import ENV_ASCEND_WORK_PATH, ENV_DUMP_GRAPH_PATH, ENV_NPU_COLLECT_PATH
+from ..errors import AmbiguousGraphError, GraphFormatError, LocateError
+from ..formats import ge_graph
+from ..formats.names import parse_graph_file_name, sanitize
+from ._walk import LOG, PathLike, not_older, scandir, unique
 
-__all__ = [
-    "ENV_ASCEND_DUMP_PATH",
-    "StepDir",
-    "LocatedRun",
-    "graph_search_dirs",
-    "expand_graph_dir",
-    "find_build_graphs",
-    "select_training_graph",
-    "find_step_dirs",
-    "locate_run",
-]
-
-LOG = logging.getLogger(__name__)
+__all__ = ["ENV_ASCEND_DUMP_PATH", "graph_search_dirs", "expand_graph_dir", "find_build_graphs",
+           "select_training_graph"]
 
 ENV_ASCEND_DUMP_PATH = "ASCEND_DUMP_PATH"
 _COLLECT_GRAPH_SUBDIR = os.path.join("extra-info", "graph")
@@ -79,35 +53,6 @@ _GRADIENT_TYPE = re.compile(r"(?:Grad(?:V[0-9]+)?(?:D)?$|Backprop)")
 _GRADIENT_SCOPE = re.compile(r"(?:^|/)gradients(?:_[0-9]+)?/")
 _EXAMPLES = 3
 
-PathLike = Union[str, "os.PathLike[str]"]
-
-
-@dataclass
-class StepDir:
-    """One ``{time}/{device_id}/{model_name}/{model_id}/{step}`` dump folder."""
-
-    time_dir: str
-    device_id: str
-    model_name: str
-    model_id: str
-    step: str
-    path: str
-
-
-@dataclass
-class LocatedRun:
-    """The graph file and dump folders of one run, and why they were chosen."""
-
-    graph_file: str
-    graph_name: str
-    graph_choice: Dict[str, Any]
-    dump_path: str
-    steps: List[StepDir]
-    warnings: List[str] = field(default_factory=list)
-
-
-# --------------------------------------------------------------------------- graph folders
-
 
 def expand_graph_dir(root: PathLike, pid: Optional[int] = None, device_id: Optional[str] = None) -> List[str]:
     """``root`` plus its ``pid_{pid}_deviceid_{dev}/`` and ``{pid}_{dev}/`` subfolders.
@@ -119,7 +64,7 @@ def expand_graph_dir(root: PathLike, pid: Optional[int] = None, device_id: Optio
     if not os.path.isdir(root):
         return []
     found = [root]
-    for entry in sorted(_scandir(root), key=lambda e: e.name):
+    for entry in sorted(scandir(root), key=lambda e: e.name):
         match = _PID_DEV_DIR.match(entry.name)
         if not match or not entry.is_dir():
             continue
@@ -153,7 +98,7 @@ def graph_search_dirs(
     for name in (ENV_ASCEND_DUMP_PATH, ENV_ASCEND_WORK_PATH):
         if env.get(name):
             roots.append(env[name])
-    dirs = _unique(d for root in roots for d in expand_graph_dir(root, pid, device_id))
+    dirs = unique(d for root in roots for d in expand_graph_dir(root, pid, device_id))
     if not dirs:
         dirs = expand_graph_dir(os.getcwd() if cwd is None else cwd, pid, device_id)
     return dirs
@@ -166,20 +111,17 @@ def find_build_graphs(dirs: Iterable[PathLike], since: Optional[float] = None) -
     """
     found = []  # type: List[Tuple[int, int, str]]
     for rank, folder in enumerate(dirs):
-        for entry in _scandir(os.fspath(folder)):
+        for entry in scandir(os.fspath(folder)):
             parsed = parse_graph_file_name(entry.name)
             if parsed is None or not parsed.is_build or parsed.stage != _BUILD_STAGE:
                 continue
             try:
-                if not entry.is_file() or not _not_older(entry.stat().st_mtime, since):
+                if not entry.is_file() or not not_older(entry.stat().st_mtime, since):
                     continue
             except OSError:  # vanished meanwhile
                 continue
             found.append((rank, parsed.index, os.path.abspath(entry.path)))
-    return _unique(path for _, _, path in sorted(found))
-
-
-# --------------------------------------------------------------------------- graph choice
+    return unique(path for _, _, path in sorted(found))
 
 
 @dataclass
@@ -381,212 +323,3 @@ def _describe(facts: Iterable[_GraphFacts]) -> str:
             f.path, f.graph_name, len(f.iterator_ops), f.training_count)
         for f in facts
     )
-
-
-# --------------------------------------------------------------------------- dump folders
-
-
-def find_step_dirs(
-    dump_path: PathLike,
-    model_name: str,
-    since: Optional[float] = None,
-    device_id: Optional[Union[int, str]] = None,
-    warnings: Optional[List[str]] = None,
-) -> List[StepDir]:
-    """Step folders of graph ``model_name`` under ``dump_path`` (rules: module docstring).
-
-    ``model_name`` is the graph name; it is sanitized like GE does. Warnings are appended
-    to ``warnings`` when given (and logged). Raises :class:`LocateError` saying what was
-    searched where when nothing matches.
-    """
-    root = os.path.abspath(os.fspath(dump_path))
-    folder = sanitize(model_name)
-    notes = [] if warnings is None else warnings
-    time_dirs, rejected = _time_dirs(root, since)
-    per_device = {}  # type: Dict[str, List[Tuple[str, str, bool]]]
-    for time_dir, fresh in time_dirs:
-        for dev in _digit_dirs(os.path.join(root, time_dir)):
-            if device_id is not None and int(dev) != int(device_id):
-                continue
-            model_dir = os.path.join(root, time_dir, dev, folder)
-            if not os.path.isdir(model_dir):
-                continue
-            if not fresh and not _written_since(model_dir, since):
-                rejected.append("{} (named before the time bound, not written since)".format(time_dir))
-                continue
-            per_device.setdefault(dev, []).append((time_dir, model_dir, fresh))
-    steps = []  # type: List[StepDir]
-    for dev in sorted(per_device, key=int):
-        runs = sorted(per_device[dev], key=lambda r: _time_key(r[0]))
-        time_dir, model_dir, fresh = runs[-1]
-        _note_choice(notes, dev, runs, since, fresh)
-        steps.extend(_steps_of(time_dir, dev, folder, model_dir))
-    if not steps:
-        raise LocateError(_nothing_found(root, folder, model_name, since, device_id,
-                                         [t for t, _ in time_dirs], rejected), [root])
-    return steps
-
-
-def _time_dirs(root: str, since: Optional[float]) -> Tuple[List[Tuple[str, bool]], List[str]]:
-    """All-digit folders under ``root`` as (name, fresh) and the rejected ones."""
-    bound = None if since is None else datetime.datetime.fromtimestamp(int(since))
-    kept, rejected = [], []  # type: List[Tuple[str, bool]], List[str]
-    for entry in _scandir(root):
-        if not _DIGITS.match(entry.name) or not entry.is_dir():
-            continue
-        if bound is None:
-            kept.append((entry.name, True))
-            continue
-        named = parse_time_dir(entry.name)
-        if named is None:
-            rejected.append("{} (not a YYYYMMDDhhmmss time)".format(entry.name))
-        else:
-            kept.append((entry.name, named >= bound))
-    return kept, rejected
-
-
-def _time_key(name: str) -> Tuple[int, str]:
-    return (len(name), name)  # all digits: longer is later, then lexicographic
-
-
-def _note_choice(notes: List[str], dev: str, runs: List[Tuple[str, str, bool]],
-                 since: Optional[float], fresh: bool) -> None:
-    time_dir = runs[-1][0]
-    older = [r[0] for r in runs[:-1]]
-    if since is None:
-        _warn(notes, "no time bound (--since): took the newest time folder {} for device {}{}".format(
-            time_dir, dev, "; older ones ignored: " + ", ".join(older) if older else ""))
-    elif older:
-        _warn(notes, "device {}: several time folders since the time bound; took the newest, {}; "
-                     "ignored: {}".format(dev, time_dir, ", ".join(older)))
-    if since is not None and not fresh:
-        _warn(notes, "time folder {} is named before the time bound but its model folder was written "
-                     "after it (GE started before the hook); taken".format(time_dir))
-
-
-def _steps_of(time_dir: str, dev: str, folder: str, model_dir: str) -> List[StepDir]:
-    steps = []
-    for model_id in _digit_dirs(model_dir):
-        for step in _digit_dirs(os.path.join(model_dir, model_id)):
-            path = os.path.join(model_dir, model_id, step)
-            steps.append(StepDir(time_dir, dev, folder, model_id, step, path))
-    steps.sort(key=lambda s: (int(s.model_id), int(s.step)))
-    return steps
-
-
-def _digit_dirs(folder: str) -> List[str]:
-    names = [e.name for e in _scandir(folder) if _DIGITS.match(e.name) and e.is_dir()]
-    return sorted(names, key=int)
-
-
-def _written_since(model_dir: str, since: Optional[float]) -> bool:
-    """True when the model folder or a folder below it (2 levels) was modified since."""
-    stack = [(model_dir, 0)]
-    while stack:
-        path, depth = stack.pop()
-        try:
-            if _not_older(os.stat(path).st_mtime, since):
-                return True
-        except OSError:
-            continue
-        if depth < 2:
-            stack.extend((os.path.join(path, d), depth + 1) for d in _digit_dirs(path))
-    return False
-
-
-def _nothing_found(root: str, folder: str, model_name: str, since: Optional[float],
-                   device_id: Any, time_dirs: List[str], rejected: List[str]) -> str:
-    bound = "no time bound" if since is None else "time folders named at or after {} (local)".format(
-        datetime.datetime.fromtimestamp(int(since)).strftime("%Y%m%d%H%M%S"))
-    device = "any device" if device_id is None else "device {}".format(device_id)
-    present = sorted(
-        "{}/{}/{}".format(t, dev, entry.name)
-        for t in time_dirs for dev in _digit_dirs(os.path.join(root, t))
-        for entry in _scandir(os.path.join(root, t, dev)) if entry.is_dir()
-    )
-    parts = [
-        "no dump folder {}/{{time}}/{{device_id}}/{}/{{model_id}}/{{step}} for graph {!r}".format(
-            root, folder, model_name),
-        "searched: {}; {}".format(bound, device),
-        "time folders: {}".format(", ".join(sorted(time_dirs)) or "none"),
-    ]
-    if rejected:
-        parts.append("rejected: {}".format(", ".join(sorted(rejected))))
-    if present:
-        more = " (+{} more)".format(len(present) - 20) if len(present) > 20 else ""
-        parts.append("model folders present: {}{}".format(", ".join(present[:20]), more))
-    if not os.path.isdir(root):
-        parts.append("dump path does not exist")
-    return "; ".join(parts)
-
-
-# --------------------------------------------------------------------------- the whole run
-
-
-def locate_run(
-    dump_path: PathLike,
-    graph_dirs: Optional[Iterable[PathLike]] = None,
-    since: Optional[float] = None,
-    device_id: Optional[Union[int, str]] = None,
-    graph_keyword: Optional[str] = None,
-    tf_op_names: Optional[Iterable[str]] = None,
-    environ: Optional[Mapping[str, str]] = None,
-) -> LocatedRun:
-    """Graph file, graph name and step folders of the run that began at ``since``.
-
-    ``graph_dirs`` (each expanded with :func:`expand_graph_dir`) defaults to
-    :func:`graph_search_dirs` of ``environ``; ``device_id`` also keeps only that device's
-    per-process graph subfolders (multi-card runs write one per card).
-    """
-    if graph_dirs is None:
-        dirs = graph_search_dirs(environ, device_id=device_id)
-    else:
-        dirs = _unique(d for root in graph_dirs for d in expand_graph_dir(root, device_id=device_id))
-    graphs = find_build_graphs(dirs, since)
-    if not graphs:
-        raise LocateError(
-            "no Build graph file (ge_proto_*_Build.txt) {}in: {}".format(
-                "" if since is None else "modified at or after {} ".format(_local(since)),
-                ", ".join(dirs) or "no existing folder (set DUMP_GRAPH_PATH or pass graph dirs)"),
-            dirs,
-        )
-    graph_file, choice = select_training_graph(graphs, tf_op_names, graph_keyword)
-    graph_name = next(c["graph_name"] for c in choice["candidates"] if c.get("chosen"))
-    warnings = list(choice["warnings"])
-    steps = find_step_dirs(dump_path, graph_name, since, device_id, warnings)
-    return LocatedRun(graph_file, graph_name, choice, os.path.abspath(os.fspath(dump_path)),
-                      steps, warnings)
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _not_older(mtime: float, since: Optional[float]) -> bool:
-    return since is None or int(mtime) >= int(since)
-
-
-def _local(since: float) -> str:
-    return datetime.datetime.fromtimestamp(since).isoformat(timespec="seconds")
-
-
-def _scandir(folder: str) -> List["os.DirEntry[str]"]:
-    try:
-        with os.scandir(folder) as entries:
-            return list(entries)
-    except OSError:
-        return []
-
-
-def _unique(paths: Iterable[str]) -> List[str]:
-    seen, out = set(), []
-    for path in paths:
-        key = os.path.realpath(path)
-        if key not in seen:
-            seen.add(key)
-            out.append(path)
-    return out
-
-
-def _warn(notes: List[str], message: str) -> None:
-    LOG.warning("%s", message)
-    notes.append(message)

@@ -1,0 +1,172 @@
+"""Find this run's dump step folders.
+
+Dump folders (:func:`find_step_dirs`)
+    ``{dump_path}/{time}/{device_id}/{sanitized graph name}/{model_id}/{step}``; ``{time}``
+    is GE's ``YYYYMMDDhhmmss`` local start time of the dump (all digits), ``{model_id}`` and
+    ``{step}`` are decimal. With ``since``, a time folder must be named at or after the
+    second of ``since`` (GE names it when its dump starts, after the hook's begin). A folder
+    named earlier is stale unless its model folder was written at or after ``since`` (GE
+    initialised before the hook began in a long-lived process); that is taken with a
+    warning. Without ``since``, the newest time folder per device wins, with a warning.
+    Per device, when several time folders qualify the newest wins (warning); different
+    devices (multi-card start skew) are all kept. Steps sort numerically.
+"""
+import datetime
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, List, Optional, Tuple, Union
+
+from ..errors import LocateError
+from ..formats.names import parse_time_dir, sanitize
+from ._walk import PathLike, not_older, scandir, warn
+
+__all__ = ["StepDir", "find_step_dirs"]
+
+_DIGITS = re.compile(r"[0-9]+\Z")
+
+
+@dataclass
+class StepDir:
+    """One ``{time}/{device_id}/{model_name}/{model_id}/{step}`` dump folder."""
+
+    time_dir: str
+    device_id: str
+    model_name: str
+    model_id: str
+    step: str
+    path: str
+
+
+def find_step_dirs(
+    dump_path: PathLike,
+    model_name: str,
+    since: Optional[float] = None,
+    device_id: Optional[Union[int, str]] = None,
+    warnings: Optional[List[str]] = None,
+) -> List[StepDir]:
+    """Step folders of graph ``model_name`` under ``dump_path`` (rules: module docstring).
+
+    ``model_name`` is the graph name; it is sanitized like GE does. Warnings are appended
+    to ``warnings`` when given (and logged). Raises :class:`LocateError` saying what was
+    searched where when nothing matches.
+    """
+    root = os.path.abspath(os.fspath(dump_path))
+    folder = sanitize(model_name)
+    notes = [] if warnings is None else warnings
+    time_dirs, rejected = _time_dirs(root, since)
+    per_device = {}  # type: Dict[str, List[Tuple[str, str, bool]]]
+    for time_dir, fresh in time_dirs:
+        for dev in _digit_dirs(os.path.join(root, time_dir)):
+            if device_id is not None and int(dev) != int(device_id):
+                continue
+            model_dir = os.path.join(root, time_dir, dev, folder)
+            if not os.path.isdir(model_dir):
+                continue
+            if not fresh and not _written_since(model_dir, since):
+                rejected.append("{} (named before the time bound, not written since)".format(time_dir))
+                continue
+            per_device.setdefault(dev, []).append((time_dir, model_dir, fresh))
+    steps = []  # type: List[StepDir]
+    for dev in sorted(per_device, key=int):
+        runs = sorted(per_device[dev], key=lambda r: _time_key(r[0]))
+        time_dir, model_dir, fresh = runs[-1]
+        _note_choice(notes, dev, runs, since, fresh)
+        steps.extend(_steps_of(time_dir, dev, folder, model_dir))
+    if not steps:
+        raise LocateError(_nothing_found(root, folder, model_name, since, device_id,
+                                         [t for t, _ in time_dirs], rejected), [root])
+    return steps
+
+
+def _time_dirs(root: str, since: Optional[float]) -> Tuple[List[Tuple[str, bool]], List[str]]:
+    """All-digit folders under ``root`` as (name, fresh) and the rejected ones."""
+    bound = None if since is None else datetime.datetime.fromtimestamp(int(since))
+    kept, rejected = [], []  # type: List[Tuple[str, bool]], List[str]
+    for entry in scandir(root):
+        if not _DIGITS.match(entry.name) or not entry.is_dir():
+            continue
+        if bound is None:
+            kept.append((entry.name, True))
+            continue
+        named = parse_time_dir(entry.name)
+        if named is None:
+            rejected.append("{} (not a YYYYMMDDhhmmss time)".format(entry.name))
+        else:
+            kept.append((entry.name, named >= bound))
+    return kept, rejected
+
+
+def _time_key(name: str) -> Tuple[int, str]:
+    return (len(name), name)  # all digits: longer is later, then lexicographic
+
+
+def _note_choice(notes: List[str], dev: str, runs: List[Tuple[str, str, bool]],
+                 since: Optional[float], fresh: bool) -> None:
+    time_dir = runs[-1][0]
+    older = [r[0] for r in runs[:-1]]
+    if since is None:
+        warn(notes, "no time bound (--since): took the newest time folder {} for device {}{}".format(
+            time_dir, dev, "; older ones ignored: " + ", ".join(older) if older else ""))
+    elif older:
+        warn(notes, "device {}: several time folders since the time bound; took the newest, {}; "
+                     "ignored: {}".format(dev, time_dir, ", ".join(older)))
+    if since is not None and not fresh:
+        warn(notes, "time folder {} is named before the time bound but its model folder was written "
+                     "after it (GE started before the hook); taken".format(time_dir))
+
+
+def _steps_of(time_dir: str, dev: str, folder: str, model_dir: str) -> List[StepDir]:
+    steps = []
+    for model_id in _digit_dirs(model_dir):
+        for step in _digit_dirs(os.path.join(model_dir, model_id)):
+            path = os.path.join(model_dir, model_id, step)
+            steps.append(StepDir(time_dir, dev, folder, model_id, step, path))
+    steps.sort(key=lambda s: (int(s.model_id), int(s.step)))
+    return steps
+
+
+def _digit_dirs(folder: str) -> List[str]:
+    names = [e.name for e in scandir(folder) if _DIGITS.match(e.name) and e.is_dir()]
+    return sorted(names, key=int)
+
+
+def _written_since(model_dir: str, since: Optional[float]) -> bool:
+    """True when the model folder or a folder below it (2 levels) was modified since."""
+    stack = [(model_dir, 0)]
+    while stack:
+        path, depth = stack.pop()
+        try:
+            if not_older(os.stat(path).st_mtime, since):
+                return True
+        except OSError:
+            continue
+        if depth < 2:
+            stack.extend((os.path.join(path, d), depth + 1) for d in _digit_dirs(path))
+    return False
+
+
+def _nothing_found(root: str, folder: str, model_name: str, since: Optional[float],
+                   device_id: Any, time_dirs: List[str], rejected: List[str]) -> str:
+    bound = "no time bound" if since is None else "time folders named at or after {} (local)".format(
+        datetime.datetime.fromtimestamp(int(since)).strftime("%Y%m%d%H%M%S"))
+    device = "any device" if device_id is None else "device {}".format(device_id)
+    present = sorted(
+        "{}/{}/{}".format(t, dev, entry.name)
+        for t in time_dirs for dev in _digit_dirs(os.path.join(root, t))
+        for entry in scandir(os.path.join(root, t, dev)) if entry.is_dir()
+    )
+    parts = [
+        "no dump folder {}/{{time}}/{{device_id}}/{}/{{model_id}}/{{step}} for graph {!r}".format(
+            root, folder, model_name),
+        "searched: {}; {}".format(bound, device),
+        "time folders: {}".format(", ".join(sorted(time_dirs)) or "none"),
+    ]
+    if rejected:
+        parts.append("rejected: {}".format(", ".join(sorted(rejected))))
+    if present:
+        more = " (+{} more)".format(len(present) - 20) if len(present) > 20 else ""
+        parts.append("model folders present: {}{}".format(", ".join(present[:20]), more))
+    if not os.path.isdir(root):
+        parts.append("dump path does not exist")
+    return "; ".join(parts)

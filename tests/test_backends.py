@@ -1,0 +1,50 @@
+"""backends: one protocol for the real NPU and the emulator; the user's choice resolved once."""
+import os
+
+import pytest
+
+from npu_dump_hook.backends import RealNpu, resolve_backend
+from npu_dump_hook.constants import BACKEND_CHOICES, RECORDED_BACKENDS
+from npu_dump_hook.emulator import EmulatedNpu
+from npu_dump_hook.errors import BackendError, OptionError
+
+PROTOCOL = ("name", "captures", "settles", "begin", "session_started", "write_step", "graph_dirs", "summary")
+
+
+@pytest.mark.parametrize("backend", [RealNpu(), EmulatedNpu()], ids=["npu", "emulated"])
+def test_both_backends_implement_the_protocol(backend):
+    assert all(hasattr(backend, name) for name in PROTOCOL)
+    assert backend.name in RECORDED_BACKENDS
+
+
+def test_the_real_npu_waits_for_ge_and_never_writes(monkeypatch, tmp_path):
+    npu = RealNpu()
+    assert (npu.captures, npu.settles, npu.summary()) == (False, True, None)
+    with pytest.raises(BackendError, match="writes its own dump"):
+        npu.write_step(None, 0)
+    monkeypatch.setenv("DUMP_GRAPH_PATH", str(tmp_path))
+    assert str(tmp_path) in npu.graph_dirs(0)
+
+
+def test_the_emulator_captures_and_names_its_graph_folder(tmp_path):
+    emulator = EmulatedNpu()
+    assert (emulator.captures, emulator.settles, emulator.graph_dirs(0)) == (True, False, None)
+    emulator.graph_file = str(tmp_path / "ge_proto_00000000_Build.txt")
+    assert emulator.graph_dirs(0) == [str(tmp_path)]
+
+
+def test_resolve_keeps_objects_and_maps_choices(npu_bridge_double):
+    emulator = EmulatedNpu()
+    assert resolve_backend(emulator) is emulator
+    assert isinstance(resolve_backend("emulated"), EmulatedNpu)
+    assert isinstance(resolve_backend("auto"), RealNpu)  # npu_bridge importable
+    assert isinstance(resolve_backend("npu"), RealNpu)
+
+
+def test_resolve_without_npu_bridge():
+    assert isinstance(resolve_backend("auto"), EmulatedNpu)
+    with pytest.raises(OptionError, match="needs npu_bridge"):
+        resolve_backend("npu")
+    with pytest.raises(OptionError) as info:
+        resolve_backend("gpu")
+    assert info.value.option == "backend" and all(choice in str(info.value) for choice in BACKEND_CHOICES)
