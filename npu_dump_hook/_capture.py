@@ -94,10 +94,12 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 import numpy as np
 
 from . import _tf
-from .constants import ENV_CAPTURE_BUDGET
 from .errors import BackendError
+from ._capture_plan import (BUDGET_ENV, DEFAULT_MEMORY_BUDGET, Plan, as_stored_array, cpu_device, dtype_reason,
+                            maybe_dead, reference_variable, resolve_memory_budget, static_nbytes, static_shape,
+                            while_or_cond)
 from .formats.names import golden_npy_name
-from .formats.npy import NUMPY_OF_TF_ENUM, TF_DT_BFLOAT16, debug_event_to_npy, write_npy
+from .formats.npy import debug_event_to_npy, write_npy
 
 __all__ = [
     "TensorCapture",
@@ -114,30 +116,11 @@ logger = logging.getLogger(__name__)
 
 WRITE_SCOPE = "npu_dump_hook_capture"
 _CONVERT_THREADS = 4
-_MAX_PROTO_BYTES = (1 << 31) - (1 << 20)  # a serialized protobuf stays under 2 GiB
 # DebugIdentity file dumps: {root}/_tfdbg_device_{device}/{node}_{slot}_DebugIdentity_{wall µs}
 _DUMP_FILE = re.compile(r"t([0-9]+)_+0_DebugIdentity_[0-9]+\Z")
 # The dump-op name appears twice before the tensor bytes (Value.tag, Value.node_name); padding it
 # leaves room to overwrite that prefix with the .npy header in place (see debug_event_to_npy).
 _NAME_PAD = "_" * 80
-
-_SWITCH_TYPES = frozenset(("Switch", "RefSwitch"))
-_REF_VARIABLE_TYPES = frozenset(("VariableV2", "Variable"))
-# Ops whose 1-D outputs hold one entry per dimension of an input (TensorShape allows 254 at most).
-_SHAPE_VECTOR_TYPES = frozenset(("Shape", "ShapeN", "BroadcastGradientArgs"))
-_MAX_RANK = 254
-_ALIASING_TYPES = frozenset(("Identity", "RefIdentity"))  # forward a reference input's buffer
-_DEAD_ENDS = frozenset(("Merge", "RefMerge", "Exit", "RefExit"))
-#: Executed tensors whose static sizes add up to at most this are fetched with the step
-#: (held in memory together until ``finish`` writes them); larger steps stream to disk.
-DEFAULT_MEMORY_BUDGET = 256 << 20
-BUDGET_ENV = ENV_CAPTURE_BUDGET
-_NO_ARRAY_DTYPES = {
-    "resource": "resource handle: no array value",
-    "variant": "variant tensor (dataset, TensorList, optional): no array value",
-    "string": "string tensor: the comparison handles numeric tensors only",
-}
-
 
 # --------------------------------------------------------------------------- results
 
@@ -206,133 +189,6 @@ class CaptureResult:
         return np.load(captured.path, mmap_mode="r")
 
 
-# --------------------------------------------------------------------------- planning helpers
-
-
-@dataclass
-class _Plan:
-    """Per graph tensor: its number and static byte size (None: unknown), its dump op if any, or
-    the reason it cannot be captured. ``stream_only``: never fetched directly (it may have no
-    value in a step, or it is a TF 1.x reference whose buffer the step may update later)."""
-
-    dump_op: Any = None
-    number: int = -1
-    reason: str = ""
-    nbytes: Optional[int] = None
-    stream_only: bool = False
-    #: The TF 1.x reference variable (``VariableV2`` output) whose value this tensor is: the
-    #: variable's own output, or an ``Identity`` that aliases its buffer (``w/read``).
-    variable: Any = None
-
-
-def _while_or_cond(op: Any) -> str:
-    """``"while"``/``"cond"`` when ``op`` sits in TF 1.x control flow, else ``""`` (private API)."""
-    context = getattr(op, "_control_flow_context", None)
-    if context is not None and op.type in ("Exit", "RefExit"):
-        context = getattr(context, "outer_context", None)  # an Exit's value lives outside its loop
-    if context is None:
-        return ""
-    get_while = getattr(context, "GetWhileContext", None)
-    if get_while is not None and get_while() is not None:
-        return "while"
-    return "cond"
-
-
-def _reference_variable(tensor: Any) -> Any:
-    """The TF 1.x reference variable whose buffer ``tensor`` is, or None.
-
-    That is a ``VariableV2`` reference output, or the output of ``Identity`` ops over one
-    (``w/read``, which forwards the buffer without a copy). Resource variables (TF 2 default)
-    copy on read and need none of this.
-    """
-    while True:
-        op = tensor.op
-        if op.type in _REF_VARIABLE_TYPES:
-            return tensor if tensor.dtype != tensor.dtype.base_dtype else None
-        if op.type not in _ALIASING_TYPES or not op.inputs:
-            return None
-        source = op.inputs[0]
-        if source.dtype == source.dtype.base_dtype:
-            return None  # a value input: Identity of a value is an ordinary tensor
-        tensor = source
-
-
-def _dtype_reason(tensor: Any) -> str:
-    """Why this tensor cannot be captured as an array, judged from its dtype and static shape, or ``""``."""
-    base = tensor.dtype.base_dtype
-    if base.name in _NO_ARRAY_DTYPES:
-        return _NO_ARRAY_DTYPES[base.name]
-    if base.as_datatype_enum not in NUMPY_OF_TF_ENUM:
-        return "dtype {} has no numpy equivalent".format(base.name)
-    shape = tensor.get_shape()
-    if shape.is_fully_defined() and shape.num_elements() * base.size >= _MAX_PROTO_BYTES:
-        return "{} bytes: over the 2 GiB a protobuf can hold".format(shape.num_elements() * base.size)
-    return ""
-
-
-def _static_nbytes(tensor: Any) -> Optional[int]:
-    """Static byte size; an upper bound for shape vectors of unknown length; None when unbounded."""
-    shape = tensor.get_shape()
-    if not shape.is_fully_defined():
-        if tensor.op.type in _SHAPE_VECTOR_TYPES and shape.ndims == 1:
-            # One entry per dimension of some tensor: at most TensorShape's 254. TF 1.15's gradients
-            # put BroadcastGradientArgs (length unknown statically) into nearly every training step;
-            # without the bound every such step would stream.
-            return _MAX_RANK * tensor.dtype.base_dtype.size
-        return None
-    return int(shape.num_elements()) * tensor.dtype.base_dtype.size
-
-
-def _maybe_dead(ops: List[Any], edges: Dict[str, Tuple[List[Any], List[Any]]]) -> Set[str]:
-    """Ops whose outputs may be dead in a step: fed by a ``Switch`` through data or control edges,
-    not through a ``Merge`` (which ends deadness) or a loop ``Exit`` (alive once its loop ends).
-    Fetching a dead tensor fails the whole ``session.run``; its dump op simply does not run."""
-    switches = [op for op in ops if op.type in _SWITCH_TYPES]
-    if not switches:
-        return set()
-    consumers = {}  # type: Dict[str, List[Any]]
-    for op in ops:
-        inputs, controls = edges[op.name]
-        for producer in {t.op.name for t in inputs} | {c.name for c in controls}:
-            consumers.setdefault(producer, []).append(op)
-    dead = set()  # type: Set[str]
-    stack = list(switches)
-    while stack:
-        op = stack.pop()
-        if op.name in dead:
-            continue
-        dead.add(op.name)
-        stack.extend(c for c in consumers.get(op.name, ()) if c.name not in dead and c.type not in _DEAD_ENDS)
-    return dead
-
-
-def _memory_budget(value: Optional[int]) -> int:
-    """The fetch budget in bytes: the argument, else ``$NPU_DUMP_HOOK_CAPTURE_BUDGET``, else the default."""
-    source = "memory_budget"
-    if value is None:
-        text = os.environ.get(BUDGET_ENV, "").strip()
-        if not text:
-            return DEFAULT_MEMORY_BUDGET
-        source = BUDGET_ENV
-        try:
-            value = int(text)
-        except ValueError:
-            raise BackendError("{} must be a byte count (an integer), got {!r}".format(BUDGET_ENV, text))
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise BackendError("{} must be a byte count >= 0, got {!r}".format(source, value))
-    return value
-
-
-def _as_stored_array(value: Any, tensor: Any) -> np.ndarray:
-    """A fetched value as the ``.npy`` stores it: bfloat16 widened to float32, quantized as integers."""
-    enum = tensor.dtype.base_dtype.as_datatype_enum
-    array = np.asarray(value, order="C")  # (ascontiguousarray would make a scalar 1-d)
-    if enum == TF_DT_BFLOAT16:
-        bits = array.reshape(-1).view(np.uint16).astype(np.uint32) << 16
-        return bits.view(np.float32).reshape(array.shape)
-    return array.view(np.dtype(NUMPY_OF_TF_ENUM[enum]))
-
-
 class _FetchedValues(object):
     """A ``session.run`` fetch of many tensors whose values land here, not in the hook's results.
 
@@ -362,25 +218,6 @@ def _register_fetch_conversion() -> bool:
     return _FETCH_REGISTERED[0]
 
 
-def _static_shape(tensor: Any) -> Optional[Tuple[int, ...]]:
-    shape = tensor.get_shape()
-    if shape.ndims is None:
-        return None
-    return tuple(-1 if d is None else int(d) for d in shape.as_list())
-
-
-def _cpu_device(device: str, cache: Dict[str, str]) -> str:
-    """The CPU of the task that runs ``device`` (the dump kernel is a host kernel)."""
-    if device not in cache:
-        spec = _tf.tf_v1().DeviceSpec.from_string(device or "")
-        parts = []
-        for label, value in (("job", spec.job), ("replica", spec.replica), ("task", spec.task)):
-            if value is not None:
-                parts.append("/{}:{}".format(label, value))
-        cache[device] = "".join(parts) + "/device:CPU:0"
-    return cache[device]
-
-
 # --------------------------------------------------------------------------- the engine
 
 
@@ -392,9 +229,9 @@ class TensorCapture(object):
         self.graph = graph
         self.scratch_dir = os.path.abspath(scratch_dir)
         self.npy_dir = os.path.abspath(npy_dir) if npy_dir else None
-        self.memory_budget = _memory_budget(memory_budget)
+        self.memory_budget = resolve_memory_budget(memory_budget)
         self._dump_root = os.path.join(self.scratch_dir, "dumps")
-        self._plans = {}  # type: Dict[str, _Plan]
+        self._plans = {}  # type: Dict[str, Plan]
         self._creation_index = {}  # type: Dict[str, int]
         self._pending = None  # type: Optional[List[Tuple[Any, bool]]]
         self._fed = set()  # type: Set[str]
@@ -415,28 +252,28 @@ class TensorCapture(object):
         # accessors are slow the first time (each builds Python wrappers through the C API).
         for op in ops:
             self._edges_of(op)
-        dead = _maybe_dead(ops, self._edges)
+        dead = maybe_dead(ops, self._edges)
         number, fetchable_bytes, unknown = 0, 0, False
         for op in ops:
-            flow = _while_or_cond(op)
+            flow = while_or_cond(op)
             self._outputs[op.name] = ([t.dtype.base_dtype.name for t in op.outputs],
-                                      [_static_shape(t) for t in op.outputs])
+                                      [static_shape(t) for t in op.outputs])
             for tensor in op.outputs:
-                reason = _dtype_reason(tensor)
+                reason = dtype_reason(tensor)
                 if not reason and flow == "while":
                     reason = ("inside a TF 1.x tf.while_loop body: a per-iteration value "
                               "(the loop's Exit outputs are captured)")
                 if reason:
-                    self._plans[tensor.name] = _Plan(reason=reason)
+                    self._plans[tensor.name] = Plan(reason=reason)
                     continue
                 # TF 2 If/While ops are marked unfetchable (cond_v2 prevent_fetching); their
                 # outputs are read by a dump op instead.
                 stream_only = (not self._can_fetch or flow == "cond" or op.name in dead
                                or tensor.dtype != tensor.dtype.base_dtype or not self.graph.is_fetchable(op))
-                plan = _Plan(number=number, nbytes=_static_nbytes(tensor), stream_only=stream_only)
+                plan = Plan(number=number, nbytes=static_nbytes(tensor), stream_only=stream_only)
                 self._plans[tensor.name] = plan
                 number += 1
-                plan.variable = None if flow else _reference_variable(tensor)
+                plan.variable = None if flow else reference_variable(tensor)
                 if plan.variable is not None:
                     plan.stream_only = False  # read before the step (run_args), never fetched or dumped
                     continue
@@ -461,7 +298,7 @@ class TensorCapture(object):
                     plan = self._plans[tensor.name]
                     if plan.reason or plan.variable is not None or not (stream_all or plan.stream_only):
                         continue
-                    with graph.device(_cpu_device(op.device, devices)):
+                    with graph.device(cpu_device(op.device, devices)):
                         dump = _tf.debug_identity(graph, tensor, "t{}{}:0".format(plan.number, _NAME_PAD), urls)
                     plan.dump_op = dump.op
                     made += 1
@@ -476,8 +313,8 @@ class TensorCapture(object):
         executed, fed = self._executed(args.fetches, args.feed_dict)
         self._pending, self._fed = executed, fed
         shutil.rmtree(self._dump_root, ignore_errors=True)  # stale dumps must not pass for this step's
-        direct, streamed = [], []  # type: List[Tuple[Any, _Plan]], List[Tuple[Any, _Plan]]
-        variable_reads = []  # type: List[Tuple[Any, _Plan]]
+        direct, streamed = [], []  # type: List[Tuple[Any, Plan]], List[Tuple[Any, Plan]]
+        variable_reads = []  # type: List[Tuple[Any, Plan]]
         for op, fed_only in executed:
             for tensor in op.outputs:
                 plan = self._plans.get(tensor.name)
@@ -505,7 +342,7 @@ class TensorCapture(object):
                      len(executed), len(direct), len(dumps), len(variable_reads))
         return _tf.tf_v1().train.SessionRunArgs([self._sink, dumps] if direct else dumps)
 
-    def _snapshot_variables(self, session: Any, reads: List[Tuple[Any, _Plan]]) -> Dict[str, Any]:
+    def _snapshot_variables(self, session: Any, reads: List[Tuple[Any, Plan]]) -> Dict[str, Any]:
         """Read the TF 1.x reference variables the step reads, before the step runs.
 
         A ``VariableV2`` output and the ``Identity`` that reads it (``w/read``) alias the
@@ -525,7 +362,7 @@ class TensorCapture(object):
         os.makedirs(self._dump_root, exist_ok=True)
         groups, group, size = [], [], 0  # type: List[List[Any]], List[Any], int
         for variable, _ in by_variable.values():
-            nbytes = _static_nbytes(variable) or 0
+            nbytes = static_nbytes(variable) or 0
             if group and size + nbytes > self.memory_budget:
                 groups.append(group)
                 group, size = [], 0
@@ -541,7 +378,7 @@ class TensorCapture(object):
                         snapshots[tensor.name] = value
                         continue
                     path = os.path.join(self._dump_root, "v{}.npy".format(self._plans[tensor.name].number))
-                    dtype, shape = write_npy(_as_stored_array(value, tensor), path)
+                    dtype, shape = write_npy(as_stored_array(value, tensor), path)
                     snapshots[tensor.name] = (path, dtype, shape)
             del values
         return snapshots
@@ -672,7 +509,7 @@ class TensorCapture(object):
             outputs = op.outputs
             inputs, controls = self._edges[op.name]
             dtypes, shapes = self._outputs.get(op.name) or (
-                [t.dtype.base_dtype.name for t in outputs], [_static_shape(t) for t in outputs])
+                [t.dtype.base_dtype.name for t in outputs], [static_shape(t) for t in outputs])
             executed_ops.append(ExecutedOp(
                 name=op.name, type=op.type, inputs=[t.name for t in inputs],
                 control_inputs=[c.name for c in controls], order=order,
@@ -695,7 +532,7 @@ class TensorCapture(object):
                     continue
                 if tensor.name in fetched:
                     # Released as soon as it is queued: the values dict must not outlive its writes.
-                    jobs.append((_as_stored_array(fetched.pop(tensor.name), tensor), target))
+                    jobs.append((as_stored_array(fetched.pop(tensor.name), tensor), target))
                 else:
                     jobs.append((dumped.pop(self._plans[tensor.name].number), target))
                 tensors.append(CapturedTensor(op_name=op.name, op_type=op.type, output_index=index, dtype="",
@@ -744,7 +581,7 @@ class TensorCapture(object):
         if fed_only and tensor.name not in self._fed:
             return "not computed: the op was replaced by a feed"
         if tensor.name not in fetched and plan.number not in dumped:
-            if _while_or_cond(op) == "cond":
+            if while_or_cond(op) == "cond":
                 return "no value in this step (untaken TF 1.x tf.cond branch)"
             return "no value in this step (dead output, e.g. the untaken side of a Switch)"
         return ""

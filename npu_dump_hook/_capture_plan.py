@@ -1,0 +1,180 @@
+"""What the capture engine knows about a graph before any step runs: per tensor, whether it can be
+captured (and why not), its static size, whether it may be dead in a step (TF 1.x control flow),
+and which TF 1.x reference variable it aliases; plus the memory budget and device placement of
+dump ops. Pure functions over TensorFlow graph objects; no session runs here.
+"""
+import os
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Set, Tuple
+
+import numpy as np
+
+from . import _tf
+from .constants import ENV_CAPTURE_BUDGET
+from .errors import BackendError
+from .formats.npy import NUMPY_OF_TF_ENUM, TF_DT_BFLOAT16
+
+__all__ = ["Plan", "DEFAULT_MEMORY_BUDGET", "BUDGET_ENV", "while_or_cond", "reference_variable", "dtype_reason",
+           "static_nbytes", "maybe_dead", "resolve_memory_budget", "as_stored_array", "static_shape", "cpu_device"]
+
+_MAX_PROTO_BYTES = (1 << 31) - (1 << 20)  # a serialized protobuf stays under 2 GiB
+
+_SWITCH_TYPES = frozenset(("Switch", "RefSwitch"))
+_REF_VARIABLE_TYPES = frozenset(("VariableV2", "Variable"))
+# Ops whose 1-D outputs hold one entry per dimension of an input (TensorShape allows 254 at most).
+_SHAPE_VECTOR_TYPES = frozenset(("Shape", "ShapeN", "BroadcastGradientArgs"))
+_MAX_RANK = 254
+_ALIASING_TYPES = frozenset(("Identity", "RefIdentity"))  # forward a reference input's buffer
+_DEAD_ENDS = frozenset(("Merge", "RefMerge", "Exit", "RefExit"))
+#: Executed tensors whose static sizes add up to at most this are fetched with the step
+#: (held in memory together until ``finish`` writes them); larger steps stream to disk.
+DEFAULT_MEMORY_BUDGET = 256 << 20
+BUDGET_ENV = ENV_CAPTURE_BUDGET
+_NO_ARRAY_DTYPES = {
+    "resource": "resource handle: no array value",
+    "variant": "variant tensor (dataset, TensorList, optional): no array value",
+    "string": "string tensor: the comparison handles numeric tensors only",
+}
+
+
+@dataclass
+class Plan:
+    """Per graph tensor: its number and static byte size (None: unknown), its dump op if any, or
+    the reason it cannot be captured. ``stream_only``: never fetched directly (it may have no
+    value in a step, or it is a TF 1.x reference whose buffer the step may update later)."""
+
+    dump_op: Any = None
+    number: int = -1
+    reason: str = ""
+    nbytes: Optional[int] = None
+    stream_only: bool = False
+    #: The TF 1.x reference variable (``VariableV2`` output) whose value this tensor is: the
+    #: variable's own output, or an ``Identity`` that aliases its buffer (``w/read``).
+    variable: Any = None
+
+
+def while_or_cond(op: Any) -> str:
+    """``"while"``/``"cond"`` when ``op`` sits in TF 1.x control flow, else ``""`` (private API)."""
+    context = getattr(op, "_control_flow_context", None)
+    if context is not None and op.type in ("Exit", "RefExit"):
+        context = getattr(context, "outer_context", None)  # an Exit's value lives outside its loop
+    if context is None:
+        return ""
+    get_while = getattr(context, "GetWhileContext", None)
+    if get_while is not None and get_while() is not None:
+        return "while"
+    return "cond"
+
+
+def reference_variable(tensor: Any) -> Any:
+    """The TF 1.x reference variable whose buffer ``tensor`` is, or None.
+
+    That is a ``VariableV2`` reference output, or the output of ``Identity`` ops over one
+    (``w/read``, which forwards the buffer without a copy). Resource variables (TF 2 default)
+    copy on read and need none of this.
+    """
+    while True:
+        op = tensor.op
+        if op.type in _REF_VARIABLE_TYPES:
+            return tensor if tensor.dtype != tensor.dtype.base_dtype else None
+        if op.type not in _ALIASING_TYPES or not op.inputs:
+            return None
+        source = op.inputs[0]
+        if source.dtype == source.dtype.base_dtype:
+            return None  # a value input: Identity of a value is an ordinary tensor
+        tensor = source
+
+
+def dtype_reason(tensor: Any) -> str:
+    """Why this tensor cannot be captured as an array, judged from its dtype and static shape, or ``""``."""
+    base = tensor.dtype.base_dtype
+    if base.name in _NO_ARRAY_DTYPES:
+        return _NO_ARRAY_DTYPES[base.name]
+    if base.as_datatype_enum not in NUMPY_OF_TF_ENUM:
+        return "dtype {} has no numpy equivalent".format(base.name)
+    shape = tensor.get_shape()
+    if shape.is_fully_defined() and shape.num_elements() * base.size >= _MAX_PROTO_BYTES:
+        return "{} bytes: over the 2 GiB a protobuf can hold".format(shape.num_elements() * base.size)
+    return ""
+
+
+def static_nbytes(tensor: Any) -> Optional[int]:
+    """Static byte size; an upper bound for shape vectors of unknown length; None when unbounded."""
+    shape = tensor.get_shape()
+    if not shape.is_fully_defined():
+        if tensor.op.type in _SHAPE_VECTOR_TYPES and shape.ndims == 1:
+            # One entry per dimension of some tensor: at most TensorShape's 254. TF 1.15's gradients
+            # put BroadcastGradientArgs (length unknown statically) into nearly every training step;
+            # without the bound every such step would stream.
+            return _MAX_RANK * tensor.dtype.base_dtype.size
+        return None
+    return int(shape.num_elements()) * tensor.dtype.base_dtype.size
+
+
+def maybe_dead(ops: List[Any], edges: Dict[str, Tuple[List[Any], List[Any]]]) -> Set[str]:
+    """Ops whose outputs may be dead in a step: fed by a ``Switch`` through data or control edges,
+    not through a ``Merge`` (which ends deadness) or a loop ``Exit`` (alive once its loop ends).
+    Fetching a dead tensor fails the whole ``session.run``; its dump op simply does not run."""
+    switches = [op for op in ops if op.type in _SWITCH_TYPES]
+    if not switches:
+        return set()
+    consumers = {}  # type: Dict[str, List[Any]]
+    for op in ops:
+        inputs, controls = edges[op.name]
+        for producer in {t.op.name for t in inputs} | {c.name for c in controls}:
+            consumers.setdefault(producer, []).append(op)
+    dead = set()  # type: Set[str]
+    stack = list(switches)
+    while stack:
+        op = stack.pop()
+        if op.name in dead:
+            continue
+        dead.add(op.name)
+        stack.extend(c for c in consumers.get(op.name, ()) if c.name not in dead and c.type not in _DEAD_ENDS)
+    return dead
+
+
+def resolve_memory_budget(value: Optional[int]) -> int:
+    """The fetch budget in bytes: the argument, else ``$NPU_DUMP_HOOK_CAPTURE_BUDGET``, else the default."""
+    source = "memory_budget"
+    if value is None:
+        text = os.environ.get(BUDGET_ENV, "").strip()
+        if not text:
+            return DEFAULT_MEMORY_BUDGET
+        source = BUDGET_ENV
+        try:
+            value = int(text)
+        except ValueError:
+            raise BackendError("{} must be a byte count (an integer), got {!r}".format(BUDGET_ENV, text))
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BackendError("{} must be a byte count >= 0, got {!r}".format(source, value))
+    return value
+
+
+def as_stored_array(value: Any, tensor: Any) -> np.ndarray:
+    """A fetched value as the ``.npy`` stores it: bfloat16 widened to float32, quantized as integers."""
+    enum = tensor.dtype.base_dtype.as_datatype_enum
+    array = np.asarray(value, order="C")  # (ascontiguousarray would make a scalar 1-d)
+    if enum == TF_DT_BFLOAT16:
+        bits = array.reshape(-1).view(np.uint16).astype(np.uint32) << 16
+        return bits.view(np.float32).reshape(array.shape)
+    return array.view(np.dtype(NUMPY_OF_TF_ENUM[enum]))
+
+
+def static_shape(tensor: Any) -> Optional[Tuple[int, ...]]:
+    shape = tensor.get_shape()
+    if shape.ndims is None:
+        return None
+    return tuple(-1 if d is None else int(d) for d in shape.as_list())
+
+
+def cpu_device(device: str, cache: Dict[str, str]) -> str:
+    """The CPU of the task that runs ``device`` (the dump kernel is a host kernel)."""
+    if device not in cache:
+        spec = _tf.tf_v1().DeviceSpec.from_string(device or "")
+        parts = []
+        for label, value in (("job", spec.job), ("replica", spec.replica), ("task", spec.task)):
+            if value is not None:
+                parts.append("/{}:{}".format(label, value))
+        cache[device] = "".join(parts) + "/device:CPU:0"
+    return cache[device]
