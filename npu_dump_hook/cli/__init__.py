@@ -5,22 +5,40 @@ A thin layer over the library: this package only parses arguments, dispatches to
 never loads TensorFlow or numpy) and maps errors to the exit codes of :mod:`._exit`:
 
     0  ok
-    1  a check failed (verify found problems, parse met a malformed file, ...)
-    2  usage error (bad arguments or option values)
-    3  anything else (one line on stderr; the traceback only with --debug)
+    1  a check failed: verify/inspect found problems, or were given something that exists but
+       is not a bundle (a folder without data/bundle.json, a file that is no tar archive);
+       parse met a malformed file, a file whose name is no dump artefact, or a folder without any
+    2  usage: bad arguments or option values, or a path given on the command line that does
+       not exist (checked before any work is done)
+    3  anything else (the run to collect was not found, the destination exists, I/O errors)
+
+Conventions every command follows:
+
+* ``-q/--quiet`` (only errors on stderr), ``-v/--verbose`` (INFO logs), ``--debug`` (DEBUG
+  logs and tracebacks), before or after the command name; the default shows warnings.
+  ``-q`` together with ``-v`` or ``--debug`` is a usage error.
+* An error is one line on stderr, ``npu-dump-hook: <message>``, naming the option or the
+  path as typed; the traceback only with ``--debug``. Usage errors name the command too.
+* A warning is printed once, as ``npu-dump-hook: warning: <message>``: the library's log
+  records and the CLI's own warnings share one handler that drops repeats.
+* stdout carries the result only. When its reader goes away early (``... | head``) the
+  command stops quietly and exits with the code it had determined so far (0 if none).
 """
 import argparse
 import importlib
 import logging
+import os
 import sys
-from typing import List, Optional
+from typing import Any, List, Optional
 
 from .._version import __version__
 from ..constants import ARCHIVES, BACKEND_CHOICES, CHECKSUMS, LINK_MODES
 from ..errors import NpuDumpError, OptionError
-from ._exit import EXIT_CHECK_FAILED, EXIT_ERROR, EXIT_OK, EXIT_USAGE
+from ._exit import EXIT_CHECK_FAILED, EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
 
 __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_CHECK_FAILED", "EXIT_USAGE", "EXIT_ERROR"]
+
+PROG = "npu-dump-hook"
 
 # command -> module (relative to this package) holding ``run(args) -> int``
 _HANDLERS = {
@@ -31,93 +49,303 @@ _HANDLERS = {
     "demo": "._demo",
 }
 
-
-def _add_collect(sub: "argparse._SubParsersAction") -> None:
-    p = sub.add_parser("collect", help="bundle the graph and dump folder of a run made without the hook")
-    p.add_argument("--dump-path", required=True, help="the dump_path the run used")
-    p.add_argument("--graph-dir", required=True, help="folder holding ge_proto_*_Build.txt (DUMP_GRAPH_PATH or the run's cwd)")
-    p.add_argument("--out", required=True, help="bundle destination (directory, or .tar / .tar.gz with --archive)")
-    p.add_argument("--since", help="ignore older runs: ISO 8601 local time, epoch seconds or YYYYMMDDHHMMSS")
-    p.add_argument("--device-id", type=int, help="device folder to collect (default: every device found)")
-    p.add_argument("--graph-keyword", help="op name that only the training graph contains")
-    p.add_argument("--link", choices=LINK_MODES, default="auto")
-    p.add_argument("--checksum", choices=CHECKSUMS, default="sha256")
-    p.add_argument("--archive", choices=ARCHIVES, help="also pack the bundle into an archive")
-    p.add_argument("--force", action="store_true", help="replace an existing non-empty destination")
+_LOGGER = "npu_dump_hook"
 
 
-def _add_verify(sub: "argparse._SubParsersAction") -> None:
-    p = sub.add_parser("verify", help="check a bundle (directory or archive) and list every problem")
-    p.add_argument("bundle")
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line usage errors (raised, so ``main`` picks the exit code)."""
+
+    def error(self, message: str) -> "Any":  # type: ignore[override]
+        command = self.prog[len(PROG):].strip()
+        raise CliError("{}{} (see {} --help)".format(command + ": " if command else "", message, self.prog),
+                       EXIT_USAGE)
 
 
-def _add_inspect(sub: "argparse._SubParsersAction") -> None:
-    p = sub.add_parser("inspect", help="summarise a bundle")
-    p.add_argument("bundle")
-    p.add_argument("--json", action="store_true", help="print bundle.json plus the verification result")
+def _add_common(parser: argparse.ArgumentParser, top: bool) -> None:
+    """-q/-v/--debug; on subcommands their default is SUPPRESS, so a value given before
+    the command name is not reset by the subcommand's defaults."""
+    default = False if top else argparse.SUPPRESS
+    group = parser.add_argument_group("output options")
+    group.add_argument("-q", "--quiet", action="store_true", default=default,
+                       help="print only errors on stderr (no warnings or logs)")
+    group.add_argument("-v", "--verbose", action="store_true", default=default,
+                       help="also print INFO logs (default: warnings only)")
+    group.add_argument("--debug", action="store_true", default=default,
+                       help="print DEBUG logs and the traceback of an error")
 
 
-def _add_parse(sub: "argparse._SubParsersAction") -> None:
-    p = sub.add_parser("parse", help="show what dump files, stats CSVs, Opdebug files, mapping.csv and graphs hold")
-    p.add_argument("paths", nargs="+", metavar="PATH")
-    p.add_argument("--json", action="store_true", help="one JSON document instead of text")
-    p.add_argument("--to-npy", metavar="DIR", help="write every tensor, in its original shape, as .npy into DIR")
-
-
-def _add_demo(sub: "argparse._SubParsersAction") -> None:
-    p = sub.add_parser("demo", help="train a bundled sample model one step with the hook and write a bundle")
-    p.add_argument("--out", default="demo_out", help="output folder (default: ./demo_out)")
-    p.add_argument("--model", choices=("cnn", "mlp", "text"), default="cnn")
-    p.add_argument("--backend", choices=BACKEND_CHOICES, default="auto")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="npu-dump-hook",
-        description="Prepare Ascend NPU dump data and GE graph files for accuracy comparison.",
-    )
-    parser.add_argument("--version", action="version", version="%(prog)s " + __version__)
-    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for add in (_add_collect, _add_verify, _add_inspect, _add_parse, _add_demo):
-        add(sub)
+def _sub(sub: "argparse._SubParsersAction", name: str, summary: str, description: str,
+         examples: str) -> argparse.ArgumentParser:
+    parser = sub.add_parser(name, help=summary, description=description,
+                            epilog="examples:\n" + examples.strip("\n"),
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     return parser
 
 
+def _add_collect(sub: "argparse._SubParsersAction") -> argparse.ArgumentParser:
+    p = _sub(sub, "collect", "bundle the graph and dump folder of a run made without the hook", """\
+Bundle a run made without the hook: the training Build graph (ge_proto_*_Build.txt) found
+under --graph-dir and the dump folders {time}/{device_id}/{model_name}/{model_id}/{step}
+under --dump-path that belong to it. Without --since the newest run wins, with a warning.
+An --out ending in .tar or .tar.gz (.tgz) writes only that archive.""", """
+  npu-dump-hook collect --dump-path /home/output --graph-dir . --out bundle --since 2026-11-29T07:30:00
+  npu-dump-hook collect --dump-path /home/output --graph-dir . --out bundle.tar.gz
+  npu-dump-hook collect --dump-path dump --graph-dir graphs --out bundle --archive tar --force
+""")
+    p.add_argument("--dump-path", required=True, help="the dump_path the run used (a folder)")
+    p.add_argument("--graph-dir", required=True, help="folder holding ge_proto_*_Build.txt (DUMP_GRAPH_PATH or the run's cwd)")
+    p.add_argument("--out", required=True,
+                   help="bundle destination: a folder, or a .tar / .tar.gz file (implies --archive)")
+    p.add_argument("--since", help="ignore older runs: ISO 8601 local time, epoch seconds or YYYYMMDDHHMMSS")
+    p.add_argument("--device-id", type=int, help="device folder to collect (default: every device found)")
+    p.add_argument("--graph-keyword", help="op name that only the training graph contains")
+    p.add_argument("--link", choices=LINK_MODES, default="auto",
+                   help="hard-link source files into the bundle or copy them (default: auto)")
+    p.add_argument("--checksum", choices=CHECKSUMS, default="sha256",
+                   help="record sha256 per file in bundle.json (default: sha256)")
+    p.add_argument("--archive", choices=ARCHIVES,
+                   help="also pack the bundle folder into OUT.tar[.gz] (implied by an --out ending so)")
+    p.add_argument("--force", action="store_true", help="replace an existing non-empty destination")
+    return p
+
+
+def _add_verify(sub: "argparse._SubParsersAction") -> argparse.ArgumentParser:
+    p = _sub(sub, "verify", "check a bundle (directory or archive) and list every problem", """\
+Check a bundle folder or .tar/.tar.gz archive: the BagIt manifests, bundle.json against the
+format, the payload against bundle.json, and that dump, mapping and graph files parse. Every
+problem is printed on stdout as "kind: path: detail"; exit 1 when there is any.""", """
+  npu-dump-hook verify bundle
+  npu-dump-hook verify -q bundle.tar.gz && echo intact
+""")
+    p.add_argument("bundle", metavar="BUNDLE", help="bundle folder or .tar / .tar.gz archive")
+    return p
+
+
+def _add_inspect(sub: "argparse._SubParsersAction") -> argparse.ArgumentParser:
+    p = _sub(sub, "inspect", "summarise a bundle", """\
+Summarise a bundle: schema, backend, the graph and why it was chosen, the dump chain, the
+run, randomness handling, golden files, coverage, warnings, and the verification result.
+Exit 1 when verification finds problems (with or without --json).""", """
+  npu-dump-hook inspect bundle
+  npu-dump-hook inspect bundle.tar.gz --json > bundle-report.json
+""")
+    p.add_argument("bundle", metavar="BUNDLE", help="bundle folder or .tar / .tar.gz archive")
+    p.add_argument("--json", action="store_true", help="print bundle.json plus the verification result")
+    return p
+
+
+def _add_parse(sub: "argparse._SubParsersAction") -> argparse.ArgumentParser:
+    p = _sub(sub, "parse", "show what dump files, stats CSVs, Opdebug files, mapping.csv and graphs hold", """\
+Show what dump artefacts hold: dump files (header, tensors, min/max/mean), stats CSVs,
+Opdebug overflow files, mapping.csv and ge_proto_*.txt graphs. Files are recognised by
+name; folders are walked. A file whose name is no dump artefact, a folder holding none,
+or a malformed file is one line on stderr and exit 1; the other paths are still shown.""", """
+  npu-dump-hook parse /home/output/20261129073000/0/ge_default_20261129073000_1/1/0
+  npu-dump-hook parse Conv2D.conv1_Conv2D.3.2.1700000000000001 --to-npy npy/
+  npu-dump-hook parse dump/ graphs/ --json > artefacts.json
+""")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="dump artefact file or folder")
+    p.add_argument("--json", action="store_true", help="one JSON document instead of text")
+    p.add_argument("--to-npy", metavar="DIR", help="write every tensor, in its original shape, as .npy into DIR")
+    return p
+
+
+def _add_demo(sub: "argparse._SubParsersAction") -> argparse.ArgumentParser:
+    p = _sub(sub, "demo", "train a bundled sample model one step with the hook and write a bundle", """\
+Train a bundled sample model for one step with the hook (on the emulated NPU when no NPU
+is present) and write its bundle: a quick look at what the hook produces.""", """
+  npu-dump-hook demo
+  npu-dump-hook demo --model mlp --out /tmp/demo
+""")
+    p.add_argument("--out", default="demo_out", help="output folder (default: ./demo_out)")
+    p.add_argument("--model", choices=("cnn", "mlp", "text"), default="cnn")
+    p.add_argument("--backend", choices=BACKEND_CHOICES, default="auto")
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=PROG,
+        description="Prepare Ascend NPU dump data and GE graph files for accuracy comparison.",
+        epilog="exit codes: 0 ok, 1 a check failed, 2 usage error or a path that does not exist, "
+               "3 anything else\nexamples:\n  npu-dump-hook verify bundle\n  npu-dump-hook inspect --help",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version="%(prog)s " + __version__)
+    _add_common(parser, top=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for add in (_add_collect, _add_verify, _add_inspect, _add_parse, _add_demo):
+        _add_common(add(sub), top=False)
+    return parser
+
+
+# --------------------------------------------------------------------------- logging
+
+
+class _OnceFilter(logging.Filter):
+    """Drop a warning whose text was already printed (library log + CLI line = once)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen = set()  # type: set
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.WARNING:
+            return True
+        text = record.getMessage()
+        if text in self.seen:
+            return False
+        self.seen.add(text)
+        return True
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to the *current* sys.stderr (tests replace it)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
+class _Formatter(logging.Formatter):
+    def __init__(self, names: bool) -> None:
+        super().__init__()
+        self.names = names
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = " ".join(record.getMessage().splitlines())
+        where = "{}: ".format(record.name) if self.names else ""
+        return "{}: {}: {}{}".format(PROG, record.levelname.lower(), where, text)
+
+
+class _Logging(object):
+    """The ``npu_dump_hook`` logger routed to one stderr handler for one ``main`` call."""
+
+    def __init__(self, level: int) -> None:
+        self.logger = logging.getLogger(_LOGGER)
+        self.level = level
+
+    def __enter__(self) -> "_Logging":
+        self.saved = (self.logger.level, self.logger.propagate)
+        self.handler = _StderrHandler()
+        self.handler.setFormatter(_Formatter(names=self.level <= logging.DEBUG))
+        self.handler.addFilter(_OnceFilter())
+        self.logger.addHandler(self.handler)
+        self.logger.setLevel(self.level)
+        self.logger.propagate = False  # printed here once, not again by a root handler
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.logger.removeHandler(self.handler)
+        self.logger.setLevel(self.saved[0])
+        self.logger.propagate = self.saved[1]
+
+
+def _level(args: argparse.Namespace) -> int:
+    if getattr(args, "debug", False):
+        return logging.DEBUG
+    if getattr(args, "verbose", False):
+        return logging.INFO
+    if getattr(args, "quiet", False):
+        return logging.ERROR
+    return logging.WARNING
+
+
+def warn(message: str) -> None:
+    """A CLI warning: one line on stderr unless -q; a repeat of a library warning is dropped."""
+    logging.getLogger(_LOGGER + ".cli").warning("%s", message)
+
+
+# --------------------------------------------------------------------------- main
+
+
 def main(argv: Optional[List[str]] = None) -> int:
+    """Run ``npu-dump-hook`` with ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
+    args = argparse.Namespace(debug=False)
+    try:
+        try:
+            code = _main(argv, args)
+        finally:
+            sys.stdout.flush()
+        return code
+    except BrokenPipeError:  # the reader of stdout went away (| head): stop quietly
+        _stdout_to_devnull()
+        return int(getattr(args, "pending_exit", EXIT_OK))
+
+
+def _main(argv: Optional[List[str]], holder: argparse.Namespace) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
+    except CliError as exc:
+        return _fail(holder, exc, exc.code)
+    except SystemExit as exc:  # --help / --version
         return int(exc.code or 0)
+    holder.__dict__.update(vars(args))
+    args = holder  # BrokenPipe handling in main() reads pending_exit from this object
     if not args.command:
-        parser.print_usage(sys.stderr)
-        return EXIT_USAGE
-    logging.basicConfig(
-        level=logging.DEBUG if args.debug else logging.INFO,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
-    try:
-        handler = importlib.import_module(_HANDLERS[args.command], __package__)
-        return int(handler.run(args))
-    except OptionError as exc:
-        return _fail(args, exc, EXIT_USAGE)
-    except (NpuDumpError, OSError) as exc:
-        return _fail(args, exc, EXIT_ERROR)
-    except KeyboardInterrupt:
-        return _fail(args, "interrupted", EXIT_ERROR)
-    except Exception as exc:  # noqa: BLE001 - the contract is one line, not a traceback
-        return _fail(args, exc, EXIT_ERROR)
+        return _fail(args, CliError("a command is required: {} (see {} --help)".format(
+            ", ".join(_HANDLERS), PROG), EXIT_USAGE), EXIT_USAGE)
+    if args.quiet and (args.verbose or args.debug):
+        other = "--debug" if args.debug else "-v/--verbose"
+        return _fail(args, CliError("{}: -q/--quiet contradicts {}".format(args.command, other), EXIT_USAGE),
+                     EXIT_USAGE)
+    with _Logging(_level(args)):
+        try:
+            handler = importlib.import_module(_HANDLERS[args.command], __package__)
+            return int(handler.run(args))
+        except BrokenPipeError:
+            raise
+        except CliError as exc:
+            return _fail(args, exc, exc.code)
+        except NpuDumpError as exc:
+            return _fail(args, exc, EXIT_USAGE if isinstance(exc, OptionError) else EXIT_ERROR)
+        except OSError as exc:
+            return _fail(args, exc, EXIT_ERROR)
+        except KeyboardInterrupt as exc:
+            return _fail(args, exc, EXIT_ERROR)
+        except Exception as exc:  # noqa: BLE001 - the contract is one line, not a traceback
+            return _fail(args, exc, EXIT_ERROR)
 
 
-def _fail(args: argparse.Namespace, exc: object, code: int) -> int:
-    if args.debug and isinstance(exc, BaseException):
+def _message(exc: BaseException) -> str:
+    if isinstance(exc, (CliError, NpuDumpError)):
+        return str(exc)
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
+    if isinstance(exc, OSError):
+        reason = exc.strerror or str(exc)
+        if exc.filename is not None:
+            return "{}: {}".format(exc.filename, reason)
+        return reason
+    return "internal error: {}: {} (--debug shows the traceback)".format(type(exc).__name__, exc)
+
+
+def _fail(args: argparse.Namespace, exc: BaseException, code: int) -> int:
+    # --debug: the traceback, except for errors the CLI itself detected (bad arguments,
+    # missing paths), whose stack says nothing the message does not
+    if getattr(args, "debug", False) and not (isinstance(exc, CliError) and exc.__cause__ is None):
         import traceback
 
-        traceback.print_exception(type(exc), exc, exc.__traceback__)
-    name = type(exc).__name__ if isinstance(exc, BaseException) else "error"
-    print("npu-dump-hook: {}: {}".format(name, exc), file=sys.stderr)
+        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+    text = " ".join(_message(exc).split("\n"))
+    print("{}: {}".format(PROG, text), file=sys.stderr)
     return code
+
+
+def _stdout_to_devnull() -> None:
+    """Point fd 1 at /dev/null so the interpreter's last flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        finally:
+            os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # in-process with a stdout that has no fd
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

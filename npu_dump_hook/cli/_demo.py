@@ -3,7 +3,10 @@ import argparse
 import os
 from typing import Any
 
-from ..bundle import read_bundle, summarize
+from ..bundle import read_bundle
+
+from ._bundle import format_bundle
+from ._exit import EXIT_OK
 
 __all__ = ["run"]
 
@@ -74,5 +77,6 @@ def run(args: argparse.Namespace) -> int:
         _tree(hook.golden_dir, limit=8)
     if hook.bundle is not None:
         print("\nbundle: {}".format(hook.bundle.location))
-        print(summarize(read_bundle(hook.bundle.location)))
-    return 0
+        for line in format_bundle(read_bundle(hook.bundle.location)):
+            print(line)
+    return EXIT_OK

@@ -1,12 +1,41 @@
-"""The exit codes of every ``npu-dump-hook`` command (DESIGN §4), in one place."""
+"""The exit codes of every ``npu-dump-hook`` command (DESIGN §4), in one place.
 
-__all__ = ["EXIT_OK", "EXIT_CHECK_FAILED", "EXIT_USAGE", "EXIT_ERROR"]
+Handlers return one of these codes, or raise :class:`CliError` with one of them; nothing
+else in :mod:`npu_dump_hook.cli` picks an exit code.
+"""
+
+__all__ = ["EXIT_OK", "EXIT_CHECK_FAILED", "EXIT_USAGE", "EXIT_ERROR", "CliError", "pending"]
 
 #: Everything went as asked.
 EXIT_OK = 0
-#: A check failed: verify found problems, compare breached a threshold, parse met a bad file.
+#: A check failed: verify found problems, compare breached a threshold, parse met a bad or
+#: unrecognised file, inspect/verify were given something that is not a bundle.
 EXIT_CHECK_FAILED = 1
-#: Usage: bad arguments or option values, a path given that does not exist.
+#: Usage: bad arguments or option values, a path given on the command line that does not exist.
 EXIT_USAGE = 2
 #: Anything else (one line on stderr; the traceback only with --debug).
 EXIT_ERROR = 3
+
+
+class CliError(Exception):
+    """An error the command reports as one line ``npu-dump-hook: <message>`` and exits ``code``.
+
+    ``message`` names what the user typed (the option and its value, or the path).
+    """
+
+    def __init__(self, message: str, code: int = EXIT_ERROR) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def pending(args: object, code: int) -> None:
+    """Record the code the command will exit with once its output is written.
+
+    When the reader of stdout goes away early (``... | head``), the command stops and
+    exits with the last code recorded here (0 if none), not with a BrokenPipeError.
+    """
+    setattr(args, "pending_exit", code)
