@@ -4,16 +4,19 @@ Each PATH is a file or a folder (walked recursively, in sorted order). Files are
 recognised by name (:mod:`.formats.names`): ``mapping.csv``, ``ge_proto_*.txt`` graphs
 (``ge_onnx``/``ge_readable`` dumps are listed as not used), stats ``*.csv``, Opdebug files,
 dump files (hashed all-digit names are resolved through the folder's mapping.csv). Inside
-folders other files are skipped; a file named on the command line that matches no rule
-is read as a stats CSV when it ends in ``.csv``, else as a dump file.
+folders other files are skipped (listed under ``skipped`` in --json). A file named on the
+command line whose name matches none of these rules is reported as "not a dump file"
+(it is not read); a folder holding no recognisable file is reported too.
 
 Output: text by default, or with ``--json`` one document
 ``{"files": [...], "skipped": [...], "npy": [...], "errors": [...]}`` on stdout.
 ``--to-npy DIR`` writes each input/output tensor in its original (framework) shape as
 ``{file name}.{input|output}.{index}.npy``.
 
-Exit codes: 0 when every file parsed; 1 when any file is malformed or missing (one line
-on stderr each: ``path at byte N: rule``; the other files are still processed).
+Exit codes: 0 when every file parsed; 1 when any file is malformed, unreadable or not a dump
+artefact, or a folder holds none (one line on stderr each, ``npu-dump-hook: path at byte N:
+rule``; the other paths are still processed); 2 when a PATH does not exist or ``--to-npy``
+names something that is not a folder (checked before anything is read).
 """
 import argparse
 import json
@@ -31,7 +34,7 @@ from ..formats.dump_file import DumpFile, bfloat16_bits_to_float32
 from ..formats.mapping_csv import MAPPING_FILE_NAME, read_mapping
 from ..formats.opdebug import read_opdebug_file
 from ..formats.stats_csv import read_stats_csv
-from ._exit import EXIT_CHECK_FAILED, EXIT_OK
+from ._exit import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, CliError, pending
 
 __all__ = ["run"]
 
@@ -41,39 +44,72 @@ KIND_GRAPH = "graph"
 KIND_GRAPH_IGNORED = "graph_ignored"
 KIND_UNKNOWN = "unknown"
 
+NOT_A_DUMP_FILE = ("not a dump file (its name matches no dump file, stats CSV, Opdebug file, mapping.csv "
+                   "or ge_proto graph rule)")
+NOTHING_FOUND = "no dump files, stats CSVs, Opdebug files, mapping.csv or graph files found"
+
 
 class _Report(object):
     """What one run found: per-file entries, skipped files, written .npy files, errors."""
 
-    def __init__(self) -> None:
+    def __init__(self, args: Optional[argparse.Namespace] = None) -> None:
         self.files = []  # type: List[Dict[str, Any]]
         self.skipped = []  # type: List[str]
         self.npy = []  # type: List[str]
         self.errors = []  # type: List[Dict[str, Any]]
+        self._args = args
 
     def error(self, path: str, rule: str, offset: Optional[int] = None) -> None:
         self.errors.append({"path": path, "offset": offset, "rule": rule})
+        if self._args is not None:
+            pending(self._args, EXIT_CHECK_FAILED)
         where = path if offset is None else "{} at byte {}".format(path, offset)
-        print("npu-dump-hook: parse: {}: {}".format(where, rule), file=sys.stderr)
+        print("npu-dump-hook: {}: {}".format(where, " ".join(rule.split("\n"))), file=sys.stderr)
 
     def format_error(self, exc: FormatError) -> None:
         self.error(exc.path, exc.rule, exc.offset)
 
 
+def _check_paths(args: argparse.Namespace) -> None:
+    """Usage errors, before anything is read: a PATH that does not exist, a bad --to-npy."""
+    missing = [p for p in args.paths if not os.path.lexists(p)]
+    if missing:
+        raise CliError("{}: no such file or folder".format(", ".join(missing)), EXIT_USAGE)
+    if args.to_npy and os.path.lexists(args.to_npy) and not os.path.isdir(args.to_npy):
+        raise CliError("--to-npy {}: not a folder".format(args.to_npy), EXIT_USAGE)
+
+
 def run(args: argparse.Namespace) -> int:
-    report = _Report()
+    _check_paths(args)
+    report = _Report(args)
     npy_dir = args.to_npy
     if npy_dir:
-        os.makedirs(npy_dir, exist_ok=True)
+        try:
+            os.makedirs(npy_dir, exist_ok=True)
+        except OSError as exc:
+            raise CliError("--to-npy {}: cannot create: {}".format(npy_dir, exc.strerror or exc))
     mappings = _MappingCache(report)
-    for path, explicit in _walk(args.paths, report):
-        entry = _parse_file(path, explicit, mappings, report, npy_dir)
+
+    def show(entry: Optional[Dict[str, Any]]) -> bool:
         if entry is None:
-            report.skipped.append(path)
-            continue
+            return False
         report.files.append(entry)
         if not args.json:
             _print_entry(entry)
+        return True
+
+    for path in args.paths:
+        if os.path.isdir(path):
+            found = False
+            for name in _files_under(path):
+                if show(_parse_file(name, mappings, report, npy_dir)):
+                    found = True
+                else:
+                    report.skipped.append(name)
+            if not found:
+                report.error(path, NOTHING_FOUND)
+        elif not show(_parse_file(path, mappings, report, npy_dir)):
+            report.error(path, NOT_A_DUMP_FILE)
     if args.json:
         document = {"files": report.files, "skipped": report.skipped, "npy": report.npy, "errors": report.errors}
         json.dump(_jsonable(document), sys.stdout, indent=2, sort_keys=False, allow_nan=False)
@@ -81,18 +117,12 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_CHECK_FAILED if report.errors else EXIT_OK
 
 
-def _walk(paths: List[str], report: _Report) -> Iterator[Tuple[str, bool]]:
-    """(file path, named explicitly) for every file under ``paths``, folders in sorted order."""
-    for path in paths:
-        if os.path.isdir(path):
-            for root, dirs, files in os.walk(path):
-                dirs.sort()
-                for name in sorted(files):
-                    yield os.path.join(root, name), False
-        elif os.path.isfile(path):
-            yield path, True
-        else:
-            report.error(path, "no such file or folder")
+def _files_under(folder: str) -> Iterator[str]:
+    """Every file under ``folder``, folders in sorted order."""
+    for root, dirs, files in os.walk(folder):
+        dirs.sort()
+        for name in sorted(files):
+            yield os.path.join(root, name)
 
 
 class _MappingCache(object):
@@ -128,14 +158,12 @@ def _classify(path: str, mappings: _MappingCache) -> Tuple[str, Optional[names.D
 
 
 def _parse_file(
-    path: str, explicit: bool, mappings: _MappingCache, report: _Report, npy_dir: Optional[str]
+    path: str, mappings: _MappingCache, report: _Report, npy_dir: Optional[str]
 ) -> Optional[Dict[str, Any]]:
+    """The entry for one file, or None when its name is no dump artefact (it is not read)."""
     kind, dump_name, graph_name = _classify(path, mappings)
     if kind == KIND_UNKNOWN:
-        if not explicit:
-            return None
-        # named on purpose: a .csv is read as a stats CSV, anything else as a dump file
-        kind = names.KIND_STATS if path.endswith(".csv") else names.KIND_DUMP
+        return None
     entry = {"path": path, "kind": kind}  # type: Dict[str, Any]
     if dump_name is not None:
         entry["name"] = _name_fields(dump_name)

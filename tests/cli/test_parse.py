@@ -1,4 +1,5 @@
-"""``npu-dump-hook parse``: text, --json and --to-npy over files made with the writers."""
+"""``npu-dump-hook parse``: text, --json and --to-npy over files made with the writers; exit codes
+(1 malformed / not a dump artefact / empty folder, 2 missing path) and one-line errors."""
 import json
 import os
 import struct
@@ -164,20 +165,27 @@ def test_malformed_files_give_one_line_each_and_exit_1(tmp_path, capsys):
     truncated.write_bytes(good.read_bytes()[:-10])
     bad_csv = tmp_path / "Add.bad.1.2.3.csv"
     bad_csv.write_text("Input/Output,Index\n")
-    code, out, err = _run(capsys, [str(small), str(truncated), str(bad_csv), str(tmp_path / "missing"), str(good)])
+    code, out, err = _run(capsys, [str(small), str(truncated), str(bad_csv), str(good)])
     assert code == 1
     lines = err.splitlines()
-    assert len(lines) == 4, err
-    assert lines[0].startswith("npu-dump-hook: parse: {} at byte 0: file too small (3 bytes)".format(small))
+    assert len(lines) == 3, err
+    assert lines[0].startswith("npu-dump-hook: {} at byte 0: file too small (3 bytes)".format(small))
     (header_len,) = struct.unpack_from("<Q", good.read_bytes(), 0)
     output_offset = 8 + header_len + 16  # after the 16-byte input payload
     assert lines[1] == (
-        "npu-dump-hook: parse: {} at byte {}: payload of output[0] (256 bytes) runs past end of file ({} bytes)".format(
+        "npu-dump-hook: {} at byte {}: payload of output[0] (256 bytes) runs past end of file ({} bytes)".format(
             truncated, output_offset, good.stat().st_size - 10)
     )
-    assert lines[2].startswith("npu-dump-hook: parse: {} at byte 0: line 1: header is neither".format(bad_csv))
-    assert lines[3] == "npu-dump-hook: parse: {}: no such file or folder".format(tmp_path / "missing")
+    assert lines[2].startswith("npu-dump-hook: {} at byte 0: line 1: header is neither".format(bad_csv))
     assert "{}: dump".format(good) in out  # the good file after the bad ones is still shown
+
+
+def test_missing_path_is_a_usage_error_before_anything_is_read(tmp_path, capsys):
+    folder, _graphs = _dump_dir(tmp_path)
+    code, out, err = _run(capsys, [str(folder / CONV), str(tmp_path / "missing")])
+    assert code == 2
+    assert out == ""
+    assert err == "npu-dump-hook: {}: no such file or folder\n".format(tmp_path / "missing")
 
 
 def test_malformed_mapping_and_graph_in_json(tmp_path, capsys):
@@ -201,3 +209,38 @@ def test_python_dash_m_parse(tmp_path):
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
     assert doc["files"][0]["rows"][0]["count"] == 16
+
+
+def test_unknown_name_is_not_a_dump_file_and_the_rest_is_processed(tmp_path, capsys):
+    folder, _graphs = _dump_dir(tmp_path)
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(b"\x7fELF" + bytes(range(256)) * 4)  # was read as a malformed dump
+    code, out, err = _run(capsys, [str(junk), str(folder / CONV)])
+    assert code == 1
+    assert err.splitlines() == ["npu-dump-hook: {}: not a dump file (its name matches no dump file, stats CSV, "
+                                "Opdebug file, mapping.csv or ge_proto graph rule)".format(junk)]
+    assert "{}: dump".format(folder / CONV) in out and str(junk) not in out
+    code, out, err = _run(capsys, [str(junk), "--json"])
+    assert code == 1
+    doc = json.loads(out)
+    assert doc["files"] == [] and [e["path"] for e in doc["errors"]] == [str(junk)]
+    assert "not a dump file" in doc["errors"][0]["rule"]
+
+
+def test_folder_with_nothing_recognisable(tmp_path, capsys):
+    _folder, graphs = _dump_dir(tmp_path)
+    empty = tmp_path / "nothing"
+    empty.mkdir()
+    (empty / "README.txt").write_text("hello")
+    code, out, err = _run(capsys, [str(empty), str(graphs)])
+    assert code == 1
+    assert err == ("npu-dump-hook: {}: no dump files, stats CSVs, Opdebug files, mapping.csv or graph files "
+                   "found\n".format(empty))
+    assert "ge_proto_00000003_graph_1_Build.txt: graph" in out  # the other folder is still shown
+
+
+def test_to_npy_that_is_a_file_exits_2(tmp_path, capsys):
+    folder, _graphs = _dump_dir(tmp_path)
+    (tmp_path / "f").write_text("")
+    code, out, err = _run(capsys, [str(folder), "--to-npy", str(tmp_path / "f")])
+    assert (code, out, err) == (2, "", "npu-dump-hook: --to-npy {}: not a folder\n".format(tmp_path / "f"))
