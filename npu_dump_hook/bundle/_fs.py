@@ -1,4 +1,4 @@
-"""File-system primitives for bundles: staging, safe paths, link-or-copy, hashing, archives.
+"""File-system primitives for bundles: safe paths, walking a source tree, link-or-copy, hashing.
 
 Contract (normative for everything in this module):
 
@@ -10,20 +10,11 @@ Contract (normative for everything in this module):
   and reported as warnings.
 * **Safe relative paths.** :func:`safe_relpath` rejects absolute paths, ``..``, NUL and
   empty names with :class:`~npu_dump_hook.errors.UnsafePathError`.
-* **Atomic staging.** :class:`Staging` builds the result in a uniquely named hidden folder
-  beside the destination (``.{name}.staging-{pid}-{random}``) and renames it into place
-  only when complete. An existing non-empty destination is refused with
-  :class:`~npu_dump_hook.errors.BundleExistsError` unless ``force``; with ``force`` the old
-  destination is moved aside only after the new one is complete, and removed after the
-  swap. Staging folders left by a killed process are swept by the next run.
 * **Link modes.** ``hardlink`` links (error if impossible), ``copy`` copies, ``auto`` links
   when possible (same file system, permitted) and copies otherwise. Copies without hashing
   use ``shutil.copyfile`` (``os.sendfile`` / ``copy_file_range`` kernel paths); copies with
   hashing read each byte once, hashing and writing the same buffer.
-* **Archives.** :func:`pack_archive` writes regular files and folders only (never link
-  members); :func:`extract_archive` rejects members that escape the root, links, devices
-  and FIFOs with :class:`~npu_dump_hook.errors.UnsafePathError` before writing anything
-  outside the destination.
+Atomic destinations are :mod:`._staging`; archives :mod:`._archive`.
 """
 import collections
 import errno
@@ -32,13 +23,12 @@ import logging
 import os
 import shutil
 import threading
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Deque, Iterable, Iterator, List, NamedTuple, Optional, Tuple
 
 from .._atomic import atomic_write_bytes
 from ..constants import LINK_MODES
-from ..errors import BundleError, BundleExistsError, UnsafePathError
+from ..errors import BundleError, UnsafePathError
 
 __all__ = [
     "LINK_MODES",
@@ -53,9 +43,6 @@ __all__ = [
     "sha256_file",
     "parallel_map",
     "default_workers",
-    "is_nonempty",
-    "Staging",
-    "sweep_stale_staging",
     "atomic_write_bytes",
 ]
 
@@ -72,8 +59,6 @@ _LINK_FALLBACK_ERRNOS = frozenset(
     e for e in (errno.EXDEV, errno.EPERM, errno.EACCES, errno.EMLINK, errno.ENOTSUP,
                 getattr(errno, "EOPNOTSUPP", errno.ENOTSUP), errno.ENOSYS) if e is not None
 )
-_STAGING_TAG = ".staging-"
-_OLD_TAG = ".old-"
 
 
 # -- safe paths ---------------------------------------------------------------------------
@@ -327,129 +312,3 @@ def parallel_map(fn: Callable[[Any], Any], items: Iterable[Any], workers: Option
         finally:
             for fut in pending:
                 fut.cancel()
-
-
-# -- destinations and staging -------------------------------------------------------------
-def is_nonempty(path: str) -> bool:
-    """True when ``path`` exists and is a non-empty folder or any non-folder."""
-    if os.path.isdir(path) and not os.path.islink(path):
-        with os.scandir(path) as it:
-            return any(True for _ in it)
-    return os.path.lexists(path)
-
-
-def _check_destination(dest: str, force: bool) -> None:
-    if not force and is_nonempty(dest):
-        raise BundleExistsError("destination {} exists and is not empty (use force / --force)".format(dest), dest)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def sweep_stale_staging(dest: str) -> List[str]:
-    """Remove staging/old folders for ``dest`` left by processes that no longer run."""
-    parent, name = os.path.split(os.path.abspath(dest))
-    removed = []
-    if not os.path.isdir(parent):
-        return removed
-    for tag in (_STAGING_TAG, _OLD_TAG):
-        prefix = "." + name + tag
-        for entry in os.listdir(parent):
-            if not entry.startswith(prefix):
-                continue
-            pid_text = entry[len(prefix):].split("-", 1)[0]
-            if pid_text.isdigit() and not _pid_alive(int(pid_text)):
-                _remove(os.path.join(parent, entry))
-                removed.append(os.path.join(parent, entry))
-    return removed
-
-
-def _remove(path: str) -> None:
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path, ignore_errors=True)
-    elif os.path.lexists(path):
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
-
-
-def _unique_sibling(dest: str, tag: str, suffix: str = "") -> str:
-    parent, name = os.path.split(os.path.abspath(dest))
-    return os.path.join(parent, ".{}{}{}-{}{}".format(name, tag, os.getpid(), uuid.uuid4().hex[:12], suffix))
-
-
-class Staging:
-    """A hidden folder (or file, ``as_file=True``) beside ``dest``, renamed into place by
-    :meth:`commit`; removed by :meth:`abort` or when the ``with`` block raises."""
-
-    def __init__(self, dest: str, force: bool = False, as_file: bool = False, suffix: str = "") -> None:
-        self.dest = os.path.abspath(dest)
-        self.force = force
-        _check_destination(self.dest, force)
-        parent = os.path.dirname(self.dest)
-        os.makedirs(parent, exist_ok=True)
-        sweep_stale_staging(self.dest)
-        self.path = _unique_sibling(self.dest, _STAGING_TAG, suffix)
-        if not as_file:
-            os.mkdir(self.path)
-        self.committed = False
-
-    def __enter__(self) -> "Staging":
-        return self
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is not None or not self.committed:
-            self.abort()
-
-    def abort(self) -> None:
-        """Remove the staging folder (idempotent)."""
-        _remove(self.path)
-
-    def commit(self) -> str:
-        """Rename the finished staging folder (or file) to ``dest``; return ``dest``."""
-        if self.force and is_nonempty(self.dest):
-            self._swap_forced()
-        else:
-            try:
-                _rename_no_clobber(self.path, self.dest)
-            except OSError as exc:
-                if exc.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.EISDIR, errno.ENOTDIR):
-                    raise BundleExistsError(
-                        "destination {} appeared and is not empty (use force / --force)".format(self.dest), self.dest)
-                raise
-        self.committed = True
-        return self.dest
-
-    def _swap_forced(self) -> None:
-        if not os.path.isdir(self.path) and not os.path.isdir(self.dest):
-            os.replace(self.path, self.dest)  # file over file: one atomic step
-            return
-        old = _unique_sibling(self.dest, _OLD_TAG)
-        os.rename(self.dest, old)
-        try:
-            os.rename(self.path, self.dest)
-        except BaseException:
-            os.rename(old, self.dest)  # put the previous result back
-            raise
-        _remove(old)
-
-
-def _rename_no_clobber(src: str, dest: str) -> None:
-    """Move ``src`` to ``dest`` unless ``dest`` holds something (an empty folder is replaced)."""
-    if os.path.isdir(src):
-        os.rename(src, dest)  # fails with ENOTEMPTY/ENOTDIR unless dest is absent or an empty folder
-        return
-    if os.path.isdir(dest) and not os.path.islink(dest) and not is_nonempty(dest):
-        os.rmdir(dest)
-    os.link(src, dest)  # EEXIST instead of silently replacing a file that appeared meanwhile
-    os.unlink(src)
-
-

@@ -1,5 +1,5 @@
 """Writing a bundle: plan what goes where, place and hash the payload, stream bundle.json,
-write the BagIt tag files, then one rename (:class:`~npu_dump_hook.bundle._fs.Staging`).
+write the BagIt tag files, then one rename (:class:`~npu_dump_hook.bundle._staging.Staging`).
 
 ``checksum="none"`` leaves ``sha256`` null in bundle.json, but the BagIt manifest is still
 complete and correct (RFC 8493 requires a digest for every payload file), so the bytes are
@@ -26,6 +26,7 @@ from ..run_record import run_section
 from . import _bagit, _fs
 from ._archive import archive_format, pack_archive, strip_archive_ext
 from ._progress import ProgressFn, make_progress
+from ._staging import Staging, is_nonempty
 from ._spec import BACKENDS, BUNDLE_JSON, BUNDLE_JSON_PATH, DATA_DIR, MAPPING_FILE
 from .describe import GraphOps, coverage, describe_dump_folder_file, graph_ops
 
@@ -95,12 +96,12 @@ def write_bundle(dest: str, located: Any, *, backend: str, options: Any = None, 
     archive_only = archive is not None and archive_format(dest) == archive
     archive_path = dest if archive_only else (dest + "." + archive if archive else None)
     folder_dest = strip_archive_ext(dest) if archive_only else dest
-    if archive_path is not None and not force and _fs.is_nonempty(archive_path):
+    if archive_path is not None and not force and is_nonempty(archive_path):
         raise BundleExistsError("destination {} exists (use force / --force)".format(archive_path), archive_path)
     warnings = list(getattr(located, "warnings", []) or [])
     plan = _plan(located, tf_graph, golden_dir, init_dir, warnings)
     # archive only: the folder is built beside the archive, packed, then dropped
-    with _fs.Staging(archive_path if archive_only else folder_dest, force=force or archive_only) as stage:
+    with Staging(archive_path if archive_only else folder_dest, force=force or archive_only) as stage:
         graph, ops = _graph_section(located, stage.path, plan, warnings)
         plan.sort(key=lambda p: p.rel)
         report = make_progress(progress, len(plan), sum(p.size for p in plan))
@@ -130,7 +131,7 @@ def _check_choice(name: str, value: Any, allowed: Tuple[str, ...]) -> None:
 
 def _pack_to(src_dir: str, archive_path: str, fmt: str, arcroot: str, force: bool) -> None:
     suffix = "." + fmt
-    with _fs.Staging(archive_path, force=force, as_file=True, suffix=suffix) as stage:
+    with Staging(archive_path, force=force, as_file=True, suffix=suffix) as stage:
         pack_archive(src_dir, stage.path, fmt, arcroot)
         stage.commit()
 

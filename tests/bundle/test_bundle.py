@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from npu_dump_hook import bundle
-from npu_dump_hook.bundle import _archive, _bagit, _fs
+from npu_dump_hook.bundle import _archive, _bagit, _fs, _staging
 from npu_dump_hook.constants import BUNDLE_SCHEMA
 from npu_dump_hook.errors import BundleError, BundleExistsError, UnsafePathError
 from npu_dump_hook.formats.dump_file import write_dump_file
@@ -152,7 +152,7 @@ def _no_bag_left(parent):
     ("npu_dump_hook.bundle.write._write_payload_and_json", 0),
     ("npu_dump_hook.bundle.write.coverage", 0),
     ("npu_dump_hook.bundle._bagit.write_tag_files", 0),
-    ("npu_dump_hook.bundle._fs.Staging.commit", 0),
+    ("npu_dump_hook.bundle._staging.Staging.commit", 0),
 ])
 def test_crash_leaves_nothing(tmp_path, monkeypatch, target, after):
     run = make_run(tmp_path / "src")
@@ -160,7 +160,7 @@ def test_crash_leaves_nothing(tmp_path, monkeypatch, target, after):
     out.mkdir()
     module_name, attr = target.rsplit(".", 1)
     if module_name.endswith("Staging"):
-        owner, real = _fs.Staging, _fs.Staging.commit
+        owner, real = _staging.Staging, _staging.Staging.commit
     else:
         import importlib
 

@@ -6,7 +6,7 @@ import tarfile
 
 import pytest
 
-from npu_dump_hook.bundle import _archive, _fs
+from npu_dump_hook.bundle import _archive, _fs, _staging
 from npu_dump_hook.errors import BundleError, BundleExistsError, UnsafePathError
 
 ABC_SHA256 = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
@@ -191,14 +191,14 @@ def test_hashing_in_threads_gives_each_file_its_digest(tmp_path):
 # -- Staging ---------------------------------------------------------------------------------
 def test_staging_commit_and_refuse_existing(tmp_path):
     dest = tmp_path / "out"
-    with _fs.Staging(str(dest)) as st:
+    with _staging.Staging(str(dest)) as st:
         assert os.path.basename(st.path).startswith(".out.staging-{}-".format(os.getpid()))
         (tmp_path / st.path / "f").write_bytes(b"new")
         st.commit()
     assert (dest / "f").read_bytes() == b"new"
     assert sorted(os.listdir(str(tmp_path))) == ["out"]
     with pytest.raises(BundleExistsError) as info:
-        _fs.Staging(str(dest))
+        _staging.Staging(str(dest))
     assert "not empty" in str(info.value) and info.value.path == str(dest)
     assert isinstance(info.value, FileExistsError)
 
@@ -206,7 +206,7 @@ def test_staging_commit_and_refuse_existing(tmp_path):
 def test_staging_empty_destination_is_replaced(tmp_path):
     dest = tmp_path / "out"
     dest.mkdir()
-    with _fs.Staging(str(dest)) as st:
+    with _staging.Staging(str(dest)) as st:
         open(os.path.join(st.path, "f"), "w").close()
         st.commit()
     assert os.listdir(str(dest)) == ["f"]
@@ -216,7 +216,7 @@ def test_staging_force_replaces_only_after_commit(tmp_path):
     dest = tmp_path / "out"
     dest.mkdir()
     (dest / "old").write_bytes(b"old")
-    st = _fs.Staging(str(dest), force=True)
+    st = _staging.Staging(str(dest), force=True)
     (tmp_path / st.path / "new").write_bytes(b"new")
     assert (dest / "old").exists()  # untouched until commit
     st.commit()
@@ -227,7 +227,7 @@ def test_staging_force_replaces_only_after_commit(tmp_path):
 def test_staging_removed_on_error(tmp_path):
     dest = tmp_path / "out"
     with pytest.raises(RuntimeError):
-        with _fs.Staging(str(dest)) as st:
+        with _staging.Staging(str(dest)) as st:
             open(os.path.join(st.path, "f"), "w").close()
             raise RuntimeError("boom")
     assert os.listdir(str(tmp_path)) == []
@@ -235,7 +235,7 @@ def test_staging_removed_on_error(tmp_path):
 
 def test_staging_refuses_destination_that_appears(tmp_path):
     dest = tmp_path / "out"
-    st = _fs.Staging(str(dest))
+    st = _staging.Staging(str(dest))
     dest.mkdir()
     (dest / "other").write_bytes(b"x")
     with pytest.raises(BundleExistsError):
@@ -246,7 +246,7 @@ def test_staging_refuses_destination_that_appears(tmp_path):
 
 def test_staging_file_no_clobber(tmp_path):
     dest = tmp_path / "out.tar"
-    st = _fs.Staging(str(dest), as_file=True, suffix=".tar")
+    st = _staging.Staging(str(dest), as_file=True, suffix=".tar")
     with open(st.path, "wb") as fh:
         fh.write(b"archive")
     dest.write_bytes(b"someone else")
@@ -254,7 +254,7 @@ def test_staging_file_no_clobber(tmp_path):
         st.commit()
     st.abort()
     assert dest.read_bytes() == b"someone else"
-    st2 = _fs.Staging(str(dest), as_file=True, force=True)
+    st2 = _staging.Staging(str(dest), as_file=True, force=True)
     with open(st2.path, "wb") as fh:
         fh.write(b"mine")
     st2.commit()
@@ -268,7 +268,7 @@ def test_sweep_removes_dead_process_leftovers(tmp_path):
     stale.mkdir()
     live = tmp_path / ".out.staging-{}-abc".format(os.getpid())
     live.mkdir()
-    removed = _fs.sweep_stale_staging(str(tmp_path / "out"))
+    removed = _staging.sweep_stale_staging(str(tmp_path / "out"))
     assert removed == [str(stale)]
     assert live.exists()
 
