@@ -109,11 +109,16 @@ class BackendError(NpuDumpError, RuntimeError):
 
 
 class LocateError(NpuDumpError, FileNotFoundError):
-    """This run's graph file or dump folder was not found; the message says what was searched where."""
+    """This run's graph file or dump folder was not found; the message says what was searched where.
 
-    def __init__(self, message: str, searched: Any = ()) -> None:
+    ``what`` names the side that failed: ``"graph"`` (no or no single Build graph),
+    ``"graph_keyword"`` (the keyword matched no graph) or ``"dump"`` (no dump step folder).
+    """
+
+    def __init__(self, message: str, searched: Any = (), what: str = "graph") -> None:
         super().__init__(message)
         self.searched = list(searched)
+        self.what = what
 
 
 class AmbiguousGraphError(LocateError):

@@ -17,6 +17,7 @@ init files::
 Several processes (one per rank) may share one root: :func:`write_rank_bundle` writes
 ``{root}/rank_{rank}/`` and records it in ``{root}/index.json`` under a file lock.
 """
+from ._archive import archive_format
 from ._bagit import Problem
 from ._spec import BACKENDS, BUNDLE_JSON, FILE_KINDS, INDEX_JSON, INDEX_SCHEMA
 from ..constants import ARCHIVES, CHECKSUMS
@@ -29,6 +30,7 @@ from .write import BundleResult, write_bundle
 __all__ = [
     "BundleResult",
     "Problem",
+    "archive_format",
     "BACKENDS",
     "FILE_KINDS",
     "CHECKSUMS",

@@ -7,6 +7,7 @@ import os
 import shutil
 import stat
 import tarfile
+import zlib
 from typing import IO, Iterator, List, Optional, Tuple
 
 from ..errors import BundleError, UnsafePathError
@@ -16,6 +17,8 @@ __all__ = ["archive_format", "strip_archive_ext", "checked_member", "pack_archiv
            "iter_members", "looks_like_tar"]
 
 _SUFFIXES = ((".tar.gz", "tar.gz"), (".tgz", "tar.gz"), (".tar", "tar"))
+# What reading a truncated or corrupt (compressed) tar raises, besides tarfile's own errors.
+_DAMAGED = (tarfile.TarError, EOFError, zlib.error, UnicodeError)
 
 
 def archive_format(path: str) -> Optional[str]:
@@ -71,7 +74,7 @@ def iter_members(archive: str) -> Iterator[Tuple[str, tarfile.TarInfo, "tarfile.
         try:
             for member in tar:
                 yield checked_member(member, archive), member, tar
-        except (tarfile.TarError, EOFError, UnicodeError) as exc:
+        except _DAMAGED as exc:
             raise BundleError("{} is a damaged tar archive: {}".format(archive, exc), archive)
 
 
@@ -88,6 +91,8 @@ def extract_archive(archive: str, dest_dir: str) -> List[str]:
             if top not in tops:
                 tops.append(top)
             _extract_member(tar, member, rel, archive, dest_dir)
+    except _DAMAGED as exc:  # a member's data ends early or does not inflate
+        raise BundleError("{} is a damaged tar archive: {}".format(archive, exc), archive)
     except OSError as exc:
         raise BundleError("{}: extracting failed: {}".format(archive, exc), archive)
     return tops

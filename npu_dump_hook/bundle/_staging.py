@@ -34,7 +34,7 @@ def is_nonempty(path: str) -> bool:
 
 def _check_destination(dest: str, force: bool) -> None:
     if not force and is_nonempty(dest):
-        raise BundleExistsError("destination {} exists and is not empty (use force / --force)".format(dest), dest)
+        raise BundleExistsError("destination {} exists and is not empty (pass force=True to replace it)".format(dest), dest)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -117,7 +117,7 @@ class Staging:
             except OSError as exc:
                 if exc.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.EISDIR, errno.ENOTDIR):
                     raise BundleExistsError(
-                        "destination {} appeared and is not empty (use force / --force)".format(self.dest), self.dest)
+                        "destination {} appeared and is not empty (pass force=True to replace it)".format(self.dest), self.dest)
                 raise
         self.committed = True
         return self.dest

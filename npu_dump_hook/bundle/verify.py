@@ -11,7 +11,7 @@ import tempfile
 from typing import Any, Dict, List, Mapping, Optional
 
 from ..constants import BUNDLE_SCHEMA
-from ..errors import FormatError
+from ..errors import BundleError, FormatError, UnsafePathError
 from ..formats.mapping_csv import read_mapping
 from ..run_record import RUN_SECTION_KEYS
 from . import _bagit
@@ -38,13 +38,19 @@ def verify_bundle(path: str, workers: Optional[int] = None) -> List[Problem]:
 
     An empty list means: a valid BagIt bag whose bundle.json follows the schema, describes
     exactly the payload, and whose dump, mapping and graph files parse. Archives are
-    extracted to a temporary folder first; hostile members raise UnsafePathError.
+    extracted to a temporary folder first, each member checked before it is written: a
+    hostile member is an ``unsafe`` problem, a damaged archive an ``unparsable`` one.
     """
     if os.path.isfile(path):
         if archive_format(path) is None and not looks_like_tar(path):
             return [Problem("unparsable", "", "{} is neither a bundle folder nor a tar archive".format(path))]
         with tempfile.TemporaryDirectory(prefix="npu_dump_hook-verify-") as tmp:
-            root = _extracted_root(path, tmp)
+            try:
+                root = _extracted_root(path, tmp)
+            except UnsafePathError as exc:
+                return [Problem("unsafe", "", str(exc))]
+            except BundleError as exc:
+                return [Problem("unparsable", "", str(exc))]
             return _verify_dir(root, workers)
     if not os.path.isdir(path):
         return [Problem("missing", "", "{} does not exist".format(path))]

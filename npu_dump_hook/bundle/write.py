@@ -97,7 +97,7 @@ def write_bundle(dest: str, located: Any, *, backend: str, options: Any = None, 
     archive_path = dest if archive_only else (dest + "." + archive if archive else None)
     folder_dest = strip_archive_ext(dest) if archive_only else dest
     if archive_path is not None and not force and is_nonempty(archive_path):
-        raise BundleExistsError("destination {} exists (use force / --force)".format(archive_path), archive_path)
+        raise BundleExistsError("destination {} exists (pass force=True to replace it)".format(archive_path), archive_path)
     warnings = list(getattr(located, "warnings", []) or [])
     plan = _plan(located, tf_graph, golden_dir, init_dir, warnings)
     # archive only: the folder is built beside the archive, packed, then dropped

@@ -33,7 +33,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from .. import bundle
 from ..collect import collect_post_hoc
-from ..errors import (AmbiguousGraphError, BundleError, BundleExistsError, LocateError, NpuDumpError, OptionError,
+from ..errors import (BundleError, BundleExistsError, LocateError, NpuDumpError, OptionError,
                       UnsafePathError)
 from . import warn
 from ._exit import EXIT_CHECK_FAILED, EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError, pending
@@ -52,23 +52,20 @@ def run(args: argparse.Namespace) -> int:
 
 # --------------------------------------------------------------------------- collect
 
-# The archive suffixes bundle writing recognises (docs/bundle-format.md §1).
-_ARCHIVE_SUFFIXES = ((".tar.gz", "tar.gz"), (".tgz", "tar.gz"), (".tar", "tar"))
 _STAGING = re.compile(r"[^\s'\"]*?\.[^/\s'\"]+\.(?:staging|old)-\d+-[0-9a-f]+(?:\.tar(?:\.gz)?)?")
 # Library wording that names Python parameters; the CLI user typed options.
 _REWORDING = (
-    ("set DUMP_GRAPH_PATH or pass graph dirs", "check --graph-dir"),
-    ("graph_keyword= / --graph-keyword", "--graph-keyword"),
-    ("device_id= / --device-id", "--device-id"),
-    ("(use force / --force)", "(add --force to replace it)"),
+    ("set DUMP_GRAPH_PATH or pass graph_dirs=", "check --graph-dir"),
+    ("graph_keyword=", "--graph-keyword"),
+    ("device_id=", "--device-id"),
+    ("(pass force=True to replace it)", "(add --force to replace it)"),
 )
 
 
 def archive_for(out: str, archive: Optional[str]) -> Optional[str]:
     """The archive format for ``--out``/``--archive``: an archive suffix on ``--out`` implies
     it; an ``--archive`` that contradicts the suffix is a usage error."""
-    low = out.lower()
-    named = next((fmt for suffix, fmt in _ARCHIVE_SUFFIXES if low.endswith(suffix)), None)
+    named = bundle.archive_format(out)
     if archive is None or named is None or named == archive:
         return archive or named
     raise CliError("--out {} names a {} archive but --archive is {} (drop --archive, or end --out in .{})"
@@ -128,11 +125,11 @@ def _exists_error(exc: BundleExistsError, args: argparse.Namespace) -> CliError:
 
 def _locate_error(exc: LocateError, args: argparse.Namespace) -> CliError:
     message = _user_words(str(exc), args)
-    if args.graph_keyword is not None and "graph keyword" in message:
+    if exc.what == "graph_keyword" and args.graph_keyword is not None:
         prefix = "--graph-keyword {}".format(args.graph_keyword)
-    elif isinstance(exc, AmbiguousGraphError) or "Build graph" in message:
+    elif exc.what == "graph":
         prefix = "--graph-dir {}".format(args.graph_dir)
-    elif message.startswith("no dump folder"):
+    elif exc.what == "dump":
         prefix = "--dump-path {}".format(args.dump_path)
     else:
         return CliError(message)
@@ -197,8 +194,6 @@ def _problems(path: str) -> List[Any]:
         return [_Problem("unsafe", "", _one_line(exc))]
     except BundleError as exc:
         raise CliError(_one_line(exc), EXIT_CHECK_FAILED) from exc
-    except (tarfile.TarError, EOFError, zlib.error) as exc:
-        raise CliError("{}: not a readable archive: {}".format(path, _one_line(exc)), EXIT_CHECK_FAILED) from exc
 
 
 def _verify(args: argparse.Namespace) -> int:

@@ -70,7 +70,7 @@ def locate_run(
         raise LocateError(
             "no Build graph file (ge_proto_*_Build.txt) {}in: {}".format(
                 "" if since is None else "modified at or after {} ".format(local_time(since)),
-                ", ".join(dirs) or "no existing folder (set DUMP_GRAPH_PATH or pass graph dirs)"),
+                ", ".join(dirs) or "no existing folder (set DUMP_GRAPH_PATH or pass graph_dirs=)"),
             dirs,
         )
     graph_file, choice = select_training_graph(graphs, tf_op_names, graph_keyword)

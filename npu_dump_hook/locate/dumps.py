@@ -75,7 +75,7 @@ def find_step_dirs(
         steps.extend(_steps_of(time_dir, dev, folder, model_dir))
     if not steps:
         raise LocateError(_nothing_found(root, folder, model_name, since, device_id,
-                                         [t for t, _ in time_dirs], rejected), [root])
+                                         [t for t, _ in time_dirs], rejected), [root], what="dump")
     return steps
 
 

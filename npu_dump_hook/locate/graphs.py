@@ -229,7 +229,7 @@ def select_training_graph(
             raise LocateError(
                 "graph keyword {!r} is in none of the Build graphs: {}".format(
                     graph_keyword, _describe(facts)),
-                paths,
+                paths, what="graph_keyword",
             )
     filters = [
         ("tf_op_names", lambda f: tf_hits[f.path] > 0, bool(tf_names)),
@@ -281,13 +281,13 @@ def _break_tie(pool: List[_GraphFacts], warnings: List[str], facts: List[_GraphF
         warnings.append("{} files hold graph {!r}; took the newest, {}".format(
             len(pool), newest.graph_name, newest.path))
         return newest
-    hint = ("pass a graph keyword (graph_keyword= / --graph-keyword) naming an op or the graph, "
+    hint = ("pass a graph keyword (graph_keyword=) naming an op or the graph, "
             "e.g. one of {}".format(", ".join(repr(f.graph_name) for f in pool)))
     if keyword:
         hint = "graph keyword {!r} matches several; pass a more specific one".format(keyword)
     per_process = {os.path.basename(os.path.dirname(f.path)) for f in pool}
     if len(per_process) > 1 and all(_PID_DEV_DIR.match(d) for d in per_process):
-        hint += "; they come from several processes/devices: pass device_id= / --device-id"
+        hint += "; they come from several processes/devices: pass device_id="
     raise AmbiguousGraphError(
         "cannot tell which Build graph is the training graph: {} of {} candidates qualify "
         "equally: {}; {}".format(len(pool), len(facts), _describe(pool), hint),

@@ -317,8 +317,8 @@ def test_archive_tampered_and_malicious(tmp_path, run):
             tar.addfile(member, io.BytesIO(data) if data is not None else None)
         evil = tarfile.TarInfo("b/../../escape")
         tar.addfile(evil, io.BytesIO(b""))
-    with pytest.raises(UnsafePathError):
-        bundle.verify_bundle(str(bad))
+    (problem,) = bundle.verify_bundle(str(bad))  # a failed check, listed, not an exception
+    assert problem.kind == "unsafe" and "b/../../escape" in problem.detail
     (tmp_path / "x").mkdir()
     with pytest.raises(UnsafePathError):
         _archive.extract_archive(str(bad), str(tmp_path / "x"))
@@ -407,3 +407,15 @@ def test_progress_bar_only_on_a_tty(monkeypatch):
     bar.close()
     assert "\rcollecting [" in tty.getvalue()
     assert "100% 2/2 files 2.0/2.0 MiB" in tty.getvalue() and tty.getvalue().endswith("\n")
+
+
+@pytest.mark.parametrize("cut", [0.5, 0.9], ids=["half", "tail"])
+def test_truncated_compressed_archive_is_an_unparsable_problem(tmp_path, run, cut):
+    # A .tar.gz cut short ends in EOFError / zlib.error inside tarfile: verify lists it as one
+    # problem instead of raising.
+    result = write(tmp_path / "b", run, archive="tar.gz")
+    data = open(result.archive, "rb").read()
+    short = tmp_path / "short.tar.gz"
+    short.write_bytes(data[: int(len(data) * cut)])
+    problems = bundle.verify_bundle(str(short))
+    assert [p.kind for p in problems] == ["unparsable"] and "damaged tar archive" in problems[0].detail

@@ -507,11 +507,11 @@ def test_read_error_under_dump_path_names_dump_path(tmp_path, source, capsys, mo
 
 
 def test_library_wording_is_rephrased_with_options(tmp_path, source, capsys, monkeypatch):
-    message = "no Build graph file (ge_proto_*_Build.txt) in: no existing folder (set DUMP_GRAPH_PATH or pass graph dirs)"
+    message = "no Build graph file (ge_proto_*_Build.txt) in: no existing folder (set DUMP_GRAPH_PATH or pass graph_dirs=)"
     monkeypatch.setattr(cli_bundle, "collect_post_hoc", _raising(LocateError(message)))
     code, _out, err = run_cli(capsys, collect_argv(source, tmp_path / "b"))
     assert code == EXIT_ERROR
-    assert "pass graph dirs" not in err and len(err.splitlines()) == 1
+    assert "graph_dirs=" not in err and len(err.splitlines()) == 1
     assert err.startswith("npu-dump-hook: --graph-dir {}: no Build graph file".format(source[1]))
     assert "check --graph-dir" in err
 
