@@ -39,6 +39,7 @@ __all__ = [
     "LINK_MODES",
     "CHECKSUMS",
     "ARCHIVES",
+    "INCOMPLETE_STEP_MARKER",
 ]
 
 #: DumpOptions field -> environment variable read by DumpOptions.from_env().
@@ -80,3 +81,6 @@ LINK_MODES = ("auto", "hardlink", "copy")
 CHECKSUMS = ("sha256", "none")
 #: Archive formats a bundle can be packed into (``archive=``, ``--archive``).
 ARCHIVES = ("tar", "tar.gz")
+#: Left in a dump step folder whose writing failed part-way (the emulator writes it; collection
+#: refuses such a folder instead of bundling a silently smaller dump).
+INCOMPLETE_STEP_MARKER = ".npu_dump_hook_incomplete"

@@ -28,6 +28,21 @@ Any other exception propagates and ``end()`` is *not* called (TensorFlow's
 contract); the run folder then holds what was written up to that point and no
 summary.
 
+Failures of the hook's own work (``strict=True``, the default, vs ``strict=False``)::
+
+    failure class                               strict=True               strict=False
+    options / config / randomness="error"       raised at construction or begin(), before training
+    initial-state checkpoint (before_run)       raised                    logged; no init/ in the bundle
+    capture / emulated dump of a step           raised                    logged; training continues
+    run.json, collection, bundle writing        raised                    logged; training code returns
+
+Raised errors are the package's own (an ``OSError`` becomes a :class:`BundleError` naming the
+path and what was being done); every failure is also listed in ``hook.failures`` and in
+``run.json`` (``failures``). A failed capture step leaves no scratch folder, renames a
+partial golden folder to ``golden.incomplete`` (never bundled as golden) and leaves
+:data:`~npu_dump_hook.constants.INCOMPLETE_STEP_MARKER` in a partly written emulated step
+folder, which collection refuses.
+
 Only training is dumped: give the hook to ``estimator.train(hooks=...)`` or, with
 ``tf.estimator.train_and_evaluate``, to ``TrainSpec(hooks=...)`` only, never to
 ``EvalSpec``. On a real NPU the dump options live in the session config, so an
@@ -40,10 +55,12 @@ freezes a :class:`~npu_dump_hook.run_record.RunRecord`, writes ``run.json`` from
 it to :func:`npu_dump_hook.collect.collect_run`. Which backend writes the dump is an object
 (:mod:`npu_dump_hook.backends`), asked, never switched on.
 """
+import contextlib
 import logging
 import os
+import shutil
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 from . import _tf
 from ._capture import TensorCapture
@@ -52,7 +69,7 @@ from .collect import collect_run
 from .config import apply_graph_dump_env
 from .constants import ENV_ASCEND_DEVICE_ID, ENV_DEVICE_ID, ENV_OPTIONS, ENV_RANK_ID
 from .determinism import DEFAULT_SEED, POLICIES, apply_policy
-from .errors import NpuDumpError, OptionError
+from .errors import BundleError, NpuDumpError, OptionError
 from .options import DumpOptions
 from .reference import golden_report
 from .run_record import RunLayout, RunRecord
@@ -62,6 +79,8 @@ __all__ = ["NpuDumpHook", "DEFAULT_OUTPUT_DIR", "rank_and_device"]
 logger = logging.getLogger(__name__)
 
 DEFAULT_OUTPUT_DIR = "npu_dump_hook_out"
+#: A golden folder whose capture failed is renamed with this suffix (never bundled as golden).
+INCOMPLETE_SUFFIX = ".incomplete"
 
 
 def rank_and_device(environ: Optional[Dict[str, str]] = None) -> Dict[str, Optional[int]]:
@@ -180,6 +199,8 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self._capturing = False
         self._reference_report = None  # type: Optional[Dict[str, Any]]
         self.summary = {}  # type: Dict[str, Any]
+        #: What failed in the hook's own work, in order: ``{"doing", "error"}`` (also in run.json).
+        self.failures = []  # type: List[Dict[str, str]]
         self._steps_run = 0
         self._began = False
         self._started = None  # type: Optional[float]
@@ -241,12 +262,18 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
 
     def before_run(self, run_context: Any) -> Any:
         if self._steps_run == self.captured_step and self._saver is not None and self._initial_state_path is None:
-            self._initial_state_path = self._saver.save(run_context.session, self.layout.init_prefix,
-                                                        write_meta_graph=False)
-            logger.info("NpuDumpHook: initial state saved to %s", self._initial_state_path)
+            with self._guard("saving the initial state to {}".format(self.layout.init_prefix)):
+                self._initial_state_path = self._saver.save(run_context.session, self.layout.init_prefix,
+                                                            write_meta_graph=False)
+                logger.info("NpuDumpHook: initial state saved to %s", self._initial_state_path)
         step = self._steps_run
         self._capturing = self._capture is not None and (self._golden_step(step) or self._emulates_step(step))
-        return self._capture.run_args(run_context) if self._capturing else None
+        if not self._capturing:
+            return None
+        with self._guard("preparing the capture of step {}".format(step), self._abandon_capture):
+            return self._capture.run_args(run_context)
+        self._capturing = False  # the guard logged the failure (strict=False): run the step uncaptured
+        return None
 
     def _golden_step(self, step: int) -> bool:
         """The reference (golden) set is the captured step only."""
@@ -263,7 +290,8 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
     def after_run(self, run_context: Any, run_values: Any) -> None:
         if self._capturing:
             self._capturing = False
-            self._after_capture(self._steps_run)
+            with self._guard("writing the dump of step {}".format(self._steps_run), self._abandon_capture):
+                self._after_capture(self._steps_run)
         self._steps_run += 1
         if self._steps_run >= self.max_steps:
             run_context.request_stop()
@@ -278,13 +306,47 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         else:
             self._capture.cleanup()  # scratch .npy files served the emulator only
 
+    def _abandon_capture(self) -> None:
+        """After a failed capture step: no scratch left behind, and no golden folder that looks
+        complete (its .npy files without golden_manifest.json) -- it becomes golden.incomplete."""
+        self._capture.cleanup()
+        if self.golden_dir and os.path.isdir(self.golden_dir) and self._reference_report is None:
+            aside = self.golden_dir + INCOMPLETE_SUFFIX
+            shutil.rmtree(aside, ignore_errors=True)
+            os.rename(self.golden_dir, aside)
+
     def end(self, session: Any) -> None:
         self.record = self._freeze(time.time(), self._read_global_step(session))
         self.summary = self.record.summary()
-        self.record.write()
+        with self._guard("writing {}".format(self.layout.run_json)):
+            self.record.write()
         self._log_summary(self.record.ended)
         if self.collect:
             self._collect_or_report()
+
+    @contextlib.contextmanager
+    def _guard(self, doing: str, undo: Optional[Callable[[], None]] = None) -> Iterator[None]:
+        """Run the hook's own work for one failure class (see "Failures" in the module doc).
+
+        A failure first runs ``undo`` (best effort), is recorded in ``failures`` (run.json),
+        then raised with ``strict=True`` -- an OSError as a BundleError naming the path and
+        what was being done -- or logged with ``strict=False``, where training carries on.
+        """
+        try:
+            yield
+        except (NpuDumpError, OSError) as exc:
+            if undo is not None:
+                try:
+                    undo()
+                except OSError as cleanup_error:  # e.g. the same full disk: report, keep the first error
+                    logger.error("NpuDumpHook: cleaning up after %s failed too: %s", doing, cleanup_error)
+            self.failures.append({"doing": doing, "error": "{}: {}".format(type(exc).__name__, exc)})
+            if self.strict:
+                if isinstance(exc, NpuDumpError):
+                    raise
+                raise BundleError("NpuDumpHook: {} failed: {}".format(doing, _os_error_text(exc)),
+                                  getattr(exc, "filename", None)) from exc
+            logger.error("NpuDumpHook: %s failed (strict=False: training continues): %s", doing, exc)
 
     def _freeze(self, ended: float, global_step_after: Optional[int]) -> RunRecord:
         """What this run was, for run.json and collection."""
@@ -297,7 +359,7 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
             graph_dump_env=self._graph_env, tf_version=_tf.tf_version(), initial_state=self._initial_state_path,
             emulator=self.backend.summary() if self.dumping else None, reference=self._reference_report,
             tf_op_names=tuple(self._tf_op_names), graph_dirs=self._graph_dirs(), settle=self.backend.settles,
-            graph_keyword=self.graph_keyword,
+            graph_keyword=self.graph_keyword, extra={"failures": list(self.failures)},
         )
 
     def _graph_dirs(self) -> Optional[tuple]:
@@ -305,12 +367,8 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         return tuple(dirs) if dirs else None
 
     def _collect_or_report(self) -> None:
-        try:
+        with self._guard("collecting the bundle into {}".format(self.bundle_dir)):
             self.bundle = collect_run(self.record, self.bundle_dir, **self._bundle_args)
-        except NpuDumpError as exc:
-            if self.strict:
-                raise
-            logger.error("NpuDumpHook: no bundle for this run: %s", exc)
 
     def _log_summary(self, ended: float) -> None:
         logger.info(
@@ -333,3 +391,9 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         if self._global_step_tensor is None:
             return None
         return int(session.run(self._global_step_tensor))
+
+
+def _os_error_text(exc: OSError) -> str:
+    """``strerror: filename`` (an OSError's str() omits the path when it was raised without one)."""
+    text = exc.strerror or str(exc)
+    return "{}: {}".format(text, exc.filename) if exc.filename else text

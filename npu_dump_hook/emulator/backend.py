@@ -33,7 +33,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..errors import BackendError, OptionError
+from ..constants import INCOMPLETE_STEP_MARKER
+from ..errors import BackendError, NpuDumpError, OptionError
 from ..formats import mapping_csv, names, opdebug, stats_csv
 from ..formats.dump_file import DumpTensor, write_dump_file
 from ..options import DumpOptions
@@ -106,7 +107,11 @@ class EmulatedNpu(object):
         self._dumped_iterations += 1
         step_dir = os.path.join(options.dump_path, self.time_dir, str(self.device_id),
                                 names.sanitize(self.graph_name), str(self.model_id), str(data_index))
-        written = self._write_ops(ge_ops, capture, step_dir)
+        try:
+            written = self._write_ops(ge_ops, capture, step_dir)
+        except (OSError, NpuDumpError) as exc:
+            _mark_incomplete(step_dir, exc)
+            raise
         entry = {"step": step, "data_index": data_index, "dir": step_dir if written else None, "files": written}
         self.report["steps"].append(entry)
         logger.info("emulated NPU: step %d -> %d file(s) in %s", step, written, step_dir)
@@ -303,3 +308,17 @@ def _next_graph_index(folder: str) -> int:
             highest = max(highest, parsed.index)
     return highest + 1
 
+
+def _mark_incomplete(step_dir: str, exc: BaseException) -> None:
+    """Leave :data:`INCOMPLETE_STEP_MARKER` in a step folder whose files stopped part-way.
+
+    Best effort: the marker is tiny (on a full disk it usually still fits in the folder's
+    existing blocks); when even it cannot be written the error that stopped the step is
+    still raised by the caller.
+    """
+    try:
+        os.makedirs(step_dir, exist_ok=True)
+        with open(os.path.join(step_dir, INCOMPLETE_STEP_MARKER), "w") as handle:
+            handle.write("{}: {}\n".format(type(exc).__name__, exc))
+    except OSError as marker_error:
+        logger.error("emulated NPU: could not mark %s as incomplete: %s", step_dir, marker_error)

@@ -1,0 +1,110 @@
+"""Failure semantics of the hook's own work: strict=True raises our error naming the path,
+strict=False logs and lets training finish; nothing half-done looks complete afterwards."""
+import errno
+import json
+import logging
+import os
+
+import pytest
+
+from npu_dump_hook import BundleError, DumpOptions, NpuDumpHook
+from npu_dump_hook.bundle import _fs
+from npu_dump_hook.constants import INCOMPLETE_STEP_MARKER
+from npu_dump_hook.emulator import backend as emulator_backend
+from npu_dump_hook import _capture as capture
+from npu_dump_hook.sample_models import mlp_session
+
+
+def _disk_full_after(monkeypatch, module, name, calls, seen=None):
+    """Let ``module.name`` succeed ``calls`` times, then raise ENOSPC (as a full disk would);
+    functions given the same ``seen`` list share one count."""
+    real = getattr(module, name)
+    seen = [] if seen is None else seen
+
+    def flaky(*args, **kwargs):
+        seen.append(1)
+        if len(seen) > calls:
+            target = args[0][1] if args and isinstance(args[0], tuple) else (args[0] if args else None)
+            raise OSError(errno.ENOSPC, "No space left on device", str(target))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, flaky)
+
+
+def _hook(strict, **kwargs):
+    return NpuDumpHook(DumpOptions(enable_dump=True, dump_path="dump"), output_dir="out", strict=strict, **kwargs)
+
+
+def _marked_steps(root):
+    return [folder for folder, _, files in os.walk(root) if INCOMPLETE_STEP_MARKER in files]
+
+
+def test_disk_full_in_the_emulated_dump_strict_raises_naming_the_path(in_tmp_cwd, monkeypatch):
+    _disk_full_after(monkeypatch, emulator_backend, "write_dump_file", 3)
+    hook = _hook(strict=True)
+    with pytest.raises(BundleError) as info:
+        mlp_session.train(hook.options, hooks=[hook])
+    message = str(info.value)
+    assert "writing the dump of step 0 failed" in message and "No space left on device" in message
+    assert os.path.join(os.getcwd(), "dump") in message and info.value.path.startswith(os.path.join(os.getcwd(), "dump"))
+    (marked,) = _marked_steps("dump")  # the partial step folder says so
+    with open(os.path.join(marked, INCOMPLETE_STEP_MARKER)) as handle:
+        assert "No space left on device" in handle.read()
+    assert not os.path.exists(os.path.join(hook.run_dir, ".capture"))  # no scratch left behind
+
+
+def test_disk_full_in_the_emulated_dump_not_strict_finishes_training(in_tmp_cwd, monkeypatch, caplog):
+    _disk_full_after(monkeypatch, emulator_backend, "write_dump_file", 3)
+    hook = _hook(strict=False)
+    with caplog.at_level(logging.ERROR, logger="npu_dump_hook.hook"):
+        losses = mlp_session.train(hook.options, hooks=[hook])
+    assert len(losses) == 1  # the training step itself ran and returned
+    assert "writing the dump of step 0 failed (strict=False: training continues)" in caplog.text
+    with open(os.path.join(hook.run_dir, "run.json")) as handle:
+        failures = json.load(handle)["failures"]
+    assert [f["doing"] for f in failures][0] == "writing the dump of step 0"
+    assert _marked_steps("dump") and not os.path.exists(os.path.join(hook.run_dir, ".capture"))
+
+
+def test_a_failed_golden_capture_never_looks_complete(in_tmp_cwd, monkeypatch):
+    # The golden .npy conversion fails part-way: the folder must not stay "golden" without its manifest.
+    # Fetched steps write with write_npy, streamed ones convert dump files: fail whichever runs.
+    seen = []
+    _disk_full_after(monkeypatch, capture, "_convert", 20, seen)
+    _disk_full_after(monkeypatch, capture, "write_npy", 20, seen)  # past the TF 1.15 variable snapshots
+    hook = _hook(strict=False)
+    mlp_session.train(hook.options, hooks=[hook])
+    assert hook.failures and hook.failures[0]["doing"] == "writing the dump of step 0"
+    assert not os.path.exists(hook.layout.golden_dir)
+    assert os.path.isdir(hook.layout.golden_dir + ".incomplete")
+
+
+def test_unwritable_bundle_dir_not_strict_finishes_training(in_tmp_cwd, monkeypatch, caplog):
+    _disk_full_after(monkeypatch, _fs, "place_file", 0)
+    hook = _hook(strict=False)
+    with caplog.at_level(logging.ERROR, logger="npu_dump_hook.hook"):
+        losses = mlp_session.train(hook.options, hooks=[hook])
+    assert len(losses) == 1 and hook.bundle is None
+    assert "collecting the bundle into {} failed".format(hook.bundle_dir) in caplog.text
+    assert not os.listdir(hook.bundle_dir) if os.path.isdir(hook.bundle_dir) else True
+
+
+def test_unwritable_bundle_dir_strict_raises_our_error(in_tmp_cwd, monkeypatch):
+    _disk_full_after(monkeypatch, _fs, "place_file", 0)
+    hook = _hook(strict=True)
+    with pytest.raises(BundleError, match="collecting the bundle into .* failed: No space left on device"):
+        mlp_session.train(hook.options, hooks=[hook])
+
+
+def test_a_capture_that_cannot_start_leaves_the_step_uncaptured_when_not_strict(in_tmp_cwd, monkeypatch):
+    def fail(self, run_context):
+        raise OSError(errno.EACCES, "Permission denied", self.scratch_dir)
+
+    monkeypatch.setattr(capture.TensorCapture, "run_args", fail)
+    hook = _hook(strict=False)
+    assert len(mlp_session.train(hook.options, hooks=[hook])) == 1
+    assert [f["doing"] for f in hook.failures][0] == "preparing the capture of step 0"
+    assert "Permission denied" in hook.failures[0]["error"]
+    strict = _hook(strict=True)
+    with pytest.raises(BundleError, match="preparing the capture of step 0 failed: Permission denied: .*capture"):
+        mlp_session.train(strict.options, hooks=[strict])
