@@ -159,3 +159,22 @@ def test_ffts_and_long_names_survive_bundling(in_tmp_cwd):
     else:  # TF 1.15 reference variables: ApplyGradientDescent outputs the updated variable
         assert doc["coverage"]["missing"] == []
         assert any(f["op_type"] == "ApplyGradientDescent" for f in dumps)
+
+
+def test_collect_never_follows_a_symlinked_step_folder_out_of_the_tree(tmp_path, capsys):
+    # Reproduction: `ln -s /etc <step>` in {time}/{device}/{model}/{model_id}/{step}: collect
+    # --link copy exited 0 with /etc's files in the bundle, and verify passed.
+    import shutil
+
+    from helpers.bundles import make_run
+
+    run = make_run(tmp_path / "src")
+    step = run.steps[0].path
+    shutil.rmtree(step)
+    os.symlink("/etc", step)
+    code = main(["collect", "--dump-path", str(tmp_path / "src" / "dump"), "--graph-dir",
+                 str(tmp_path / "src" / "graphs"), "--out", str(tmp_path / "b"), "--link", "copy"])
+    err = capsys.readouterr().err
+    assert code == 3 and not os.path.exists(str(tmp_path / "b"))
+    assert "symlinked folder {} -> /etc".format(step) in err
+    assert "symlinked folders not followed: {}".format(step) in err

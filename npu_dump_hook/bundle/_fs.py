@@ -36,6 +36,8 @@ __all__ = [
     "INLINE_BYTES",
     "safe_relpath",
     "safe_join",
+    "is_within",
+    "warn",
     "SourceFile",
     "walk_files",
     "PlacedFile",
@@ -87,7 +89,8 @@ def safe_join(root: str, rel: str) -> str:
     return os.path.join(root, *safe_relpath(rel).split("/"))
 
 
-def _is_within(path: str, root: str) -> bool:
+def is_within(path: str, root: str) -> bool:
+    """True when the absolute ``path`` is ``root`` or below it (compared as strings)."""
     root = root.rstrip(os.sep) or os.sep
     return path == root or path.startswith(root + os.sep)
 
@@ -102,13 +105,20 @@ class SourceFile(NamedTuple):
     size: int
 
 
-def walk_files(root: str, warnings: Optional[List[str]] = None) -> Iterator[SourceFile]:
+def walk_files(root: str, warnings: Optional[List[str]] = None, in_tree_links: bool = True) -> Iterator[SourceFile]:
     """Yield the regular files under ``root`` in sorted order, without following links out.
 
     Skipped entries (links leaving the tree, links to folders, special files) are logged
-    and appended to ``warnings`` when given.
+    and appended to ``warnings`` when given. A ``root`` that is itself a symlink is not
+    walked at all (reported the same way). ``in_tree_links=False`` (for checking a bag,
+    whose payload must hold no symlink at all) skips and reports every symlink, including
+    one to a regular file inside the tree.
     """
     root = os.path.abspath(root)
+    if os.path.islink(root):
+        warn(warnings, "skipped symlinked folder {} -> {} (symlinks to folders are never followed)".format(
+            root, _readlink(root)))
+        return
     real_root = os.path.realpath(root)
     stack = [("", root)]
     while stack:
@@ -118,7 +128,7 @@ def walk_files(root: str, warnings: Optional[List[str]] = None) -> Iterator[Sour
         subdirs = []
         for entry in entries:
             rel = entry.name if not rel_dir else rel_dir + "/" + entry.name
-            found = _classify_entry(entry, rel, real_root, warnings)
+            found = _classify_entry(entry, rel, real_root, warnings, in_tree_links)
             if found == "dir":
                 subdirs.append((rel, entry.path))
             elif found is not None:
@@ -126,24 +136,35 @@ def walk_files(root: str, warnings: Optional[List[str]] = None) -> Iterator[Sour
         stack.extend(reversed(subdirs))
 
 
+def _readlink(path: str) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return "?"
+
+
 def _classify_entry(entry: "os.DirEntry", rel: str, real_root: str,
-                    warnings: Optional[List[str]]) -> Any:
+                    warnings: Optional[List[str]], in_tree_links: bool) -> Any:
     if entry.is_symlink():
         target = os.path.realpath(entry.path)
-        if _is_within(target, real_root) and os.path.isfile(target) and not os.path.islink(target):
+        if (in_tree_links and is_within(target, real_root) and os.path.isfile(target)
+                and not os.path.islink(target)):
             return SourceFile(rel, target, os.stat(target).st_size)
-        _warn(warnings, "skipped symlink {} -> {} (a folder, missing, or outside the source tree)".format(
-            entry.path, os.readlink(entry.path)))
+        if in_tree_links:
+            why = "a folder, missing, or outside the source tree"
+        else:
+            why = "no symlink may be inside a bundle; not followed"
+        warn(warnings, "skipped symlink {} -> {} ({})".format(entry.path, _readlink(entry.path), why))
         return None
     if entry.is_dir(follow_symlinks=False):
         return "dir"
     if entry.is_file(follow_symlinks=False):
         return SourceFile(rel, entry.path, entry.stat(follow_symlinks=False).st_size)
-    _warn(warnings, "skipped special file {} (not a regular file)".format(entry.path))
+    warn(warnings, "skipped special file {} (not a regular file)".format(entry.path))
     return None
 
 
-def _warn(warnings: Optional[List[str]], message: str) -> None:
+def warn(warnings: Optional[List[str]], message: str) -> None:
     logger.warning("%s", message)
     if warnings is not None:
         warnings.append(message)

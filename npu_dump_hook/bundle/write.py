@@ -145,14 +145,44 @@ def _plan(located: Any, tf_graph: Optional[str], golden_dir: Optional[str], init
         plan.append(_single("graph/" + os.path.basename(graph_file), graph_file, "graph"))
     if tf_graph:
         plan.append(_single("tf/graph.pbtxt", tf_graph, "tf_graph"))
+    dump_path = getattr(located, "dump_path", None)
     for step in getattr(located, "steps", []) or []:
         prefix = "dump/" + "/".join((step.time_dir, step.device_id, step.model_name, step.model_id, step.step))
+        link = _linked_folder(step.path, dump_path)
+        if link is not None:
+            _fs.warn(warnings, "skipped dump step folder {}: {} is a symlink to {} (symlinks on the dump "
+                               "chain are never followed)".format(step.path, link, _readlink(link)))
+            continue
         plan.extend(_dump_files(_fs.safe_relpath(prefix), step.path, warnings))
     for folder, top, kind in ((golden_dir, "golden", "golden"), (init_dir, "init", "init")):
         if folder:
             plan.extend(_Planned(top + "/" + f.rel, f.path, f.size, kind) for f in _fs.walk_files(folder, warnings))
     _reject_duplicates(plan)
     return plan
+
+
+def _linked_folder(step_path: str, dump_path: Optional[str]) -> Optional[str]:
+    """The first symlink among ``step_path`` and its parents below ``dump_path`` (the chain
+    ``{time}/{device}/{model}/{model_id}/{step}``), or None. ``dump_path`` itself may be a link."""
+    path = os.path.abspath(step_path)
+    root = os.path.abspath(dump_path) if dump_path else None
+    if root is None or not _fs.is_within(path, root) or path == root:
+        return path if os.path.islink(path) else None
+    chain = []
+    while path != root:
+        chain.append(path)
+        path = os.path.dirname(path)
+    for folder in reversed(chain):
+        if os.path.islink(folder):
+            return folder
+    return None
+
+
+def _readlink(path: str) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return "?"
 
 
 def _single(rel: str, src: str, kind: str) -> _Planned:

@@ -59,13 +59,16 @@ def locate_run(
 
     ``graph_dirs`` (each expanded with :func:`expand_graph_dir`) defaults to
     :func:`graph_search_dirs` of ``environ``; ``device_id`` also keeps only that device's
-    per-process graph subfolders (multi-card runs write one per card).
+    per-process graph subfolders (multi-card runs write one per card). Symlinked folders
+    below ``dump_path`` and inside the graph folders are never followed; each skipped link
+    is named in ``warnings``.
     """
+    notes = []  # type: List[str]
     if graph_dirs is None:
-        dirs = graph_search_dirs(environ, device_id=device_id)
+        dirs = graph_search_dirs(environ, device_id=device_id, warnings=notes)
     else:
-        dirs = unique(d for root in graph_dirs for d in expand_graph_dir(root, device_id=device_id))
-    graphs = find_build_graphs(dirs, since)
+        dirs = unique(d for root in graph_dirs for d in expand_graph_dir(root, device_id=device_id, warnings=notes))
+    graphs = find_build_graphs(dirs, since, notes)
     if not graphs:
         raise LocateError(
             "no Build graph file (ge_proto_*_Build.txt) {}in: {}".format(
@@ -75,7 +78,7 @@ def locate_run(
         )
     graph_file, choice = select_training_graph(graphs, tf_op_names, graph_keyword)
     graph_name = next(c["graph_name"] for c in choice["candidates"] if c.get("chosen"))
-    warnings = list(choice["warnings"])
+    warnings = notes + list(choice["warnings"])
     steps = find_step_dirs(dump_path, graph_name, since, device_id, warnings)
     return LocatedRun(graph_file, graph_name, choice, os.path.abspath(os.fspath(dump_path)),
                       steps, warnings)

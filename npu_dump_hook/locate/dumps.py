@@ -10,6 +10,11 @@ Dump folders (:func:`find_step_dirs`)
     warning. Without ``since``, the newest time folder per device wins, with a warning.
     Per device, when several time folders qualify the newest wins (warning); different
     devices (multi-card start skew) are all kept. Steps sort numerically.
+
+    Symlinks are never followed below ``dump_path`` (``dump_path`` itself is taken as
+    given): a symlinked time, device, model, model_id or step folder is skipped with a
+    warning naming the link (and named in the error when nothing else is found), so a link
+    such as ``{step} -> /etc`` cannot pull files from outside the dump tree into a bundle.
 """
 import datetime
 import os
@@ -19,7 +24,7 @@ from typing import Any, List, Optional, Tuple, Union
 
 from ..errors import LocateError
 from ..formats.names import parse_time_dir, sanitize
-from ._walk import PathLike, not_older, scandir, warn
+from ._walk import PathLike, link_note, not_older, subdirs, warn
 
 __all__ = ["StepDir", "find_step_dirs"]
 
@@ -54,37 +59,49 @@ def find_step_dirs(
     root = os.path.abspath(os.fspath(dump_path))
     folder = sanitize(model_name)
     notes = [] if warnings is None else warnings
-    time_dirs, rejected = _time_dirs(root, since)
+    links = []  # type: List[str]
+    time_dirs, rejected = _time_dirs(root, since, links)
     per_device = {}  # type: Dict[str, List[Tuple[str, str, bool]]]
     for time_dir, fresh in time_dirs:
-        for dev in _digit_dirs(os.path.join(root, time_dir)):
+        dev_links = []  # type: List[str]
+        for dev in _digit_dirs(os.path.join(root, time_dir), dev_links):
             if device_id is not None and int(dev) != int(device_id):
                 continue
             model_dir = os.path.join(root, time_dir, dev, folder)
+            if os.path.islink(model_dir):
+                links.append(model_dir)
+                continue
             if not os.path.isdir(model_dir):
                 continue
             if not fresh and not _written_since(model_dir, since):
                 rejected.append("{} (named before the time bound, not written since)".format(time_dir))
                 continue
             per_device.setdefault(dev, []).append((time_dir, model_dir, fresh))
+        links.extend(p for p in dev_links
+                     if device_id is None or int(os.path.basename(p)) == int(device_id))
     steps = []  # type: List[StepDir]
     for dev in sorted(per_device, key=int):
         runs = sorted(per_device[dev], key=lambda r: _time_key(r[0]))
         time_dir, model_dir, fresh = runs[-1]
         _note_choice(notes, dev, runs, since, fresh)
-        steps.extend(_steps_of(time_dir, dev, folder, model_dir))
+        steps.extend(_steps_of(time_dir, dev, folder, model_dir, links))
+    for link in links:
+        warn(notes, link_note(link, "dump chain {time}/{device_id}/{model_name}/{model_id}/{step}"))
     if not steps:
         raise LocateError(_nothing_found(root, folder, model_name, since, device_id,
-                                         [t for t, _ in time_dirs], rejected), [root], what="dump")
+                                         [t for t, _ in time_dirs], rejected, links), [root], what="dump")
     return steps
 
 
-def _time_dirs(root: str, since: Optional[float]) -> Tuple[List[Tuple[str, bool]], List[str]]:
-    """All-digit folders under ``root`` as (name, fresh) and the rejected ones."""
+def _time_dirs(root: str, since: Optional[float],
+               links: List[str]) -> Tuple[List[Tuple[str, bool]], List[str]]:
+    """All-digit folders under ``root`` as (name, fresh) and the rejected ones; all-digit
+    symlinks to folders go to ``links``."""
     bound = None if since is None else datetime.datetime.fromtimestamp(int(since))
     kept, rejected = [], []  # type: List[Tuple[str, bool]], List[str]
-    for entry in scandir(root):
-        if not _DIGITS.match(entry.name) or not entry.is_dir():
+    found = []  # type: List[str]
+    for entry in subdirs(root, found):
+        if not _DIGITS.match(entry.name):
             continue
         if bound is None:
             kept.append((entry.name, True))
@@ -94,6 +111,7 @@ def _time_dirs(root: str, since: Optional[float]) -> Tuple[List[Tuple[str, bool]
             rejected.append("{} (not a YYYYMMDDhhmmss time)".format(entry.name))
         else:
             kept.append((entry.name, named >= bound))
+    links.extend(p for p in found if _DIGITS.match(os.path.basename(p)))
     return kept, rejected
 
 
@@ -116,18 +134,22 @@ def _note_choice(notes: List[str], dev: str, runs: List[Tuple[str, str, bool]],
                      "after it (GE started before the hook); taken".format(time_dir))
 
 
-def _steps_of(time_dir: str, dev: str, folder: str, model_dir: str) -> List[StepDir]:
+def _steps_of(time_dir: str, dev: str, folder: str, model_dir: str, links: List[str]) -> List[StepDir]:
     steps = []
-    for model_id in _digit_dirs(model_dir):
-        for step in _digit_dirs(os.path.join(model_dir, model_id)):
+    for model_id in _digit_dirs(model_dir, links):
+        for step in _digit_dirs(os.path.join(model_dir, model_id), links):
             path = os.path.join(model_dir, model_id, step)
             steps.append(StepDir(time_dir, dev, folder, model_id, step, path))
     steps.sort(key=lambda s: (int(s.model_id), int(s.step)))
     return steps
 
 
-def _digit_dirs(folder: str) -> List[str]:
-    names = [e.name for e in scandir(folder) if _DIGITS.match(e.name) and e.is_dir()]
+def _digit_dirs(folder: str, links: Optional[List[str]] = None) -> List[str]:
+    """All-digit real folders in ``folder``; all-digit symlinks to folders go to ``links``."""
+    found = []  # type: List[str]
+    names = [e.name for e in subdirs(folder, found) if _DIGITS.match(e.name)]
+    if links is not None:
+        links.extend(p for p in found if _DIGITS.match(os.path.basename(p)))
     return sorted(names, key=int)
 
 
@@ -147,14 +169,14 @@ def _written_since(model_dir: str, since: Optional[float]) -> bool:
 
 
 def _nothing_found(root: str, folder: str, model_name: str, since: Optional[float],
-                   device_id: Any, time_dirs: List[str], rejected: List[str]) -> str:
+                   device_id: Any, time_dirs: List[str], rejected: List[str], links: List[str]) -> str:
     bound = "no time bound" if since is None else "time folders named at or after {} (local)".format(
         datetime.datetime.fromtimestamp(int(since)).strftime("%Y%m%d%H%M%S"))
     device = "any device" if device_id is None else "device {}".format(device_id)
     present = sorted(
         "{}/{}/{}".format(t, dev, entry.name)
         for t in time_dirs for dev in _digit_dirs(os.path.join(root, t))
-        for entry in scandir(os.path.join(root, t, dev)) if entry.is_dir()
+        for entry in subdirs(os.path.join(root, t, dev))
     )
     parts = [
         "no dump folder {}/{{time}}/{{device_id}}/{}/{{model_id}}/{{step}} for graph {!r}".format(
@@ -164,6 +186,8 @@ def _nothing_found(root: str, folder: str, model_name: str, since: Optional[floa
     ]
     if rejected:
         parts.append("rejected: {}".format(", ".join(sorted(rejected))))
+    if links:
+        parts.append("symlinked folders not followed: {}".format(", ".join(sorted(links))))
     if present:
         more = " (+{} more)".format(len(present) - 20) if len(present) > 20 else ""
         parts.append("model folders present: {}{}".format(", ".join(present[:20]), more))

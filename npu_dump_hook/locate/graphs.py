@@ -8,7 +8,9 @@ Graph files (:func:`graph_search_dirs`, :func:`find_build_graphs`)
     only when none of those folders exists (GE's fallback). Only ``ge_proto_*_Build.txt``
     files (stage exactly ``Build``) modified at or after ``since`` count; times compare at
     whole-second resolution, because file mtimes come from the kernel's coarse clock and
-    can trail ``time.time()`` by a few milliseconds.
+    can trail ``time.time()`` by a few milliseconds. Symlinks are not followed inside a
+    searched root (the roots themselves are taken as given): a symlinked per-process
+    subfolder or a symlinked ``ge_proto_*_Build.txt`` is skipped with a warning naming it.
 
 Training graph (:func:`select_training_graph`), filters applied in order; a filter that
 would leave no candidate is skipped, the keyword filter excepted:
@@ -35,7 +37,7 @@ from ..constants import ENV_ASCEND_WORK_PATH, ENV_DUMP_GRAPH_PATH, ENV_NPU_COLLE
 from ..errors import AmbiguousGraphError, GraphFormatError, LocateError
 from ..formats import ge_graph
 from ..formats.names import parse_graph_file_name, sanitize
-from ._walk import LOG, PathLike, not_older, scandir, unique
+from ._walk import LOG, PathLike, link_note, not_older, scandir, subdirs, unique, warn
 
 __all__ = ["ENV_ASCEND_DUMP_PATH", "graph_search_dirs", "expand_graph_dir", "find_build_graphs",
            "select_training_graph"]
@@ -54,19 +56,24 @@ _GRADIENT_SCOPE = re.compile(r"(?:^|/)gradients(?:_[0-9]+)?/")
 _EXAMPLES = 3
 
 
-def expand_graph_dir(root: PathLike, pid: Optional[int] = None, device_id: Optional[str] = None) -> List[str]:
+def expand_graph_dir(root: PathLike, pid: Optional[int] = None, device_id: Optional[str] = None,
+                     warnings: Optional[List[str]] = None) -> List[str]:
     """``root`` plus its ``pid_{pid}_deviceid_{dev}/`` and ``{pid}_{dev}/`` subfolders.
 
     ``pid`` / ``device_id`` keep only the subfolders of that process / device.
-    A missing root gives ``[]``.
+    A missing root gives ``[]``. Symlinked subfolders are not followed; each one that
+    would have been taken is reported in ``warnings`` (when given) and logged.
     """
     root = os.path.abspath(os.fspath(root))
     if not os.path.isdir(root):
         return []
     found = [root]
-    for entry in sorted(scandir(root), key=lambda e: e.name):
-        match = _PID_DEV_DIR.match(entry.name)
-        if not match or not entry.is_dir():
+    links = []  # type: List[str]
+    entries = [(e.name, e.path, False) for e in subdirs(root, links)]
+    entries.extend((os.path.basename(p), p, True) for p in links)
+    for name, path, is_link in sorted(entries):
+        match = _PID_DEV_DIR.match(name)
+        if not match:
             continue
         sub_pid = match.group(1) or match.group(3)
         sub_dev = match.group(2) or match.group(4)
@@ -74,7 +81,10 @@ def expand_graph_dir(root: PathLike, pid: Optional[int] = None, device_id: Optio
             continue
         if device_id is not None and int(sub_dev) != int(device_id):
             continue
-        found.append(entry.path)
+        if is_link:
+            warn([] if warnings is None else warnings, link_note(path, "graph folder search"))
+            continue
+        found.append(path)
     return found
 
 
@@ -83,11 +93,13 @@ def graph_search_dirs(
     cwd: Optional[PathLike] = None,
     pid: Optional[int] = None,
     device_id: Optional[str] = None,
+    warnings: Optional[List[str]] = None,
 ) -> List[str]:
     """Folders GE may have written graph files to, in the order of the module docstring.
 
     ``environ`` defaults to ``os.environ``, ``cwd`` to the working directory; only
-    existing folders are returned, without duplicates.
+    existing folders are returned, without duplicates. Skipped symlinked subfolders are
+    reported in ``warnings`` (see :func:`expand_graph_dir`).
     """
     env = os.environ if environ is None else environ
     roots = []  # type: List[str]
@@ -98,16 +110,18 @@ def graph_search_dirs(
     for name in (ENV_ASCEND_DUMP_PATH, ENV_ASCEND_WORK_PATH):
         if env.get(name):
             roots.append(env[name])
-    dirs = unique(d for root in roots for d in expand_graph_dir(root, pid, device_id))
+    dirs = unique(d for root in roots for d in expand_graph_dir(root, pid, device_id, warnings))
     if not dirs:
-        dirs = expand_graph_dir(os.getcwd() if cwd is None else cwd, pid, device_id)
+        dirs = expand_graph_dir(os.getcwd() if cwd is None else cwd, pid, device_id, warnings)
     return dirs
 
 
-def find_build_graphs(dirs: Iterable[PathLike], since: Optional[float] = None) -> List[str]:
+def find_build_graphs(dirs: Iterable[PathLike], since: Optional[float] = None,
+                      warnings: Optional[List[str]] = None) -> List[str]:
     """``ge_proto_*_Build.txt`` files directly in ``dirs`` modified at or after ``since``.
 
-    Sorted by folder order, then index; real paths deduplicated.
+    Sorted by folder order, then index; real paths deduplicated. A symlinked graph file
+    is not followed: it is skipped and reported in ``warnings`` (when given) and logged.
     """
     found = []  # type: List[Tuple[int, int, str]]
     for rank, folder in enumerate(dirs):
@@ -116,7 +130,12 @@ def find_build_graphs(dirs: Iterable[PathLike], since: Optional[float] = None) -
             if parsed is None or not parsed.is_build or parsed.stage != _BUILD_STAGE:
                 continue
             try:
-                if not entry.is_file() or not not_older(entry.stat().st_mtime, since):
+                if entry.is_symlink():
+                    warn([] if warnings is None else warnings, "skipped symlinked graph file {} -> {} "
+                         "(graph folder search: symlinks are never followed)".format(
+                             entry.path, os.readlink(entry.path)))
+                    continue
+                if not entry.is_file(follow_symlinks=False) or not not_older(entry.stat().st_mtime, since):
                     continue
             except OSError:  # vanished meanwhile
                 continue

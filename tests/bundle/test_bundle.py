@@ -230,6 +230,28 @@ def test_symlink_out_of_tree_not_followed(tmp_path, run):
                    for d, _s, fs in os.walk(str(tmp_path / "b")) for f in fs if f.endswith((".txt", "leak")))
 
 
+@pytest.mark.parametrize("level", [5, 4, 1], ids=["step", "model_id", "time"])
+def test_symlinked_dump_chain_folder_is_never_bundled(tmp_path, run, level):
+    # A LocatedRun whose chain goes through a symlink (built by hand, or the tree changed after
+    # locate): the writer does not take realpath(step) as a tree, it skips the step and says so.
+    import shutil
+
+    step = run.steps[0].path
+    chain = [step]
+    for _ in range(4):
+        chain.append(os.path.dirname(chain[-1]))
+    linked = chain[5 - level]  # 5: the step folder itself, 1: the time folder
+    moved = str(tmp_path / "moved")
+    shutil.move(linked, moved)
+    os.symlink(moved if level != 5 else "/etc", linked)
+    result = write(tmp_path / "b", run, link="copy")
+    doc = bundle.read_bundle(str(tmp_path / "b"))
+    assert not [e for e in doc["files"] if e["path"].startswith("dump/")]
+    assert any(linked in w and "symlink" in w and "never followed" in w for w in result.warnings)
+    assert doc["warnings"] == result.warnings
+    assert bundle.verify_bundle(str(tmp_path / "b")) == []
+
+
 def test_progress_callback(tmp_path, run):
     calls = []
     write(tmp_path / "b", run, progress=lambda *a: calls.append(a))

@@ -474,3 +474,77 @@ def test_locate_run_without_graphs_says_where_it_looked(tmp_path):
         locate_run(str(tmp_path / "dump"), graph_dirs=[str(tmp_path / "g")], since=BEGIN)
     assert "no Build graph file (ge_proto_*_Build.txt) modified at or after 2026-11-29T08:30:00 in: {}".format(
         tmp_path / "g") in str(info.value)
+
+
+# --------------------------------------------------------------------------- symlinks are never followed
+
+
+CHAIN_LEVELS = ["time", "device", "model", "model_id", "step"]
+
+
+@pytest.mark.parametrize("level", CHAIN_LEVELS)
+def test_symlinked_folder_on_the_dump_chain_is_skipped_with_a_warning(tmp_path, level):
+    # A link anywhere on {time}/{device}/{model}/{model_id}/{step} (e.g. `ln -s /etc <step>`)
+    # would pull an outside tree into the bundle: it is never followed, and it is reported.
+    dump, outside = tmp_path / "dump", tmp_path / "outside"
+    fresh = time_dir(BEGIN + 2)
+    make_steps(dump, fresh, 0, TRAIN, [0])  # the real run, kept
+    make_steps(outside, fresh, 1, TRAIN, [0])  # an outside tree with the same shape
+    real = [fresh, "1", TRAIN, "1", "0"]
+    depth = CHAIN_LEVELS.index(level) + 1
+    linked = [time_dir(BEGIN + 5) if level == "time" else fresh, "1", TRAIN, "1", "7"][:depth]
+    parent = os.path.join(str(dump), *linked[:-1])
+    os.makedirs(parent, exist_ok=True)
+    link = os.path.join(parent, linked[-1])
+    os.symlink(os.path.join(str(outside), *real[:depth]), link)
+    notes = []
+    steps = find_step_dirs(str(dump), TRAIN, since=BEGIN, warnings=notes)
+    assert [(s.time_dir, s.device_id, s.step) for s in steps] == [(fresh, "0", "0")]
+    assert not any(str(outside) in s.path or s.path.startswith(link) for s in steps)
+    linked_notes = [n for n in notes if "symlink" in n]
+    assert len(linked_notes) == 1 and link in linked_notes[0] and "never followed" in linked_notes[0]
+
+
+def test_only_a_symlinked_step_is_an_error_naming_the_link(tmp_path):
+    dump = tmp_path / "dump"
+    make_steps(dump, "20240101120000", 0, TRAIN, [0])
+    step = os.path.join(str(dump), "20240101120000", "0", TRAIN, "1", "0")
+    for name in os.listdir(step):
+        os.unlink(os.path.join(step, name))
+    os.rmdir(step)
+    os.symlink("/etc", step)
+    notes = []
+    with pytest.raises(LocateError) as info:
+        find_step_dirs(str(dump), TRAIN, warnings=notes)
+    assert "symlinked folders not followed: {}".format(step) in str(info.value)
+    assert any(step in n and "/etc" in n for n in notes)
+
+
+def test_symlinked_dump_path_itself_is_taken(tmp_path):
+    # The folder the user names may be a link (/home/output -> /data/output); below it, none is.
+    make_steps(tmp_path / "real", time_dir(BEGIN + 2), 0, TRAIN, [0])
+    os.symlink(str(tmp_path / "real"), str(tmp_path / "named"))
+    notes = []
+    assert [s.step for s in find_step_dirs(str(tmp_path / "named"), TRAIN, since=BEGIN, warnings=notes)] == ["0"]
+    assert notes == []
+
+
+def test_graph_search_skips_symlinked_subfolders_and_graph_files(tmp_path):
+    graphs, outside = tmp_path / "graphs", tmp_path / "outside"
+    own = write_graph(graphs, 5, TRAIN, TRAIN_OPS, mtime=BEGIN + 5)
+    far = write_graph(outside / "pid_9_deviceid_0", 6, EVAL, TRAIN_OPS, mtime=BEGIN + 6)
+    os.symlink(str(outside / "pid_9_deviceid_0"), str(graphs / "pid_9_deviceid_0"))
+    os.symlink(far, str(graphs / "ge_proto_00000007_graph_7_Build.txt"))
+    notes = []
+    assert expand_graph_dir(str(graphs), warnings=notes) == [str(graphs)]
+    assert len(notes) == 1 and str(graphs / "pid_9_deviceid_0") in notes[0] and "never followed" in notes[0]
+    notes = []
+    assert find_build_graphs([str(graphs)], since=BEGIN, warnings=notes) == [own]
+    assert len(notes) == 1 and "ge_proto_00000007_graph_7_Build.txt" in notes[0]
+    make_steps(tmp_path / "dump", time_dir(BEGIN + 4), 0, TRAIN, [0])
+    run = locate_run(str(tmp_path / "dump"), graph_dirs=[str(graphs)], since=BEGIN)
+    assert run.graph_file == own
+    assert [n for n in run.warnings if "symlinked" in n] and all(far not in c["file"] for c in
+                                                                 run.graph_choice["candidates"])
+    assert any("pid_9_deviceid_0" in n for n in run.warnings)
+    assert graph_search_dirs({"DUMP_GRAPH_PATH": str(graphs)}, warnings=notes) == [str(graphs)]
