@@ -10,26 +10,33 @@ Scanning (:func:`iter_graphs`) extracts per graph its name and per op the name, 
 inputs, ``_no_task``, ``_datadump_original_op_names`` and, per output_desc,
 ``_datadump_origin_name`` / ``_datadump_origin_output_index`` (§2.4, §2.5):
 
-* a tokenizer that follows the full text-format grammar (``<>``, ``;``/``,``, comments,
-  one-line blocks, list values, single quotes, adjacent-string concatenation) and tracks the
-  field path of open blocks; it reads the file skeleton and any text not in canonical
-  layout, and raises :class:`GraphFormatError` (byte offset, rule) on malformed text;
-* a fast path for each op block in canonical layout (`op {` on a line indented by exactly
-  2 under a top-level ``graph``): C-speed ``bytes.find`` for newline-anchored multi-line
-  patterns whose indentation pins the nesting level, so nested blocks are skipped without
-  being tokenized. It checks strictly what it extracts (strings and their escapes, integers,
-  bools, the value kind of each origin attr) but, by design, not the text it skips inside an
-  op: garbage there is reported by :func:`parse_model`, not by the scanner.
+* the general path: a tokenizer that follows the full text-format grammar (``<>``,
+  ``;``/``,``, comments, one-line blocks, list values, single quotes, adjacent-string
+  concatenation) and tracks the field path of open blocks; it reads the file skeleton and
+  every op the fast path declines, and raises :class:`GraphFormatError` (byte offset, rule)
+  on malformed text;
+* a fast path for the op blocks of a graph (:class:`_FastOps`): an op is split at its double
+  quotes; the text between the strings, strings emptied and digits made 0, must be laid out
+  exactly as C++ writes it (one field or delimiter per line, 2 spaces per nesting level,
+  nothing else). Then that text is the op's whole token structure, so what the general
+  path would extract from it is worked out once per such skeleton and per set of attr keys
+  and replayed on each op's strings and numbers. Any other op (trailing blanks, tabs, CR,
+  comments, blank lines, other indentation, several fields on a line, a string with a raw
+  newline or a bad escape, a conversion whose outcome the skeleton cannot tell) is declined
+  and read by the general path, from where the declined op starts.
 
-Both paths give identical results on canonical files (tested). :func:`parse_model` builds the
-whole message with ``google.protobuf.text_format`` (unknown fields and extensions skipped).
-:func:`to_msaccucmp_json` gives what ``atc --mode=5`` writes (§2.7), :func:`format_model` the
-text GE would write.
+The result is the general path's on every input (tested: fuzzed layouts, same result or
+same error at the same offset), and the work is linear in the input size either way.
+:func:`parse_model` builds the whole message with ``google.protobuf.text_format`` (unknown
+fields and extensions skipped). :func:`to_msaccucmp_json` gives what ``atc --mode=5``
+writes (§2.7), :func:`format_model` the text GE would write.
 """
+import gc
 import json
 import logging
 import math
 import mmap
+import operator
 import os
 import re
 import struct
@@ -186,150 +193,17 @@ class _OpBuilder(object):
                          tuple(OutputOrigin(name, index) for name, index in self.outputs))
 
 
-class _NotCanonical(Exception):
-    """The fast path met a layout it does not handle; the general path takes over."""
-
-
-# --------------------------------------------------------------------------- fast path
-
-_STR = rb'[^"\\\n]*(?:\\.[^"\\\n]*)*'
-_SCALAR_RE = re.compile(rb"[-+.\w]+(?=\n)")
-# Canonical op layout (field-number order): `  op {`, then name, type, inputs at 4 spaces.
-_OP_OPENER = b"\n  op {\n"
-_OP_CLOSER = b"\n  }\n"
-_OP_HEAD_RE = re.compile(
-    rb'(?:\n    name: "(' + _STR + rb')")?(?:\n    type: "(' + _STR + rb')")?'
-    rb'((?:\n    input: "' + _STR + rb'")*)(?=\n)')
-_INPUT_RE = re.compile(rb'\n    input: "(' + _STR + rb')"')
-_STR_LINE_RE = re.compile(rb'"(' + _STR + rb')"(?=\n)')
-_ID_LINE = b"\n    id: "
-_NO_TASK_ENTRY = b'\n    attr {\n      key: "_no_task"\n      value {\n        '
-_NAMES_ENTRY = b'\n    attr {\n      key: "_datadump_original_op_names"\n      value {\n'
-_NAMES_END = b"\n      }\n"
-_LIST_S_RE = re.compile(rb'\n          s: "(' + _STR + rb')"(?=\n)')
-_OUT_DESC = b"\n    output_desc {\n"
-_DESC_END = b"\n    }\n"
-_ORIGIN_NAME_ENTRY = (b'\n      attr {\n        key: "_datadump_origin_name"\n'
-                      b"        value {\n          ")
-_ORIGIN_INDEX_ENTRY = (b'\n      attr {\n        key: "_datadump_origin_output_index"\n'
-                       b"        value {\n          ")
-# First line of an AttrDef value: `s: "..."`, or `<i|b|f|...>: scalar`, or a block.
-_VALUE_LINE_RE = re.compile(rb'(?:s: "(' + _STR + rb')"|(\w+): ([-+.\w]+))(?=\n)')
-_HEAD_LEFTOVER_RE = re.compile(rb"\n    (?:name|type|input)(?!\w)")
-
-
-def _fast_op(data: Any, start: int, path: str) -> Optional[Tuple[OpSummary, int]]:
-    """Summarise the canonical op block whose `op {` is at ``start`` (a line indented by 2).
-
-    Returns (summary, offset after the block), or None when the op lines do not have the
-    canonical form (the tokenizer then reads the block). Every anchor begins with a newline,
-    so none can match inside a string (which never holds a raw newline), and its
-    indentation pins the nesting level: op fields at 4 spaces, op attr entries at 6, output
-    attr entries at 8. The op ends at the first line that is exactly `  }`; op-level fields
-    follow GE's field-number order (name, type, input, attr sorted by key, id, ..., input_desc,
-    output_desc), which bounds each search.
-    """
-    close = data.find(_OP_CLOSER, start)
-    if close < 0:
-        return None
-    base = start + 4  # offset in `data` of body[0], the newline ending the `op {` line
-    body = data[base:close + 1]
-    head = _OP_HEAD_RE.match(body)
-    pos = head.end()
-    if _HEAD_LEFTOVER_RE.match(body, pos):
-        return None  # a malformed line the head pattern could not take: tokenize it
-    name = op_type = ""
-    inputs = []  # type: List[str]
-    if head.lastindex:
-        if head.group(1) is not None:
-            name = _text(head.group(1), path, base + head.start(1))
-        if head.group(2) is not None:
-            op_type = _text(head.group(2), path, base + head.start(2))
-        if head.group(3):
-            inputs = _texts(_INPUT_RE, body, head.start(3), pos, base, path)
-    original_op_names = None  # type: Optional[Tuple[str, ...]]
-    no_task = False
-    op_id = 0
-    id_at = body.find(_ID_LINE, pos)
-    attrs_end = id_at if id_at >= 0 else len(body)
-    names_at = body.find(_NAMES_ENTRY, pos, attrs_end)
-    if names_at >= 0:
-        value_start = names_at + len(_NAMES_ENTRY) - 1
-        value_end = body.find(_NAMES_END, value_start, attrs_end)
-        original_op_names = tuple(_texts(_LIST_S_RE, body, value_start, value_end + 1,
-                                         base, path))
-    no_task_at = body.find(_NO_TASK_ENTRY, pos, attrs_end)
-    if no_task_at >= 0:
-        at = no_task_at + len(_NO_TASK_ENTRY)
-        no_task = _bool(_value_at(body, at, b"b", _NO_TASK + " must be a bool", base, path),
-                        path, base + at + 3)
-    if id_at >= 0:
-        op_id = _int(*_scalar_at(body, id_at + len(_ID_LINE), base, path))
-    outputs = []  # type: List[OutputOrigin]
-    desc_at = body.find(_OUT_DESC, attrs_end if id_at >= 0 else pos)
-    while desc_at >= 0:
-        desc_end = body.find(_DESC_END, desc_at)
-        if desc_end < 0:
-            return None
-        outputs.append(_origin(body, desc_at, desc_end + 1, base, path))
-        desc_at = body.find(_OUT_DESC, desc_end)
-    summary = OpSummary(name, op_type, op_id, tuple(inputs), no_task, original_op_names,
-                        tuple(outputs))
-    return summary, close + len(_OP_CLOSER)
-
-
-def _texts(pattern: Any, body: bytes, start: int, end: int, base: int,
-           path: str) -> List[str]:
-    """Group 1 of every ``pattern`` match in body[start:end], as text."""
-    if body.find(b"\\", start, end) < 0:  # no escapes: plain decode
-        return [raw.decode("utf-8", "replace") for raw in pattern.findall(body, start, end)]
-    return [_text(m.group(1), path, base + m.start(1))
-            for m in pattern.finditer(body, start, end)]
-
-
-def _scalar_at(body: bytes, at: int, base: int, path: str) -> Tuple[bytes, str, int]:
-    match = _SCALAR_RE.match(body, at)
-    if match is None:
-        raise GraphFormatError(path, "expected a scalar value", base + at)
-    return match.group(), path, base + at
-
-
-def _value_at(body: bytes, at: int, kind: bytes, rule: str, base: int, path: str) -> bytes:
-    """The raw scalar of the AttrDef value line at ``at``, which must be of field ``kind``
-    (b"s" gives the string body without quotes)."""
-    match = _VALUE_LINE_RE.match(body, at)
-    if match is None or (match.group(2) or b"s") != kind:
-        raise GraphFormatError(path, rule, base + at)
-    return match.group(1) if kind == b"s" else match.group(3)
-
-
-def _origin(body: bytes, start: int, end: int, base: int, path: str) -> OutputOrigin:
-    """Origin attrs of the output_desc block body[start:end]. Entries are sorted by key, so
-    the index entry, if any, comes after the name entry."""
-    name = index = None  # type: Tuple[Optional[str], Optional[int]]
-    at = body.find(_ORIGIN_NAME_ENTRY, start, end)
-    if at >= 0:
-        at += len(_ORIGIN_NAME_ENTRY)
-        raw = _value_at(body, at, b"s", _ORIGIN_NAME + " must be a string", base, path)
-        name = (raw.decode("utf-8", "replace") if b"\\" not in raw
-                else _text(raw, path, base + at + 4))
-        start = at
-    at = body.find(_ORIGIN_INDEX_ENTRY, start, end)
-    if at >= 0:
-        at += len(_ORIGIN_INDEX_ENTRY)
-        raw = _value_at(body, at, b"i", _ORIGIN_INDEX + " must be an integer", base, path)
-        index = _int(raw, path, base + at + 3)
-    return OutputOrigin(name, index)
-
-
 # --------------------------------------------------------------------------- general path
 
+_STR = rb'[^"\\\n]*(?:\\.[^"\\\n]*)*'
+_WORD = rb"[-+]?[\w.]+(?:[-+][\w.]+)?"
 _TOKEN_RE = re.compile(
     rb"(?P<skip>(?:\s+|\#[^\n]*)+)"
     rb'|(?P<string>"' + _STR + rb'"|\'[^\'\\\n]*(?:\\.[^\'\\\n]*)*\')'
-    rb"|(?P<word>[-+]?[\w.]+(?:[-+][\w.]+)?)"
+    rb"|(?P<word>" + _WORD + rb")"
     rb"|(?P<punct>[{}<>:\[\],;])"
 )
+_SKIP_RE = re.compile(rb"(?:\s+|\#[^\n]*)+")
 _IDENT_RE = re.compile(rb"[A-Za-z_]\w*\Z")
 _MAX_DEPTH = 100
 _CLOSER = {b"{": b"}", b"<": b">"}
@@ -345,78 +219,63 @@ _OUT_ATTR_VALUE = (b"graph", b"op", b"output_desc", b"attr", b"value")
 
 
 class _Tokens(object):
-    """Tokens of protobuf text format with one token of lookahead; skips blanks, `,;`, comments.
+    """Tokens of protobuf text format with one token of lookahead; skips blanks and comments."""
 
-    With ``fast_ops``, a canonical op block (`op {` on a line indented by exactly 2) comes
-    out as one ("op", OpSummary, offset) token read by :func:`_fast_op`.
-    """
-
-    def __init__(self, data: Any, path: str, fast_ops: bool = False) -> None:
-        self._data = data
+    def __init__(self, data: Any, path: str) -> None:
+        self.data = data
         self._size = len(data)
         self._path = path
-        self._pos = 0
-        self._peeked = None  # type: Optional[Tuple[str, Any, int]]
-        self._fast_ops = fast_ops
-        self._next_op = -1  # offset of the next "op" word opening a canonical op line
-        self._find_next_op(0)
+        self.pos = 0
+        self.peeked = None  # type: Optional[_Token]
 
-    def _find_next_op(self, start: int) -> None:
-        if not self._fast_ops:
-            self._next_op = self._size + 1
-            return
-        if self._data[start:start + len(_OP_OPENER)] == _OP_OPENER:  # back-to-back ops
-            self._next_op = start + 3
-            return
-        found = self._data.find(_OP_OPENER, start)
-        self._next_op = found + 3 if found >= 0 else self._size + 1
-
-    def _scan(self) -> Tuple[str, Any, int]:
-        while self._pos < self._size:
-            if self._pos >= self._next_op:
-                if self._pos == self._next_op:
-                    fast = _fast_op(self._data, self._pos, self._path)
-                    if fast is not None:
-                        start = self._pos
-                        self._pos = fast[1]
-                        self._find_next_op(self._pos - 1)
-                        if self._next_op == self._pos + 2:  # skip the indentation too
-                            self._pos = self._next_op
-                        return "op", fast[0], start
-                self._find_next_op(self._pos)
-            match = _TOKEN_RE.match(self._data, self._pos)
+    def _scan(self) -> _Token:
+        while self.pos < self._size:
+            match = _TOKEN_RE.match(self.data, self.pos)
             if match is None:
                 raise GraphFormatError(self._path, "unexpected character {!r}".format(
-                    self._data[self._pos:self._pos + 1]), self._pos)
-            self._pos = match.end()
+                    self.data[self.pos:self.pos + 1]), self.pos)
+            self.pos = match.end()
             kind = match.lastgroup
             if kind != "skip":
                 return kind, match.group(), match.start()
         return "eof", b"", self._size
 
-    def peek(self) -> Tuple[str, Any, int]:
-        if self._peeked is None:
-            self._peeked = self._scan()
-        return self._peeked
+    def skip(self) -> int:
+        """Move past blanks and comments (no token may be peeked); the offset reached."""
+        match = _SKIP_RE.match(self.data, self.pos)
+        if match is not None:
+            self.pos = match.end()
+        return self.pos
 
-    def next(self) -> Tuple[str, Any, int]:
+    def peek(self) -> _Token:
+        if self.peeked is None:
+            self.peeked = self._scan()
+        return self.peeked
+
+    def next(self) -> _Token:
         token = self.peek()
-        self._peeked = None
+        self.peeked = None
         return token
 
 
 class _GeneralScan(object):
-    """Follows the text-format grammar, keeping the field path of open blocks."""
+    """Follows the text-format grammar, keeping the field path of open blocks.
 
-    def __init__(self, data: Any, path: str, fast_ops: bool = False) -> None:
-        self.tokens = _Tokens(data, path, fast_ops)
+    With ``fast`` (a :class:`_FastOps`), each op of a graph is first offered to the fast
+    path, which reads it if its block is canonical and declines otherwise.
+    """
+
+    def __init__(self, data: Any, path: str, fast: Optional["_FastOps"] = None) -> None:
+        self.tokens = _Tokens(data, path)
         self.path = path
+        self.fast = fast
         self.stack = []  # type: List[Tuple[bytes, bytes, bool]]  # (name, closer, in list)
         self.graph_name = ""
         self.graph_name_seen = False
         self.ops = []  # type: List[OpSummary]
         self.op = None  # type: Optional[_OpBuilder]
         self.entry = {}  # type: Dict[str, Any]
+        self.name_offset = 0  # of the name of the field being read (errors about the entry)
         self.finished = []  # type: List[GraphSummary]
 
     def error(self, rule: str, offset: int) -> GraphFormatError:
@@ -428,6 +287,19 @@ class _GeneralScan(object):
     # ---- grammar
     def step(self) -> bool:
         """Consume one field or one block end; False at the end of the text."""
+        if self.fast is not None and len(self.stack) == 1 and self.stack[0][0] == b"graph":
+            peeked = self.tokens.peeked  # after a string: peeked for a string to append
+            if peeked is None:
+                found = self.fast.ops_at(self.tokens.skip())
+            elif peeked[1] == b"op" and peeked[0] == "word":
+                found = self.fast.ops_at(peeked[2])
+            else:
+                found = None
+            if found is not None:
+                self.ops.extend(found[0])
+                self.tokens.peeked = None
+                self.tokens.pos = found[1]
+                return True
         kind, value, offset = self.tokens.next()
         if kind == "eof":
             if self.stack:
@@ -441,12 +313,8 @@ class _GeneralScan(object):
             return True
         if kind == "punct" and value in (b",", b";"):  # optional field separators
             return True
-        if kind == "op":
-            if len(self.stack) != 1 or self.stack[0][0] != b"graph":
-                raise _NotCanonical()
-            self.ops.append(value)
-            return True
         name = self.field_name(kind, value, offset)
+        self.name_offset = offset
         kind, value, offset = self.tokens.next()
         has_colon = kind == "punct" and value == b":"
         if has_colon:
@@ -525,7 +393,7 @@ class _GeneralScan(object):
         elif where == _OP and name == b"output_desc":
             self.op.outputs.append([None, None])
         elif where == _OP_ATTR_VALUE or where == _OUT_ATTR_VALUE:
-            self.entry.setdefault("first", (name, offset))
+            self.entry.setdefault("first", (name, self.name_offset))
 
     def close_block(self) -> None:
         name, _, in_list = self.stack.pop()
@@ -565,7 +433,7 @@ class _GeneralScan(object):
                 self.entry["key"] = value.decode("utf-8", "replace")
                 self.entry["key_offset"] = offset
         elif where == _OP_ATTR_VALUE or where == _OUT_ATTR_VALUE:
-            self.entry.setdefault("first", (name, offset))
+            self.entry.setdefault("first", (name, self.name_offset))
             if name == b"b" and where == _OP_ATTR_VALUE:
                 self.entry["b"] = _bool(value, self.path, offset)
             elif name == b"s" and is_string:
@@ -602,15 +470,423 @@ class _GeneralScan(object):
                                                       _ORIGIN_INDEX + " must be an integer")
 
 
-def _scan_graphs(data: Any, path: str, fast_ops: bool, skip: int = 0) -> Iterator[GraphSummary]:
-    scan = _GeneralScan(data, path, fast_ops)
-    yielded = 0
+# --------------------------------------------------------------------------- fast path
+
+_OP_LINE = b"\n  op {\n"
+_OP_END = b"\n  }\n"
+_WINDOW = 1 << 20  # bytes of data split at a time
+#: The digits of a skeleton all become 0. Whether a conversion of the general path succeeds
+#: does not depend on digit values except for a bool made of digits or an int with the base
+#: prefix -0 (see _digit_sensitive): those are converted again for each op.
+_DIGITS_TO_0 = bytes.maketrans(b"0123456789", b"0000000000")
+_SKELETON_DEPTH = 24  # block nesting inside an op the skeleton pattern follows
+_MAX_SHAPES = 4096
+_MAX_SHAPE_BYTES = 32 << 20
+_MAX_VARIANTS = 256
+_BAIL = object()  # variant of a shape the fast path leaves to the general path
+_NOT_SEEN = object()
+
+
+def _skeleton_lines(level: int) -> bytes:
+    """Pattern of the lines of a block at nesting ``level`` (2 spaces each) in canonical layout:
+    ``name: ""`` (a string), ``name: word``, or ``name {`` + lines one level deeper + ``}``."""
+    indent = b" " * (2 * level)
+    scalar = rb': (?:""|' + _WORD + rb")\n"
+    if level >= _SKELETON_DEPTH:
+        return rb"(?:" + indent + rb"[A-Za-z_]\w*" + scalar + rb")*"
+    return (rb"(?:" + indent + rb"[A-Za-z_]\w*(?:" + scalar + rb"| \{\n"
+            + _skeleton_lines(level + 1) + indent + rb"\}\n))*")
+
+
+#: The lines of an op block after its ``op {`` line, in canonical layout and strings emptied,
+#: up to the ``}`` that closes it (see _FastOps).
+_SKELETON_RE = re.compile(_skeleton_lines(2) + rb"  \}")
+
+_Loc = Tuple[int, int, int]  # a word: index in the op's parts of its segment, start, end
+_new_tuple = tuple.__new__  # builds named tuples without their Python-level __new__
+
+
+def _int_base0(raw: bytes) -> int:
+    return _int(raw, "", 0)
+
+
+def _digit_sensitive(kind: bytes, word: bytes) -> bool:
+    """Whether _bool (kind b"b") or _int (b"i") of a skeleton word (digits made 0) may
+    succeed for some digits and fail for others. _int of a word that does not look like
+    "0x..."/"-0..." here takes base 10 whatever the digits were, which accepts any digits."""
+    if kind == b"b":
+        return word.translate(None, b"0123456789") != word
+    return word[:2].lower() in (b"0x", b"-0") and len(word) > 2
+
+
+class _Shape(object):
+    """What the general path would do with every op of one skeleton, as string indices and
+    word locations; keys (attr names) are strings, so their effect is resolved per variant."""
+
+    __slots__ = ("name", "type", "inputs", "id", "attrs", "outputs", "checks", "strings",
+                 "key_slots", "key_get", "variants", "last_keys", "last_plan")
+
+    def __init__(self) -> None:
+        self.name = None  # type: Optional[int]
+        self.type = None  # type: Optional[int]
+        self.inputs = []  # type: List[int]
+        self.id = None  # type: Optional[Tuple[int, int, int, Any]]  # word, converter
+        # op attr entries: (key, first value field, last b, list s); output_desc attr
+        # entries: (key, first value field, last s, last i); key/s as string indices
+        self.attrs = []  # type: List[Tuple[Any, ...]]
+        self.outputs = []  # type: List[List[Tuple[Any, ...]]]
+        self.checks = []  # type: List[Tuple[Any, int, int, int]]  # to redo for each op
+        self.strings = 0  # strings in an op of this shape
+        self.key_slots = ()  # type: Tuple[int, ...]
+        self.key_get = None  # type: Any
+        self.variants = {}  # type: Dict[Tuple[bytes, ...], Any]
+        self.last_keys = None  # type: Optional[Tuple[bytes, ...]]  # and its variant:
+        self.last_plan = None  # type: Any
+
+    @classmethod
+    def of(cls, skeleton: bytes) -> Optional["_Shape"]:
+        """The shape of a canonical op skeleton, or None when the skeleton is not canonical or
+        when an op of this skeleton would make the general path convert a string (whose
+        content the skeleton does not hold) or fail a conversion that fails for every op of
+        the skeleton."""
+        if _SKELETON_RE.fullmatch(skeleton) is None:
+            return None
+        shape = cls()
+        stack = []  # type: List[bytes]  # open blocks inside the op
+        entry = []  # type: List[Any]  # the attr entry being read
+        strings = 0  # strings before the current line
+        segment = 0  # offset in the skeleton of the current segment between strings
+        offset = 0
+        try:
+            for line in skeleton[:-3].split(b"\n")[:-1]:
+                end = offset + len(line)
+                text = line.lstrip(b" ")
+                where = tuple(stack)
+                if text == b"}":
+                    name = stack.pop()
+                    if name == b"attr" and len(stack) == 0:
+                        shape.attrs.append((entry[0], entry[1], entry[2], tuple(entry[5])))
+                    elif name == b"attr" and stack == [b"output_desc"]:
+                        shape.outputs[-1].append((entry[0], entry[1], entry[3], entry[4]))
+                elif text[-1:] == b"{":
+                    name = text[:-2]
+                    if name == b"attr" and (where == () or where == (b"output_desc",)):
+                        entry = [None, None, None, None, None, []]
+                    elif name == b"output_desc" and where == ():
+                        shape.outputs.append([])
+                    elif where == (b"attr", b"value") or where == (b"output_desc", b"attr",
+                                                                      b"value"):
+                        entry[1] = name if entry[1] is None else entry[1]
+                    stack.append(name)
+                else:
+                    name, value = text.split(b": ", 1)
+                    string = strings if value == b'""' else None
+                    word = (2 * strings, end - len(value) - segment, end - segment)
+                    shape._field(where, name, string, word, value, entry)
+                    if string is not None:
+                        strings += 1
+                        segment = end
+                offset = end + 1
+        except (GraphFormatError, ValueError):
+            return None
+        shape.strings = strings
+        slots = [entry[0] for entry in shape.attrs]
+        slots += [entry[0] for entries in shape.outputs for entry in entries]
+        shape.key_slots = tuple(slot for slot in slots if slot is not None)
+        if len(shape.key_slots) > 1:
+            shape.key_get = operator.itemgetter(*shape.key_slots)
+        elif shape.key_slots:
+            only = shape.key_slots[0]
+            shape.key_get = lambda strings: (strings[only],)
+        return shape
+
+    def _convert(self, kind: bytes, value: bytes, string: Optional[int], word: _Loc) -> Any:
+        """A conversion the general path makes: checked now, or for each op if its outcome
+        depends on digits; ValueError if it would convert a string. For an int, the
+        location with what converts the word as _int does (int() where _int takes base 10)."""
+        if string is not None:
+            raise ValueError("a string the general path converts")
+        convert = _bool if kind == b"b" else _int
+        sensitive = _digit_sensitive(kind, value)
+        if sensitive:
+            self.checks.append((convert,) + word)
+        else:
+            convert(value, "", 0)
+        return word + (_int_base0 if sensitive else int,)
+
+    def _field(self, where: Tuple[bytes, ...], name: bytes, string: Optional[int],
+               word: _Loc, value: bytes, entry: List[Any]) -> None:
+        """One scalar field, as _GeneralScan.on_scalar takes it (raises ValueError or
+        GraphFormatError where the fast path must leave the op to the general path)."""
+        if where == ():
+            if name == b"id":
+                self.id = self._convert(b"i", value, string, word)
+            elif string is not None and name == b"name":
+                self.name = string
+            elif string is not None and name == b"type":
+                self.type = string
+            elif string is not None and name == b"input":
+                self.inputs.append(string)
+        elif where == (b"attr",) or where == (b"output_desc", b"attr"):
+            if name == b"key" and string is not None:
+                entry[0] = string
+        elif where == (b"attr", b"value") or where == (b"output_desc", b"attr", b"value"):
+            entry[1] = name if entry[1] is None else entry[1]
+            if name == b"b" and where == (b"attr", b"value"):
+                self._convert(b"b", value, string, word)
+                entry[2] = word
+            elif name == b"s" and string is not None:
+                entry[3] = string
+            elif name == b"i":
+                entry[4] = self._convert(b"i", value, string, word)
+        elif where == (b"attr", b"value", b"list"):
+            if name == b"s" and string is not None:
+                entry[5].append(string)
+
+    def build(self, parts: List[bytes], strings: List[bytes], plan: Any,
+              decode: Any) -> OpSummary:
+        """The summary of one op of this shape: ``parts`` are its segments between double
+        quotes (strings at odd indices), ``plan`` the variant of its keys. Strings are
+        decoded one by one by ``decode`` if given, else joined by NUL and decoded at once."""
+        for convert, index, begin, stop in self.checks:
+            convert(parts[index][begin:stop], "", 0)
+        get, inputs_end, names_end, outputs, no_task, op_id = plan
+        strings.append(b"")  # index self.strings: an absent name or type
+        if decode is not None:
+            texts = list(map(decode, get(strings)))
+        else:
+            texts = b"\x00".join(get(strings)).decode("utf-8", "replace").split("\x00")
+        if op_id is not None:
+            index, begin, stop, convert = op_id
+            op_id = convert(parts[index][begin:stop])
+        if no_task is not None:
+            index, begin, stop = no_task
+            no_task = parts[index][begin:stop] in _TRUE
+        origins = []
+        for origin, output_index in outputs:
+            if output_index is not None:
+                index, begin, stop, convert = output_index
+                output_index = convert(parts[index][begin:stop])
+            origins.append(_new_tuple(OutputOrigin, (
+                None if origin is None else texts[origin], output_index)))
+        return _new_tuple(OpSummary, (
+            texts[0], texts[1], op_id or 0, tuple(texts[2:inputs_end]), no_task is True,
+            None if names_end is None else tuple(texts[inputs_end:names_end]),
+            tuple(origins)))
+
+    def variant(self, keys: Tuple[bytes, ...]) -> Any:
+        """How to build the summary of an op of this shape whose attr keys are ``keys`` (as
+        close_op_attr and close_output_attr would decide), or _BAIL."""
+        found = self.variants.get(keys)
+        if found is not None:
+            return found
+        if any(b"\\" in key or b"\x00" in key for key in keys):
+            found = _BAIL  # an escaped key may spell one we look for
+        else:
+            found = self._resolve(dict(zip(self.key_slots, keys)))
+        if len(self.variants) < _MAX_VARIANTS:
+            self.variants[keys] = found
+        return found
+
+    def _resolve(self, key_of: Dict[int, bytes]) -> Any:
+        no_task = names = None
+        for key, first, b_word, list_s in self.attrs:
+            key = key_of.get(key)
+            if key == b"_no_task":
+                if first != b"b" or b_word is None:
+                    return _BAIL  # entry_value raises
+                no_task = b_word
+            elif key == b"_datadump_original_op_names":
+                names = list_s
+        absent = self.strings  # build() appends an empty string there
+        wanted = [absent if self.name is None else self.name,
+                  absent if self.type is None else self.type] + self.inputs
+        inputs_end = len(wanted)
+        names_end = None
+        if names is not None:
+            wanted += names
+            names_end = len(wanted)
+        outputs = []
+        for entries in self.outputs:
+            origin = index = None
+            for key, first, s_string, i_word in entries:
+                key = key_of.get(key)
+                if key == b"_datadump_origin_name":
+                    if first != b"s" or s_string is None:
+                        return _BAIL
+                    origin = s_string
+                elif key == b"_datadump_origin_output_index":
+                    if first != b"i" or i_word is None:
+                        return _BAIL
+                    index = i_word
+            if origin is not None:
+                wanted.append(origin)
+                origin = len(wanted) - 1
+            outputs.append((origin, index))
+        return _getter(wanted), inputs_end, names_end, tuple(outputs), no_task, self.id
+
+
+def _getter(indices: List[int]) -> Any:
+    """A callable giving the items at ``indices`` of a list, as a tuple."""
+    if len(indices) > 1:
+        return operator.itemgetter(*indices)
+    if indices:
+        index = indices[0]
+        return lambda items: (items[index],)
+    return lambda items: ()
+
+
+def _plain(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
+def _escaped(raw: bytes) -> str:
+    """A string neutralised by _FastOps (see there) as text: escapes restored, resolved."""
+    if b"\\" in raw or b"\x00" in raw:
+        raw = raw.replace(b"\x00\x01", b"\\\\").replace(b"\x00\x02", b'\\"')
+        raw = _unescape(raw, "", 0)
+    return raw.decode("utf-8", "replace")
+
+
+class _FastOps(object):
+    """Reads op blocks in canonical layout without tokenizing them, and declines the rest.
+
+    The general path offers the fast path the op blocks of a graph (:meth:`ops_at`). The
+    data is split, a window at a time, at the lines ``  op {``; each piece is one op block
+    from its second line to its closing ``  }`` if the op is canonical (otherwise it may
+    hold a different op structure, or text after the op). The piece is split at its double
+    quotes into strings and the text between them; that text, with every string emptied and
+    every digit made 0, is the op's *skeleton*. The skeleton must match the canonical layout
+    exactly (one field or delimiter per line, ``name: value``/``name {``/``}``, indentation
+    2 x nesting, and nothing else: no comments, tabs, CR, blank lines, trailing blanks or
+    one-line blocks), and no string may hold a raw newline or a bad escape. The text between
+    the strings is then the op's whole token structure, the same (up to digits) for every op
+    of the skeleton, so what the general path would do with such an op is worked out once
+    per skeleton (:class:`_Shape`) and per set of attr keys, and replayed on each op's
+    strings and words. For anything else (an op that ends elsewhere, a line that is not
+    canonical, a string the general path would convert) the fast path declines: the general
+    path reads that op, so the result is always the general path's.
+
+    Escaped backslashes and quotes are first replaced by two bytes each (``\\x00\\x01``,
+    ``\\x00\\x02``) so that every remaining double quote delimits a string; such a text
+    must not hold NUL itself. Each byte is split once (plus one op per window), so declined
+    ops cost linear time too.
+    """
+
+    def __init__(self, data: Any, path: str) -> None:
+        self.data = data
+        self.size = len(data)
+        self.path = path
+        self.shapes = {}  # type: Dict[bytes, Any]  # skeleton -> _Shape or _BAIL
+        self.shape_bytes = 0
+        self._pieces = [b""]  # type: List[bytes]  # a window of data split at _OP_LINE
+        self._next = 1  # index in _pieces of the next piece to read
+        self._at = -1  # offset in data of _pieces[_next]
+        self._declined = -1  # offset of the op word of the op last declined
+
+    def _load(self, start: int) -> None:
+        """Split the window of data that begins with the _OP_LINE at ``start`` and ends
+        before the last _OP_LINE within _WINDOW bytes (or the next one, or the data end)."""
+        end = self.size
+        if start + _WINDOW < end:
+            cut = self.data.rfind(_OP_LINE, start + 1, start + _WINDOW)
+            if cut < 0:
+                cut = self.data.find(_OP_LINE, start + 1)  # an op longer than a window
+            end = cut if cut >= 0 else end
+        self._pieces = self.data[start:end].split(_OP_LINE)
+        self._next = 1
+        self._at = start + len(_OP_LINE)
+
+    def _seek(self, at: int) -> bool:
+        """Move to the piece that starts at ``at`` in data, if the window holds it."""
+        while self._at < at and self._next < len(self._pieces):
+            self._at += len(self._pieces[self._next]) + len(_OP_LINE)
+            self._next += 1
+        return self._at == at and self._next < len(self._pieces)
+
+    def ops_at(self, pos: int) -> Optional[Tuple[List[OpSummary], int]]:
+        """(summaries, offset after the last) of the canonical op blocks following one
+        another from the op whose ``op`` word is at ``pos``; None if that op is not
+        canonical (or if no op starts there)."""
+        if pos == self._declined or pos < 3 or self.data[pos - 3:pos + 5] != _OP_LINE:
+            return None
+        at = pos + 5  # after "op {\n"
+        if not self._seek(at):
+            self._load(pos - 3)
+        ops = []  # type: List[OpSummary]
+        # A batch allocates only objects that it keeps or that die at once: running the
+        # cycle collector every 700 of them (a quarter of the time) finds nothing to free.
+        collect = gc.isenabled()
+        gc.disable()
+        try:
+            while self._next < len(self._pieces):
+                piece = self._pieces[self._next]
+                summary = self._summary(piece)
+                if summary is not None:
+                    end = at + len(piece) + 1  # the newline ending the closing line
+                else:
+                    # the op may close before the next op line, with graph fields after it
+                    close = piece.find(_OP_END)
+                    summary = self._summary(piece[:close + 4]) if close >= 0 else None
+                    if summary is None:
+                        self._declined = at - 5
+                        break
+                    end = at + close + 5
+                ops.append(summary)
+                if end != at + len(piece) + 1:
+                    break  # the general path reads what follows the op
+                self._at = at = end + len(_OP_LINE) - 1
+                self._next += 1
+        finally:
+            if collect:
+                gc.enable()
+        return (ops, end) if ops else None
+
+    def _summary(self, text: bytes) -> Optional[OpSummary]:
+        escaped = b"\\" in text
+        if escaped:
+            if b"\x00" in text:
+                return None
+            text = text.replace(b"\\\\", b"\x00\x01").replace(b'\\"', b"\x00\x02")
+        parts = text.split(b'"')
+        if not len(parts) & 1:
+            return None  # an odd number of quotes
+        skeleton = b'""'.join(parts[0::2]).translate(_DIGITS_TO_0)
+        shape = self.shapes.get(skeleton)
+        if shape is None:
+            shape = _Shape.of(skeleton) or _BAIL
+            if len(self.shapes) < _MAX_SHAPES and self.shape_bytes < _MAX_SHAPE_BYTES:
+                self.shapes[skeleton] = shape
+                self.shape_bytes += len(skeleton)
+        if shape is _BAIL:
+            return None
+        strings = parts[1::2]
+        joined = b"".join(strings)
+        if b"\n" in joined:
+            return None  # a string left open at the end of its line
+        try:
+            if escaped:
+                _unescape(joined, self.path, 0)
+            keys = shape.key_get(strings) if shape.key_get is not None else ()
+            if keys == shape.last_keys:  # compares bytes; a dict look-up also hashes them
+                plan = shape.last_plan
+            else:
+                plan = shape.variant(keys)
+                shape.last_keys, shape.last_plan = keys, plan
+            if plan is _BAIL:
+                return None
+            decode = _escaped if escaped else _plain if b"\x00" in joined else None
+            return shape.build(parts, strings, plan, decode)
+        except GraphFormatError:
+            return None  # the general path reports it, at its offset
+
+
+def _scan_graphs(data: Any, path: str, fast_ops: bool = True) -> Iterator[GraphSummary]:
+    scan = _GeneralScan(data, path, _FastOps(data, path) if fast_ops else None)
     while scan.step():
         if scan.finished:
             for graph in scan.finished:
-                if yielded >= skip:
-                    yield graph
-                yielded += 1
+                yield graph
             del scan.finished[:]
 
 
@@ -647,16 +923,8 @@ def iter_graphs(path: PathLike) -> Iterator[GraphSummary]:
     fault have been yielded by then.
     """
     with _Mapped(path) as mapped:
-        yielded = 0
-        try:
-            for graph in _scan_graphs(mapped.data, mapped.path, True):
-                yield graph
-                yielded += 1
-        except _NotCanonical:
-            _LOG.debug("%s: op block outside a graph; rescanning without the fast path",
-                       mapped.path)
-            for graph in _scan_graphs(mapped.data, mapped.path, False, skip=yielded):
-                yield graph
+        for graph in _scan_graphs(mapped.data, mapped.path):
+            yield graph
 
 
 def scan_graph(path: PathLike) -> List[GraphSummary]:
@@ -671,7 +939,7 @@ def first_graph_name(path: PathLike) -> str:
     if the file holds no graph or is malformed before the name.
     """
     with _Mapped(path) as mapped:
-        scan = _GeneralScan(mapped.data, mapped.path, fast_ops=False)
+        scan = _GeneralScan(mapped.data, mapped.path)
         while scan.step():
             if scan.graph_name_seen or scan.finished:
                 return scan.graph_name

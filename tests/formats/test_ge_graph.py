@@ -81,8 +81,11 @@ def test_golden_ops_all_take_the_fast_path():
     data = golden_bytes()
     starts = [m.start() + 3 for m in re.finditer(rb"\n  op \{\n", data)]
     assert len(starts) == 6
-    for start in starts:
-        assert ge_graph._fast_op(data, start, GOLDEN) is not None
+    fast = ge_graph._FastOps(data, GOLDEN)
+    ops, end = fast.ops_at(starts[0])  # one batch: the ops of graph[0]
+    assert ops == EXPECTED[0].ops and data[end:end + 2] == b"}\n"
+    ops, end = fast.ops_at(starts[5])
+    assert ops == EXPECTED[1].ops and data[end:] == b"}\n"
 
 
 def test_fast_and_general_paths_agree_on_golden():
@@ -202,14 +205,19 @@ def test_garbage_character(tmp_path):
     assert "unexpected character" in error.rule
 
 
-def test_garbage_in_a_skipped_region_is_left_to_the_full_parse(tmp_path):
-    # The scanner reads only what it needs inside a canonical op; parse_model checks all.
+def test_garbage_anywhere_in_an_op_is_reported(tmp_path):
+    # Also in parts of an op the scanner does not extract anything from.
     data = golden_bytes().replace(b"    id: 4\n", b"    id: 4\n    @oops\n")
-    path = write(tmp_path, data)
-    assert ge_graph.scan_graph(path) == EXPECTED
+    error = _error(tmp_path, data)
+    assert error.offset == data.index(b"@oops")
+    assert "unexpected character" in error.rule
     with pytest.raises(GraphFormatError) as info:
-        ge_graph.parse_model(path)
+        ge_graph.parse_model(write(tmp_path, data))
     assert data.index(b"@oops") - 4 <= info.value.offset <= data.index(b"@oops")
+    data = golden_bytes().replace(b"          i: 0\n", b"          i: 0 i\n")
+    error = _error(tmp_path, data)
+    assert error.rule == "expected ':' and a value or '{' after field 'i'"
+    assert error.offset == data.index(b" i\n") + 3 + data[data.index(b" i\n") + 3:].index(b"}")
 
 
 def test_missing_colon(tmp_path):
@@ -445,3 +453,260 @@ def test_random_names_agree_across_writer_scanner_and_full_parse(names, index, n
     parsed = ge_graph.parse_model_text(data, allow_unknown=False)
     assert fast == general == summaries_from_model(parsed) == summaries_from_model(model)
     assert fast[0].ops[0].outputs == (OutputOrigin(names[0], index),)
+
+
+# ---------------------------------------------------------------- non-canonical layouts (exactness)
+#
+# Each test compares the scanner with the full protobuf parse and with the general
+# (tokenizer-only) path, on text that is valid but not laid out as C++ TextFormat writes it.
+
+
+def _expected(data):
+    return summaries_from_model(ge_graph.parse_model_text(data))
+
+
+def _general(data):
+    return list(ge_graph._scan_graphs(data, "mem", False))
+
+
+def _fast(data):
+    return list(ge_graph._scan_graphs(data, "mem", True))
+
+
+def _assert_exact(tmp_path, data, name="ge_proto_00001_Build.txt"):
+    expected = _expected(data)
+    scanned = ge_graph.scan_graph(write(tmp_path, data, name))
+    assert [len(g.ops) for g in scanned] == [len(g.ops) for g in expected]
+    assert [op.name for g in scanned for op in g.ops] == [op.name for g in expected for op in g.ops]
+    assert scanned == expected
+    assert _fast(data) == _general(data) == expected
+    return scanned
+
+
+def _many_ops_bytes(count=40):
+    """A canonical one-graph file of ``count`` ops, every one with origins and names."""
+    ops = []
+    for index in range(count):
+        name = "net/layer{}/conv".format(index)
+        desc = ge_graph.make_tensor_desc("DT_FLOAT16", [1, 2, 3, 4, 16], "NC1HWC0",
+                                         origin_name=name, origin_output_index=index % 3)
+        ops.append(ge_graph.make_op(
+            name, "Conv2D", index + 1, ["net/layer{}/conv:0".format(index - 1), "w:0"],
+            input_descs=[desc], output_descs=[desc, desc],
+            original_op_names=[name, name + "/Relu"], no_task=bool(index % 2),
+            attrs={"_op_slice_info": '{"x": "a}b \\"q\\""}', "alpha": 0.5}))
+    return ge_graph.format_model(ge_graph.make_model([("g_many", ops), ("sub", ops[:2])])).encode()
+
+
+_OP_CLOSER_BEFORE_OP = b"\n  }\n  op {\n"
+
+
+@pytest.mark.parametrize("junk", [b" ", b"\t", b"\r", b" \t \r"],
+                         ids=["space", "tab", "cr", "mixed"])
+def test_trailing_whitespace_on_one_op_closer_keeps_every_op(tmp_path, junk):
+    for data in (golden_bytes(), _many_ops_bytes()):
+        assert data.count(_OP_CLOSER_BEFORE_OP) >= 3
+        bad = data.replace(_OP_CLOSER_BEFORE_OP, b"\n  }" + junk + b"\n  op {\n", 1)
+        _assert_exact(tmp_path, bad)
+        # the second op of the file: the one the old scanner swallowed
+        second = bad.replace(_OP_CLOSER_BEFORE_OP, b"\n  }" + junk + b"\n  op {\n", 1)
+        _assert_exact(tmp_path, second)
+
+
+@pytest.mark.parametrize("junk", [b" ", b"\t", b"\r", b"  "], ids=["space", "tab", "cr", "two"])
+def test_trailing_whitespace_on_every_closer_keeps_every_op(tmp_path, junk):
+    for data in (golden_bytes(), _many_ops_bytes()):
+        every_op = data.replace(b"\n  }\n", b"\n  }" + junk + b"\n")
+        assert len(_assert_exact(tmp_path, every_op)[0].ops) > 1
+        # every op closer of graph[0] but the last one, or of graph[0] only (the old scanner
+        # then read the whole main graph as one op: 40 -> 1)
+        count = data.count(b"\n  }\n", 0, data.index(b"\n}\n"))
+        all_but_last = data.replace(b"\n  }\n", b"\n  }" + junk + b"\n", count - 1)
+        assert len(_assert_exact(tmp_path, all_but_last)[0].ops) > 1
+        first_graph = all_but_last.replace(b"\n  }\n", b"\n  }" + junk + b"\n", 1)
+        assert len(_assert_exact(tmp_path, first_graph)[0].ops) > 1
+        every_block = re.sub(rb"(?m)^( *)\}$", lambda m: m.group() + junk, data)
+        assert len(_assert_exact(tmp_path, every_block)[0].ops) > 1
+
+
+def test_crlf_files_keep_every_op(tmp_path):
+    for data in (golden_bytes(), _many_ops_bytes()):
+        _assert_exact(tmp_path, data.replace(b"\n", b"\r\n"))
+        # mixed: only some lines end with CRLF, or only the first half of the file
+        lines = data.split(b"\n")
+        mixed = b"\n".join(line + b"\r" if i % 3 == 0 else line for i, line in enumerate(lines))
+        _assert_exact(tmp_path, mixed)
+        half = len(lines) // 2
+        _assert_exact(tmp_path, b"\r\n".join(lines[:half]) + b"\r\n" + b"\n".join(lines[half:]))
+
+
+def test_comments_and_blank_lines_inside_ops(tmp_path):
+    for data in (golden_bytes(), _many_ops_bytes()):
+        commented = re.sub(rb"(?m)^( *)(\w+ \{)$",
+                           lambda m: m.group(1) + b'# a "comment" } with { braces\n' + m.group(),
+                           data)
+        commented = re.sub(rb"(?m)^( *)\}$", lambda m: m.group() + b"  # } op {", commented)
+        _assert_exact(tmp_path, commented)
+        blank = data.replace(b" {\n", b" {\n\n").replace(b"  }\n", b"  }\n   \n")
+        _assert_exact(tmp_path, blank)
+
+
+def test_misindented_inner_closer_is_not_taken_for_the_op_closer(tmp_path):
+    data = golden_bytes()
+    alpha = b'      key: "alpha"\n      value {\n        f: 0.2\n      }\n    }\n'
+    assert data.count(alpha) == 1
+    bad = data.replace(alpha, alpha[:-6] + b"  }\n")  # the attr closer at op-closer indentation
+    scanned = _assert_exact(tmp_path, bad)
+    assert scanned == EXPECTED
+    # a whole op body written at the indentation of the graph fields
+    flat = re.sub(rb"(?m)^    ", b"  ", data, count=40)
+    _assert_exact(tmp_path, flat)
+
+
+def test_strings_with_braces_quotes_and_escapes(tmp_path):
+    data = _many_ops_bytes(6)
+    tricky = [
+        b'net/a\\"}\\n  }\\n  op {',      # escaped quote, braces, escaped newlines
+        b"net/b\\\\",                        # an escaped backslash right before the quote
+        b"net/c\\\\\\\"x",                   # escaped backslash then escaped quote
+        b"net/d \\303\\251 \\x41 \\'",       # octal, hex and single-quote escapes
+        b"}\\n  }\\n",                        # looks like closers
+        b"net/e \x00\x01 \x00\x02 raw NUL",       # raw NUL bytes (no escapes in the op)
+    ]
+    for index, raw in enumerate(tricky):
+        data = data.replace(b'"net/layer%d/conv"' % index, b'"' + raw + b'"')
+    scanned = _assert_exact(tmp_path, data)
+    names = [op.name for op in scanned[0].ops]
+    assert names[0] == 'net/a"}\n  }\n  op {' and names[1] == "net/b\\"
+    assert names[2] == 'net/c\\"x' and names[3] == "net/d \u00e9 A '"
+    assert names[5] == "net/e \x00\x01 \x00\x02 raw NUL"
+
+
+def test_one_line_and_mixed_layout_ops(tmp_path):
+    data = golden_bytes()
+    lines = data.split(b"\n")
+    # join every third line with the next one: several fields and closers per line
+    joined = b"\n".join(l + (b" " if i % 3 == 0 else b"\n") for i, l in enumerate(lines)
+                        ).replace(b"\n\n", b"\n")
+    _assert_exact(tmp_path, joined)
+    _assert_exact(tmp_path, data.replace(b"  op {\n", b"  op\n  {\n"))
+    _assert_exact(tmp_path, data.replace(b"    attr {\n", b"    attr: {\n"))
+
+
+def test_ops_sharing_a_layout_but_not_keys_or_values(tmp_path):
+    # Same lines apart from string contents and digits: the scanner must read each op's own keys.
+    ops = []
+    for index, key in enumerate(["_no_task", "_no_tas", "_no_task", "_datadump_origin_name",
+                                 "_datadump_original_op_names", "x"] * 2):
+        ops.append(ge_graph.make_op("op%d" % index, "T", index, attrs={key: True},
+                                    output_descs=[ge_graph.make_tensor_desc(
+                                        "DT_FLOAT", [index + 1], "ND",
+                                        origin_name="o%d" % index, origin_output_index=index)]))
+    data = ge_graph.format_model(ge_graph.make_model([("g", ops)])).encode()
+    scanned = _assert_exact(tmp_path, data)
+    assert [op.no_task for op in scanned[0].ops][:3] == [True, False, True]
+    # a value that only differs in its digits can still be invalid: the error must be the same
+    bad = data.replace(b"    id: 7\n", b"    id: -07\n")
+    with pytest.raises(GraphFormatError) as fast_error:
+        _fast(bad)
+    with pytest.raises(GraphFormatError) as general_error:
+        _general(bad)
+    assert fast_error.value.offset == general_error.value.offset == bad.index(b"-07")
+
+
+class _CountingBytes(bytes):
+    """bytes whose find() and slicing add the number of bytes they scan to ``work``."""
+
+    def find(self, sub, start=0, end=None):  # noqa: D401
+        stop = len(self) if end is None else min(end, len(self))
+        found = bytes.find(self, sub, start, stop)
+        self.work += (found + len(sub) if found >= 0 else stop) - start
+        return found
+
+    def __getitem__(self, item):
+        if isinstance(item, slice):
+            self.work += len(range(*item.indices(len(self))))
+        return bytes.__getitem__(self, item)
+
+
+def _scan_work(data):
+    counted = _CountingBytes(data)
+    counted.work = 0
+    graphs = list(ge_graph._scan_graphs(counted, "mem", True))
+    return graphs, counted.work
+
+
+@pytest.mark.parametrize("closer", [b"\n  } \n", b"\n  }\r\n"], ids=["space", "cr"])
+def test_scan_work_is_linear_on_non_canonical_closers(closer):
+    """4x the ops must cost about 4x the bytes scanned (the quadratic scanner: ~16x)."""
+    def graph(count):
+        data = _many_ops_bytes(count).replace(b"\n  }\n", closer)
+        return data, _general(data)
+
+    small, small_expected = graph(60)
+    large, large_expected = graph(240)
+    small_graphs, small_work = _scan_work(small)
+    large_graphs, large_work = _scan_work(large)
+    assert small_graphs == small_expected and large_graphs == large_expected
+    assert len(large_graphs[0].ops) == 4 * len(small_graphs[0].ops)
+    ratio = large_work / small_work
+    assert ratio < 6, "bytes scanned grew {:.1f}x for 4x the ops".format(ratio)
+
+
+_MUTATIONS = st.lists(st.tuples(st.sampled_from(["space", "tab", "cr", "blank", "comment",
+                                                  "indent", "join", "brace_string"]),
+                                st.integers(0, 10 ** 6)), min_size=1, max_size=6)
+
+
+@settings(max_examples=60, derandomize=True, deadline=None)
+@given(mutations=_MUTATIONS)
+def test_random_layout_changes_give_the_general_result(mutations):
+    """Fast path == general path (same result or same error) whatever is changed where."""
+    lines = _many_ops_bytes(4).split(b"\n")
+    for kind, where in mutations:
+        at = where % len(lines)
+        if kind == "space":
+            lines[at] += b" "
+        elif kind == "tab":
+            lines[at] += b"\t"
+        elif kind == "cr":
+            lines[at] += b"\r"
+        elif kind == "blank":
+            lines.insert(at, b"")
+        elif kind == "comment":
+            lines.insert(at, b'  # "x" } op {')
+        elif kind == "indent":
+            lines[at] = lines[at].lstrip(b" ") if where % 2 else b"  " + lines[at]
+        elif kind == "join" and at + 1 < len(lines):
+            lines[at:at + 2] = [lines[at] + b" " + lines[at + 1].lstrip(b" ")]
+        elif kind == "brace_string":
+            lines[at] = lines[at].replace(b'"', b'"} {\\" ', 1).replace(b'\\" "', b'\\" x"', 1)
+    data = b"\n".join(lines)
+    try:
+        expected = _general(data)
+    except GraphFormatError as error:
+        with pytest.raises(GraphFormatError) as info:
+            _fast(data)
+        assert (info.value.offset, info.value.rule) == (error.offset, error.rule)
+        return
+    assert _fast(data) == expected
+
+
+def test_canonical_files_are_read_by_the_fast_path_alone(monkeypatch):
+    def general_op(self):
+        raise AssertionError("op {!r} read by the general path".format(self.name))
+
+    monkeypatch.setattr(ge_graph._OpBuilder, "build", general_op)
+    data = golden_bytes()
+    assert _fast(data) == EXPECTED
+    assert len(_fast(_many_ops_bytes())[0].ops) == 40
+
+
+@pytest.mark.parametrize("window", [1, 300, 2000, 7000])
+def test_windows_of_any_size_give_the_same_result(monkeypatch, window):
+    # ops longer than a window, windows ending anywhere, declined ops at window ends
+    monkeypatch.setattr(ge_graph, "_WINDOW", window)
+    for data in (_many_ops_bytes(12), golden_bytes()):
+        assert _fast(data) == _general(data)
+        bad = data.replace(b"\n  }\n", b"\n  } \n", 3)
+        assert _fast(bad) == _general(bad)
