@@ -13,12 +13,17 @@ What this module writes (normative for bundles):
 extra (present but not in the manifest) or changed (size or sha256), malformed tag files,
 a wrong Payload-Oxum and tag files whose tag-manifest digest differs. It never raises for
 a bad bag; it raises only when the folder itself cannot be read.
+
+Nothing outside the bag is read: every symlink inside the bag (a tag file, ``data/`` itself,
+anything below it, even one pointing at a byte-identical payload file) is an ``unsafe``
+problem and is not followed.
 """
 import hashlib
 import os
 import re
+import stat
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 from . import _fs
 from ..errors import UnsafePathError
@@ -36,6 +41,8 @@ __all__ = [
     "read_manifest",
     "read_bag_info",
     "check_bag",
+    "linked_component",
+    "reported_unsafe",
 ]
 
 BAGIT_TXT = "bagit.txt"
@@ -145,20 +152,33 @@ def read_bag_info(path: str) -> Dict[str, str]:
 
 
 def check_bag(bag_dir: str, digests_out: Optional[Dict[str, str]] = None,
-              workers: Optional[int] = None) -> List[Problem]:
+              workers: Optional[int] = None,
+              present_out: Optional[Dict[str, "_fs.SourceFile"]] = None) -> List[Problem]:
     """Every BagIt-level problem of the bag at ``bag_dir``. Actual payload digests are
-    stored into ``digests_out`` (``data/...`` path -> sha256) for further checks."""
+    stored into ``digests_out`` (``data/...`` path -> sha256) and the regular payload files
+    found (never through a symlink) into ``present_out``, for further checks."""
     problems = []  # type: List[Problem]
-    _check_bagit_txt(bag_dir, problems)
+    links = _top_level_links(bag_dir, problems)
+    _check_bagit_txt(bag_dir, problems, links)
     manifest_path = os.path.join(bag_dir, MANIFEST)
-    if not os.path.isfile(manifest_path):
-        problems.append(Problem("missing", MANIFEST, "payload manifest not found"))
+    if MANIFEST in links:
         listed = {}  # type: Dict[str, str]
+    elif not os.path.isfile(manifest_path):
+        problems.append(Problem("missing", MANIFEST, "payload manifest not found"))
+        listed = {}
     else:
         listed = read_manifest(manifest_path, problems, MANIFEST)
+    if "data" in links:  # the payload cannot be checked without following the link
+        if digests_out is not None:
+            digests_out.clear()
+        _check_tagmanifest(bag_dir, problems, links)
+        return problems
     present = _payload_files(bag_dir, problems)
+    if present_out is not None:
+        present_out.update(present)
     for rel in sorted(set(listed) - set(present)):
-        problems.append(Problem("missing", rel, "listed in {} but absent".format(MANIFEST)))
+        if not reported_unsafe(bag_dir, rel):
+            problems.append(Problem("missing", rel, "listed in {} but absent".format(MANIFEST)))
     for rel in sorted(set(present) - set(listed)):
         problems.append(Problem("extra", rel, "present but not listed in {}".format(MANIFEST)))
     both = sorted(set(listed) & set(present))
@@ -170,13 +190,57 @@ def check_bag(bag_dir: str, digests_out: Optional[Dict[str, str]] = None,
             problems.append(Problem("changed", rel, "sha256 {} != manifest {}".format(actual[rel], listed[rel])))
     if digests_out is not None:
         digests_out.update(actual)
-    _check_oxum(bag_dir, present, problems)
-    _check_tagmanifest(bag_dir, problems)
+    if BAG_INFO not in links:
+        _check_oxum(bag_dir, present, problems)
+    _check_tagmanifest(bag_dir, problems, links)
     return problems
 
 
-def _check_bagit_txt(bag_dir: str, problems: List[Problem]) -> None:
+def _top_level_links(bag_dir: str, problems: List[Problem]) -> Set[str]:
+    """Names of the symlinks directly in the bag (each an ``unsafe`` problem, never followed)."""
+    links = set()  # type: Set[str]
+    with os.scandir(bag_dir) as it:
+        for entry in sorted(it, key=lambda e: e.name):
+            if entry.is_symlink():
+                links.add(entry.name)
+                problems.append(Problem("unsafe", entry.name, "a symlink (to {}) inside the bag; not followed".format(
+                    _readlink(entry.path))))
+    return links
+
+
+def _readlink(path: str) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return "?"
+
+
+def linked_component(root: str, rel: str) -> Optional[str]:
+    """The first component of the safe relative path ``rel`` under ``root`` that is a symlink
+    (relative to ``root``), or None; nothing is followed to find out."""
+    parts = rel.split("/")
+    for depth in range(1, len(parts) + 1):
+        if os.path.islink(os.path.join(root, *parts[:depth])):
+            return "/".join(parts[:depth])
+    return None
+
+
+def reported_unsafe(root: str, rel: str) -> bool:
+    """True when ``rel`` is a symlink, lies below one, or is a special file (:func:`check_bag`
+    reports those as ``unsafe``, so they are not also ``missing``); nothing is followed."""
+    if linked_component(root, rel) is not None:
+        return True
+    try:
+        mode = os.lstat(os.path.join(root, *rel.split("/"))).st_mode
+    except OSError:
+        return False
+    return not stat.S_ISDIR(mode) and not stat.S_ISREG(mode)
+
+
+def _check_bagit_txt(bag_dir: str, problems: List[Problem], links: Set[str]) -> None:
     path = os.path.join(bag_dir, BAGIT_TXT)
+    if BAGIT_TXT in links:
+        return
     if not os.path.isfile(path):
         problems.append(Problem("missing", BAGIT_TXT, "bag declaration not found (not a BagIt bag)"))
         return
@@ -191,7 +255,7 @@ def _payload_files(bag_dir: str, problems: List[Problem]) -> Dict[str, _fs.Sourc
         problems.append(Problem("missing", "data", "payload folder not found"))
         return {}
     warnings = []  # type: List[str]
-    found = {"data/" + f.rel: f for f in _fs.walk_files(data, warnings)}
+    found = {"data/" + f.rel: f for f in _fs.walk_files(data, warnings, in_tree_links=False)}
     for message in warnings:
         problems.append(Problem("unsafe", "data", message))
     return found
@@ -210,12 +274,18 @@ def _check_oxum(bag_dir: str, present: Dict[str, _fs.SourceFile], problems: List
             oxum, actual)))
 
 
-def _check_tagmanifest(bag_dir: str, problems: List[Problem]) -> None:
+def _check_tagmanifest(bag_dir: str, problems: List[Problem], links: Set[str]) -> None:
     path = os.path.join(bag_dir, TAGMANIFEST)
-    if not os.path.isfile(path):
+    if TAGMANIFEST in links or not os.path.isfile(path):
         return  # optional
     for rel, digest in sorted(read_manifest(path, problems, TAGMANIFEST).items()):
         full = _fs.safe_join(bag_dir, rel)
+        link = linked_component(bag_dir, rel)
+        if link is not None:
+            if rel.split("/", 1)[0] not in links:  # top-level links are reported already
+                problems.append(Problem("unsafe", rel, "listed in {} but reached through the symlink {}; "
+                                                       "not followed".format(TAGMANIFEST, link)))
+            continue
         if not os.path.isfile(full):
             problems.append(Problem("missing", rel, "listed in {} but absent".format(TAGMANIFEST)))
         elif _fs.sha256_file(full)[1] != digest:

@@ -14,10 +14,10 @@ from ..constants import BUNDLE_SCHEMA
 from ..errors import BundleError, FormatError, UnsafePathError
 from ..formats.mapping_csv import read_mapping
 from ..run_record import RUN_SECTION_KEYS
-from . import _bagit
+from . import _bagit, _fs
 from ._archive import archive_format, extract_archive, looks_like_tar
 from ._bagit import Problem
-from ._spec import BACKENDS, BUNDLE_JSON_PATH, DUMP_NAME_FIELDS, FILE_KINDS
+from ._spec import BACKENDS, BUNDLE_JSON_PATH, DATA_DIR, DUMP_NAME_FIELDS, FILE_KINDS
 from .describe import graph_ops, header_summary
 
 __all__ = ["verify_bundle", "check_bundle_json", "check_payload"]
@@ -66,8 +66,11 @@ def _extracted_root(archive: str, tmp: str) -> str:
 
 def _verify_dir(root: str, workers: Optional[int]) -> List[Problem]:
     digests = {}  # type: Dict[str, str]
-    problems = _bagit.check_bag(root, digests, workers)
-    problems.extend(check_payload(root, digests))
+    present = {}  # type: Dict[str, _fs.SourceFile]
+    problems = _bagit.check_bag(root, digests, workers, present)
+    if os.path.islink(os.path.join(root, DATA_DIR)):
+        return problems  # reported as unsafe; nothing behind the link is read
+    problems.extend(check_payload(root, digests, present))
     return problems
 
 
@@ -114,40 +117,58 @@ def _check_file_entry(entry: Any) -> List[str]:
     return problems
 
 
-def check_payload(root: str, digests: Mapping[str, str]) -> List[Problem]:
+def check_payload(root: str, digests: Mapping[str, str],
+                  present: Optional[Mapping[str, _fs.SourceFile]] = None) -> List[Problem]:
     """Problems between bundle.json and the payload of the bag at ``root``.
 
     ``digests`` maps ``data/...`` paths of the payload to their actual sha256 (from the
-    BagIt check), so no file is hashed twice.
+    BagIt check), so no file is hashed twice; ``present`` maps them to the regular files
+    found without following any symlink (walked here when not given). Only those files are
+    read: a ``files[].path`` that escapes the bag (``..``, absolute) is an ``unsafe``
+    problem and nothing outside the bag is touched.
     """
-    path = os.path.join(root, *BUNDLE_JSON_PATH.split("/"))
-    if not os.path.isfile(path):
+    if present is None:
+        present = {"data/" + f.rel: f
+                   for f in _fs.walk_files(os.path.join(root, DATA_DIR), [], in_tree_links=False)}
+    if BUNDLE_JSON_PATH not in present:
+        if os.path.lexists(os.path.join(root, *BUNDLE_JSON_PATH.split("/"))):
+            return []  # a symlink or special file: reported as unsafe by the BagIt check
         return [Problem("missing", BUNDLE_JSON_PATH, "bundle description not found")]
     try:
-        with open(path, "rb") as fh:
+        with open(present[BUNDLE_JSON_PATH].path, "rb") as fh:
             doc = json.loads(fh.read().decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         return [Problem("unparsable", BUNDLE_JSON_PATH, "not JSON: {}".format(exc))]
     if not isinstance(doc, dict):
         return [Problem("unparsable", BUNDLE_JSON_PATH, "not a JSON object")]
     problems = [Problem("schema", BUNDLE_JSON_PATH, message) for message in check_bundle_json(doc)]
-    files = [e for e in doc.get("files", []) if isinstance(e, dict) and isinstance(e.get("path"), str)]
-    problems.extend(_files_vs_payload(root, files, digests))
-    problems.extend(_parse_checks(root, files, digests))
+    files = []  # type: List[Dict[str, Any]]
+    for number, entry in enumerate(doc.get("files") if isinstance(doc.get("files"), list) else []):
+        if not isinstance(entry, dict) or not isinstance(entry.get("path"), str) or not entry["path"]:
+            continue  # reported by the schema check
+        try:
+            safe = _fs.safe_relpath(entry["path"])
+        except UnsafePathError as exc:
+            problems.append(Problem("unsafe", BUNDLE_JSON_PATH, "files[{}]: {} (not followed)".format(number, exc)))
+            continue
+        files.append(dict(entry, path=safe))
+    problems.extend(_files_vs_payload(root, files, digests, present))
+    problems.extend(_parse_checks(files, digests, present))
     return problems
 
 
-def _files_vs_payload(root: str, files: List[Dict[str, Any]], digests: Mapping[str, str]) -> List[Problem]:
+def _files_vs_payload(root: str, files: List[Dict[str, Any]], digests: Mapping[str, str],
+                      present: Mapping[str, _fs.SourceFile]) -> List[Problem]:
     problems = []
     described = set()
     for entry in files:
         rel = "data/" + entry["path"]
         described.add(rel)
-        full = os.path.join(root, *rel.split("/"))
-        if not os.path.isfile(full):
-            problems.append(Problem("missing", rel, "described in bundle.json but absent"))
+        if rel not in present:
+            if not _bagit.reported_unsafe(root, rel):
+                problems.append(Problem("missing", rel, "described in bundle.json but absent"))
             continue
-        size = os.path.getsize(full)
+        size = present[rel].size
         if isinstance(entry.get("size"), int) and entry["size"] != size:
             problems.append(Problem("changed", rel, "size {} but bundle.json says {}".format(size, entry["size"])))
         actual = digests.get(rel)
@@ -158,15 +179,15 @@ def _files_vs_payload(root: str, files: List[Dict[str, Any]], digests: Mapping[s
     return problems
 
 
-def _parse_checks(root: str, files: List[Dict[str, Any]], digests: Mapping[str, str]) -> List[Problem]:
+def _parse_checks(files: List[Dict[str, Any]], digests: Mapping[str, str],
+                  present: Mapping[str, _fs.SourceFile]) -> List[Problem]:
     problems = []
     for entry in files:
         rel = "data/" + entry["path"]
-        full = os.path.join(root, *rel.split("/"))
-        if rel not in digests or not os.path.isfile(full):
-            continue  # already reported as missing
+        if rel not in digests or rel not in present:
+            continue  # already reported as missing, extra or unsafe
         try:
-            _parse_one(entry.get("kind"), full)
+            _parse_one(entry.get("kind"), present[rel].path)
         except FormatError as exc:
             problems.append(Problem("unparsable", rel, exc.rule))
     return problems

@@ -297,6 +297,108 @@ def test_verify_unparsable_and_schema(tmp_path, run):
     assert ("unparsable", "data/bundle.json") in {(p.kind, p.path) for p in bundle.verify_bundle(str(tmp_path / "b"))}
 
 
+class _Touched(object):
+    """Records every path verify stats, opens or lists, to prove nothing outside the bag is read."""
+
+    def __init__(self, monkeypatch):
+        import builtins
+
+        self.paths = []
+        for owner, name in ((os, "stat"), (os, "lstat"), (os, "scandir"), (os, "listdir"), (builtins, "open")):
+            monkeypatch.setattr(owner, name, self._spy(getattr(owner, name)))
+
+    def _spy(self, real):
+        def spy(path=".", *args, **kwargs):
+            if isinstance(path, (str, bytes, os.PathLike)):
+                self.paths.append(os.path.abspath(os.fsdecode(path)))
+            return real(path, *args, **kwargs)
+        return spy
+
+    def under(self, root):
+        root = os.path.abspath(str(root))
+        return [p for p in self.paths if p == root or p.startswith(root + os.sep)]
+
+
+def _rehash(bag):
+    """Rewrite the manifest/tag manifest/Payload-Oxum after an edit (a consistent hostile bag)."""
+    payload = []
+    for f in _fs.walk_files(str(bag / "data")):
+        size, digest = _fs.sha256_file(f.path)
+        payload.append((f.rel, size, digest))
+    _bagit.write_tag_files(str(bag), payload, "test", "2024-01-01", "rehashed")
+
+
+def test_verify_flags_a_payload_symlink_to_an_identical_payload_file(tmp_path, run):
+    # Before: a payload file replaced by a link to a byte-identical payload file verified "ok".
+    write(tmp_path / "b", run)
+    chain = tmp_path / "b" / "data" / "dump" / TIME_DIR / "0" / GRAPH_NAME / "1" / "0"
+    twin = chain / "twin.bin"
+    os.link(str(chain / CONV), str(twin))  # same bytes, so only the link itself can be wrong
+    doc = json.loads((tmp_path / "b" / "data" / "bundle.json").read_text())
+    entry = dict(entries_by_name(doc)[CONV], path=entries_by_name(doc)[CONV]["path"].replace(CONV, "twin.bin"),
+                 kind="other")
+    doc["files"] = sorted(doc["files"] + [entry], key=lambda e: e["path"])
+    (tmp_path / "b" / "data" / "bundle.json").write_text(json.dumps(doc))
+    _rehash(tmp_path / "b")
+    assert bundle.verify_bundle(str(tmp_path / "b")) == []  # the twin as a regular file is fine
+    os.unlink(str(chain / CONV))
+    os.symlink("twin.bin", str(chain / CONV))
+    problems = bundle.verify_bundle(str(tmp_path / "b"))
+    unsafe = [p for p in problems if p.kind == "unsafe"]
+    assert len(unsafe) == 1 and CONV in unsafe[0].detail and "symlink" in unsafe[0].detail
+    # the link is not counted as the payload file it replaces (not "missing", but not in the Oxum)
+    assert {p.kind for p in problems} == {"unsafe", "changed"}
+
+
+def test_verify_flags_data_replaced_by_a_link_and_reads_nothing_behind_it(tmp_path, run, monkeypatch):
+    # Before: data/ replaced by a link to a copy outside the bag verified "ok".
+    import shutil
+
+    write(tmp_path / "b", run, link="copy")
+    outside = tmp_path / "elsewhere"
+    shutil.move(str(tmp_path / "b" / "data"), str(outside))
+    os.symlink(str(outside), str(tmp_path / "b" / "data"))
+    touched = _Touched(monkeypatch)
+    problems = bundle.verify_bundle(str(tmp_path / "b"))
+    monkeypatch.undo()
+    assert [(p.kind, p.path) for p in problems] == [("unsafe", "data")]
+    assert "symlink" in problems[0].detail and str(outside) in problems[0].detail
+    assert touched.under(outside) == []
+
+
+def test_verify_flags_top_level_tag_file_links(tmp_path, run):
+    write(tmp_path / "b", run)
+    bag = tmp_path / "b"
+    os.rename(str(bag / "bag-info.txt"), str(tmp_path / "bag-info.txt"))
+    os.symlink(str(tmp_path / "bag-info.txt"), str(bag / "bag-info.txt"))
+    problems = bundle.verify_bundle(str(bag))
+    assert ("unsafe", "bag-info.txt") in {(p.kind, p.path) for p in problems}
+
+
+@pytest.mark.parametrize("escape", ["../../secret.bin", "dump/../../../secret.bin", "/abs/secret.bin"])
+def test_verify_never_follows_a_files_path_out_of_the_bag(tmp_path, run, monkeypatch, escape):
+    # Before: files[].path "../../x" was stat'ed outside the bag ("size 11 but bundle.json says 0":
+    # a size leak); now it is an unsafe problem and nothing outside the bag is touched.
+    secret_dir = tmp_path / "abs" if escape.startswith("/") else tmp_path
+    secret_dir.mkdir(exist_ok=True)
+    (secret_dir / "secret.bin").write_bytes(b"confidential")
+    write(tmp_path / "b", run)
+    if escape.startswith("/"):
+        escape = str(secret_dir / "secret.bin")
+    bj = tmp_path / "b" / "data" / "bundle.json"
+    doc = json.loads(bj.read_text())
+    doc["files"].append({"path": escape, "size": 0, "sha256": None, "kind": "other"})
+    bj.write_text(json.dumps(doc))
+    _rehash(tmp_path / "b")
+    touched = _Touched(monkeypatch)
+    problems = bundle.verify_bundle(str(tmp_path / "b"))
+    monkeypatch.undo()
+    assert [(p.kind, p.path) for p in problems] == [("unsafe", "data/bundle.json")]
+    assert "files[{}]".format(len(doc["files"]) - 1) in problems[0].detail
+    assert not [p for p in touched.paths if p == str(secret_dir / "secret.bin")]
+    assert "size" not in problems[0].detail  # no size of the outside file
+
+
 def test_verify_unparsable_dump_file(tmp_path, run):
     with open(os.path.join(run.steps[0].path, RELU), "r+b") as fh:
         fh.write(b"\xff" * 8)  # header length 2**64-1

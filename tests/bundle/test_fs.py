@@ -66,6 +66,26 @@ def test_walk_files_sorted_and_symlinks(tmp_path):
     assert any("fifo" in w and "not a regular file" in w for w in warnings)
 
 
+def test_walk_files_strict_mode_reports_every_symlink(tmp_path):
+    # For checking a bag: even a link to a regular file inside the tree is reported, not read.
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a").write_bytes(b"abc")
+    os.symlink("a", str(src / "same_bytes"))
+    warnings = []
+    assert [f.rel for f in _fs.walk_files(str(src), warnings, in_tree_links=False)] == ["a"]
+    assert len(warnings) == 1 and "same_bytes" in warnings[0] and "not followed" in warnings[0]
+
+
+def test_walk_files_never_walks_a_symlinked_root(tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "f").write_bytes(b"x")
+    os.symlink(str(tmp_path / "real"), str(tmp_path / "link"))
+    warnings = []
+    assert list(_fs.walk_files(str(tmp_path / "link"), warnings)) == []
+    assert len(warnings) == 1 and str(tmp_path / "link") in warnings[0]
+
+
 # -- place_file ------------------------------------------------------------------------------
 @pytest.mark.parametrize("link, how", [("auto", "hardlink"), ("hardlink", "hardlink"), ("copy", "copy")])
 def test_place_file_modes(tmp_path, link, how):
