@@ -73,6 +73,7 @@ from .errors import BundleError, NpuDumpError, OptionError
 from .options import DumpOptions
 from .reference import golden_report
 from .run_record import RunLayout, RunRecord
+from .training_step import TrainingStepDetector
 
 __all__ = ["NpuDumpHook", "DEFAULT_OUTPUT_DIR", "rank_and_device"]
 
@@ -201,6 +202,13 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self.summary = {}  # type: Dict[str, Any]
         #: What failed in the hook's own work, in order: ``{"doing", "error"}`` (also in run.json).
         self.failures = []  # type: List[Dict[str, str]]
+        #: The training steps counted: ``{"step", "fetches", "updates"}`` each (also in run.json).
+        self.counted_steps = []  # type: List[Dict[str, Any]]
+        #: Runs that were not training steps (initializer, evaluation, ``sess.run(cost)``): how many,
+        #: and the fetches of the first few.
+        self.skipped_runs = {"count": 0, "examples": []}  # type: Dict[str, Any]
+        self._counting = False
+        self._detector = None  # type: Any
         self._steps_run = 0
         self._began = False
         self._started = None  # type: Optional[float]
@@ -237,6 +245,7 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self._randomness_report = apply_policy(graph, self.randomness, self.seed)
         self._global_step_tensor = tf.train.get_global_step(graph)
         self._tf_op_names = [op.name for op in graph.get_operations()]
+        self._detector = TrainingStepDetector(graph)
         # The model graph as trained, before the hook adds its own Saver and capture ops.
         tf.train.write_graph(graph.as_graph_def(add_shapes=True), self.layout.tf_dir,
                              os.path.basename(self.layout.tf_graph))
@@ -261,6 +270,13 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
             self.backend.session_started()
 
     def before_run(self, run_context: Any) -> Any:
+        args = run_context.original_args
+        verdict = self._detector.verdict(args.fetches, args.feed_dict)
+        self._counting = verdict.training
+        if not verdict.training:
+            self._note_skipped(verdict)
+            return None
+        self.counted_steps.append(dict(verdict.as_dict(), step=self._steps_run))
         if self._steps_run == self.captured_step and self._saver is not None and self._initial_state_path is None:
             with self._guard("saving the initial state to {}".format(self.layout.init_prefix)):
                 self._initial_state_path = self._saver.save(run_context.session, self.layout.init_prefix,
@@ -275,6 +291,13 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self._capturing = False  # the guard logged the failure (strict=False): run the step uncaptured
         return None
 
+    def _note_skipped(self, verdict: Any) -> None:
+        self.skipped_runs["count"] += 1
+        if len(self.skipped_runs["examples"]) < 3:
+            self.skipped_runs["examples"].append(verdict.fetches[:5])
+        logger.info("NpuDumpHook: run of %s is not a training step (it updates no trainable variable): "
+                    "not counted, not dumped", ", ".join(verdict.fetches[:5]) or "nothing")
+
     def _golden_step(self, step: int) -> bool:
         """The reference (golden) set is the captured step only."""
         return self.reference and step == self.captured_step
@@ -288,6 +311,8 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         return self._backend_captures() and self.options.dumps_step(step)
 
     def after_run(self, run_context: Any, run_values: Any) -> None:
+        if not self._counting:
+            return  # not a training step: neither counted nor captured
         if self._capturing:
             self._capturing = False
             with self._guard("writing the dump of step {}".format(self._steps_run), self._abandon_capture):
@@ -359,7 +384,9 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
             graph_dump_env=self._graph_env, tf_version=_tf.tf_version(), initial_state=self._initial_state_path,
             emulator=self.backend.summary() if self.dumping else None, reference=self._reference_report,
             tf_op_names=tuple(self._tf_op_names), graph_dirs=self._graph_dirs(), settle=self.backend.settles,
-            graph_keyword=self.graph_keyword, extra={"failures": list(self.failures)},
+            graph_keyword=self.graph_keyword,
+            extra={"failures": list(self.failures), "counted_steps": list(self.counted_steps),
+                   "skipped_runs": dict(self.skipped_runs)},
         )
 
     def _graph_dirs(self) -> Optional[tuple]:
@@ -368,6 +395,10 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
 
     def _collect_or_report(self) -> None:
         with self._guard("collecting the bundle into {}".format(self.bundle_dir)):
+            if not self._steps_run:
+                raise NpuDumpError(
+                    "no training step ran: {} run(s) updated no trainable variable (fetches {}), so there is "
+                    "no iteration to bundle".format(self.skipped_runs["count"], self.skipped_runs["examples"] or "none"))
             self.bundle = collect_run(self.record, self.bundle_dir, **self._bundle_args)
 
     def _log_summary(self, ended: float) -> None:
