@@ -2,23 +2,52 @@
 
 A member is accepted only when its name is relative without ``..`` and it is a regular file
 or a folder (:func:`checked_member`); everything that opens an archive goes through it.
+
+Reading is bounded (docs/bundle-format.md rule 7): the uncompressed tar stream (member
+headers and data, i.e. the listed member sizes) may not exceed :func:`expansion_limit` of
+the archive's size -- ``max(RATIO_FREE_BYTES, MAX_RATIO * archive bytes)``, never more than
+``MAX_EXPANDED_BYTES`` -- so a small compressed archive cannot make a reader decompress or
+write gigabytes. The stream is counted as it is decompressed, so an archive that exceeds the
+bound is refused as soon as it does, before anything more is read. :func:`extract_archive`
+checks every member (names, types, total size) before it writes anything, then writes each
+member's listed size at most.
 """
+import bz2
+import gzip
+import io
+import lzma
 import os
-import shutil
 import stat
 import tarfile
 import zlib
-from typing import IO, Iterator, List, Optional, Tuple
+from typing import IO, Any, Iterator, List, Optional, Tuple
 
 from ..errors import BundleError, UnsafePathError
 from ._fs import CHUNK_SIZE, safe_join, safe_relpath
 
 __all__ = ["archive_format", "strip_archive_ext", "checked_member", "pack_archive", "extract_archive",
-           "iter_members", "looks_like_tar"]
+           "iter_members", "looks_like_tar", "expansion_limit", "MAX_RATIO", "RATIO_FREE_BYTES",
+           "MAX_EXPANDED_BYTES"]
 
 _SUFFIXES = ((".tar.gz", "tar.gz"), (".tgz", "tar.gz"), (".tar", "tar"))
 # What reading a truncated or corrupt (compressed) tar raises, besides tarfile's own errors.
-_DAMAGED = (tarfile.TarError, EOFError, zlib.error, UnicodeError)
+_DAMAGED = (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError, UnicodeError)
+
+#: Largest accepted ratio of uncompressed tar stream to archive bytes. gzip -9 of real dump
+#: data (float tensors) gives 1.1-3:1; even a bundle of zero-filled tensors stays far below
+#: gzip's own ceiling of ~1030:1 only when it is mostly headers, so 200:1 refuses nothing a
+#: writer produces from real data while a 1 MB bomb can expand to 200 MB at most.
+MAX_RATIO = 200
+#: Expansion always accepted, whatever the ratio (small bundles of zero tensors compress well).
+RATIO_FREE_BYTES = 256 << 20
+#: Absolute cap on the uncompressed tar stream, whatever the archive's size (1 TiB).
+MAX_EXPANDED_BYTES = 1 << 40
+_TAR_TAIL = 20 << 10  # end-of-archive blocks and record padding, not counted against the bound
+
+
+def expansion_limit(archive_bytes: int) -> int:
+    """Most bytes the uncompressed tar stream of an archive of ``archive_bytes`` may hold."""
+    return min(MAX_EXPANDED_BYTES, max(RATIO_FREE_BYTES, MAX_RATIO * max(0, archive_bytes)))
 
 
 def archive_format(path: str) -> Optional[str]:
@@ -47,7 +76,14 @@ def looks_like_tar(path: str) -> bool:
 
 
 def checked_member(member: tarfile.TarInfo, archive: str) -> str:
-    """The member's safe relative name; UnsafePathError for absolute/``..`` names, links and special files."""
+    """The member's safe relative name; UnsafePathError for absolute/``..`` names, links and special files.
+
+    A folder member naming the archive root itself (``.`` or ``./``, as ``tar -C dir -cf x .``
+    writes) is accepted and returns ``""``: it creates nothing.
+    """
+    if (member.isdir() and not member.name.startswith("/")
+            and not [part for part in member.name.split("/") if part not in ("", ".")]):
+        return ""
     try:
         rel = safe_relpath(member.name)
     except UnsafePathError as exc:
@@ -58,43 +94,181 @@ def checked_member(member: tarfile.TarInfo, archive: str) -> str:
     if not (member.isfile() or member.isdir()):
         raise UnsafePathError("archive {}: member {!r} is a device, FIFO or other special file".format(
             archive, member.name), archive)
+    if member.issparse():
+        raise UnsafePathError("archive {}: member {!r} is a sparse file (its listed size is not its data; "
+                              "bundle writers never write one)".format(archive, member.name), archive)
     return rel
 
 
-def _open(archive: str) -> tarfile.TarFile:
+class _BoundedStream(io.RawIOBase):
+    """The decompressed tar stream, counted: reading or seeking past ``limit`` bytes raises
+    UnsafePathError; a decompression failure raises BundleError (a damaged archive)."""
+
+    def __init__(self, raw: Any, limit: int, archive: str, archive_bytes: int) -> None:
+        super().__init__()
+        self._raw = raw
+        self._pos = 0
+        self._limit = limit
+        self._archive = archive
+        self._archive_bytes = archive_bytes
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def _refuse(self, upto: int) -> None:
+        raise UnsafePathError(
+            "archive {}: expands to more than {} bytes ({} at least) from {} bytes; refused before "
+            "reading further (bound: max({} MiB, {}x the archive), at most {} GiB; docs/bundle-format.md "
+            "rule 7)".format(self._archive, self._limit - _TAR_TAIL, upto, self._archive_bytes,
+                             RATIO_FREE_BYTES >> 20, MAX_RATIO, MAX_EXPANDED_BYTES >> 30), self._archive)
+
+    def _damaged(self, exc: BaseException) -> None:
+        raise BundleError("{} is a damaged tar archive: {}".format(self._archive, exc), self._archive)
+
+    def read(self, size: int = -1) -> bytes:
+        room = self._limit - self._pos
+        want = room + 1 if size is None or size < 0 else min(size, room + 1)
+        try:
+            data = self._raw.read(want)
+        except (OSError, EOFError, zlib.error, lzma.LZMAError) as exc:
+            self._damaged(exc)
+        self._pos += len(data)
+        if self._pos > self._limit:
+            self._refuse(self._pos)
+        return data
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_SET:
+            target = offset
+        elif whence == io.SEEK_CUR:
+            target = self._pos + offset
+        else:
+            raise io.UnsupportedOperation("the tar stream cannot seek from its end")
+        if target > self._limit:
+            self._refuse(target)
+        try:
+            self._raw.seek(target)
+        except (OSError, EOFError, zlib.error, lzma.LZMAError) as exc:
+            self._damaged(exc)
+        self._pos = target
+        return target
+
+
+def _decompressor(fh: IO[bytes]) -> Any:
+    """The decompressed view of the archive file ``fh`` (gzip, bzip2, xz or none), by magic bytes."""
+    fh.seek(0)
+    magic = fh.read(6)
+    fh.seek(0)
+    if magic.startswith(b"\x1f\x8b"):
+        return gzip.GzipFile(fileobj=fh, mode="rb")
+    if magic.startswith(b"BZh"):
+        return bz2.BZ2File(fh, mode="rb")
+    if magic.startswith(b"\xfd7zXZ\x00"):
+        return lzma.LZMAFile(fh, mode="rb")
+    return fh
+
+
+def _open_file(archive: str) -> IO[bytes]:
     try:
-        return tarfile.open(archive, "r:*")
-    except (tarfile.TarError, EOFError, OSError) as exc:
+        fh = open(archive, "rb")
+    except OSError as exc:
+        raise BundleError("{} is not a readable tar archive: {}".format(archive, exc.strerror or exc), archive)
+    if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+        fh.close()
+        raise BundleError("{} is not a readable tar archive: not a regular file".format(archive), archive)
+    return fh
+
+
+def _open_tar(fh: IO[bytes], archive: str) -> tarfile.TarFile:
+    """A tar reader over the bounded, decompressed stream of the open archive file ``fh``."""
+    size = os.fstat(fh.fileno()).st_size
+    stream = _BoundedStream(_decompressor(fh), expansion_limit(size) + _TAR_TAIL, archive, size)
+    try:
+        return tarfile.open(fileobj=stream, mode="r:")
+    except _DAMAGED as exc:
         raise BundleError("{} is not a readable tar archive: {}".format(archive, exc), archive)
 
 
 def iter_members(archive: str) -> Iterator[Tuple[str, tarfile.TarInfo, "tarfile.TarFile"]]:
-    """``(safe name, member, open tar)`` for every member, each checked before it is yielded."""
-    with _open(archive) as tar:
+    """``(safe name, member, open tar)`` for every member, each checked before it is yielded
+    (the root folder member ``.`` is skipped); the stream is bounded (:func:`expansion_limit`)."""
+    with _open_file(archive) as fh:
+        with _open_tar(fh, archive) as tar:
+            try:
+                for member in tar:
+                    rel = checked_member(member, archive)
+                    if rel:
+                        yield rel, member, tar
+            except _DAMAGED as exc:
+                raise BundleError("{} is a damaged tar archive: {}".format(archive, exc), archive)
+
+
+def _member_list(fh: IO[bytes], archive: str) -> List[Tuple[str, bool, int]]:
+    """Pass 1: every member checked (name, type, total listed size), nothing written."""
+    listed = []  # type: List[Tuple[str, bool, int]]
+    total = 0
+    limit = expansion_limit(os.fstat(fh.fileno()).st_size)
+    with _open_tar(fh, archive) as tar:
         try:
-            for member in tar:
-                yield checked_member(member, archive), member, tar
+            while True:
+                member = tar.next()
+                if member is None:
+                    break
+                rel = checked_member(member, archive)
+                total += member.size if member.isfile() else 0
+                if total > limit:
+                    raise UnsafePathError("archive {}: members list {} bytes or more, above the bound of {} "
+                                          "bytes for a {}-byte archive (docs/bundle-format.md rule 7)".format(
+                                              archive, total, limit, os.fstat(fh.fileno()).st_size), archive)
+                listed.append((rel, member.isdir(), member.size if member.isfile() else 0))
+                tar.members = []  # keep memory flat: the names are all pass 2 needs
         except _DAMAGED as exc:
             raise BundleError("{} is a damaged tar archive: {}".format(archive, exc), archive)
+    return listed
 
 
 def extract_archive(archive: str, dest_dir: str) -> List[str]:
     """Extract ``archive`` (tar, any compression) into the existing folder ``dest_dir``.
 
-    Every member is checked before it is written (:func:`checked_member`). Returns the
-    top-level names extracted.
+    Every member is checked (:func:`checked_member`, and the total against
+    :func:`expansion_limit`) before anything is written; then each member's listed size is
+    written at most. Returns the top-level names extracted.
     """
     tops = []  # type: List[str]
-    try:
-        for rel, member, tar in iter_members(archive):
-            top = rel.split("/", 1)[0]
-            if top not in tops:
-                tops.append(top)
-            _extract_member(tar, member, rel, archive, dest_dir)
-    except _DAMAGED as exc:  # a member's data ends early or does not inflate
-        raise BundleError("{} is a damaged tar archive: {}".format(archive, exc), archive)
-    except OSError as exc:
-        raise BundleError("{}: extracting failed: {}".format(archive, exc), archive)
+    with _open_file(archive) as fh:
+        listed = _member_list(fh, archive)
+        fh.seek(0)
+        try:
+            with _open_tar(fh, archive) as tar:
+                for number, member in enumerate(tar):
+                    rel = checked_member(member, archive)
+                    if number >= len(listed) or listed[number] != (rel, member.isdir(),
+                                                                   member.size if member.isfile() else 0):
+                        raise BundleError("{} changed while being read (member {!r})".format(archive, member.name),
+                                          archive)
+                    tar.members = []
+                    if not rel:
+                        continue
+                    top = rel.split("/", 1)[0]
+                    if top not in tops:
+                        tops.append(top)
+                    _extract_member(tar, member, rel, archive, dest_dir)
+        except _DAMAGED as exc:  # a member's data ends early or does not inflate
+            raise BundleError("{} is a damaged tar archive: {}".format(archive, exc), archive)
+        except OSError as exc:
+            raise BundleError("{}: extracting into {} failed: {}".format(
+                archive, exc.filename or dest_dir, exc.strerror or exc), archive)
     return tops
 
 
@@ -107,8 +281,15 @@ def _extract_member(tar: tarfile.TarFile, member: tarfile.TarInfo, rel: str, arc
     src = tar.extractfile(member)  # type: Optional[IO[bytes]]
     if src is None:  # pragma: no cover - isfile() members always have data
         raise BundleError("archive {}: member {!r} has no data".format(archive, member.name), archive)
-    with src, open(target, "wb") as out:
-        shutil.copyfileobj(src, out, CHUNK_SIZE)
+    left = member.size
+    with src, open(target, "xb") as out:
+        while left > 0:
+            chunk = src.read(min(CHUNK_SIZE, left))
+            if not chunk:
+                raise BundleError("{} is a damaged tar archive: member {!r} ends {} bytes early".format(
+                    archive, member.name, left), archive)
+            out.write(chunk)
+            left -= len(chunk)
 
 
 def pack_archive(src_dir: str, out_path: str, fmt: str, arcroot: str) -> None:

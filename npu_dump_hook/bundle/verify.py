@@ -2,7 +2,9 @@
 agreement and that dump, mapping and graph files parse; every problem listed, in a fixed order.
 
 Archives are extracted to a temporary folder first; every member is checked before anything
-is written (:func:`~npu_dump_hook.bundle._archive.checked_member`).
+is written (:func:`~npu_dump_hook.bundle._archive.checked_member`), and an archive whose
+uncompressed stream passes :func:`~npu_dump_hook.bundle._archive.expansion_limit` is refused
+before it is decompressed further (docs/bundle-format.md rule 7).
 """
 import json
 import os

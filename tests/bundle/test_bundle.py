@@ -431,6 +431,16 @@ def test_archive_round_trip(tmp_path, run, fmt):
     assert bundle.verify_bundle(only.archive) == []
 
 
+def test_bundle_archived_with_tar_dot_verifies(tmp_path, run):
+    # `tar -C b -czf x.tgz .`: members ".", "./bagit.txt", "./data/..." (was "unsafe: member '.'")
+    write(tmp_path / "b", run)
+    archive = tmp_path / "x.tgz"
+    with tarfile.open(str(archive), "w:gz") as tar:
+        tar.add(str(tmp_path / "b"), arcname=".")
+    assert bundle.verify_bundle(str(archive)) == []
+    assert bundle.read_bundle(str(archive)) == bundle.read_bundle(str(tmp_path / "b"))
+
+
 def test_archive_tampered_and_malicious(tmp_path, run):
     result = write(tmp_path / "b", run, archive="tar")
     with tarfile.open(result.archive) as tar:

@@ -360,3 +360,114 @@ def test_extract_rejects_garbage(tmp_path):
     with pytest.raises(BundleError) as info:
         _archive.extract_archive(str(junk), str(tmp_path))
     assert "junk.tar" in str(info.value)
+
+
+def test_extract_checks_every_member_before_writing_anything(tmp_path):
+    # The hostile member comes last: before, the good members before it were already written.
+    archive = tmp_path / "evil.tar"
+    _tar_with(archive, "b/link", type=tarfile.SYMTYPE, linkname="/etc/passwd")
+    dest = tmp_path / "x"
+    dest.mkdir()
+    with pytest.raises(UnsafePathError):
+        _archive.extract_archive(str(archive), str(dest))
+    assert os.listdir(str(dest)) == []
+
+
+def _gzip_bomb(path, size):
+    """A tar.gz whose one member lists ``size`` zero bytes: concatenated gzip members, so the
+    file costs no compression time (1 GiB of zeros -> about 1 MB, as `gzip -9` makes it)."""
+    import gzip
+
+    info = tarfile.TarInfo("b/data/zeros")
+    info.size = size
+    chunk = gzip.compress(bytes(1 << 20), 9)
+    with open(str(path), "wb") as out:
+        out.write(gzip.compress(info.tobuf(tarfile.PAX_FORMAT)))
+        for _ in range(size >> 20):
+            out.write(chunk)
+        out.write(gzip.compress(bytes(10240)))
+
+
+def test_gzip_bomb_is_refused_before_anything_is_decompressed_or_written(tmp_path, monkeypatch):
+    # Reproduction: a 1 MB .tar.gz made verify write 0.96 GiB into its temp folder.
+    from npu_dump_hook import bundle
+
+    bomb = tmp_path / "bomb.tar.gz"
+    _gzip_bomb(bomb, 1 << 30)
+    assert os.path.getsize(str(bomb)) < 1100000
+    written = []
+    real = _archive._extract_member
+    monkeypatch.setattr(_archive, "_extract_member", lambda *a: written.append(a[2]) or real(*a))
+    dest = tmp_path / "x"
+    dest.mkdir()
+    with pytest.raises(UnsafePathError) as info:
+        _archive.extract_archive(str(bomb), str(dest))
+    assert "bundle-format.md rule 7" in str(info.value) and str(bomb) in str(info.value)
+    assert written == [] and os.listdir(str(dest)) == []
+    (problem,) = bundle.verify_bundle(str(bomb))  # a listed problem, not an exception
+    assert problem.kind == "unsafe" and "above the bound" in problem.detail
+    assert written == []
+    with pytest.raises(UnsafePathError):
+        bundle.read_bundle(str(bomb))
+
+
+def test_expansion_bound_counts_the_decompressed_stream_not_only_listed_sizes(tmp_path, monkeypatch):
+    # Many small members (or huge pax headers) expand without any one listed size being large:
+    # the decompressed stream itself is counted and cut at the bound, before anything is written.
+    monkeypatch.setattr(_archive, "RATIO_FREE_BYTES", 64 << 10)
+    monkeypatch.setattr(_archive, "MAX_RATIO", 2)
+    archive = tmp_path / "many.tar.gz"
+    with tarfile.open(str(archive), "w:gz") as tar:
+        for i in range(400):
+            info = tarfile.TarInfo("b/f{:04d}".format(i) + "x" * 200)  # long names: pax headers
+            info.size = 0
+            tar.addfile(info)
+    assert os.path.getsize(str(archive)) * 2 < 64 << 10
+    dest = tmp_path / "x"
+    dest.mkdir()
+    with pytest.raises(UnsafePathError) as info:
+        _archive.extract_archive(str(archive), str(dest))
+    assert "expands to more than" in str(info.value)
+    assert os.listdir(str(dest)) == []
+
+
+def test_expansion_limit_values():
+    mib = 1 << 20
+    assert _archive.expansion_limit(0) == _archive.RATIO_FREE_BYTES == 256 * mib
+    assert _archive.expansion_limit(1 * mib) == 256 * mib  # small archives: the floor
+    assert _archive.expansion_limit(10 * mib) == 2000 * mib  # 200:1 above it
+    assert _archive.expansion_limit(10 << 40) == _archive.MAX_EXPANDED_BYTES == 1 << 40
+
+
+def test_extract_writes_at_most_the_listed_size(tmp_path):
+    archive = tmp_path / "a.tar"
+    _tar_with(archive, "b/more", b"0123456789")
+    dest = tmp_path / "x"
+    dest.mkdir()
+    _archive.extract_archive(str(archive), str(dest))
+    assert (dest / "b" / "more").read_bytes() == b"0123456789"
+    assert (dest / "b" / "ok").read_bytes() == b"ok"
+
+
+def test_archive_of_a_bag_made_with_tar_dot_is_accepted(tmp_path):
+    # `tar -C b -czf x.tgz .` writes the members ".", "./bagit.txt", "./data/...": the "." folder
+    # is the archive root, not an unsafe name.
+    src = tmp_path / "b"
+    (src / "data").mkdir(parents=True)
+    (src / "bagit.txt").write_bytes(b"x")
+    (src / "data" / "f").write_bytes(b"abc")
+    archive = tmp_path / "x.tgz"
+    with tarfile.open(str(archive), "w:gz") as tar:
+        tar.add(str(src), arcname=".")
+    with tarfile.open(str(archive)) as tar:
+        assert tar.getnames()[0] == "."
+    dest = tmp_path / "x"
+    dest.mkdir()
+    assert _archive.extract_archive(str(archive), str(dest)) == ["bagit.txt", "data"]
+    assert (dest / "data" / "f").read_bytes() == b"abc"
+    assert [rel for rel, _m, _t in _archive.iter_members(str(archive))] == ["bagit.txt", "data", "data/f"]
+    for name in ("/", "./..", "./x/../.."):
+        info = tarfile.TarInfo(name)
+        info.type = tarfile.DIRTYPE
+        with pytest.raises(UnsafePathError):
+            _archive.checked_member(info, "a.tar")
