@@ -34,9 +34,9 @@ _SUFFIXES = ((".tar.gz", "tar.gz"), (".tgz", "tar.gz"), (".tar", "tar"))
 _DAMAGED = (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError, UnicodeError)
 
 #: Largest accepted ratio of uncompressed tar stream to archive bytes. gzip -9 of real dump
-#: data (float tensors) gives 1.1-3:1; even a bundle of zero-filled tensors stays far below
-#: gzip's own ceiling of ~1030:1 only when it is mostly headers, so 200:1 refuses nothing a
-#: writer produces from real data while a 1 MB bomb can expand to 200 MB at most.
+#: data (float tensors) gives 1.1-3:1 and gzip cannot exceed ~1030:1, so only archives that
+#: are almost all zeros or repeated bytes pass 200:1; a bomb of N archive bytes expands to
+#: 200 N at most.
 MAX_RATIO = 200
 #: Expansion always accepted, whatever the ratio (small bundles of zero tensors compress well).
 RATIO_FREE_BYTES = 256 << 20
