@@ -2,7 +2,8 @@
 dump data and GE graph files for accuracy comparison.
 
 Importing this package never imports TensorFlow: names that need it
-(``NpuDumpHook``, ``session_config``, ``estimator_config``) are loaded on first use.
+(``NpuDumpHook``, ``NpuDumpSession``, ``session_config``, ``estimator_config``) are loaded on
+first use.
 """
 import importlib
 from typing import Any
@@ -30,6 +31,7 @@ from .options import DumpOptions
 # TensorFlow; the backends pull in the formats and numpy, which a bare import need not).
 _LAZY = {
     "NpuDumpHook": ".hook",
+    "NpuDumpSession": ".session",
     "session_config": ".config",
     "estimator_config": ".config",
     "EmulatedNpu": ".emulator",
@@ -40,6 +42,7 @@ __all__ = [
     "__version__",
     "DumpOptions",
     "NpuDumpHook",
+    "NpuDumpSession",
     "session_config",
     "estimator_config",
     "EmulatedNpu",

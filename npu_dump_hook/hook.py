@@ -277,6 +277,8 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
             self._note_skipped(verdict)
             return None
         self.counted_steps.append(dict(verdict.as_dict(), step=self._steps_run))
+        if not self._steps_run and self._global_step_before is None:  # initialized only now
+            self._global_step_before = self._read_global_step(run_context.session)
         if self._steps_run == self.captured_step and self._saver is not None and self._initial_state_path is None:
             with self._guard("saving the initial state to {}".format(self.layout.init_prefix)):
                 self._initial_state_path = self._saver.save(run_context.session, self.layout.init_prefix,
@@ -419,9 +421,14 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         return self._started
 
     def _read_global_step(self, session: Any) -> Optional[int]:
+        """The global step's value; None without one or before it is initialized (a plain
+        session wrapped before ``sess.run(init)``)."""
         if self._global_step_tensor is None:
             return None
-        return int(session.run(self._global_step_tensor))
+        try:
+            return int(session.run(self._global_step_tensor))
+        except _tf.tf_v1().errors.FailedPreconditionError:
+            return None
 
 
 def _os_error_text(exc: OSError) -> str:

@@ -1,0 +1,128 @@
+"""``NpuDumpSession``: the hook's work for plain ``tf.compat.v1.Session`` scripts (the guide's sess.run mode).
+
+It drives an :class:`~npu_dump_hook.hook.NpuDumpHook` the way ``MonitoredSession`` drives its
+hooks (one run-logic implementation), around every ``run`` of the wrapped session::
+
+    sess = NpuDumpSession(tf.compat.v1.Session(config=session_config(options)), options)
+        hook.begin()                   # now: randomness edits, capture ops (graph still editable)
+        hook.after_create_session()
+    sess.run(init); sess.run(cost)     # not training steps: run as they are, logged as skipped
+    sess.run(train_op)                 # a training step: before_run -> run (+ capture) -> after_run
+        ... after max_steps training steps (default 1):
+        hook.end()                     # run.json, bundle
+        stop="exit" (default): print the final line, end the process with exit status 0
+        stop="continue": later runs go straight to the session; nothing more is dumped
+
+With ``stop="continue"`` the bundle is collected when the dumped steps are done; a wrapper
+whose steps never finished collects at ``close()``, on leaving the ``with`` block, or at
+interpreter exit. Wrap the session before running anything the randomness policy must see:
+the graph is edited once, at wrapping, and runs made earlier through the bare session do not
+count (initializers may run before or after wrapping).
+"""
+import atexit
+import logging
+import sys
+from typing import Any, Optional
+
+from . import _tf
+from .errors import OptionError
+from .hook import NpuDumpHook
+from .options import DumpOptions
+
+__all__ = ["NpuDumpSession", "STOP_MODES"]
+
+logger = logging.getLogger(__name__)
+
+STOP_MODES = ("exit", "continue")
+
+
+class NpuDumpSession(object):
+    """Wraps ``session`` (a ``tf.compat.v1.Session`` or any object with ``run``, ``graph`` and ``close``).
+
+    Args:
+        session: the session the script trains with.
+        options: :class:`DumpOptions` (None: as :class:`NpuDumpHook` reads them).
+        stop: ``"exit"`` (default) ends the process with status 0 after the dumped steps and
+            the bundle (the script's own loop cannot be stopped otherwise); ``"continue"``
+            keeps training without further dumping.
+        **hook_options: every keyword of :class:`NpuDumpHook` (``max_steps``, ``randomness``,
+            ``output_dir``, ``bundle_dir``, ``strict``, ...).
+    """
+
+    def __init__(self, session: Any, options: Optional[DumpOptions] = None, *, stop: str = "exit",
+                 **hook_options: Any) -> None:
+        if stop not in STOP_MODES:
+            raise OptionError("stop", stop, "must be one of " + "|".join(STOP_MODES))
+        self._session = session
+        self._stop = stop
+        self.hook = NpuDumpHook(options, **hook_options)
+        self._finished = False
+        with session.graph.as_default():
+            self.hook.begin()
+        self.hook.after_create_session(session, None)
+        atexit.register(self._finish_at_exit)
+
+    # -- the session interface ------------------------------------------------------------
+    @property
+    def graph(self) -> Any:
+        return self._session.graph
+
+    @property
+    def session(self) -> Any:
+        """The wrapped session."""
+        return self._session
+
+    def run(self, fetches: Any, feed_dict: Any = None, options: Any = None, run_metadata: Any = None) -> Any:
+        if self._finished:
+            return self._session.run(fetches, feed_dict=feed_dict, options=options, run_metadata=run_metadata)
+        v1 = _tf.tf_v1()
+        context = v1.train.SessionRunContext(v1.train.SessionRunArgs(fetches, feed_dict), self._session)
+        extra = self.hook.before_run(context)
+        if extra is None:
+            results, extra_results = self._session.run(fetches, feed_dict=feed_dict, options=options,
+                                                       run_metadata=run_metadata), None
+        else:
+            feeds = dict(feed_dict or {})
+            feeds.update(extra.feed_dict or {})
+            results, extra_results = self._session.run([fetches, extra.fetches], feed_dict=feeds, options=options,
+                                                       run_metadata=run_metadata)
+        self.hook.after_run(context, v1.train.SessionRunValues(results=extra_results, options=options,
+                                                               run_metadata=run_metadata))
+        if context.stop_requested:
+            self._finish()
+            if self._stop == "exit":
+                raise SystemExit(0)
+        return results
+
+    def close(self) -> None:
+        self._finish()
+        self._session.close()
+
+    def __enter__(self) -> "NpuDumpSession":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
+        if exc_type is None or issubclass(exc_type, SystemExit):
+            self.close()
+        else:  # the script failed: as with MonitoredSession, no end() and no bundle
+            self._finished = True
+            self._session.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)  # sess_str, list_devices, make_callable, ...
+
+    # -- ending -------------------------------------------------------------------------
+    def _finish(self) -> None:
+        if self._finished:
+            return
+        self._finished = True
+        self.hook.end(self._session)
+        if self._stop == "exit" and self.hook.bundle is not None:
+            # The last line of the process: where the bundle went.
+            sys.stdout.flush()
+            print(self.hook.bundle.location)
+
+    def _finish_at_exit(self) -> None:
+        if not self._finished and self.hook._steps_run:  # noqa: SLF001 - the hook is ours
+            logger.warning("NpuDumpSession: collecting at interpreter exit (the session was never closed)")
+            self._finish()
