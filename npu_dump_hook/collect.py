@@ -57,7 +57,7 @@ def collect_run(record: RunRecord, bundle_dir: str, *, link: str = "auto", check
                   randomness=record.randomness, tf_graph=record.layout.tf_graph, golden_dir=record.golden_dir,
                   init_dir=record.init_dir, link=link, checksum=checksum, archive=archive)
     if record.rank is not None:
-        result = write_rank_bundle(bundle_dir, record.rank, located, **kwargs)
+        result = write_rank_bundle(bundle_dir, record.rank, located, device_id=record.device_id, **kwargs)
     else:
         result = write_bundle(os.path.join(bundle_dir, record.layout.name), located, **kwargs)
     _log_result(result)

@@ -178,3 +178,23 @@ def test_collect_never_follows_a_symlinked_step_folder_out_of_the_tree(tmp_path,
     assert code == 3 and not os.path.exists(str(tmp_path / "b"))
     assert "symlinked folder {} -> /etc".format(step) in err
     assert "symlinked folders not followed: {}".format(step) in err
+
+
+def test_collect_run_passes_the_records_device_id_to_the_index(tmp_path, monkeypatch):
+    # Before: every rank bundle the hook wrote had "device_id": null in index.json.
+    import types
+
+    from npu_dump_hook import collect
+    from helpers.bundles import make_run
+
+    located = make_run(tmp_path / "src", device="0")  # the chain says 0; the record knows better
+    monkeypatch.setattr(collect, "locate_run", lambda *a, **k: located)
+    options = types.SimpleNamespace(enabled=True, dump_path=str(tmp_path / "src" / "dump"), enable_dump_debug=False,
+                                    as_dict=lambda: {})
+    record = types.SimpleNamespace(
+        options=options, settle=False, graph_dirs=None, started=None, device_id=5, graph_keyword=None,
+        tf_op_names=(), backend="emulated", run_section=lambda: {"rank": 2, "device_id": 5}, randomness=None,
+        layout=types.SimpleNamespace(tf_graph=None, name="run"), golden_dir=None, init_dir=None, rank=2)
+    result = collect.collect_run(record, str(tmp_path / "bundles"))
+    assert result.path == str(tmp_path / "bundles" / "rank_2")
+    assert read_index(str(tmp_path / "bundles"))["ranks"]["2"]["device_id"] == "5"

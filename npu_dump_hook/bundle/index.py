@@ -24,14 +24,28 @@ def rank_from_env(environ: Optional[Mapping[str, str]] = None) -> Tuple[int, Opt
     return int(text), env.get(ENV_DEVICE_ID)
 
 
-def write_rank_bundle(root: str, rank: Optional[int], located: Any, **kwargs: Any) -> BundleResult:
-    """Write ``{root}/rank_{rank}/`` (rank from RANK_ID when None) and record it in the index."""
-    device_id = None
+def write_rank_bundle(root: str, rank: Optional[int], located: Any, device_id: Any = None,
+                      **kwargs: Any) -> BundleResult:
+    """Write ``{root}/rank_{rank}/`` (rank from RANK_ID when None) and record it in the index.
+
+    The index's ``device_id`` (a string) is ``device_id`` when given (the hook passes its
+    record's), else DEVICE_ID when the rank comes from the environment, else the device of
+    the located dump chain when all its step folders agree, else null.
+    """
     if rank is None:
-        rank, device_id = rank_from_env()
-    os.makedirs(root, exist_ok=True)
+        rank, env_device = rank_from_env()
+        if device_id is None:
+            device_id = env_device
+    if device_id is None:
+        devices = {getattr(s, "device_id", None) for s in getattr(located, "steps", None) or []}
+        device_id = devices.pop() if len(devices) == 1 else None
+    try:
+        os.makedirs(root, exist_ok=True)
+    except OSError as exc:
+        raise BundleError("cannot create the multi-rank bundle root {}: {}".format(root, exc.strerror or exc),
+                          root) from exc
     result = write_bundle(os.path.join(root, "rank_{}".format(int(rank))), located, **kwargs)
-    update_index(root, int(rank), result, device_id=device_id)
+    update_index(root, int(rank), result, device_id=None if device_id is None else str(device_id))
     return result
 
 
@@ -49,11 +63,15 @@ def update_index(root: str, rank: int, result: BundleResult, device_id: Optional
         "steps": result.steps,
         "updated": datetime.datetime.now(datetime.timezone.utc).astimezone().isoformat(timespec="seconds"),
     }
-    with FileLock(index_path + ".lock", timeout=timeout):
-        index = read_index(root) if os.path.isfile(index_path) else {"schema": INDEX_SCHEMA, "ranks": {}}
-        index["ranks"][str(rank)] = entry
-        index["ranks"] = {k: index["ranks"][k] for k in sorted(index["ranks"], key=int)}
-        atomic_write_bytes(index_path, json.dumps(index, indent=1).encode("utf-8") + b"\n")
+    try:
+        with FileLock(index_path + ".lock", timeout=timeout):
+            index = read_index(root) if os.path.isfile(index_path) else {"schema": INDEX_SCHEMA, "ranks": {}}
+            index["ranks"][str(rank)] = entry
+            index["ranks"] = {k: index["ranks"][k] for k in sorted(index["ranks"], key=int)}
+            atomic_write_bytes(index_path, json.dumps(index, indent=1).encode("utf-8") + b"\n")
+    except OSError as exc:  # the lock file or the index could not be written: the old index stays
+        raise BundleError("cannot update the multi-rank index {}: {}".format(
+            index_path, exc.strerror or exc), index_path) from exc
     return index
 
 

@@ -512,6 +512,17 @@ def test_concurrent_ranks_share_one_root(tmp_path):
     assert sorted(os.listdir(root)) == ["index.json", "index.json.lock", "rank_0", "rank_1", "rank_2", "rank_3"]
 
 
+def test_rank_bundle_records_its_device_id(tmp_path, monkeypatch):
+    # Before: a rank given explicitly (as the hook does) left device_id null in index.json.
+    monkeypatch.delenv("DEVICE_ID", raising=False)
+    root = str(tmp_path / "root")
+    kwargs = dict(backend="emulated", options={}, run={}, randomness=None, link="copy")
+    bundle.write_rank_bundle(root, 0, make_run(tmp_path / "s0", device="3"), device_id=7, **kwargs)
+    bundle.write_rank_bundle(root, 1, make_run(tmp_path / "s1", device="4"), **kwargs)  # from the dump chain
+    ranks = bundle.read_index(root)["ranks"]
+    assert (ranks["0"]["device_id"], ranks["1"]["device_id"]) == ("7", "4")
+
+
 def test_rank_from_env():
     assert bundle.rank_from_env({"RANK_ID": "3", "DEVICE_ID": "5"}) == (3, "5")
     assert bundle.rank_from_env({}) == (0, None)
