@@ -471,3 +471,95 @@ def test_archive_of_a_bag_made_with_tar_dot_is_accepted(tmp_path):
         info.type = tarfile.DIRTYPE
         with pytest.raises(UnsafePathError):
             _archive.checked_member(info, "a.tar")
+
+
+# -- forced replacement: the destination always holds a complete bundle ----------------------
+def _watch_dest(monkeypatch, dest):
+    """After every rename/replace/rmtree call, record whether ``dest`` holds a bundle."""
+    import shutil
+
+    seen = []
+    for owner, name in ((os, "rename"), (os, "replace"), (shutil, "rmtree")):
+        real = getattr(owner, name)
+
+        def spy(*args, _real=real, **kwargs):
+            try:
+                return _real(*args, **kwargs)
+            finally:
+                seen.append(os.path.isfile(os.path.join(str(dest), "f")))
+        monkeypatch.setattr(owner, name, spy)
+    return seen
+
+
+def _old_and_new(tmp_path):
+    dest = tmp_path / "out"
+    dest.mkdir()
+    (dest / "f").write_bytes(b"old")
+    st = _staging.Staging(str(dest), force=True)
+    (tmp_path / st.path / "f").write_bytes(b"new")
+    return dest, st
+
+
+def test_forced_replacement_never_leaves_the_destination_empty(tmp_path, monkeypatch):
+    # Before: dest was renamed aside, then the new bundle renamed in: between the two calls no
+    # bundle was at dest (a reader, or a crash, saw nothing).
+    (tmp_path / "p1").mkdir()
+    (tmp_path / "p2").mkdir()
+    if not _staging.exchange_paths(str(tmp_path / "p1"), str(tmp_path / "p2")):
+        pytest.skip("this file system has no renameat2(RENAME_EXCHANGE): the documented fallback applies")
+    os.rmdir(str(tmp_path / "p1"))
+    os.rmdir(str(tmp_path / "p2"))
+    dest, st = _old_and_new(tmp_path)
+    seen = _watch_dest(monkeypatch, dest)
+    st.commit()
+    monkeypatch.undo()
+    assert (dest / "f").read_bytes() == b"new"
+    assert seen and all(seen)
+    assert sorted(os.listdir(str(tmp_path))) == ["out"]
+
+
+def test_exchange_through_the_raw_syscall_when_libc_lacks_renameat2(tmp_path, monkeypatch):
+    import ctypes
+
+    real_cdll = ctypes.CDLL
+
+    class NoWrapper(object):
+        def __init__(self, *args, **kwargs):
+            self._lib = real_cdll(*args, **kwargs)
+
+        def __getattr__(self, name):
+            if name == "renameat2":
+                raise AttributeError(name)
+            return getattr(self._lib, name)
+
+    monkeypatch.setattr(ctypes, "CDLL", NoWrapper)
+    call = _staging._load_renameat2()
+    monkeypatch.undo()
+    if call is None:
+        pytest.skip("no renameat2 syscall number for this machine")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "x").write_bytes(b"")
+    assert call(os.fsencode(str(tmp_path / "a")), os.fsencode(str(tmp_path / "b"))) == 0
+    assert os.listdir(str(tmp_path / "b")) == ["x"] and os.listdir(str(tmp_path / "a")) == []
+
+
+def test_forced_replacement_without_exchange_falls_back_to_two_renames(tmp_path, monkeypatch):
+    monkeypatch.setattr(_staging, "exchange_paths", lambda a, b: False)
+    dest, st = _old_and_new(tmp_path)
+    st.commit()
+    assert (dest / "f").read_bytes() == b"new"
+    assert sorted(os.listdir(str(tmp_path))) == ["out"]
+
+
+def test_bundle_left_aside_by_an_interrupted_swap_is_put_back(tmp_path):
+    # A process killed between the two renames of the fallback: dest absent, the old bundle
+    # complete under .out.old-<dead pid>-...; the next write restores it before anything else.
+    dead_pid = 2 ** 22 + 12345
+    aside = tmp_path / ".out.old-{}-abc".format(dead_pid)
+    aside.mkdir()
+    (aside / "f").write_bytes(b"old")
+    with pytest.raises(BundleExistsError):
+        _staging.Staging(str(tmp_path / "out"))
+    assert (tmp_path / "out" / "f").read_bytes() == b"old"
+    assert sorted(os.listdir(str(tmp_path))) == ["out"]
