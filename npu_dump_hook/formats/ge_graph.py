@@ -473,7 +473,9 @@ class _GeneralScan(object):
 # --------------------------------------------------------------------------- fast path
 
 _OP_LINE = b"\n  op {\n"
-_OP_END = b"\n  }\n"
+_OP_LINE_RE = re.compile(rb"\n  op \{[ \t\r]*\n")  # an op line; _OP_LINE as GE writes it
+_OP_CLOSE_RE = re.compile(rb"\n  \}[ \t\r]*\n")
+_LINE_END_BLANKS_RE = re.compile(rb"[ \t\r]+(?=\n)")
 _WINDOW = 1 << 20  # bytes of data split at a time
 #: The digits of a skeleton all become 0. Whether a conversion of the general path succeeds
 #: does not depend on digit values except for a bool made of digits or an int with the base
@@ -736,6 +738,21 @@ def _getter(indices: List[int]) -> Any:
     return lambda items: ()
 
 
+def _without_line_end_blanks(text: bytes) -> bytes:
+    """``text`` without the spaces, tabs and CRs that end its lines (and itself). In valid
+    text these are never inside a string, which cannot span a newline; in text with a
+    string left open the string keeps its newline, and the fast path declines it."""
+    if b"\r\n" in text:
+        text = text.replace(b"\r\n", b"\n")
+    for _ in range(3):  # each round drops one blank per line end: a few are the norm
+        if not (b" \n" in text or b"\t\n" in text or b"\r\n" in text):
+            break
+        text = text.replace(b" \n", b"\n").replace(b"\t\n", b"\n").replace(b"\r\n", b"\n")
+    else:
+        text = _LINE_END_BLANKS_RE.sub(b"", text)
+    return text.rstrip(b" \t\r")
+
+
 def _plain(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
 
@@ -779,28 +796,34 @@ class _FastOps(object):
         self.path = path
         self.shapes = {}  # type: Dict[bytes, Any]  # skeleton -> _Shape or _BAIL
         self.shape_bytes = 0
-        self._pieces = [b""]  # type: List[bytes]  # a window of data split at _OP_LINE
+        self._pieces = [b""]  # type: List[bytes]  # a window of data split at _line
+        self._line = _OP_LINE  # the op line the window is split at (with its blanks or CR)
         self._next = 1  # index in _pieces of the next piece to read
         self._at = -1  # offset in data of _pieces[_next]
         self._declined = -1  # offset of the op word of the op last declined
 
-    def _load(self, start: int) -> None:
-        """Split the window of data that begins with the _OP_LINE at ``start`` and ends
-        before the last _OP_LINE within _WINDOW bytes (or the next one, or the data end)."""
-        end = self.size
-        if start + _WINDOW < end:
-            cut = self.data.rfind(_OP_LINE, start + 1, start + _WINDOW)
-            if cut < 0:
-                cut = self.data.find(_OP_LINE, start + 1)  # an op longer than a window
-            end = cut if cut >= 0 else end
-        self._pieces = self.data[start:end].split(_OP_LINE)
+    def _load(self, start: int, line: bytes) -> None:
+        """Split at ``line`` the window of data that begins with the ``line`` at ``start``
+        and ends before the last one within _WINDOW bytes (or the next one, or the end)."""
+        window = self.data[start:start + _WINDOW]
+        if start + _WINDOW < self.size:
+            cut = window.rfind(line, 1)  # (mmap.rfind is slow)
+            if cut < 0:  # an op longer than a window
+                cut = self.data.find(line, start + 1)
+                window = self.data[start:cut] if cut >= 0 else self.data[start:]
+            else:
+                window = window[:cut]
+        self._pieces = window.split(line)
+        self._line = line
         self._next = 1
-        self._at = start + len(_OP_LINE)
+        self._at = start + len(line)
 
-    def _seek(self, at: int) -> bool:
+    def _seek(self, at: int, line: bytes) -> bool:
         """Move to the piece that starts at ``at`` in data, if the window holds it."""
+        if line != self._line:
+            return False
         while self._at < at and self._next < len(self._pieces):
-            self._at += len(self._pieces[self._next]) + len(_OP_LINE)
+            self._at += len(self._pieces[self._next]) + len(line)
             self._next += 1
         return self._at == at and self._next < len(self._pieces)
 
@@ -808,39 +831,66 @@ class _FastOps(object):
         """(summaries, offset after the last) of the canonical op blocks following one
         another from the op whose ``op`` word is at ``pos``; None if that op is not
         canonical (or if no op starts there)."""
-        if pos == self._declined or pos < 3 or self.data[pos - 3:pos + 5] != _OP_LINE:
+        if pos == self._declined or pos < 3:
             return None
-        at = pos + 5  # after "op {\n"
-        if not self._seek(at):
-            self._load(pos - 3)
+        line = self.data[pos - 3:pos + 5]
+        if line != _OP_LINE:  # blanks or CR at the end of the op line?
+            newline = self.data.find(b"\n", pos, pos + 64)
+            line = self.data[pos - 3:newline + 1]
+            if newline < 0 or _OP_LINE_RE.fullmatch(line) is None:
+                return None
+        at = pos - 3 + len(line)  # where the op's second line starts
+        if not self._seek(at, line):
+            self._load(pos - 3, line)
+        pieces, index, summary_of = self._pieces, self._next, self._summary
+        step = len(line) - 1
+        strip = line != _OP_LINE  # then other lines likely end with blanks or CR too
         ops = []  # type: List[OpSummary]
+        end = -1
         # A batch allocates only objects that it keeps or that die at once: running the
         # cycle collector every 700 of them (a quarter of the time) finds nothing to free.
         collect = gc.isenabled()
         gc.disable()
         try:
-            while self._next < len(self._pieces):
-                piece = self._pieces[self._next]
-                summary = self._summary(piece)
-                if summary is not None:
-                    end = at + len(piece) + 1  # the newline ending the closing line
-                else:
-                    # the op may close before the next op line, with graph fields after it
-                    close = piece.find(_OP_END)
-                    summary = self._summary(piece[:close + 4]) if close >= 0 else None
+            while index < len(pieces):
+                piece = pieces[index]
+                summary = summary_of(_without_line_end_blanks(piece) if strip else piece)
+                length = len(piece) + 1  # up to the newline that ends the closing line
+                if summary is None:
+                    summary, length = self._reread(piece)
                     if summary is None:
-                        self._declined = at - 5
+                        self._declined = pos
                         break
-                    end = at + close + 5
+                    strip = True  # the next ops likely have blanks at line ends too
                 ops.append(summary)
-                if end != at + len(piece) + 1:
-                    break  # the general path reads what follows the op
-                self._at = at = end + len(_OP_LINE) - 1
-                self._next += 1
+                end = at + length
+                if length != len(piece) + 1:
+                    break  # the op ended before the piece: the general path reads the rest
+                at = end + step
+                pos = at + 3 - len(line)
+                index += 1
         finally:
             if collect:
                 gc.enable()
+            self._next, self._at = index, at
         return (ops, end) if ops else None
+
+    def _reread(self, piece: bytes) -> Tuple[Optional[OpSummary], int]:
+        """For a piece that is not one canonical op: the summary of the op it starts with,
+        if that op is canonical once blanks and CRs at line ends are dropped, and how much
+        of the piece it takes (len + 1 for all of it)."""
+        stripped = _without_line_end_blanks(piece)
+        if len(stripped) != len(piece):
+            summary = self._summary(stripped)
+            if summary is not None:
+                return summary, len(piece) + 1
+        # the op may close before the next op line, with graph fields after it
+        close = _OP_CLOSE_RE.search(piece)
+        if close is not None and close.end() < len(piece):
+            summary = self._summary(_without_line_end_blanks(piece[:close.start() + 4]))
+            if summary is not None:
+                return summary, close.end()
+        return None, 0
 
     def _summary(self, text: bytes) -> Optional[OpSummary]:
         escaped = b"\\" in text

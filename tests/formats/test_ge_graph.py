@@ -710,3 +710,17 @@ def test_windows_of_any_size_give_the_same_result(monkeypatch, window):
         assert _fast(data) == _general(data)
         bad = data.replace(b"\n  }\n", b"\n  } \n", 3)
         assert _fast(bad) == _general(bad)
+
+
+@pytest.mark.parametrize("change", ["crlf", "closer_blanks", "every_line_blanks"])
+def test_blanks_at_line_ends_and_crlf_are_read_by_the_fast_path(monkeypatch, tmp_path, change):
+    data = _many_ops_bytes()
+    if change == "crlf":
+        data = data.replace(b"\n", b"\r\n")
+    elif change == "closer_blanks":
+        data = re.sub(rb"(?m)^( *)\}$", lambda m: m.group() + b" \t", data)
+    else:
+        data = data.replace(b"\n", b" \r\n")
+    expected = _expected(data)
+    monkeypatch.setattr(ge_graph._OpBuilder, "build", None)  # the general path reads no op
+    assert ge_graph.scan_graph(write(tmp_path, data)) == expected
