@@ -9,7 +9,7 @@ import bagit
 import pytest
 import tensorflow as tf
 
-from npu_dump_hook import DumpOptions, LocateError, NpuDumpHook
+from npu_dump_hook import DumpOptions, LocateError, NpuDumpHook, OptionError
 from npu_dump_hook.bundle import read_bundle, read_index, verify_bundle
 from npu_dump_hook.cli import main
 from npu_dump_hook.sample_models import cnn_estimator, mlp_session
@@ -53,17 +53,73 @@ def test_session_run_bundle_passes_bagit_cli(in_tmp_cwd):
     assert main(["verify", hook.bundle.path]) == 0
 
 
-def test_collection_failure_is_raised_when_strict(in_tmp_cwd):
-    # dump_layer names no op of the graph: the emulator (like GE) writes no dump folder.
-    options = DumpOptions(enable_dump=True, dump_path="dump", dump_layer="no/such/op")
+def test_collection_failure_is_raised_when_strict(in_tmp_cwd, monkeypatch):
+    from npu_dump_hook import collect
+
+    def nothing_found(*args, **kwargs):
+        raise LocateError("no dump folder for this run (test)")
+
+    monkeypatch.setattr(collect, "locate_run", nothing_found)
+    options = DumpOptions(enable_dump=True, dump_path="dump")
     hook = NpuDumpHook(options, output_dir="out")
     with pytest.raises(LocateError, match="dump"):
         mlp_session.train(options, hooks=[hook])
     assert hook.bundle is None
 
 
-def test_collection_failure_is_logged_when_not_strict(in_tmp_cwd, caplog):
-    options = DumpOptions(enable_dump=True, dump_path="dump", dump_layer="no/such/op")
+def test_dump_layer_naming_no_op_fails_before_training(in_tmp_cwd):
+    # Once: the emulator (like GE) wrote no dump folder, and collection failed after training.
+    options = DumpOptions(enable_dump=True, dump_path="dump", dump_layer="hidden1/MatMul no/such/op")
+    hook = NpuDumpHook(options, output_dir="out")
+    with pytest.raises(OptionError, match="names op.s. that are not in the graph: no/such/op"):
+        mlp_session.train(options, hooks=[hook])
+    assert hook._steps_run == 0
+
+
+def test_dump_step_list_runs_enough_steps_and_dumps_each(in_tmp_cwd):
+    options = DumpOptions(enable_dump=True, dump_path="dump", dump_step="0|2|4")
+    hook = NpuDumpHook(options, output_dir="out")
+    losses = mlp_session.train(options, hooks=[hook])
+    assert len(losses) == 5 and hook.max_steps == 5
+    assert hook.bundle.steps == ["0", "2", "4"]
+    with pytest.raises(OptionError, match="dump_step='0\\|5' selects step 5, but max_steps=2"):
+        NpuDumpHook(DumpOptions(enable_dump=True, dump_path="dump", dump_step="0|5"), output_dir="out", max_steps=2)
+
+
+def test_the_summary_line_is_a_warning_a_plain_script_shows(in_tmp_cwd, caplog):
+    options = DumpOptions(enable_dump=True, dump_path="dump")
+    hook = NpuDumpHook(options, output_dir="out")
+    with caplog.at_level(logging.INFO, logger="npu_dump_hook"):
+        mlp_session.train(options, hooks=[hook])
+    lines = [r for r in caplog.records if r.getMessage().startswith("npu_dump_hook: bundle ")]
+    assert len(lines) == 1 and lines[0].levelno == logging.WARNING
+    assert hook.bundle.location in lines[0].getMessage() and "1 training step(s)" in lines[0].getMessage()
+    quiet = NpuDumpHook(options, output_dir="out2", verbose=False)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="npu_dump_hook"):
+        mlp_session.train(options, hooks=[quiet])
+    (line,) = [r for r in caplog.records if r.getMessage().startswith("npu_dump_hook: bundle ")]
+    assert line.levelno == logging.INFO
+
+
+def test_unusable_output_and_bundle_dirs_fail_at_construction(in_tmp_cwd):
+    (in_tmp_cwd / "taken").write_text("a file, not a folder")
+    with pytest.raises(OptionError) as info:
+        NpuDumpHook(DumpOptions(), output_dir="taken")
+    assert info.value.option == "output_dir"
+    with pytest.raises(OptionError) as info:
+        NpuDumpHook(DumpOptions(), output_dir="out", bundle_dir="taken/bundles")
+    assert info.value.option == "bundle_dir"
+
+
+def test_collection_failure_is_logged_when_not_strict(in_tmp_cwd, caplog, monkeypatch):
+    from npu_dump_hook import collect
+
+    def nothing_found(*args, **kwargs):
+        raise LocateError("no dump folder for this run (test)")
+
+    monkeypatch.setattr(collect, "locate_run", nothing_found)
+    options = DumpOptions(enable_dump=True, dump_path="dump")
     hook = NpuDumpHook(options, output_dir="out", strict=False)
     with caplog.at_level(logging.ERROR, logger="npu_dump_hook.hook"):
         losses = mlp_session.train(options, hooks=[hook])
@@ -198,3 +254,17 @@ def test_collect_run_passes_the_records_device_id_to_the_index(tmp_path, monkeyp
     result = collect.collect_run(record, str(tmp_path / "bundles"))
     assert result.path == str(tmp_path / "bundles" / "rank_2")
     assert read_index(str(tmp_path / "bundles"))["ranks"]["2"]["device_id"] == "5"
+
+
+def test_collect_of_an_empty_dump_file_warns_and_verify_agrees(tmp_path, capsys):
+    # Reproduction: a 0-byte dump file collected with exit 0 into a bundle that never verified.
+    from helpers.bundles import RELU, make_run
+
+    run = make_run(tmp_path / "src")
+    open(os.path.join(run.steps[0].path, RELU), "wb").close()
+    code = main(["collect", "--dump-path", str(tmp_path / "src" / "dump"), "--graph-dir",
+                 str(tmp_path / "src" / "graphs"), "--out", str(tmp_path / "b")])
+    err = capsys.readouterr().err
+    assert code == 0 and RELU in err and "header not readable: file too small (0 bytes)" in err
+    assert main(["verify", str(tmp_path / "b")]) == 0
+    assert_valid_bundle(str(tmp_path / "b"))

@@ -43,8 +43,9 @@ def describe_dump_folder_file(rel: str, path: str, mapping: Optional[Mapping[str
     if name.kind in ("dump", "opdebug"):
         try:
             entry["header"] = header_summary(path)
-        except FormatError as exc:
+        except FormatError as exc:  # e.g. a 0-byte file: described as unreadable, and reported
             entry["header"] = None
+            entry["parse_error"] = exc.rule
             entry["_warning"] = "data/{}: header not readable: {}".format(rel, exc.rule)
     return entry
 

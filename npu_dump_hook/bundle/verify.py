@@ -116,6 +116,8 @@ def _check_file_entry(entry: Any) -> List[str]:
         problems.append("kind {!r} is not one of {}".format(entry.get("kind"), "|".join(FILE_KINDS)))
     if entry.get("kind") in ("dump", "stats", "opdebug"):
         problems.extend("{} missing".format(k) for k in DUMP_NAME_FIELDS if k not in entry)
+    if entry.get("parse_error") is not None and not isinstance(entry["parse_error"], str):
+        problems.append("parse_error is neither absent, null nor a string")
     return problems
 
 
@@ -188,11 +190,21 @@ def _parse_checks(files: List[Dict[str, Any]], digests: Mapping[str, str],
         rel = "data/" + entry["path"]
         if rel not in digests or rel not in present:
             continue  # already reported as missing, extra or unsafe
+        if _described_unreadable(entry):
+            continue  # the writer recorded that it does not parse (and warned): verify agrees
         try:
             _parse_one(entry.get("kind"), present[rel].path)
         except FormatError as exc:
             problems.append(Problem("unparsable", rel, exc.rule))
     return problems
+
+
+def _described_unreadable(entry: Mapping[str, Any]) -> bool:
+    """True when bundle.json records the file as not parsing: a ``parse_error`` string, or a
+    ``dump``/``opdebug`` entry whose ``header`` is null."""
+    if isinstance(entry.get("parse_error"), str):
+        return True
+    return entry.get("kind") in ("dump", "opdebug") and "header" in entry and entry["header"] is None
 
 
 def _parse_one(kind: Any, path: str) -> None:

@@ -62,6 +62,7 @@ class _Planned(NamedTuple):
     kind: str
     mapping: Optional[Dict[str, str]] = None  # mapping.csv of the file's folder (dump files)
     staged: bool = False  # already written into the staging folder (generated graph JSON)
+    parse_error: Optional[str] = None  # why the file did not parse (recorded in its entry)
 
 
 class _Tally(object):
@@ -193,17 +194,21 @@ def _single(rel: str, src: str, kind: str) -> _Planned:
 
 def _dump_files(prefix: str, folder: str, warnings: List[str]) -> Iterator[_Planned]:
     mappings = {}  # type: Dict[str, Optional[Dict[str, str]]]
+    mapping_error = None  # type: Optional[str]
     for found in _fs.walk_files(folder, warnings):
-        rel_dir = found.rel.rpartition("/")[0]
+        rel_dir, _, base = found.rel.rpartition("/")
         if rel_dir not in mappings:
             mappings.clear()  # walk_files yields a folder's files together: keep only the current one
+            mapping_error = None
             mapping_csv = os.path.join(folder, rel_dir, MAPPING_FILE)
             try:
                 mappings[rel_dir] = read_mapping(mapping_csv) if os.path.isfile(mapping_csv) else None
             except FormatError as exc:
                 warnings.append("unreadable mapping.csv: {}".format(exc))
                 mappings[rel_dir] = None
-        yield _Planned(prefix + "/" + found.rel, found.path, found.size, "dump", mappings[rel_dir])
+                mapping_error = exc.rule
+        yield _Planned(prefix + "/" + found.rel, found.path, found.size, "dump", mappings[rel_dir],
+                       parse_error=mapping_error if base == MAPPING_FILE else None)
 
 
 def _reject_duplicates(plan: List[_Planned]) -> None:
@@ -293,8 +298,12 @@ def _tally_one(tally: _Tally, item: _Planned, placed: _fs.PlacedFile, entry: Dic
 def _describe(item: _Planned, placed_path: str) -> Dict[str, Any]:
     """``kind`` plus, for dump-folder files, the parsed name and header summary."""
     if item.kind != "dump":
-        return {"kind": item.kind}
-    return describe_dump_folder_file(item.rel, placed_path, item.mapping)
+        entry = {"kind": item.kind}  # type: Dict[str, Any]
+    else:
+        entry = describe_dump_folder_file(item.rel, placed_path, item.mapping)
+    if item.parse_error is not None:
+        entry["parse_error"] = item.parse_error
+    return entry
 
 
 # -- graph ------------------------------------------------------------------------------------
@@ -314,6 +323,7 @@ def _graph_section(located: Any, stage: str, plan: List[_Planned],
         ops = graph_ops(graph_file)
     except FormatError as exc:
         warnings.append("graph not scannable, coverage unknown: {}".format(exc))
+        plan[:] = [p._replace(parse_error=exc.rule) if p.rel == rel and p.kind == "graph" else p for p in plan]
         return section, None
     section["op_count"] = ops.count
     section["json"] = _export_graph_json(graph_file, rel, stage, plan, warnings)

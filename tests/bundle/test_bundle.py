@@ -399,13 +399,48 @@ def test_verify_never_follows_a_files_path_out_of_the_bag(tmp_path, run, monkeyp
     assert "size" not in problems[0].detail  # no size of the outside file
 
 
-def test_verify_unparsable_dump_file(tmp_path, run):
-    with open(os.path.join(run.steps[0].path, RELU), "r+b") as fh:
-        fh.write(b"\xff" * 8)  # header length 2**64-1
+@pytest.mark.parametrize("content", [b"", b"\xff" * 8], ids=["empty", "header_length_2**64-1"])
+def test_unreadable_dump_file_is_reported_and_verify_agrees(tmp_path, run, content):
+    # Before: a 0-byte (or corrupt) dump file collected with a warning into a bundle that never
+    # verified ("unparsable"). The writer describes it as unreadable (header null, parse_error)
+    # and warns; verify agrees with that description.
+    with open(os.path.join(run.steps[0].path, RELU), "wb") as fh:
+        fh.write(content)
     result = write(tmp_path / "b", run)
     assert any(RELU in w and "header not readable" in w for w in result.warnings)
+    entry = entries_by_name(bundle.read_bundle(str(tmp_path / "b")))[RELU]
+    assert entry["header"] is None and entry["size"] == len(content)
+    assert isinstance(entry["parse_error"], str) and entry["parse_error"] in " ".join(result.warnings)
+    assert bundle.verify_bundle(str(tmp_path / "b")) == []
+    bagit.Bag(str(tmp_path / "b")).validate()
+
+
+def test_verify_unparsable_dump_file_described_as_readable(tmp_path, run, monkeypatch):
+    # A bundle.json claiming a header for a file that does not parse is still a problem.
+    from npu_dump_hook.bundle import describe
+
+    with open(os.path.join(run.steps[0].path, RELU), "r+b") as fh:
+        fh.write(b"\xff" * 8)
+    monkeypatch.setattr(describe, "header_summary", lambda path: {"format": "v2", "inputs": [], "outputs": []})
+    result = write(tmp_path / "b", run)
+    monkeypatch.undo()
+    assert not any("header not readable" in w for w in result.warnings)
     problems = bundle.verify_bundle(str(tmp_path / "b"))
     assert [(p.kind, p.path.rsplit("/", 1)[-1]) for p in problems] == [("unparsable", RELU)]
+
+
+def test_unreadable_mapping_and_graph_are_described_and_verify_agrees(tmp_path, run):
+    with open(os.path.join(run.steps[0].path, "mapping.csv"), "w") as fh:
+        fh.write("no comma here\n")
+    with open(run.graph_file, "w") as fh:
+        fh.write("graph { name: ")
+    result = write(tmp_path / "b", run)
+    assert any("unreadable mapping.csv" in w for w in result.warnings)
+    assert any("graph not scannable" in w for w in result.warnings)
+    by = entries_by_name(bundle.read_bundle(str(tmp_path / "b")))
+    assert isinstance(by["mapping.csv"].get("parse_error"), str)
+    assert isinstance(by[os.path.basename(run.graph_file)].get("parse_error"), str)
+    assert bundle.verify_bundle(str(tmp_path / "b")) == []
 
 
 def test_verify_not_a_bundle(tmp_path):
