@@ -55,11 +55,13 @@ freezes a :class:`~npu_dump_hook.run_record.RunRecord`, writes ``run.json`` from
 it to :func:`npu_dump_hook.collect.collect_run`. Which backend writes the dump is an object
 (:mod:`npu_dump_hook.backends`), asked, never switched on.
 """
+import atexit
 import contextlib
 import logging
 import os
 import shutil
 import time
+import weakref
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 from . import _tf
@@ -103,9 +105,12 @@ def rank_and_device(environ: Optional[Dict[str, str]] = None) -> Dict[str, Optio
 
 
 def _default_options(layout: RunLayout) -> DumpOptions:
-    """NPU_DUMP_* variables when any is set; else a data dump into the run folder."""
+    """NPU_DUMP_* variables when any is set (dumping into the run folder unless NPU_DUMP_PATH
+    names one); else a data dump into the run folder."""
     if any(var in os.environ for var in ENV_OPTIONS.values()):
-        return DumpOptions.from_env()
+        environ = dict(os.environ)
+        environ.setdefault(ENV_OPTIONS["dump_path"], layout.dump_dir)
+        return DumpOptions.from_env(environ)
     return DumpOptions(enable_dump=True, dump_path=layout.dump_dir)
 
 
@@ -115,8 +120,10 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
     Args:
         options: a :class:`DumpOptions`; ``None`` reads ``NPU_DUMP_*`` variables, and when
             none is set dumps tensors into ``{run folder}/dump``.
-        max_steps: steps this run may take before ``request_stop()`` (default 1), whatever
-            the script asked for.
+        max_steps: training steps this run may take before ``request_stop()``, whatever the
+            script asked for. Default: 1, or as many as ``dump_step`` needs (``"0|5|10"``
+            runs 11 steps and dumps three); a value too small for ``dump_step`` is an
+            OptionError before training.
         randomness: ``audit``, ``pin``, ``strip`` (default) or ``error``; see
             :mod:`npu_dump_hook.determinism`.
         seed: the seed ``pin``/``strip`` derive every op seed from.
@@ -133,8 +140,11 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         bundle_dir: where bundles go (default ``{output_dir}/bundles``): ``{bundle_dir}/{run
             name}``, or ``{bundle_dir}/rank_{RANK_ID}`` plus a shared ``index.json`` when
             RANK_ID is set, so the ranks of one job share one root.
-        strict: raise when collection fails (default, so CI jobs fail loudly); with
-            ``strict=False`` the error is logged and training code carries on.
+        strict: raise when the hook's own work fails (default, so CI jobs fail loudly); with
+            ``strict=False`` the error is logged and training code carries on (module doc).
+        verbose: print the one summary line at the end (bundle, steps, coverage, warnings) as
+            a WARNING on the ``npu_dump_hook`` logger, which a plain script shows; False logs it
+            at INFO.
         ranks: ranks that dump (RANK_ID); others run their step untouched. Default: every rank.
         graph_keyword: an op name that only the training graph contains (graph selection).
         link, checksum, archive: passed to the bundle writer (``auto``/``hardlink``/``copy``;
@@ -145,7 +155,7 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self,
         options: Optional[DumpOptions] = None,
         *,
-        max_steps: int = 1,
+        max_steps: Optional[int] = None,
         randomness: str = "strip",
         seed: int = DEFAULT_SEED,
         output_dir: Optional[str] = None,
@@ -156,13 +166,14 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         collect: bool = True,
         bundle_dir: Optional[str] = None,
         strict: bool = True,
+        verbose: bool = True,
         ranks: Optional[Sequence[int]] = None,
         graph_keyword: Optional[str] = None,
         link: str = "auto",
         checksum: str = "sha256",
         archive: Optional[str] = None,
     ) -> None:
-        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+        if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):
             raise OptionError("max_steps", max_steps, "must be a positive int")
         if randomness not in POLICIES:
             raise OptionError("randomness", randomness, "must be one of " + "|".join(POLICIES))
@@ -173,7 +184,8 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self.options = options if options is not None else _default_options(self.layout)
         if not isinstance(self.options, DumpOptions):
             raise OptionError("options", type(self.options).__name__, "must be a DumpOptions (or None)")
-        self.max_steps = max_steps
+        self.max_steps = _steps_for(max_steps, self.options)
+        self.verbose = verbose
         self.randomness = randomness
         self.seed = seed
         self.save_initial_state = save_initial_state
@@ -191,6 +203,11 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self._capture = None  # type: Any
         self.collect = collect
         self.bundle_dir = os.path.abspath(bundle_dir or os.path.join(self.output_dir, "bundles"))
+        if self.dumping:  # like dump_path: a folder the run cannot write fails now, not after training
+            _check_writable_dir("output_dir", output_dir, self.output_dir)
+            if collect:
+                _check_writable_dir("bundle_dir", bundle_dir, self.bundle_dir)
+        atexit.register(_warn_if_never_began, weakref.ref(self))
         self.strict = strict
         self.graph_keyword = graph_keyword
         self._bundle_args = {"link": link, "checksum": checksum, "archive": archive}
@@ -246,6 +263,7 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self._global_step_tensor = tf.train.get_global_step(graph)
         self._tf_op_names = [op.name for op in graph.get_operations()]
         self._detector = TrainingStepDetector(graph)
+        self._check_dump_layer(graph)
         # The model graph as trained, before the hook adds its own Saver and capture ops.
         tf.train.write_graph(graph.as_graph_def(add_shapes=True), self.layout.tf_dir,
                              os.path.basename(self.layout.tf_graph))
@@ -350,6 +368,29 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self._log_summary(self.record.ended)
         if self.collect:
             self._collect_or_report()
+        self._announce()
+
+    def _announce(self) -> None:
+        """The one line a user must see: where the bundle went (WARNING, so a plain script shows it)."""
+        level = logging.WARNING if self.verbose else logging.INFO
+        if self.bundle is not None:
+            coverage = self.bundle.coverage or {}
+            logger.log(level, "npu_dump_hook: bundle %s: %d training step(s), dump step(s) %s, coverage %s/%s ops, "
+                       "%d warning(s)%s", self.bundle.location, self._steps_run, ", ".join(self.bundle.steps) or "none",
+                       coverage.get("dumped", "?"), coverage.get("expected", "?"), len(self.bundle.warnings),
+                       "".join("\n  warning: " + w for w in self.bundle.warnings[:5]))
+        elif self.collect:
+            reason = self.failures[-1]["error"] if self.failures else "nothing to collect (see the log)"
+            logger.log(level, "npu_dump_hook: no bundle for run %s: %s", self.run_dir, reason)
+
+    def _check_dump_layer(self, graph: Any) -> None:
+        """dump_layer names that are no op of the graph would silently dump nothing."""
+        if not (self.dumping and self.options.enable_dump and self.options.layers):
+            return
+        missing = [name for name in self.options.layers if _op_or_none(graph, name) is None]
+        if missing:
+            raise OptionError("dump_layer", self.options.dump_layer,
+                              "names op(s) that are not in the graph: {}".format(", ".join(missing)))
 
     @contextlib.contextmanager
     def _guard(self, doing: str, undo: Optional[Callable[[], None]] = None) -> Iterator[None]:
@@ -435,3 +476,45 @@ def _os_error_text(exc: OSError) -> str:
     """``strerror: filename`` (an OSError's str() omits the path when it was raised without one)."""
     text = exc.strerror or str(exc)
     return "{}: {}".format(text, exc.filename) if exc.filename else text
+
+
+def _steps_for(max_steps: Optional[int], options: DumpOptions) -> int:
+    """The training steps to run: ``max_steps``, or (None) enough for every step ``dump_step`` selects."""
+    ranges = options.step_ranges() if options.enable_dump else []
+    last = max((end for _, end in ranges), default=0)
+    if max_steps is None:
+        if last:
+            logger.info("NpuDumpHook: dump_step=%r: running %d training steps to reach its last step",
+                        options.dump_step, last + 1)
+        return last + 1
+    if last >= max_steps:
+        raise OptionError("max_steps", max_steps, "dump_step={!r} selects step {}, but max_steps={} runs steps "
+                          "0..{}: raise max_steps or leave it unset".format(options.dump_step, last, max_steps,
+                                                                           max_steps - 1))
+    return max_steps
+
+
+def _check_writable_dir(option: str, given: Optional[str], path: str) -> None:
+    """Create ``path`` and require it to be a writable folder, or raise OptionError naming ``option``."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise OptionError(option, given or path, "cannot create {}: {}".format(path, exc.strerror or exc))
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise OptionError(option, given or path, "must be a writable folder: " + path)
+
+
+def _op_or_none(graph: Any, name: str) -> Any:
+    try:
+        return graph.get_operation_by_name(name)
+    except KeyError:
+        return None
+
+
+def _warn_if_never_began(ref: "weakref.ref") -> None:
+    """At interpreter exit: a hook that was created but never handed to a session did nothing."""
+    hook = ref()
+    if hook is not None and not hook._began:  # noqa: SLF001 - our own hook
+        logger.warning("npu_dump_hook: an NpuDumpHook was created but never began (was it passed to "
+                       "estimator.train(hooks=...) or MonitoredSession(hooks=...)?): nothing was dumped "
+                       "(run folder %s)", hook.run_dir)

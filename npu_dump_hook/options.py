@@ -20,6 +20,7 @@ Sources: reference/npu-bridge-dump-api.md §1.1 (parameters and defaults),
 §1.2 (where the adapter and GE validate, and GE's dump_step rule).
 """
 import dataclasses
+import logging
 import os
 import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
@@ -28,6 +29,12 @@ from .constants import ENV_OPTIONS
 from .errors import OptionError
 
 __all__ = ["DumpOptions", "DUMP_MODES", "DUMP_DATA_KINDS", "DUMP_DEBUG_MODES", "MAX_DUMP_STEP_ITEMS"]
+
+logger = logging.getLogger(__name__)
+# Options that only mean something with a dump on: setting one with both flags off is a mistake.
+_DATA_DUMP_FIELDS = ("dump_path", "dump_step", "dump_layer")
+_NON_DEFAULT_FIELDS = {"dump_mode": "output", "dump_data": "tensor"}
+_DEBUG_FIELDS = {"dump_debug_mode": "all"}
 
 DUMP_MODES = ("input", "output", "all")
 DUMP_DATA_KINDS = ("tensor", "stats")
@@ -66,6 +73,7 @@ class DumpOptions:
         self._check_dump_step()
         self._check_dump_layer()
         self._check_dump_path()
+        self._warn_if_nothing_dumps()
 
     # -- validation, in the documented order -------------------------------
     def _check_flags(self) -> None:
@@ -138,6 +146,16 @@ class DumpOptions:
             raise OptionError("dump_path", path, "must be readable and writable: " + absolute)
         object.__setattr__(self, "dump_path", absolute)
 
+    def _warn_if_nothing_dumps(self) -> None:
+        if self.enabled:
+            return
+        given = [name for name in _DATA_DUMP_FIELDS if getattr(self, name) is not None]
+        given += [name for name, default in dict(_NON_DEFAULT_FIELDS, **_DEBUG_FIELDS).items()
+                  if getattr(self, name) != default]
+        if given:
+            logger.warning("DumpOptions: %s set but enable_dump and enable_dump_debug are off: nothing will be "
+                           "dumped (pass enable_dump=True)", ", ".join(given))
+
     # -- derived views ------------------------------------------------------
     @property
     def enabled(self) -> bool:
@@ -175,7 +193,10 @@ class DumpOptions:
     def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> "DumpOptions":
         """Build options from ``NPU_DUMP_*`` variables (see :mod:`npu_dump_hook.constants`).
 
-        Unset variables keep the defaults; values are validated like constructor arguments.
+        Unset variables keep the defaults; values are validated like constructor arguments,
+        and an error names the variable. Any data-dump variable (``NPU_DUMP_PATH``, ``_STEP``,
+        ``_MODE``, ``_LAYER``, ``_DATA``) switches the data dump on unless ``NPU_DUMP_ENABLE``
+        says otherwise; ``NPU_DUMP_DEBUG_MODE`` likewise switches the overflow check on.
         """
         env = os.environ if environ is None else environ
         kwargs = {}  # type: Dict[str, Any]
@@ -187,7 +208,17 @@ class DumpOptions:
                 kwargs[field] = _parse_bool(var, raw)
             else:
                 kwargs[field] = raw
-        return cls(**kwargs)
+        data_only = [f for f in ("dump_step", "dump_layer") + tuple(_NON_DEFAULT_FIELDS) if f in kwargs]
+        debug = kwargs.get("enable_dump_debug", "dump_debug_mode" in kwargs and not data_only)
+        if "enable_dump" not in kwargs and (data_only or "dump_path" in kwargs):
+            kwargs["enable_dump"] = not debug  # NPU_DUMP_PATH serves both: the data dump unless debug is asked
+        if "enable_dump_debug" not in kwargs and debug and not kwargs.get("enable_dump"):
+            kwargs["enable_dump_debug"] = True
+        try:
+            return cls(**kwargs)
+        except OptionError as exc:
+            var = ENV_OPTIONS.get(exc.option, exc.option)
+            raise OptionError(var, exc.value, exc.rule) from None
 
 
 def _parse_bool(var: str, raw: str) -> bool:

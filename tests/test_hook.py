@@ -84,10 +84,13 @@ def test_bad_hook_arguments_fail_before_training(in_tmp_cwd, kwargs, option):
 
 
 def test_dump_step_beyond_max_steps_rejected(in_tmp_cwd):
-    with pytest.raises(OptionError, match="selects no step this run takes"):
+    with pytest.raises(OptionError, match="selects step 5, but max_steps=2 runs steps 0..1"):
         NpuDumpHook(DumpOptions(enable_dump=True, dump_path="d", dump_step="5"), max_steps=2)
-    hook = NpuDumpHook(DumpOptions(enable_dump=True, dump_path="d", dump_step="1|7"), max_steps=2)
-    assert hook.captured_step == 1
+    # Never silently dropped: step 7 would not run.
+    with pytest.raises(OptionError, match="selects step 7"):
+        NpuDumpHook(DumpOptions(enable_dump=True, dump_path="d", dump_step="1|7"), max_steps=2)
+    hook = NpuDumpHook(DumpOptions(enable_dump=True, dump_path="d", dump_step="1|7"))
+    assert (hook.captured_step, hook.max_steps) == (1, 8)
 
 
 def test_default_options_dump_into_run_folder(in_tmp_cwd):

@@ -92,8 +92,9 @@ def test_unwritable_bundle_dir_not_strict_finishes_training(in_tmp_cwd, monkeypa
 def test_unwritable_bundle_dir_strict_raises_our_error(in_tmp_cwd, monkeypatch):
     _disk_full_after(monkeypatch, _fs, "place_file", 0)
     hook = _hook(strict=True)
-    with pytest.raises(BundleError, match="collecting the bundle into .* failed: No space left on device"):
+    with pytest.raises(BundleError, match="No space left on device") as info:
         mlp_session.train(hook.options, hooks=[hook])
+    assert hook.bundle_dir in str(info.value)  # the error names where it was writing
 
 
 def test_a_capture_that_cannot_start_leaves_the_step_uncaptured_when_not_strict(in_tmp_cwd, monkeypatch):

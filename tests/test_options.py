@@ -116,8 +116,8 @@ def test_from_env(tmp_path):
 
 @pytest.mark.parametrize("env,option", [
     ({"NPU_DUMP_ENABLE": "maybe"}, "NPU_DUMP_ENABLE"),
-    ({"NPU_DUMP_ENABLE": "1"}, "dump_path"),
-    ({"NPU_DUMP_ENABLE": "1", "NPU_DUMP_PATH": "/tmp", "NPU_DUMP_STEP": "1-1"}, "dump_step"),
+    ({"NPU_DUMP_ENABLE": "1"}, "NPU_DUMP_PATH"),  # errors from the environment name the variable
+    ({"NPU_DUMP_ENABLE": "1", "NPU_DUMP_PATH": "/tmp", "NPU_DUMP_STEP": "1-1"}, "NPU_DUMP_STEP"),
 ])
 def test_from_env_rejects_like_constructor(env, option):
     with pytest.raises(OptionError) as info:
@@ -137,3 +137,40 @@ def test_option_error_pickles(tmp_path):
 def test_frozen():
     with pytest.raises(Exception):
         DumpOptions().enable_dump = True
+
+
+def test_a_data_dump_variable_alone_switches_the_dump_on(tmp_path):
+    env = {"NPU_DUMP_MODE": "all", "NPU_DUMP_PATH": str(tmp_path)}
+    options = DumpOptions.from_env(env)
+    assert options.enable_dump and options.dump_mode == "all"
+    assert DumpOptions.from_env(dict(env, NPU_DUMP_ENABLE="0")).enable_dump is False  # said explicitly
+    debug = DumpOptions.from_env({"NPU_DUMP_DEBUG_MODE": "aicore_overflow", "NPU_DUMP_PATH": str(tmp_path)})
+    assert debug.enable_dump_debug and not debug.enable_dump
+
+
+def test_errors_from_the_environment_name_the_variable(tmp_path):
+    with pytest.raises(OptionError) as info:
+        DumpOptions.from_env({"NPU_DUMP_MODE": "everything", "NPU_DUMP_PATH": str(tmp_path)})
+    assert info.value.option == "NPU_DUMP_MODE" and "NPU_DUMP_MODE='everything'" in str(info.value)
+    with pytest.raises(OptionError) as info:
+        DumpOptions.from_env({"NPU_DUMP_STEP": "1-0"})  # implies the dump, which needs a path... and a valid step
+    assert info.value.option.startswith("NPU_DUMP_")
+
+
+def test_dump_settings_with_dumping_off_warn_at_construction(tmp_path, caplog):
+    with caplog.at_level("WARNING", logger="npu_dump_hook.options"):
+        DumpOptions(dump_path=str(tmp_path), dump_mode="all")
+    assert "dump_path, dump_mode set but enable_dump and enable_dump_debug are off" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="npu_dump_hook.options"):
+        DumpOptions()
+    assert caplog.text == ""
+
+
+def test_hook_with_only_npu_dump_mode_set_dumps_into_its_run_folder(in_tmp_cwd, monkeypatch):
+    from npu_dump_hook import NpuDumpHook
+
+    monkeypatch.setenv("NPU_DUMP_MODE", "all")
+    hook = NpuDumpHook(None, output_dir="out")
+    assert hook.options.enable_dump and hook.options.dump_mode == "all"
+    assert hook.options.dump_path == hook.layout.dump_dir
