@@ -129,7 +129,7 @@ class _BoundedStream(io.RawIOBase):
                              RATIO_FREE_BYTES >> 20, MAX_RATIO, MAX_EXPANDED_BYTES >> 30), self._archive)
 
     def _damaged(self, exc: BaseException) -> None:
-        raise BundleError("{} is a damaged tar archive: {}".format(self._archive, exc), self._archive)
+        raise BundleError("{}: a damaged tar archive: {}".format(self._archive, exc), self._archive)
 
     def read(self, size: int = -1) -> bytes:
         room = self._limit - self._pos
@@ -183,10 +183,10 @@ def _open_file(archive: str) -> IO[bytes]:
     try:
         fh = open(archive, "rb")
     except OSError as exc:
-        raise BundleError("{} is not a readable tar archive: {}".format(archive, exc.strerror or exc), archive)
+        raise BundleError("{}: not a readable tar archive: {}".format(archive, exc.strerror or exc), archive)
     if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
         fh.close()
-        raise BundleError("{} is not a readable tar archive: not a regular file".format(archive), archive)
+        raise BundleError("{}: not a readable tar archive: not a regular file".format(archive), archive)
     return fh
 
 
@@ -197,7 +197,7 @@ def _open_tar(fh: IO[bytes], archive: str) -> tarfile.TarFile:
     try:
         return tarfile.open(fileobj=stream, mode="r:")
     except _DAMAGED as exc:
-        raise BundleError("{} is not a readable tar archive: {}".format(archive, exc), archive)
+        raise BundleError("{}: not a readable tar archive: {}".format(archive, exc), archive)
 
 
 def iter_members(archive: str) -> Iterator[Tuple[str, tarfile.TarInfo, "tarfile.TarFile"]]:
@@ -211,7 +211,7 @@ def iter_members(archive: str) -> Iterator[Tuple[str, tarfile.TarInfo, "tarfile.
                     if rel:
                         yield rel, member, tar
             except _DAMAGED as exc:
-                raise BundleError("{} is a damaged tar archive: {}".format(archive, exc), archive)
+                raise BundleError("{}: a damaged tar archive: {}".format(archive, exc), archive)
 
 
 def _member_list(fh: IO[bytes], archive: str) -> List[Tuple[str, bool, int]]:
@@ -234,7 +234,7 @@ def _member_list(fh: IO[bytes], archive: str) -> List[Tuple[str, bool, int]]:
                 listed.append((rel, member.isdir(), member.size if member.isfile() else 0))
                 tar.members = []  # keep memory flat: the names are all pass 2 needs
         except _DAMAGED as exc:
-            raise BundleError("{} is a damaged tar archive: {}".format(archive, exc), archive)
+            raise BundleError("{}: a damaged tar archive: {}".format(archive, exc), archive)
     return listed
 
 
@@ -255,7 +255,7 @@ def extract_archive(archive: str, dest_dir: str) -> List[str]:
                     rel = checked_member(member, archive)
                     if number >= len(listed) or listed[number] != (rel, member.isdir(),
                                                                    member.size if member.isfile() else 0):
-                        raise BundleError("{} changed while being read (member {!r})".format(archive, member.name),
+                        raise BundleError("{}: changed while being read (member {!r})".format(archive, member.name),
                                           archive)
                     tar.members = []
                     if not rel:
@@ -265,7 +265,7 @@ def extract_archive(archive: str, dest_dir: str) -> List[str]:
                         tops.append(top)
                     _extract_member(tar, member, rel, archive, dest_dir)
         except _DAMAGED as exc:  # a member's data ends early or does not inflate
-            raise BundleError("{} is a damaged tar archive: {}".format(archive, exc), archive)
+            raise BundleError("{}: a damaged tar archive: {}".format(archive, exc), archive)
         except OSError as exc:
             raise BundleError("{}: extracting into {} failed: {}".format(
                 archive, exc.filename or dest_dir, exc.strerror or exc), archive)
@@ -286,7 +286,7 @@ def _extract_member(tar: tarfile.TarFile, member: tarfile.TarInfo, rel: str, arc
         while left > 0:
             chunk = src.read(min(CHUNK_SIZE, left))
             if not chunk:
-                raise BundleError("{} is a damaged tar archive: member {!r} ends {} bytes early".format(
+                raise BundleError("{}: a damaged tar archive: member {!r} ends {} bytes early".format(
                     archive, member.name, left), archive)
             out.write(chunk)
             left -= len(chunk)

@@ -18,7 +18,7 @@ from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Tup
 
 from .._version import __version__
 from ..constants import ARCHIVES, BUNDLE_SCHEMA, CHECKSUMS, LINK_MODES
-from ..errors import BundleError, BundleExistsError, FormatError
+from ..errors import BundleError, BundleExistsError, FormatError, NpuDumpError
 from ..formats import ge_graph
 from ..formats.mapping_csv import read_mapping
 from ..formats.names import base_op_name, parse_graph_file_name
@@ -100,26 +100,92 @@ def write_bundle(dest: str, located: Any, *, backend: str, options: Any = None, 
     if archive_path is not None and not force and is_nonempty(archive_path):
         raise BundleExistsError("destination {} exists (pass force=True to replace it)".format(archive_path), archive_path)
     warnings = list(getattr(located, "warnings", []) or [])
+    doing = _Doing(folder_dest if not archive_only else archive_path)
+    try:
+        return _write(dest, located, doing, archive_only, archive_path, folder_dest, warnings, backend=backend,
+                      options=options, run=run, randomness=randomness, tf_graph=tf_graph, golden_dir=golden_dir,
+                      init_dir=init_dir, link=link, checksum=checksum, archive=archive, force=force,
+                      progress=progress, workers=workers)
+    except NpuDumpError:  # BundleExistsError and LocateError are OSErrors too: already ours
+        raise
+    except OSError as exc:  # ENOSPC, EACCES, EROFS, ...: the staging folder is already removed
+        raise doing.error(exc) from exc
+
+
+class _Doing(object):
+    """What the writer is doing now, so an OS error becomes a BundleError saying so."""
+
+    def __init__(self, dest: str) -> None:
+        self.dest = dest
+        self.what = "preparing"
+        self.path = dest
+
+    def __call__(self, what: str, path: str) -> None:
+        self.what, self.path = what, path
+
+    def error(self, exc: OSError) -> BundleError:
+        what, path = self.what, self.path
+        if isinstance(exc, _FileError):  # one payload file: say which, and from where
+            what, path, exc = exc.what, exc.target, exc.cause
+        where = exc.filename if isinstance(exc.filename, str) else path
+        reason = "[Errno {}] {}".format(exc.errno, exc.strerror) if exc.errno else str(exc)
+        if where == path:
+            message = "cannot write bundle {}: {} {}: {}".format(self.dest, what, path, reason)
+        else:
+            message = "cannot write bundle {}: {} {}: {}: {}".format(self.dest, what, path, where, reason)
+        err = BundleError(message + " (the destination is left as it was)", where)
+        err.errno = exc.errno
+        return err
+
+
+class _FileError(OSError):
+    """An OS error placing one payload file (``what`` names the source and the operation)."""
+
+    def __init__(self, cause: OSError, what: str, target: str) -> None:
+        super().__init__(cause.errno, cause.strerror, target)
+        self.cause, self.what, self.target = cause, what, target
+
+
+def _write(dest: str, located: Any, doing: _Doing, archive_only: bool, archive_path: Optional[str], folder_dest: str,
+           warnings: List[str], *, backend: str, options: Any, run: Optional[Mapping[str, Any]], randomness: Any,
+           tf_graph: Optional[str], golden_dir: Optional[str], init_dir: Optional[str], link: str, checksum: str,
+           archive: Optional[str], force: bool, progress: Optional[ProgressFn], workers: Optional[int]) -> BundleResult:
+    doing("listing the source files for", dest)
     plan = _plan(located, tf_graph, golden_dir, init_dir, warnings)
     # archive only: the folder is built beside the archive, packed, then dropped
-    with Staging(archive_path if archive_only else folder_dest, force=force or archive_only) as stage:
+    staging_dest = archive_path if archive_only else folder_dest
+    doing("creating the staging folder beside", staging_dest)
+    with Staging(staging_dest, force=force or archive_only) as stage:
+        doing("reading the graph and writing its JSON form into", stage.path)
         graph, ops = _graph_section(located, stage.path, plan, warnings)
         plan.sort(key=lambda p: p.rel)
         report = make_progress(progress, len(plan), sum(p.size for p in plan))
         head = _head(located, backend, options, run, randomness, graph)
+        doing("placing the payload and writing data/bundle.json in", stage.path)
         tally = _write_payload_and_json(stage.path, head, plan, ops, link, checksum, report, workers, warnings)
         report.close()
+        doing("writing the BagIt tag files in", stage.path)
         _bagit.write_tag_files(stage.path, tally.payload, "npu_dump_hook {}".format(__version__),
                                datetime.date.today().isoformat(),
                                "npu_dump_hook bundle ({}), see {}".format(backend, BUNDLE_JSON_PATH))
         if archive_only:
+            doing("packing the archive", archive_path)
             _pack_to(stage.path, archive_path, archive, os.path.basename(folder_dest), force)
             stage.abort()
             folder = None  # type: Optional[str]
+        elif archive_path is not None:
+            # pack before anything is committed: a full disk then leaves neither folder nor archive
+            suffix = "." + archive
+            doing("packing the archive", archive_path)
+            with Staging(archive_path, force=force, as_file=True, suffix=suffix) as packed:
+                pack_archive(stage.path, packed.path, archive, os.path.basename(folder_dest))
+                doing("renaming the finished bundle into place at", folder_dest)
+                folder = stage.commit()
+                doing("renaming the finished archive into place at", archive_path)
+                packed.commit()
         else:
+            doing("renaming the finished bundle into place at", folder_dest)
             folder = stage.commit()
-            if archive_path is not None:
-                _pack_to(folder, archive_path, archive, os.path.basename(folder), force)
     return BundleResult(folder, archive_path, len(tally.payload), sum(size for _, size, _ in tally.payload),
                         tally.counts["hardlink"], tally.counts["copy"], head["dump"]["steps"],
                         tally.coverage, warnings, backend)
@@ -273,11 +339,17 @@ def _write_payload_and_json(stage: str, head: Dict[str, Any], plan: List[_Planne
 
 def _place_one(data: str, item: _Planned, link: str, checksum: str) -> Tuple[_Planned, _fs.PlacedFile, Dict[str, Any]]:
     target = _fs.safe_join(data, item.rel)
-    if item.staged:
-        size, digest = _fs.sha256_file(target)
-        placed = _fs.PlacedFile(size, digest, "staged")
-    else:
-        placed = _fs.place_file(item.src, target, link=link, checksum=True)  # the manifest needs digests
+    try:
+        if item.staged:
+            size, digest = _fs.sha256_file(target)
+            placed = _fs.PlacedFile(size, digest, "staged")
+        else:
+            placed = _fs.place_file(item.src, target, link=link, checksum=True)  # the manifest needs digests
+    except OSError as exc:
+        if item.staged:
+            raise _FileError(exc, "hashing", target) from exc
+        action = "copying" if link == "copy" else "linking or copying"
+        raise _FileError(exc, "{} {} to".format(action, item.src), target) from exc
     entry = {"path": item.rel, "size": placed.size, "sha256": placed.sha256 if checksum == "sha256" else None}
     entry.update(_describe(item, target))
     return item, placed, entry

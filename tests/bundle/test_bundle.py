@@ -1,4 +1,5 @@
 """Tests for npu_dump_hook.bundle: layout, bundle.json, BagIt validity, atomicity, archives, ranks."""
+import errno
 import hashlib
 import io
 import json
@@ -182,6 +183,83 @@ def test_crash_leaves_nothing(tmp_path, monkeypatch, target, after):
     monkeypatch.setattr(owner, attr, real)
     write(out / "b", run, link="copy")
     assert bundle.verify_bundle(str(out / "b")) == []
+
+
+def _os_error(code):
+    def fail(*args, **kwargs):
+        raise OSError(code, os.strerror(code))
+    return fail
+
+
+def _partial_tag_files(bag_dir, *args, **kwargs):
+    with open(os.path.join(bag_dir, "bagit.txt"), "wb") as out:
+        out.write(b"BagIt-Version: 1.0\n")  # half-written, then the file system turns read-only
+    raise OSError(errno.EROFS, os.strerror(errno.EROFS), os.path.join(bag_dir, "bag-info.txt"))
+
+
+@pytest.mark.parametrize("target, fail, doing, archive", [
+    ("npu_dump_hook.bundle._fs._copy_hashing", _os_error(errno.ENOSPC), "copying ", None),
+    ("npu_dump_hook.bundle.write._HashingWriter.write", _os_error(errno.ENOSPC), "writing data/bundle.json", None),
+    ("npu_dump_hook.bundle._bagit.write_tag_files", _partial_tag_files, "writing the BagIt tag files", None),
+    ("npu_dump_hook.bundle._staging.os.mkdir", _os_error(errno.EACCES), "creating the staging folder", None),
+    ("npu_dump_hook.bundle._staging._rename_no_clobber", _os_error(errno.EACCES), "renaming the finished bundle",
+     None),
+    ("npu_dump_hook.bundle.write.pack_archive", _os_error(errno.ENOSPC), "packing the archive", "tar.gz"),
+], ids=["ENOSPC-copy", "ENOSPC-bundle.json", "EROFS-tag-files", "EACCES-staging", "EACCES-rename", "ENOSPC-archive"])
+def test_os_error_while_writing_is_a_bundle_error_naming_path_and_step(tmp_path, monkeypatch, target, fail, doing,
+                                                                       archive):
+    # Before: a bare "OSError: [Errno 28] No space left on device" without the path or the step.
+    import importlib
+
+    run = make_run(tmp_path / "src")
+    out = tmp_path / "out"
+    out.mkdir()
+    module_name, attr = target.rsplit(".", 1)
+    if module_name.endswith("._HashingWriter"):
+        owner = bundle.write._HashingWriter
+    elif module_name.endswith("._staging.os"):
+        owner = os
+    else:
+        owner = importlib.import_module(module_name)
+    if owner is os:
+        real = os.mkdir
+
+        def fail_in_out(path, *args, **kwargs):  # only the bundle's own folders
+            if str(out) in os.fspath(path):
+                raise OSError(errno.EACCES, os.strerror(errno.EACCES), path)
+            return real(path, *args, **kwargs)
+        fail = fail_in_out
+    monkeypatch.setattr(owner, attr, fail)
+    with pytest.raises(BundleError) as info:
+        write(out / "b", run, link="copy", archive=archive)
+    monkeypatch.undo()
+    err = info.value
+    assert not isinstance(err, OSError) and isinstance(err.__cause__, OSError)
+    text = str(err)
+    assert text.startswith("cannot write bundle {}: ".format(out / "b")) and doing in text
+    assert os.strerror(err.errno) in text and "[Errno {}]".format(err.errno) in text
+    assert err.path and str(out) in err.path
+    assert os.listdir(str(out)) == []  # nothing half-written: no destination, no staging folder
+    write(out / "b", run, link="copy", archive=archive)
+    assert bundle.verify_bundle(str(out / "b")) == []
+
+
+def test_unreadable_source_is_a_bundle_error_naming_it(tmp_path, monkeypatch, run):
+    real = os.scandir
+    step = run.steps[0].path
+
+    def no_access(path="."):
+        if os.fspath(path) == step:
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", no_access)
+    with pytest.raises(BundleError) as info:
+        write(tmp_path / "b", run)
+    monkeypatch.undo()
+    assert "listing the source files" in str(info.value) and step in str(info.value)
+    assert "Permission denied" in str(info.value) and info.value.path == step
+    assert not (tmp_path / "b").exists()
 
 
 def test_force_crash_keeps_old_bundle(tmp_path, monkeypatch, run):
