@@ -7,7 +7,8 @@ Contract (normative for everything in this module):
 * **Never follow a symlink out of the source tree.** :func:`walk_files` yields a symlink
   only when it resolves to a regular file inside the tree (the target is then read);
   links to outside files, links to directories, devices, FIFOs and sockets are skipped
-  and reported as warnings.
+  and reported as warnings. A root that is itself a symlink is not walked (reported), and
+  with ``in_tree_links=False`` (checking a bag) every symlink is reported, none is read.
 * **Safe relative paths.** :func:`safe_relpath` rejects absolute paths, ``..``, NUL and
   empty names with :class:`~npu_dump_hook.errors.UnsafePathError`.
 * **Link modes.** ``hardlink`` links (error if impossible), ``copy`` copies, ``auto`` links
