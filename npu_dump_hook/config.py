@@ -38,11 +38,12 @@ import copy
 import inspect
 import logging
 import os
-from typing import Any, Dict, MutableMapping, Optional
+from typing import Any, Dict, MutableMapping, Optional, Sequence
 
 from . import _tf
 from .constants import ENV_DUMP_GRAPH_PATH, NPU_OPTIMIZER_NAME
 from .options import DumpOptions
+from .run_record import dumps_on_this_rank
 
 __all__ = ["session_config", "estimator_config", "apply_graph_dump_env", "npu_parameter_map"]
 
@@ -69,12 +70,16 @@ def session_config(
     *,
     deterministic: bool = True,
     graph_dump_dir: Optional[str] = None,
+    ranks: Optional[Sequence[int]] = None,
 ) -> Any:
     """A copy of ``config`` (or a new ``ConfigProto``) carrying the NPU dump options.
 
     ``graph_dump_dir``: when given, ``DUMP_GRAPH_PATH`` is pointed there unless
     already set (see :func:`apply_graph_dump_env`); the only side effect.
+    ``ranks``: the ranks (``RANK_ID``) that dump; on any other rank the config carries the
+    dump switched off, so GE dumps nothing there (give the hook the same ``ranks``).
     """
+    options = _for_this_rank(options, ranks)
     config_pb2 = _tf.config_pb2()
     rewriter = _tf.rewriter_config_pb2().RewriterConfig
     result = config_pb2.ConfigProto()
@@ -94,6 +99,12 @@ def session_config(
     if graph_dump_dir is not None:
         apply_graph_dump_env(graph_dump_dir)
     return result
+
+
+def _for_this_rank(options: DumpOptions, ranks: Optional[Sequence[int]]) -> DumpOptions:
+    if dumps_on_this_rank(ranks):
+        return options
+    return DumpOptions()  # dumping off, nothing else: this rank trains untouched
 
 
 def _write_dump_keys(params: Any, options: DumpOptions) -> None:
@@ -135,12 +146,15 @@ def estimator_config(
     *,
     deterministic: bool = True,
     graph_dump_dir: Optional[str] = None,
+    ranks: Optional[Sequence[int]] = None,
 ) -> Any:
     """A RunConfig for ``tf.estimator`` / ``NPUEstimator`` that dumps as ``options`` say.
 
     The user's settings (model_dir, seeds, checkpoint settings, session_config)
     are kept; ``iterations_per_loop`` is forced to 1 (with a warning when it was larger).
+    ``ranks``: as for :func:`session_config`.
     """
+    options = _for_this_rank(options, ranks)
     if graph_dump_dir is not None:
         apply_graph_dump_env(graph_dump_dir)
     if _tf.npu_bridge_available():

@@ -69,12 +69,12 @@ from ._capture import TensorCapture
 from .backends import resolve_backend
 from .collect import collect_run
 from .config import apply_graph_dump_env
-from .constants import ENV_ASCEND_DEVICE_ID, ENV_DEVICE_ID, ENV_OPTIONS, ENV_RANK_ID
+from .constants import ENV_OPTIONS
 from .determinism import DEFAULT_SEED, POLICIES, apply_policy
 from .errors import BundleError, NpuDumpError, OptionError
 from .options import DumpOptions
 from .reference import golden_report
-from .run_record import RunLayout, RunRecord
+from .run_record import RunLayout, RunRecord, dumps_on_this_rank, rank_and_device
 from .training_step import TrainingStepDetector
 
 __all__ = ["NpuDumpHook", "DEFAULT_OUTPUT_DIR", "rank_and_device"]
@@ -84,24 +84,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_OUTPUT_DIR = "npu_dump_hook_out"
 #: A golden folder whose capture failed is renamed with this suffix (never bundled as golden).
 INCOMPLETE_SUFFIX = ".incomplete"
-
-
-def rank_and_device(environ: Optional[Dict[str, str]] = None) -> Dict[str, Optional[int]]:
-    """``rank`` from RANK_ID and ``device_id`` from ASCEND_DEVICE_ID, else DEVICE_ID, else 0."""
-    env = os.environ if environ is None else environ
-
-    def as_int(name: str) -> Optional[int]:
-        raw = env.get(name)
-        if raw is None or raw == "":
-            return None
-        if not raw.strip().isdigit():
-            raise OptionError(name, raw, "must be a non-negative integer")
-        return int(raw)
-
-    device = as_int(ENV_ASCEND_DEVICE_ID)
-    if device is None:
-        device = as_int(ENV_DEVICE_ID)
-    return {"rank": as_int(ENV_RANK_ID), "device_id": 0 if device is None else device}
 
 
 def _default_options(layout: RunLayout) -> DumpOptions:
@@ -190,7 +172,7 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self.seed = seed
         self.save_initial_state = save_initial_state
         self.captured_step = self._first_captured_step()
-        self.dumping = ranks is None or self._ids["rank"] is None or self._ids["rank"] in set(ranks)
+        self.dumping = dumps_on_this_rank(ranks)
         self.backend = resolve_backend(backend, emulate_precision)
         self.backend_name = self.backend.name if self.dumping else "none"  # run.json: this rank dumped nothing
         self.reference = self.backend.captures if reference is None else bool(reference)

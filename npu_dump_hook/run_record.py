@@ -20,12 +20,15 @@ import datetime
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from ._atomic import atomic_write_bytes
+from .constants import ENV_ASCEND_DEVICE_ID, ENV_DEVICE_ID, ENV_RANK_ID
+from .errors import OptionError
 from .options import DumpOptions
 
-__all__ = ["RunLayout", "RunRecord", "RUN_SECTION_KEYS", "RUN_JSON", "run_section", "iso_time"]
+__all__ = ["RunLayout", "RunRecord", "RUN_SECTION_KEYS", "RUN_JSON", "run_section", "iso_time", "rank_and_device",
+           "dumps_on_this_rank"]
 
 RUN_JSON = "run.json"
 GRAPH_DIR, DUMP_DIR, TF_DIR, TF_GRAPH_FILE = "graph", "dump", "tf", "graph.pbtxt"
@@ -164,3 +167,27 @@ class RunRecord:
         data = json.dumps(self.summary(), indent=2, sort_keys=True, default=str).encode("utf-8") + b"\n"
         atomic_write_bytes(self.layout.run_json, data)
         return self.layout.run_json
+
+
+def rank_and_device(environ: Optional[Dict[str, str]] = None) -> Dict[str, Optional[int]]:
+    """``rank`` from RANK_ID and ``device_id`` from ASCEND_DEVICE_ID, else DEVICE_ID, else 0."""
+    env = os.environ if environ is None else environ
+
+    def as_int(name: str) -> Optional[int]:
+        raw = env.get(name)
+        if raw is None or raw == "":
+            return None
+        if not raw.strip().isdigit():
+            raise OptionError(name, raw, "must be a non-negative integer")
+        return int(raw)
+
+    device = as_int(ENV_ASCEND_DEVICE_ID)
+    if device is None:
+        device = as_int(ENV_DEVICE_ID)
+    return {"rank": as_int(ENV_RANK_ID), "device_id": 0 if device is None else device}
+
+
+def dumps_on_this_rank(ranks: Optional[Sequence[int]], environ: Optional[Dict[str, str]] = None) -> bool:
+    """Whether this process dumps under ``ranks=`` (None: every rank; no RANK_ID: yes)."""
+    rank = rank_and_device(environ)["rank"]
+    return ranks is None or rank is None or rank in set(ranks)

@@ -170,3 +170,15 @@ def test_graph_dump_env_respects_user_value(tmp_path):
     env2 = {"DUMP_GRAPH_PATH": "/user/choice"}
     record2 = apply_graph_dump_env(str(tmp_path / "h"), env2)
     assert env2["DUMP_GRAPH_PATH"] == "/user/choice" and not record2["set_by_npu_dump_hook"]
+
+
+def test_ranks_switch_the_dump_off_in_the_configs_of_other_ranks(dump_opts, monkeypatch):
+    monkeypatch.setenv("RANK_ID", "3")
+    params = npu_entries(session_config(dump_opts, ranks=[0]))[0].parameter_map
+    assert params["enable_dump"].b is False and "dump_mode" not in params and "dump_path" not in params
+    mine = npu_entries(session_config(dump_opts, ranks=[0, 3]))[0].parameter_map
+    assert mine["enable_dump"].b is True and mine["dump_path"].s == dump_opts.dump_path.encode()
+    other = estimator_config(dump_opts, tf.estimator.RunConfig(), ranks=[0])
+    assert npu_entries(other.session_config)[0].parameter_map["enable_dump"].b is False
+    monkeypatch.delenv("RANK_ID")
+    assert npu_entries(session_config(dump_opts, ranks=[0]))[0].parameter_map["enable_dump"].b is True  # no rank: dumps
