@@ -264,6 +264,9 @@ def _storage_as_numbers(dump: Any, info: Any) -> Optional[np.ndarray]:
     return None
 
 
+_STATS_CHUNK = 1 << 20  # elements per statistics chunk: at most ~13 MB of temporaries
+
+
 def _tensor_stats(dump: Any, info: Any) -> Optional[Dict[str, Any]]:
     """min/max/mean over finite elements, NaN and ±Inf counts; None when not numeric."""
     array = _storage_as_numbers(dump, info)
@@ -271,13 +274,22 @@ def _tensor_stats(dump: Any, info: Any) -> Optional[Dict[str, Any]]:
         return None
     flat = array.reshape(-1)
     stats = {"count": int(flat.size), "nan": 0, "inf": 0, "min": None, "max": None, "mean": None}
-    if flat.dtype.kind == "f":
-        stats["nan"] = int(np.count_nonzero(np.isnan(flat)))
-        stats["inf"] = int(np.count_nonzero(np.isinf(flat)))
-        flat = flat[np.isfinite(flat)]
-    if flat.size:
-        as_float = flat.astype(np.float64)
-        stats.update(min=float(as_float.min()), max=float(as_float.max()), mean=float(as_float.mean()))
+    low, high, total, finite = np.inf, -np.inf, 0.0, 0
+    # In chunks over the memory map: a 1 GiB tensor must not cost gigabytes of temporaries
+    # (masks, the finite subset and its float64 copy are per chunk).
+    for start in range(0, flat.size, _STATS_CHUNK):
+        chunk = flat[start:start + _STATS_CHUNK]
+        if chunk.dtype.kind == "f":
+            stats["nan"] += int(np.count_nonzero(np.isnan(chunk)))
+            stats["inf"] += int(np.count_nonzero(np.isinf(chunk)))
+            chunk = chunk[np.isfinite(chunk)]
+        if chunk.size:
+            values = chunk.astype(np.float64)
+            low, high = min(low, float(values.min())), max(high, float(values.max()))
+            total += float(values.sum())
+            finite += int(values.size)
+    if finite:
+        stats.update(min=low, max=high, mean=total / finite)
     return stats
 
 
