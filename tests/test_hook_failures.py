@@ -109,3 +109,18 @@ def test_a_capture_that_cannot_start_leaves_the_step_uncaptured_when_not_strict(
     strict = _hook(strict=True)
     with pytest.raises(BundleError, match="preparing the capture of step 0 failed: Permission denied: .*capture"):
         mlp_session.train(strict.options, hooks=[strict])
+
+
+def test_collect_refuses_a_step_folder_a_failed_dump_left_incomplete(in_tmp_cwd, monkeypatch, capsys):
+    from npu_dump_hook.cli import main
+
+    _disk_full_after(monkeypatch, emulator_backend, "write_dump_file", 3)
+    hook = _hook(strict=False)
+    mlp_session.train(hook.options, hooks=[hook])  # its own collection refuses too (logged, strict=False)
+    assert "left incomplete by a failed dump" in hook.failures[-1]["error"]
+    code = main(["collect", "--dump-path", hook.options.dump_path, "--graph-dir", hook.layout.graph_dir,
+                 "--out", "later"])
+    err = capsys.readouterr().err
+    assert code == 3, err
+    assert "left incomplete by a failed dump" in err and "No space left on device" in err
+    assert not os.path.exists("later")

@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, List, Optional, Tuple, Union
 
+from ..constants import INCOMPLETE_STEP_MARKER
 from ..errors import LocateError
 from ..formats.names import parse_time_dir, sanitize
 from ._walk import PathLike, link_note, not_older, subdirs, warn
@@ -90,7 +91,20 @@ def find_step_dirs(
     if not steps:
         raise LocateError(_nothing_found(root, folder, model_name, since, device_id,
                                          [t for t, _ in time_dirs], rejected, links), [root], what="dump")
+    _refuse_incomplete(steps)
     return steps
+
+
+def _refuse_incomplete(steps: List[StepDir]) -> None:
+    """A step folder whose writing failed part-way carries INCOMPLETE_STEP_MARKER: bundling it
+    would pass a silently smaller dump for the whole step."""
+    for step in steps:
+        marker = os.path.join(step.path, INCOMPLETE_STEP_MARKER)
+        if os.path.isfile(marker):
+            with open(marker, errors="replace") as handle:
+                reason = handle.read(500).strip() or "no reason recorded"
+            raise LocateError("dump step folder {} was left incomplete by a failed dump ({}; marker {}): "
+                              "not bundled".format(step.path, reason, INCOMPLETE_STEP_MARKER), [step.path], what="dump")
 
 
 def _time_dirs(root: str, since: Optional[float],
