@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from npu_dump_hook.formats import schema
+from npu_dump_hook.formats import dump_schema
 from npu_dump_hook.formats.dump_file import DumpFile, DumpTensor, read_header, write_dump_file
 
 TARGET = 0.8
@@ -57,7 +57,7 @@ def _naive_header(path):
     with open(path, "rb") as fileobj:
         data = fileobj.read()
     (length,) = struct.unpack_from("<Q", data)
-    header = schema.DumpData()
+    header = dump_schema.DumpData()
     header.ParseFromString(data[8:8 + length])
     return header
 

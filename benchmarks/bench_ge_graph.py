@@ -21,7 +21,7 @@ import time
 
 from google.protobuf import text_format
 
-from npu_dump_hook.formats import ge_graph, ge_schema
+from npu_dump_hook.formats import ge_graph, ge_ir_schema
 
 TARGET_RATIO = 20.0
 TARGET_MBPS = 100.0
@@ -129,7 +129,7 @@ def main(argv=None):
         def full_parse():
             with open(path, encoding="utf-8") as handle:
                 text = handle.read()
-            model = ge_schema.ModelDef()
+            model = ge_ir_schema.ModelDef()
             text_format.Parse(text, model)
             return model
 

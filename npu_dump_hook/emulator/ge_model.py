@@ -10,7 +10,7 @@ See the seed guide's last section and reference/ascend-dump-formats.md §2.3-2.4
 """
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from ..formats import ge_graph, ge_schema
+from ..formats import ge_graph, ge_ir_schema
 
 __all__ = ["EMULATED_MARK", "is_emulated_graph", "GE_TYPE_OF", "NO_TASK_TYPES", "GeOp", "ge_type", "is_no_task", "build_model", "model_text", "ge_dtype"]
 
@@ -93,13 +93,13 @@ def _attr_i(attrs: Any, key: str, value: int) -> None:
 def _attr_list_i(attrs: Any, key: str, values: Iterable[int]) -> None:
     entry = attrs[key].list
     entry.i.extend(values)
-    entry.val_type = ge_schema.AttrDef.ListValue.VT_LIST_INT
+    entry.val_type = ge_ir_schema.AttrDef.ListValue.VT_LIST_INT
 
 
 def _fill_output_desc(desc: Any, op: GeOp, index: int) -> None:
     dtype = ge_dtype(op.output_dtypes[index])
     shape = op.output_shapes[index]
-    desc.dtype = ge_schema.data_type_value(dtype)
+    desc.dtype = ge_ir_schema.data_type_value(dtype)
     layout = "NHWC" if shape is not None and len(shape) == 4 else "ND"
     desc.layout = layout
     if shape is not None:
@@ -118,7 +118,7 @@ def _fill_output_desc(desc: Any, op: GeOp, index: int) -> None:
 
 def build_model(graph_name: str, ops: Sequence[GeOp]) -> Any:
     """A ModelDef whose first graph is the Build graph named ``graph_name``."""
-    model = ge_schema.ModelDef()
+    model = ge_ir_schema.ModelDef()
     model.name = graph_name
     model.custom_version = EMULATED_MARK
     graph = model.graph.add()

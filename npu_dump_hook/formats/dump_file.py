@@ -59,7 +59,7 @@ from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tu
 import numpy as np
 
 from ..errors import DumpFileError, OptionError
-from . import device_format, schema
+from . import device_format, dump_schema
 
 try:  # optional: numpy types for bfloat16 / float8
     import ml_dtypes as _ml_dtypes  # type: ignore
@@ -228,10 +228,10 @@ def _tensor_info(kind: str, index: int, proto: Any, offset: Optional[int], size:
     original_name = original_format = None
     if kind == "output" and proto.HasField("original_op"):
         original_name = proto.original_op.name
-        original_format = schema.format_name(proto.original_op.format)
+        original_format = dump_schema.format_name(proto.original_op.format)
     return TensorInfo(
-        kind, index, schema.data_type_name(data_type), dtype_info(data_type)[2],
-        schema.format_name(proto.format), tuple(proto.shape.dim), tuple(proto.original_shape.dim),
+        kind, index, dump_schema.data_type_name(data_type), dtype_info(data_type)[2],
+        dump_schema.format_name(proto.format), tuple(proto.shape.dim), tuple(proto.original_shape.dim),
         size, offset, original_name, original_format, data_type,
     )
 
@@ -317,7 +317,7 @@ class DumpHeader(object):
 # --- reading ------------------------------------------------------------------
 
 def _decode(path: str, data: bytes, offset: int, what: str) -> Any:
-    message = schema.DumpData()
+    message = dump_schema.DumpData()
     try:
         message.ParseFromString(data)
     except Exception as exc:  # DecodeError, or RuntimeError/UnicodeError from some backends
@@ -550,7 +550,7 @@ class DumpTensor(object):
                  sub_format: int = 0, address: int = 0) -> None:
         self.array = np.asarray(array)
         self.data_type = _data_type_of(self.array, data_type)
-        self.format = _enum_value("format", format, schema.format_value)
+        self.format = _enum_value("format", format, dump_schema.format_value)
         self.shape = tuple(int(d) for d in (self.array.shape if shape is None else shape))
         self.original_shape = self.shape if original_shape is None else tuple(int(d) for d in original_shape)
         self.original_name = original_name
@@ -558,8 +558,8 @@ class DumpTensor(object):
         self.original_data_type = (_GE_DATA_TYPE.get(self.data_type, _GE_UNDEFINED)
                                    if original_data_type is None else original_data_type)
         if original_format is None:
-            original_format = self.format if schema.format_name(self.format) in _PLAIN_FORMATS else "ND"
-        self.original_format = _enum_value("original_format", original_format, schema.format_value)
+            original_format = self.format if dump_schema.format_name(self.format) in _PLAIN_FORMATS else "ND"
+        self.original_format = _enum_value("original_format", original_format, dump_schema.format_value)
         self.sub_format = sub_format
         self.address = address
         self._check_size()
@@ -573,7 +573,7 @@ class DumpTensor(object):
             count *= dim
         if (count * bits + 7) // 8 != self.array.nbytes:
             raise OptionError("array", self.array.shape, "{} bytes do not match shape {} of {}".format(
-                self.array.nbytes, list(self.shape), schema.data_type_name(self.data_type)))
+                self.array.nbytes, list(self.shape), dump_schema.data_type_name(self.data_type)))
 
 
 def _enum_value(option: str, value: Union[str, int], lookup: Any) -> int:
@@ -585,7 +585,7 @@ def _enum_value(option: str, value: Union[str, int], lookup: Any) -> int:
 
 def _data_type_of(array: np.ndarray, data_type: Union[None, str, int]) -> int:
     if data_type is not None:
-        return _enum_value("data_type", data_type, schema.data_type_value)
+        return _enum_value("data_type", data_type, dump_schema.data_type_value)
     key = array.dtype.name  # byte order is normalised when writing
     if key not in _FROM_NUMPY:
         raise OptionError("data_type", str(array.dtype), "no DumpData data type for this numpy dtype; pass data_type")
@@ -625,7 +625,7 @@ def build_header(op_name: str, outputs: Iterable[Any] = (), inputs: Iterable[Any
                  version: str = _V2, attrs: Optional[Dict[str, str]] = None) -> Any:
     """DumpData header for the given tensors (arrays, dicts of DumpTensor args, or DumpTensors;
     buffers/workspaces: bytes or arrays). ``dump_time`` defaults to now (microseconds)."""
-    header = schema.DumpData()
+    header = dump_schema.DumpData()
     header.version = version
     header.dump_time = int(time.time() * 1000000) if dump_time is None else int(dump_time)
     header.op_name = op_name

@@ -47,7 +47,7 @@ from google.protobuf import text_format
 from google.protobuf.descriptor import FieldDescriptor as _FD
 
 from ..errors import GraphFormatError
-from . import ge_schema
+from . import ge_ir_schema as ge_schema  # the GE-IR (ge.proto) messages
 
 __all__ = [
     "OutputOrigin",
@@ -1329,7 +1329,7 @@ def make_tensor_desc(dtype: Union[str, int], shape: Sequence[int], layout: str =
     origin_data_type) and, when ``origin_name`` is given, the data-dump origin attrs
     (_datadump_origin_name/_output_index/_format/_data_type). Origin values default to
     the device ones."""
-    from . import schema  # format names/values shared with the dump-file schema
+    from . import dump_schema as schema  # format names/values shared with the dump-file schema
 
     desc = ge_schema.TensorDescriptor(dtype=_dtype_value(dtype), layout=layout)
     desc.shape.dim.extend(shape)

@@ -9,7 +9,7 @@ import pytest
 
 from npu_dump_hook.errors import DumpFileError, OptionError
 from npu_dump_hook.formats import dump_file as dfm
-from npu_dump_hook.formats import schema
+from npu_dump_hook.formats import dump_schema
 from npu_dump_hook.formats.dump_file import DumpFile, DumpTensor, read_header, write_dump_file
 
 GOLDEN_52 = bytes.fromhex(
@@ -156,7 +156,7 @@ def test_read_header_reads_only_prefix_and_header(tmp_path, monkeypatch):
 # --- validation, in documented order -------------------------------------------
 
 def _header_bytes(**fields):
-    header = schema.DumpData(version="2.0", op_name="x")
+    header = dump_schema.DumpData(version="2.0", op_name="x")
     out = header.output.add(data_type=fields.get("data_type", 1), size=fields.get("size", 16))
     out.shape.dim.extend(fields.get("shape", [2, 2]))
     return header.SerializeToString()
@@ -240,7 +240,7 @@ def test_rule7_trailing_bytes_warn_or_fail_when_strict(tmp_path, caplog):
 
 
 def test_header_with_other_version_is_read_as_v2_with_warning(tmp_path):
-    header = schema.DumpData(version="", op_name="x").SerializeToString()
+    header = dump_schema.DumpData(version="", op_name="x").SerializeToString()
     dump = DumpFile.open(_write(tmp_path, struct.pack("<Q", len(header)) + header))
     assert dump.version == "v2" and "is not '2.0'" in dump.warnings[0]
 
@@ -248,7 +248,7 @@ def test_header_with_other_version_is_read_as_v2_with_warning(tmp_path):
 # --- legacy proto-only files -----------------------------------------------------
 
 def _legacy_bytes(size_field=None):
-    header = schema.DumpData(version="1.0", op_name="old/op", dump_time=7)
+    header = dump_schema.DumpData(version="1.0", op_name="old/op", dump_time=7)
     out = header.output.add(data_type=7, format=2, data=np.array([5, -6, 7], dtype="<i4").tobytes())
     out.shape.dim.append(3)
     if size_field is not None:

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from npu_dump_hook.errors import GraphFormatError
-from npu_dump_hook.formats import ge_graph, ge_schema
+from npu_dump_hook.formats import ge_graph, ge_ir_schema
 from npu_dump_hook.formats.ge_graph import GraphSummary, OpSummary, OutputOrigin
 
 DATA = os.path.join(os.path.dirname(__file__), os.pardir, "data", "formats", "ge")
@@ -351,7 +351,7 @@ def test_msaccucmp_json_of_golden_op():
 
 
 def test_msaccucmp_json_edge_rules():
-    model = ge_schema.ModelDef()
+    model = ge_ir_schema.ModelDef()
     graph = model.graph.add(name="g")
     graph.output.append("dropped:0")  # GraphDef.output is black-listed
     op = graph.op.add(name="n", type="T")
@@ -392,11 +392,11 @@ def test_format_model_reproduces_the_hand_written_golden_text():
 
 
 def test_format_float_like_cplusplus():
-    op = ge_schema.OpDef(name="f")
+    op = ge_ir_schema.OpDef(name="f")
     for key, value in (("a", 1.0), ("b", 1e-05), ("c", 0.1), ("d", 16777217.0),
                        ("e", float("inf")), ("g", -0.0), ("h", 3.4028234663852886e38)):
         op.attr[key].f = value
-    text = ge_graph.format_model(ge_schema.ModelDef(graph=[ge_schema.GraphDef(op=[op])]))
+    text = ge_graph.format_model(ge_ir_schema.ModelDef(graph=[ge_ir_schema.GraphDef(op=[op])]))
     found = re.findall(r'key: "(\w)"\n +value \{\n +f: (\S+)', text)
     assert found == [("a", "1"), ("b", "1e-05"), ("c", "0.1"), ("d", "16777216"),
                      ("e", "inf"), ("g", "-0"), ("h", "3.40282347e+38")]

@@ -17,6 +17,7 @@ Public names::
 from typing import Dict, Union
 
 from . import _proto
+from .data_types import DATA_TYPES as _DATA_TYPES
 
 __all__ = [
     "DumpData",
@@ -36,15 +37,8 @@ __all__ = [
     "format_value",
 ]
 
-_DATA_TYPE_ORDER = (
-    "UNDEFINED FLOAT FLOAT16 INT8 UINT8 INT16 UINT16 INT32 INT64 UINT32 UINT64 BOOL DOUBLE STRING "
-    "DUAL_SUB_INT8 DUAL_SUB_UINT8 COMPLEX64 COMPLEX128 QINT8 QINT16 QINT32 QUINT8 QUINT16 RESOURCE "
-    "STRING_REF DUAL VARIANT BF16 INT4 UINT1 INT2 UINT2 COMPLEX32 HIFLOAT8 FLOAT8_E5M2 "
-    "FLOAT8_E4M3FN FLOAT8_E8M0 FLOAT6_E3M2 FLOAT6_E2M3 FLOAT4_E2M1 FLOAT4_E1M2 HIFLOAT4 HIFLOAT4_SCALE"
-).split()
-
-#: OutputDataType value -> enum name (reference §1.3; 41/42 from the adump copy).
-DATA_TYPES = {i: "DT_" + name for i, name in enumerate(_DATA_TYPE_ORDER)}  # type: Dict[int, str]
+#: OutputDataType value -> enum name (the shared table of :mod:`.data_types`).
+DATA_TYPES = dict(_DATA_TYPES)  # type: Dict[int, str]
 
 _FORMAT_ORDER = (
     "NCHW NHWC ND NC1HWC0 FRACTAL_Z NC1C0HWPAD NHWC1C0 FSR_NCHW FRACTAL_DECONV C1HWNC0 "

@@ -20,6 +20,7 @@ from typing import Dict, List, Optional, Tuple
 from google.protobuf import descriptor_pb2
 
 from . import _proto
+from .data_types import GE_IR_DATA_TYPE_NAMES
 
 __all__ = [
     "FILE_NAME",
@@ -43,16 +44,8 @@ __all__ = [
 FILE_NAME = "npu_dump_hook/ge_ir.proto"
 PACKAGE = "ge.proto"
 
-# ge.proto.DataType, value = position (reference §1.3 table; GE-ir stops at 41).
-DATA_TYPE_NAMES = (
-    "DT_UNDEFINED", "DT_FLOAT", "DT_FLOAT16", "DT_INT8", "DT_UINT8", "DT_INT16", "DT_UINT16",
-    "DT_INT32", "DT_INT64", "DT_UINT32", "DT_UINT64", "DT_BOOL", "DT_DOUBLE", "DT_STRING",
-    "DT_DUAL_SUB_INT8", "DT_DUAL_SUB_UINT8", "DT_COMPLEX64", "DT_COMPLEX128", "DT_QINT8",
-    "DT_QINT16", "DT_QINT32", "DT_QUINT8", "DT_QUINT16", "DT_RESOURCE", "DT_STRING_REF",
-    "DT_DUAL", "DT_VARIANT", "DT_BF16", "DT_INT4", "DT_UINT1", "DT_INT2", "DT_UINT2",
-    "DT_COMPLEX32", "DT_HIFLOAT8", "DT_FLOAT8_E5M2", "DT_FLOAT8_E4M3FN", "DT_FLOAT8_E8M0",
-    "DT_FLOAT6_E3M2", "DT_FLOAT6_E2M3", "DT_FLOAT4_E2M1", "DT_FLOAT4_E1M2", "DT_HIFLOAT4",
-)
+# ge.proto.DataType, value = position: the shared table of .data_types, up to GE-IR's last value.
+DATA_TYPE_NAMES = GE_IR_DATA_TYPE_NAMES
 
 # ge.proto.AttrDef.ListValue.ListValueType, value = position.
 LIST_VALUE_TYPE_NAMES = (
