@@ -32,7 +32,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 
 def collect_run(record: RunRecord, bundle_dir: str, *, link: str = "auto", checksum: str = "sha256",
-                archive: Optional[str] = None) -> Optional[BundleResult]:
+                archive: Optional[str] = None, force: bool = False) -> Optional[BundleResult]:
     """Locate the record's Build graph and dump folder and write its bundle.
 
     None when there is nothing to collect: dumping was off, or an overflow check found no
@@ -55,9 +55,10 @@ def collect_run(record: RunRecord, bundle_dir: str, *, link: str = "auto", check
         raise
     kwargs = dict(backend=record.backend, options=options.as_dict(), run=record.run_section(),
                   randomness=record.randomness, tf_graph=record.layout.tf_graph, golden_dir=record.golden_dir,
-                  init_dir=record.init_dir, link=link, checksum=checksum, archive=archive)
+                  init_dir=record.init_dir, link=link, checksum=checksum, archive=archive, force=force)
     if record.rank is not None:
-        result = write_rank_bundle(bundle_dir, record.rank, located, device_id=record.device_id, **kwargs)
+        result = write_rank_bundle(bundle_dir, record.rank, located, device_id=record.device_id,
+                                   run_name=record.layout.name, **kwargs)
     else:
         result = write_bundle(os.path.join(bundle_dir, record.layout.name), located, **kwargs)
     _log_result(result)

@@ -120,8 +120,8 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         emulate_precision: ``"fp32"`` (exact CPU values) or ``"fp16"`` (emulated backend only).
         collect: at ``end()``, locate this run's Build graph and dump folder and write a bundle.
         bundle_dir: where bundles go (default ``{output_dir}/bundles``): ``{bundle_dir}/{run
-            name}``, or ``{bundle_dir}/rank_{RANK_ID}`` plus a shared ``index.json`` when
-            RANK_ID is set, so the ranks of one job share one root.
+            name}``, or ``{bundle_dir}/rank_{RANK_ID}/{run name}`` plus a shared ``index.json``
+            when RANK_ID is set, so the ranks of one job share one root.
         strict: raise when the hook's own work fails (default, so CI jobs fail loudly); with
             ``strict=False`` the error is logged and training code carries on (module doc).
         verbose: print the one summary line at the end (bundle, steps, coverage, warnings) as
@@ -131,6 +131,8 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         graph_keyword: an op name that only the training graph contains (graph selection).
         link, checksum, archive: passed to the bundle writer (``auto``/``hardlink``/``copy``;
             ``sha256``/``none``; None/``tar``/``tar.gz``).
+        force: replace an existing bundle at the destination (never needed for reruns: each
+            run has its own bundle folder, also under ``rank_{RANK_ID}``).
     """
 
     def __init__(
@@ -154,6 +156,7 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         link: str = "auto",
         checksum: str = "sha256",
         archive: Optional[str] = None,
+        force: bool = False,
     ) -> None:
         if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):
             raise OptionError("max_steps", max_steps, "must be a positive int")
@@ -192,7 +195,7 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         atexit.register(_warn_if_never_began, weakref.ref(self))
         self.strict = strict
         self.graph_keyword = graph_keyword
-        self._bundle_args = {"link": link, "checksum": checksum, "archive": archive}
+        self._bundle_args = {"link": link, "checksum": checksum, "archive": archive, "force": force}
         self.bundle = None  # type: Any
         self.record = None  # type: Optional[RunRecord]
         self._tf_op_names = []  # type: List[str]

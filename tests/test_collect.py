@@ -169,13 +169,33 @@ def test_four_ranks_share_one_bundle_root(in_tmp_cwd):
         out, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err[-3000:]
         paths.append(out.strip().splitlines()[-1])
-    assert paths == [os.path.join(root, "rank_{}".format(r)) for r in range(4)]
+    assert [os.path.dirname(p) for p in paths] == [os.path.join(root, "rank_{}".format(r)) for r in range(4)]
     for rank, path in enumerate(paths):
         assert_valid_bundle(path)
         doc = read_bundle(path)
         assert doc["run"]["rank"] == rank and doc["dump"]["device_id"] == str(rank)
+        assert os.path.basename(path).endswith("_rank{}".format(rank))  # the run folder's name
     index = read_index(root)
     assert sorted(int(r) for r in index["ranks"]) == [0, 1, 2, 3]
+    assert [index["ranks"][str(r)]["path"] for r in range(4)] == [os.path.relpath(p, root) for p in paths]
+    assert sorted(os.listdir(root)) == ["index.json", "rank_0", "rank_1", "rank_2", "rank_3"]  # no lock file left
+
+
+def test_a_second_run_with_rank_id_gets_its_own_bundle(in_tmp_cwd, monkeypatch):
+    # Once: the second run of the same script crashed at the end with BundleExistsError.
+    monkeypatch.setenv("RANK_ID", "0")
+    locations = []
+    for _ in range(2):
+        options = DumpOptions(enable_dump=True, dump_path="dump")
+        hook = NpuDumpHook(options, output_dir="out")
+        mlp_session.train(options, hooks=[hook])
+        locations.append(hook.bundle.path)
+        import time
+
+        time.sleep(1.1)  # run folders are named to the second
+    assert locations[0] != locations[1] and all(os.path.isdir(p) for p in locations)
+    index = read_index(os.path.join(str(in_tmp_cwd), "out", "bundles"))
+    assert index["ranks"]["0"]["path"] == os.path.relpath(locations[1], os.path.join(str(in_tmp_cwd), "out", "bundles"))
 
 
 def test_post_hoc_collect_command(in_tmp_cwd, capsys):
@@ -252,7 +272,7 @@ def test_collect_run_passes_the_records_device_id_to_the_index(tmp_path, monkeyp
         tf_op_names=(), backend="emulated", run_section=lambda: {"rank": 2, "device_id": 5}, randomness=None,
         layout=types.SimpleNamespace(tf_graph=None, name="run"), golden_dir=None, init_dir=None, rank=2)
     result = collect.collect_run(record, str(tmp_path / "bundles"))
-    assert result.path == str(tmp_path / "bundles" / "rank_2")
+    assert result.path == str(tmp_path / "bundles" / "rank_2" / "run")  # the run's own folder under its rank
     assert read_index(str(tmp_path / "bundles"))["ranks"]["2"]["device_id"] == "5"
 
 

@@ -1,10 +1,21 @@
-"""Multi-rank roots: ``{root}/rank_{N}/`` bundles listed in ``{root}/index.json`` under a file lock."""
+"""Multi-rank roots: ``{root}/rank_{N}[/{run}]/`` bundles listed in ``{root}/index.json`` under a lock.
+
+The lock is an advisory ``flock`` on the root folder itself where the platform has one, so no
+lock file is left behind; elsewhere a ``{root}/index.json.lock`` file lock.
+"""
+import contextlib
 import datetime
 import json
 import os
-from typing import Any, Dict, Mapping, Optional, Tuple
+import time
+from typing import Any, Dict, Iterator, Mapping, Optional, Tuple
 
 from filelock import FileLock
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None  # type: ignore[assignment]
 
 from .._atomic import atomic_write_bytes
 from ..constants import ENV_DEVICE_ID, ENV_RANK_ID
@@ -25,8 +36,12 @@ def rank_from_env(environ: Optional[Mapping[str, str]] = None) -> Tuple[int, Opt
 
 
 def write_rank_bundle(root: str, rank: Optional[int], located: Any, device_id: Any = None,
-                      **kwargs: Any) -> BundleResult:
+                      run_name: Optional[str] = None, **kwargs: Any) -> BundleResult:
     """Write ``{root}/rank_{rank}/`` (rank from RANK_ID when None) and record it in the index.
+
+    With ``run_name`` the bundle is ``{root}/rank_{rank}/{run_name}/``, so runs of a script
+    repeated on one root never collide (the hook passes its run folder's name); the index
+    points at the latest one.
 
     The index's ``device_id`` (a string) is ``device_id`` when given (the hook passes its
     record's), else DEVICE_ID when the rank comes from the environment, else the device of
@@ -44,14 +59,15 @@ def write_rank_bundle(root: str, rank: Optional[int], located: Any, device_id: A
     except OSError as exc:
         raise BundleError("cannot create the multi-rank bundle root {}: {}".format(root, exc.strerror or exc),
                           root) from exc
-    result = write_bundle(os.path.join(root, "rank_{}".format(int(rank))), located, **kwargs)
+    dest = os.path.join(root, "rank_{}".format(int(rank)))
+    result = write_bundle(os.path.join(dest, run_name) if run_name else dest, located, **kwargs)
     update_index(root, int(rank), result, device_id=None if device_id is None else str(device_id))
     return result
 
 
 def update_index(root: str, rank: int, result: BundleResult, device_id: Optional[str] = None,
                  timeout: float = 60.0) -> Dict[str, Any]:
-    """Add or replace ``rank`` in ``{root}/index.json`` under ``{root}/index.json.lock``."""
+    """Add or replace ``rank`` in ``{root}/index.json``, under the root's lock."""
     index_path = os.path.join(root, INDEX_JSON)
     entry = {
         "path": os.path.relpath(result.location, root).replace(os.sep, "/"),
@@ -64,7 +80,7 @@ def update_index(root: str, rank: int, result: BundleResult, device_id: Optional
         "updated": datetime.datetime.now(datetime.timezone.utc).astimezone().isoformat(timespec="seconds"),
     }
     try:
-        with FileLock(index_path + ".lock", timeout=timeout):
+        with _root_lock(root, timeout):
             index = read_index(root) if os.path.isfile(index_path) else {"schema": INDEX_SCHEMA, "ranks": {}}
             index["ranks"][str(rank)] = entry
             index["ranks"] = {k: index["ranks"][k] for k in sorted(index["ranks"], key=int)}
@@ -83,3 +99,30 @@ def read_index(root: str) -> Dict[str, Any]:
     if index.get("schema") != INDEX_SCHEMA or not isinstance(index.get("ranks"), dict):
         raise BundleError("{} is not a {} document".format(path, INDEX_SCHEMA), path)
     return index
+
+
+@contextlib.contextmanager
+def _root_lock(root: str, timeout: float) -> Iterator[None]:
+    """Exclusive lock of ``root`` between processes: ``flock`` on the folder (nothing is left
+    behind), or a ``index.json.lock`` file lock where flock does not exist."""
+    if fcntl is None:  # pragma: no cover - not POSIX
+        with FileLock(os.path.join(root, INDEX_JSON + ".lock"), timeout=timeout):
+            yield
+        return
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise BundleError("timed out after {:.0f} s waiting for the lock of {}".format(timeout, root), root)
+                time.sleep(0.05)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
