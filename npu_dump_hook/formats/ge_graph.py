@@ -505,7 +505,6 @@ def _skeleton_lines(level: int) -> bytes:
 _SKELETON_RE = re.compile(_skeleton_lines(2) + rb"  \}")
 
 _Loc = Tuple[int, int, int]  # a word: index in the op's parts of its segment, start, end
-_new_tuple = tuple.__new__  # builds named tuples without their Python-level __new__
 
 
 def _int_base0(raw: bytes) -> int:
@@ -540,7 +539,7 @@ class _Shape(object):
         self.checks = []  # type: List[Tuple[Any, int, int, int]]  # to redo for each op
         self.strings = 0  # strings in an op of this shape
         self.key_slots = ()  # type: Tuple[int, ...]
-        self.key_get = None  # type: Any
+        self.key_get = _getter(())  # type: Any
         self.variants = {}  # type: Dict[Tuple[bytes, ...], Any]
         self.last_keys = None  # type: Optional[Tuple[bytes, ...]]  # and its variant:
         self.last_plan = None  # type: Any
@@ -595,11 +594,7 @@ class _Shape(object):
         slots = [entry[0] for entry in shape.attrs]
         slots += [entry[0] for entries in shape.outputs for entry in entries]
         shape.key_slots = tuple(slot for slot in slots if slot is not None)
-        if len(shape.key_slots) > 1:
-            shape.key_get = operator.itemgetter(*shape.key_slots)
-        elif shape.key_slots:
-            only = shape.key_slots[0]
-            shape.key_get = lambda strings: (strings[only],)
+        shape.key_get = _getter(shape.key_slots)
         return shape
 
     def _convert(self, kind: bytes, value: bytes, string: Optional[int], word: _Loc) -> Any:
@@ -645,44 +640,14 @@ class _Shape(object):
             if name == b"s" and string is not None:
                 entry[5].append(string)
 
-    def build(self, parts: List[bytes], strings: List[bytes], plan: Any,
-              decode: Any) -> OpSummary:
-        """The summary of one op of this shape: ``parts`` are its segments between double
-        quotes (strings at odd indices), ``plan`` the variant of its keys. Strings are
-        decoded one by one by ``decode`` if given, else joined by NUL and decoded at once."""
-        for convert, index, begin, stop in self.checks:
-            convert(parts[index][begin:stop], "", 0)
-        get, inputs_end, names_end, outputs, no_task, op_id = plan
-        strings.append(b"")  # index self.strings: an absent name or type
-        if decode is not None:
-            texts = list(map(decode, get(strings)))
-        else:
-            texts = b"\x00".join(get(strings)).decode("utf-8", "replace").split("\x00")
-        if op_id is not None:
-            index, begin, stop, convert = op_id
-            op_id = convert(parts[index][begin:stop])
-        if no_task is not None:
-            index, begin, stop = no_task
-            no_task = parts[index][begin:stop] in _TRUE
-        origins = []
-        for origin, output_index in outputs:
-            if output_index is not None:
-                index, begin, stop, convert = output_index
-                output_index = convert(parts[index][begin:stop])
-            origins.append(_new_tuple(OutputOrigin, (
-                None if origin is None else texts[origin], output_index)))
-        return _new_tuple(OpSummary, (
-            texts[0], texts[1], op_id or 0, tuple(texts[2:inputs_end]), no_task is True,
-            None if names_end is None else tuple(texts[inputs_end:names_end]),
-            tuple(origins)))
-
     def variant(self, keys: Tuple[bytes, ...]) -> Any:
-        """How to build the summary of an op of this shape whose attr keys are ``keys`` (as
-        close_op_attr and close_output_attr would decide), or _BAIL."""
+        """The builder (see _compile_builder) of the summary of an op of this shape whose
+        attr keys are ``keys``, as close_op_attr and close_output_attr would decide; or
+        _BAIL."""
         found = self.variants.get(keys)
         if found is not None:
             return found
-        if any(b"\\" in key or b"\x00" in key for key in keys):
+        if any(key.find(b"\\") >= 0 or key.find(b"\x00") >= 0 for key in keys):
             found = _BAIL  # an escaped key may spell one we look for
         else:
             found = self._resolve(dict(zip(self.key_slots, keys)))
@@ -700,14 +665,6 @@ class _Shape(object):
                 no_task = b_word
             elif key == b"_datadump_original_op_names":
                 names = list_s
-        absent = self.strings  # build() appends an empty string there
-        wanted = [absent if self.name is None else self.name,
-                  absent if self.type is None else self.type] + self.inputs
-        inputs_end = len(wanted)
-        names_end = None
-        if names is not None:
-            wanted += names
-            names_end = len(wanted)
         outputs = []
         for entries in self.outputs:
             origin = index = None
@@ -721,14 +678,61 @@ class _Shape(object):
                     if first != b"i" or i_word is None:
                         return _BAIL
                     index = i_word
-            if origin is not None:
-                wanted.append(origin)
-                origin = len(wanted) - 1
             outputs.append((origin, index))
-        return _getter(wanted), inputs_end, names_end, tuple(outputs), no_task, self.id
+        return _compile_builder(self, no_task, names, outputs)
 
 
-def _getter(indices: List[int]) -> Any:
+_BUILD_GLOBALS = {"new": tuple.__new__, "OpSummary": OpSummary, "OutputOrigin": OutputOrigin,
+                  "TRUE": _TRUE, "base0": _int_base0, "check_bool": _bool, "check_int": _int}
+
+
+def _compile_builder(shape: _Shape, no_task: Optional[_Loc], names: Optional[Tuple[int, ...]],
+                     outputs: List[Tuple[Optional[int], Any]]) -> Any:
+    """A function ``build(parts, strings, decode)`` giving the OpSummary of an op: ``parts``
+    are the op's segments between double quotes, ``strings`` the odd ones, ``decode`` None
+    (decode the strings it needs in one go) or what decodes one. Written out for one shape
+    and set of keys, from string indices and word offsets only, as straight-line code
+    without loops or look-ups (the generic version took a quarter of the scan time)."""
+    wanted = []  # type: List[int]  # the strings to decode, by index
+
+    def text(index: Optional[int]) -> str:
+        if index is None:
+            return "None"
+        wanted.append(index)
+        return "t[%d]" % (len(wanted) - 1)
+
+    def word(loc: Sequence[Any]) -> str:
+        return "parts[%d][%d:%d]" % tuple(loc[:3])
+
+    def number(loc: Any) -> str:
+        if loc is None:
+            return "None"
+        return "%s(%s)" % ("base0" if loc[3] is _int_base0 else "int", word(loc))
+
+    lines = ["def build(parts, strings, decode):"]
+    for convert, index, begin, stop in shape.checks:  # conversions whose outcome varies
+        lines.append("    %s(parts[%d][%d:%d], '', 0)" % (
+            "check_bool" if convert is _bool else "check_int", index, begin, stop))
+    name = text(shape.name) if shape.name is not None else '""'
+    op_type = text(shape.type) if shape.type is not None else '""'
+    inputs = "".join(text(index) + ", " for index in shape.inputs)
+    names_text = ("None" if names is None
+                  else "(" + "".join(text(index) + ", " for index in names) + ")")
+    origins = "".join("new(OutputOrigin, (%s, %s)), " % (text(origin), number(index))
+                      for origin, index in outputs)
+    if wanted:
+        lines.append("    raw = (%s)" % "".join("strings[%d], " % index for index in wanted))
+        lines.append('    t = (b"\\x00".join(raw).decode("utf-8", "replace").split("\\x00")'
+                     " if decode is None else list(map(decode, raw)))")
+    lines.append("    return new(OpSummary, (%s, %s, %s, (%s), %s, %s, (%s)))" % (
+        name, op_type, "0" if shape.id is None else number(shape.id), inputs,
+        "False" if no_task is None else word(no_task) + " in TRUE", names_text, origins))
+    namespace = dict(_BUILD_GLOBALS)
+    exec(compile("\n".join(lines), "<ge_graph op builder>", "exec"), namespace)
+    return namespace["build"]
+
+
+def _getter(indices: Sequence[int]) -> Any:
     """A callable giving the items at ``indices`` of a list, as a tuple."""
     if len(indices) > 1:
         return operator.itemgetter(*indices)
@@ -742,10 +746,10 @@ def _without_line_end_blanks(text: bytes) -> bytes:
     """``text`` without the spaces, tabs and CRs that end its lines (and itself). In valid
     text these are never inside a string, which cannot span a newline; in text with a
     string left open the string keeps its newline, and the fast path declines it."""
-    if b"\r\n" in text:
+    if text.find(b"\r\n") >= 0:
         text = text.replace(b"\r\n", b"\n")
     for _ in range(3):  # each round drops one blank per line end: a few are the norm
-        if not (b" \n" in text or b"\t\n" in text or b"\r\n" in text):
+        if text.find(b" \n") < 0 and text.find(b"\t\n") < 0 and text.find(b"\r\n") < 0:
             break
         text = text.replace(b" \n", b"\n").replace(b"\t\n", b"\n").replace(b"\r\n", b"\n")
     else:
@@ -759,7 +763,7 @@ def _plain(raw: bytes) -> str:
 
 def _escaped(raw: bytes) -> str:
     """A string neutralised by _FastOps (see there) as text: escapes restored, resolved."""
-    if b"\\" in raw or b"\x00" in raw:
+    if raw.find(b"\\") >= 0 or raw.find(b"\x00") >= 0:
         raw = raw.replace(b"\x00\x01", b"\\\\").replace(b"\x00\x02", b'\\"')
         raw = _unescape(raw, "", 0)
     return raw.decode("utf-8", "replace")
@@ -794,8 +798,10 @@ class _FastOps(object):
         self.data = data
         self.size = len(data)
         self.path = path
-        self.shapes = {}  # type: Dict[bytes, Any]  # skeleton -> _Shape or _BAIL
-        self.shape_bytes = 0
+        # skeleton length -> [(skeleton, _Shape or _BAIL)]
+        self.shapes = {}  # type: Dict[int, List[Tuple[bytes, Any]]]
+        self._shapes_of_length = self.shapes.get
+        self.shape_count = self.shape_bytes = 0
         self._pieces = [b""]  # type: List[bytes]  # a window of data split at _line
         self._line = _OP_LINE  # the op line the window is split at (with its blanks or CR)
         self._next = 1  # index in _pieces of the next piece to read
@@ -843,37 +849,33 @@ class _FastOps(object):
         if not self._seek(at, line):
             self._load(pos - 3, line)
         pieces, index, summary_of = self._pieces, self._next, self._summary
-        step = len(line) - 1
         strip = line != _OP_LINE  # then other lines likely end with blanks or CR too
         ops = []  # type: List[OpSummary]
-        end = -1
-        # A batch allocates only objects that it keeps or that die at once: running the
-        # cycle collector every 700 of them (a quarter of the time) finds nothing to free.
-        collect = gc.isenabled()
-        gc.disable()
+        append = ops.append
+        stop = -1  # where an op that ends inside its piece ends
         try:
-            while index < len(pieces):
+            for index in range(index, len(pieces)):
                 piece = pieces[index]
                 summary = summary_of(_without_line_end_blanks(piece) if strip else piece)
-                length = len(piece) + 1  # up to the newline that ends the closing line
                 if summary is None:
                     summary, length = self._reread(piece)
                     if summary is None:
-                        self._declined = pos
+                        self._declined = at + 3 - len(line)
                         break
                     strip = True  # the next ops likely have blanks at line ends too
-                ops.append(summary)
-                end = at + length
-                if length != len(piece) + 1:
-                    break  # the op ended before the piece: the general path reads the rest
-                at = end + step
-                pos = at + 3 - len(line)
-                index += 1
+                    if length != len(piece) + 1:  # the general path reads the rest
+                        append(summary)
+                        stop = at + length
+                        break
+                append(summary)
+                at += len(piece) + len(line)  # where the next piece starts
+            else:
+                index = len(pieces)
         finally:
-            if collect:
-                gc.enable()
             self._next, self._at = index, at
-        return (ops, end) if ops else None
+        if not ops:
+            return None
+        return ops, stop if stop >= 0 else at - len(line) + 1
 
     def _reread(self, piece: bytes) -> Tuple[Optional[OpSummary], int]:
         """For a piece that is not one canonical op: the summary of the op it starts with,
@@ -893,51 +895,68 @@ class _FastOps(object):
         return None, 0
 
     def _summary(self, text: bytes) -> Optional[OpSummary]:
-        escaped = b"\\" in text
+        # (bytes.find, not "in": on Python 3.7 "in" first raises and clears a TypeError)
+        escaped = text.find(b"\\") >= 0
         if escaped:
-            if b"\x00" in text:
+            if text.find(b"\x00") >= 0:
                 return None
             text = text.replace(b"\\\\", b"\x00\x01").replace(b'\\"', b"\x00\x02")
         parts = text.split(b'"')
         if not len(parts) & 1:
             return None  # an odd number of quotes
         skeleton = b'""'.join(parts[0::2]).translate(_DIGITS_TO_0)
-        shape = self.shapes.get(skeleton)
-        if shape is None:
+        # looked up by length, then compared: hashing the skeleton would read it once more
+        for known, shape in self._shapes_of_length(len(skeleton), ()):
+            if known == skeleton:
+                break
+        else:
             shape = _Shape.of(skeleton) or _BAIL
-            if len(self.shapes) < _MAX_SHAPES and self.shape_bytes < _MAX_SHAPE_BYTES:
-                self.shapes[skeleton] = shape
+            if self.shape_count < _MAX_SHAPES and self.shape_bytes < _MAX_SHAPE_BYTES:
+                self.shapes.setdefault(len(skeleton), []).append((skeleton, shape))
+                self.shape_count += 1
                 self.shape_bytes += len(skeleton)
         if shape is _BAIL:
             return None
         strings = parts[1::2]
         joined = b"".join(strings)
-        if b"\n" in joined:
+        if joined.find(b"\n") >= 0:
             return None  # a string left open at the end of its line
+        keys = shape.key_get(strings)
+        if keys == shape.last_keys:  # compares bytes; a dict look-up also hashes them
+            build = shape.last_plan
+        else:
+            build = shape.last_plan = shape.variant(keys)
+            shape.last_keys = keys
+        if build is _BAIL:
+            return None
         try:
             if escaped:
                 _unescape(joined, self.path, 0)
-            keys = shape.key_get(strings) if shape.key_get is not None else ()
-            if keys == shape.last_keys:  # compares bytes; a dict look-up also hashes them
-                plan = shape.last_plan
-            else:
-                plan = shape.variant(keys)
-                shape.last_keys, shape.last_plan = keys, plan
-            if plan is _BAIL:
-                return None
-            decode = _escaped if escaped else _plain if b"\x00" in joined else None
-            return shape.build(parts, strings, plan, decode)
+            decode = _escaped if escaped else _plain if joined.find(b"\x00") >= 0 else None
+            return build(parts, strings, decode)
         except GraphFormatError:
             return None  # the general path reports it, at its offset
 
 
 def _scan_graphs(data: Any, path: str, fast_ops: bool = True) -> Iterator[GraphSummary]:
     scan = _GeneralScan(data, path, _FastOps(data, path) if fast_ops else None)
-    while scan.step():
-        if scan.finished:
-            for graph in scan.finished:
-                yield graph
-            del scan.finished[:]
+    more = True
+    while more:
+        # The scan allocates only what it keeps and temporaries that refcounting frees: the
+        # cycle collector, run every 700 allocations, would go over the growing result again
+        # and again for nothing (up to 40% of the time). It is paused while the scan works,
+        # never while the caller runs.
+        collect = gc.isenabled()
+        gc.disable()
+        try:
+            while not scan.finished and more:
+                more = scan.step()
+            finished, scan.finished = scan.finished, []
+        finally:
+            if collect:
+                gc.enable()
+        for graph in finished:
+            yield graph
 
 
 # --------------------------------------------------------------------------- public scan API
