@@ -17,8 +17,13 @@ function                    TF 1.15                          TF 2.x (2.15 tested
 Private TensorFlow APIs used on both (present since TF 1.x, read defensively):
 ``session.register_session_run_conversion_functions`` (:func:`register_fetch_conversion`),
 ``Operation._update_input`` and ``Operation._control_flow_context`` (used on graph objects by
-the callers; no import needed).
+the callers; no import needed). For :mod:`npu_dump_hook.runner` (injection into unmodified
+scripts): the modules named by :data:`SESSION_MODULE`, :data:`MONITORED_SESSION_MODULE` and
+:data:`ESTIMATOR_MODULE`, ``_MonitoredSession`` and its ``_CoordinatedSessionCreator``, the
+``_config`` of the session creators and the ``_session_config`` of ``Estimator`` (see
+:func:`monitored_session_classes`, :func:`session_creator_config`, :func:`estimator_session_config`).
 """
+import copy
 import importlib
 import importlib.util
 from typing import Any, List, Tuple
@@ -36,7 +41,28 @@ __all__ = [
     "register_fetch_conversion",
     "repeat_dataset",
     "quiet_tensorflow_logs",
+    "SESSION_MODULE",
+    "MONITORED_SESSION_MODULE",
+    "ESTIMATOR_MODULE",
+    "session_classes",
+    "monitored_session_classes",
+    "estimator_class",
+    "session_creator_config",
+    "with_session_creator_config",
+    "estimator_session_config",
+    "set_estimator_session_config",
 ]
+
+#: Where ``tf.compat.v1.Session``, ``InteractiveSession`` and ``BaseSession`` are defined, under the
+#: name in ``sys.modules`` (TF 1.15: the code lives in ``tensorflow_core`` but is imported under
+#: ``tensorflow.*``; TF 2.x: the same name).
+SESSION_MODULE = "tensorflow.python.client.session"
+#: Where ``MonitoredSession``, ``MonitoredTrainingSession`` and the session creators are defined
+#: (TF 1.15 and 2.x, as :data:`SESSION_MODULE`).
+MONITORED_SESSION_MODULE = "tensorflow.python.training.monitored_session"
+#: Where ``tf.estimator.Estimator`` is defined: the tensorflow-estimator package of both TF 1.15
+#: (imported with ``tensorflow``) and TF 2.x (imported on first use of ``tf.estimator``).
+ESTIMATOR_MODULE = "tensorflow_estimator.python.estimator.estimator"
 
 
 def tf_v1() -> Any:
@@ -164,3 +190,76 @@ def quiet_tensorflow_logs() -> None:
     import tensorflow
 
     tensorflow.get_logger().setLevel("ERROR")
+
+
+def session_classes() -> Tuple[type, type, type]:
+    """``(BaseSession, Session, InteractiveSession)`` of :data:`SESSION_MODULE` (TF 1.15 and 2.x).
+
+    ``tf.compat.v1.Session`` (and TF 1.15's ``tf.Session``) is that ``Session``; ``run`` and
+    ``close`` are defined on ``BaseSession`` only, ``__exit__`` on ``Session`` only, and
+    ``InteractiveSession`` derives from ``BaseSession`` directly, with its own ``close``.
+    Works while the module is still being imported (its classes exist once its code has run).
+    """
+    module = importlib.import_module(SESSION_MODULE)
+    return module.BaseSession, module.Session, module.InteractiveSession
+
+
+def monitored_session_classes() -> Tuple[type, Any, Tuple[type, ...]]:
+    """``(_MonitoredSession, _CoordinatedSessionCreator or None, (ChiefSessionCreator, WorkerSessionCreator))``.
+
+    TF 1.15 and 2.x (private): ``MonitoredSession`` and ``SingularMonitoredSession`` both run
+    ``_MonitoredSession.__init__(self, session_creator, hooks, should_recover,
+    stop_grace_period_secs=120)``, which begins the hooks and creates the session;
+    ``MonitoredTrainingSession`` returns a ``MonitoredSession``. Every ``tf.Session`` a
+    monitored session makes (the first and any recovery) is made inside
+    ``_MonitoredSession._CoordinatedSessionCreator.create_session``.
+    """
+    module = importlib.import_module(MONITORED_SESSION_MODULE)
+    base = module._MonitoredSession  # noqa: SLF001 - see docstring
+    coordinated = getattr(base, "_CoordinatedSessionCreator", None)
+    return base, coordinated, (module.ChiefSessionCreator, module.WorkerSessionCreator)
+
+
+def estimator_class() -> type:
+    """``tf.estimator.Estimator`` from :data:`ESTIMATOR_MODULE` (TF 1.15 and 2.x; NPUEstimator
+    derives from it). ``Estimator.train(self, input_fn, hooks=None, steps=None, max_steps=None,
+    saving_listeners=None)`` on both."""
+    return importlib.import_module(ESTIMATOR_MODULE).Estimator
+
+
+def session_creator_config(creator: Any) -> Any:
+    """The ``ConfigProto`` (or None) a ``ChiefSessionCreator``/``WorkerSessionCreator`` creates its
+    session with: the private ``_config`` both keep (TF 1.15 and 2.x)."""
+    return getattr(creator, "_config", None)
+
+
+def with_session_creator_config(creator: Any, config: Any) -> Any:
+    """A shallow copy of ``creator`` that creates its session with ``config`` (the caller's creator
+    is left as it was; TF 1.15 and 2.x, private ``_config``)."""
+    result = copy.copy(creator)
+    result._config = config  # noqa: SLF001 - see docstring
+    return result
+
+
+def estimator_session_config(estimator: Any) -> Any:
+    """The ``ConfigProto`` ``estimator.train`` gives ``MonitoredTrainingSession``: the private
+    ``_session_config`` set in ``Estimator.__init__`` from ``RunConfig.session_config`` (TF 1.15 and
+    2.x; NPUEstimator has put its ``NpuOptimizer`` entry there). None when absent."""
+    return getattr(estimator, "_session_config", None)
+
+
+def set_estimator_session_config(estimator: Any, config: Any) -> None:
+    """Replace what :func:`estimator_session_config` returns (TF 1.15 and 2.x, private)."""
+    estimator._session_config = config  # noqa: SLF001 - see docstring
+
+
+def add_function_def(graph: Any, fdef: Any) -> None:
+    """Add the FunctionDef ``fdef`` to ``graph``'s function library (TF 1.15 and 2.x).
+
+    Through the legacy ``framework.function._from_definition`` and the private
+    ``Graph._add_function``, present in both (TF 1.15 has no way to remove or replace a
+    function, so callers add edited copies under new names).
+    """
+    from tensorflow.python.framework import function as legacy_function
+
+    graph._add_function(legacy_function._from_definition(fdef))  # noqa: SLF001

@@ -14,6 +14,18 @@ Variables read by npu_dump_hook itself (all optional)::
     NPU_DUMP_HOOK_CAPTURE_BUDGET  bytes a captured step may fetch directly (default 256 MiB);
                              larger steps stream tensors to disk one at a time
 
+Variables read by :mod:`npu_dump_hook.runner` (``npu-dump-hook run`` sets them for its child)::
+
+    NPU_DUMP_HOOK_RUN        "0"/"false"/... : the runner runs the script without injecting anything
+    NPU_DUMP_HOOK_<KEYWORD>  an NpuDumpHook keyword, one variable each (ENV_RUN_HOOK_OPTIONS):
+                             MAX_STEPS, RANDOMNESS, SEED, BACKEND, EMULATE_PRECISION, REFERENCE,
+                             SAVE_INITIAL_STATE, OUTPUT_DIR, BUNDLE_DIR, STRICT, RANKS ("0,1"),
+                             GRAPH_KEYWORD, LINK, CHECKSUM, ARCHIVE
+    NPU_DUMP_HOOK_STOP       plain tf.compat.v1.Session scripts: "exit" (default: the process ends
+                             with status 0 after the dumped step) or "continue"
+    NPU_DUMP_HOOK_LOG_LEVEL  DEBUG/INFO/WARNING/ERROR: the runner prints the package's log records
+                             at that level on stderr (the CLI's -v/-q/--debug)
+
 Variables of the Ascend stack that npu_dump_hook reads or sets (see
 reference/npu-bridge-dump-api.md §5): DUMP_GRAPH_PATH, DUMP_GE_GRAPH,
 DUMP_GRAPH_LEVEL, ASCEND_WORK_PATH, NPU_COLLECT_PATH, ASCEND_DEVICE_ID,
@@ -23,6 +35,11 @@ DEVICE_ID, RANK_ID, RANK_SIZE.
 __all__ = [
     "ENV_OPTIONS",
     "ENV_CAPTURE_BUDGET",
+    "ENV_RUN",
+    "ENV_RUN_HOOK_OPTIONS",
+    "ENV_RUN_STOP",
+    "STOP_MODES",
+    "ENV_RUN_LOG_LEVEL",
     "ENV_DUMP_GRAPH_PATH",
     "ENV_DUMP_GE_GRAPH",
     "ENV_DUMP_GRAPH_LEVEL",
@@ -55,6 +72,33 @@ ENV_OPTIONS = {
 }
 
 ENV_CAPTURE_BUDGET = "NPU_DUMP_HOOK_CAPTURE_BUDGET"
+
+#: The runner's switch: set to a false value, ``python -m npu_dump_hook.runner`` injects nothing.
+ENV_RUN = "NPU_DUMP_HOOK_RUN"
+#: NpuDumpHook keyword -> environment variable read by npu_dump_hook.runner.
+ENV_RUN_HOOK_OPTIONS = {
+    "max_steps": "NPU_DUMP_HOOK_MAX_STEPS",
+    "randomness": "NPU_DUMP_HOOK_RANDOMNESS",
+    "seed": "NPU_DUMP_HOOK_SEED",
+    "backend": "NPU_DUMP_HOOK_BACKEND",
+    "emulate_precision": "NPU_DUMP_HOOK_EMULATE_PRECISION",
+    "reference": "NPU_DUMP_HOOK_REFERENCE",
+    "save_initial_state": "NPU_DUMP_HOOK_SAVE_INITIAL_STATE",
+    "output_dir": "NPU_DUMP_HOOK_OUTPUT_DIR",
+    "bundle_dir": "NPU_DUMP_HOOK_BUNDLE_DIR",
+    "strict": "NPU_DUMP_HOOK_STRICT",
+    "ranks": "NPU_DUMP_HOOK_RANKS",
+    "graph_keyword": "NPU_DUMP_HOOK_GRAPH_KEYWORD",
+    "link": "NPU_DUMP_HOOK_LINK",
+    "checksum": "NPU_DUMP_HOOK_CHECKSUM",
+    "archive": "NPU_DUMP_HOOK_ARCHIVE",
+}
+#: Plain-session scripts under the runner: ``exit`` (default) or ``continue`` after the dumped steps.
+ENV_RUN_STOP = "NPU_DUMP_HOOK_STOP"
+#: What ``NpuDumpSession(stop=)``, ``--stop`` and NPU_DUMP_HOOK_STOP accept.
+STOP_MODES = ("exit", "continue")
+#: Level of the package's log records the runner prints on stderr (unset: Python's default, warnings).
+ENV_RUN_LOG_LEVEL = "NPU_DUMP_HOOK_LOG_LEVEL"
 
 ENV_DUMP_GRAPH_PATH = "DUMP_GRAPH_PATH"
 ENV_DUMP_GE_GRAPH = "DUMP_GE_GRAPH"
