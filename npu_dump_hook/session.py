@@ -25,6 +25,7 @@ import sys
 from typing import Any, Optional
 
 from . import _tf
+from .constants import STOP_MODES
 from .errors import OptionError
 from .hook import NpuDumpHook
 from .options import DumpOptions
@@ -32,8 +33,6 @@ from .options import DumpOptions
 __all__ = ["NpuDumpSession", "STOP_MODES"]
 
 logger = logging.getLogger(__name__)
-
-STOP_MODES = ("exit", "continue")
 
 
 class NpuDumpSession(object):
@@ -45,17 +44,23 @@ class NpuDumpSession(object):
         stop: ``"exit"`` (default) ends the process with status 0 after the dumped steps and
             the bundle (the script's own loop cannot be stopped otherwise); ``"continue"``
             keeps training without further dumping.
+        hook: an :class:`NpuDumpHook` made beforehand (not yet begun), instead of ``options``
+            and ``hook_options``: for a caller that needs ``hook.options`` before the session
+            exists (:mod:`npu_dump_hook.runner` builds the session config from them).
         **hook_options: every keyword of :class:`NpuDumpHook` (``max_steps``, ``randomness``,
             ``output_dir``, ``bundle_dir``, ``strict``, ...).
     """
 
     def __init__(self, session: Any, options: Optional[DumpOptions] = None, *, stop: str = "exit",
-                 **hook_options: Any) -> None:
+                 hook: Optional[NpuDumpHook] = None, **hook_options: Any) -> None:
         if stop not in STOP_MODES:
             raise OptionError("stop", stop, "must be one of " + "|".join(STOP_MODES))
+        if hook is not None and (options is not None or hook_options):
+            raise OptionError("hook", type(hook).__name__, "brings its own options: give hook= alone, "
+                                                           "or options and hook options without it")
         self._session = session
         self._stop = stop
-        self.hook = NpuDumpHook(options, **hook_options)
+        self.hook = hook if hook is not None else NpuDumpHook(options, **hook_options)
         self._finished = False
         with session.graph.as_default():
             self.hook.begin()
@@ -89,13 +94,13 @@ class NpuDumpSession(object):
         self.hook.after_run(context, v1.train.SessionRunValues(results=extra_results, options=options,
                                                                run_metadata=run_metadata))
         if context.stop_requested:
-            self._finish()
+            self.finish()
             if self._stop == "exit":
                 raise SystemExit(0)
         return results
 
     def close(self) -> None:
-        self._finish()
+        self.finish()
         self._session.close()
 
     def __enter__(self) -> "NpuDumpSession":
@@ -105,14 +110,21 @@ class NpuDumpSession(object):
         if exc_type is None or issubclass(exc_type, SystemExit):
             self.close()
         else:  # the script failed: as with MonitoredSession, no end() and no bundle
-            self._finished = True
+            self.abandon()
             self._session.close()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._session, name)  # sess_str, list_devices, make_callable, ...
 
     # -- ending -------------------------------------------------------------------------
-    def _finish(self) -> None:
+    @property
+    def finished(self) -> bool:
+        """True once the run is over for the hook: collected (:meth:`finish`) or abandoned."""
+        return self._finished
+
+    def finish(self) -> None:
+        """End the hook's run now (``end()``: run.json, bundle) unless it has ended; the session
+        stays open. ``stop="exit"`` prints the bundle path."""
         if self._finished:
             return
         self._finished = True
@@ -122,7 +134,11 @@ class NpuDumpSession(object):
             sys.stdout.flush()
             print(self.hook.bundle.location)
 
+    def abandon(self) -> None:
+        """The script failed: end without ``end()`` and without a bundle (MonitoredSession's contract)."""
+        self._finished = True
+
     def _finish_at_exit(self) -> None:
         if not self._finished and self.hook._steps_run:  # noqa: SLF001 - the hook is ours
             logger.warning("NpuDumpSession: collecting at interpreter exit (the session was never closed)")
-            self._finish()
+            self.finish()
