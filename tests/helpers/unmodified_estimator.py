@@ -1,0 +1,37 @@
+"""An unmodified tf.estimator training script (no npu_dump_hook in it): trains 100 steps.
+
+usage: unmodified_estimator.py MODEL_DIR
+Prints "trained to step N" when train() returns (under the runner the hook stopped it after one step).
+"""
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+v1 = tf.compat.v1
+
+
+def input_fn():
+    x = np.random.RandomState(0).rand(64, 4).astype(np.float32)
+    y = (x.sum(axis=1) > 2.0).astype(np.int32)
+    return tf.data.Dataset.from_tensor_slices(({"x": x}, y)).shuffle(64).repeat().batch(16)
+
+
+def model_fn(features, labels, mode):
+    hidden = v1.layers.dense(features["x"], 8, activation=tf.nn.relu, name="hidden")
+    hidden = v1.layers.dropout(hidden, rate=0.2, training=mode == tf.estimator.ModeKeys.TRAIN)
+    logits = v1.layers.dense(hidden, 2, name="logits")
+    loss = v1.losses.sparse_softmax_cross_entropy(labels, logits)
+    train_op = v1.train.AdamOptimizer(0.01).minimize(loss, global_step=v1.train.get_or_create_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def main(model_dir):
+    config = tf.estimator.RunConfig(model_dir=model_dir, save_summary_steps=None, log_step_count_steps=None)
+    estimator = tf.estimator.Estimator(model_fn, config=config)
+    estimator.train(input_fn, steps=100)
+    print("trained to step", estimator.get_variable_value("global_step"))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

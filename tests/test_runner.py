@@ -1,0 +1,187 @@
+"""npu_dump_hook.runner: unmodified training scripts get exactly one NpuDumpHook.
+
+Every script runs in a fresh interpreter (``python -m npu_dump_hook.runner SCRIPT ARGS``, or the
+environment-only sitecustomize), real TensorFlow on the emulated backend.
+"""
+import json
+import os
+import signal
+import sys
+
+import pytest
+
+from npu_dump_hook import constants, runner
+from npu_dump_hook.cli import _exit
+from npu_dump_hook.errors import OptionError
+
+from helpers.runs import ESTIMATOR, HELPERS, MONITORED, PROBE, SESSION, assert_one_training_bundle, clean_env, run
+
+RUNNER = [sys.executable, "-m", "npu_dump_hook.runner"]
+
+
+def _runner_env(tmp_path, **extra):
+    return clean_env(NPU_DUMP_HOOK_OUTPUT_DIR=str(tmp_path / "out"), **extra)
+
+
+# -- the three entry points, one bundle each ---------------------------------------------------
+
+
+def test_estimator_script_gets_the_hook_in_train(tmp_path):
+    code, lines, err = run(RUNNER + [ESTIMATOR, str(tmp_path / "model")], tmp_path, _runner_env(tmp_path))
+    assert code == 0, err[-3000:]
+    assert lines[-2] == "trained to step 1"  # Estimator.train(steps=100) stopped after the dumped step
+    assert_one_training_bundle(tmp_path / "out", lines)
+
+
+def test_monitored_training_session_script_gets_the_hook(tmp_path):
+    code, lines, err = run(RUNNER + [MONITORED], tmp_path, _runner_env(tmp_path))
+    assert code == 0, err[-3000:]
+    assert lines[-2] == "steps 1"
+    assert_one_training_bundle(tmp_path / "out", lines)
+
+
+def test_plain_session_script_ends_with_status_0_after_the_dumped_step(tmp_path):
+    code, lines, err = run(RUNNER + [SESSION], tmp_path, _runner_env(tmp_path))
+    assert code == 0, err[-3000:]
+    float(lines[0])  # print(sess.run(cost)) ran before training, not counted as the step
+    assert len(lines) == 2 and not any(line.startswith("iterations") for line in lines)
+    assert_one_training_bundle(tmp_path / "out", lines)
+
+
+def test_environment_only_start_hooks_plain_python(tmp_path):
+    """NPU_DUMP_HOOK_RUN=1 with the runner's site folder on PYTHONPATH: ``python train.py`` itself."""
+    pythonpath = os.pathsep.join(p for p in (runner.site_dir(), os.environ.get("PYTHONPATH")) if p)
+    env = _runner_env(tmp_path, NPU_DUMP_HOOK_RUN="1", PYTHONPATH=pythonpath)
+    code, lines, err = run([sys.executable, SESSION], tmp_path, env)
+    assert code == 0, err[-3000:]
+    assert_one_training_bundle(tmp_path / "out", lines)
+
+
+def test_a_script_that_uses_the_hook_itself_gets_nothing_injected(tmp_path):
+    code, lines, err = run(RUNNER + [os.path.join(HELPERS, "guide_session.py"), "exit", str(tmp_path)], tmp_path,
+                           _runner_env(tmp_path))
+    assert code == 0, err[-3000:]
+    assert "the script uses npu_dump_hook itself" in err
+    assert not (tmp_path / "out").exists()  # the runner made no hook of its own
+    assert os.listdir(str(tmp_path / "bundles")) == [os.path.basename(lines[-1])]
+
+
+# -- the script runs as if run directly (no TensorFlow needed) ---------------------------------
+
+
+def _probe(cwd, argv, env):
+    code, lines, err = run(argv, cwd, env)
+    return code, json.loads(lines[0]), lines[1:], err
+
+
+@pytest.mark.parametrize("relative", [True, False])
+def test_file_argv_and_sys_path_are_as_if_run_directly(tmp_path, relative):
+    folder = tmp_path / "scripts"
+    folder.mkdir()
+    script = folder / "probe.py"
+    script.write_text(open(PROBE).read())
+    typed = os.path.join("scripts", "probe.py") if relative else str(script)
+    env = clean_env()
+    _code, direct, _rest, _err = _probe(tmp_path, [sys.executable, typed, "ok", "--flag"], env)
+    _code, hooked, _rest, _err = _probe(tmp_path, RUNNER + ["--", typed, "ok", "--flag"], env)
+    assert direct["injected"] is None and hooked["injected"] is True
+    for key in ("file", "argv", "path0", "name"):
+        assert hooked[key] == direct[key], key
+    assert hooked["path0"] == str(folder) and hooked["argv"] == [typed, "ok", "--flag"]
+    assert hooked["tensorflow"] is False  # nothing imported TensorFlow before the script
+
+
+def test_module_form_is_as_if_run_with_python_m(tmp_path):
+    (tmp_path / "probe_module.py").write_text(open(PROBE).read())
+    env = clean_env()
+    _code, direct, _rest, _err = _probe(tmp_path, [sys.executable, "-m", "probe_module", "ok"], env)
+    _code, hooked, _rest, _err = _probe(tmp_path, RUNNER + ["-m", "probe_module", "ok"], env)
+    for key in ("file", "argv", "path0", "name"):
+        assert hooked[key] == direct[key], key
+
+
+@pytest.mark.parametrize("action, status", [(["exit", "3"], 3), (["exit", "0"], 0), (["message"], 1),
+                                            (["raise"], 1), (["signal"], -signal.SIGTERM)])
+def test_exit_status_and_errors_pass_through(tmp_path, action, status):
+    env = clean_env()
+    code, _lines, err = run([sys.executable, PROBE] + action, tmp_path, env)
+    hooked_code, _lines, hooked_err = run(RUNNER + [PROBE] + action, tmp_path, env)
+    assert code == status and hooked_code == status
+    if action == ["raise"]:  # the traceback Python prints, without the runner's or runpy's frames
+        assert hooked_err == err
+        assert "runner" not in hooked_err and "runpy" not in hooked_err
+    if action == ["message"]:
+        assert "bye from the script" in hooked_err
+
+
+def test_missing_script_is_reported_as_python_does(tmp_path):
+    code, _lines, err = run(RUNNER + ["nosuch.py"], tmp_path, clean_env())
+    assert code == 2 and "can't open file 'nosuch.py'" in err
+
+
+def test_disabled_runner_runs_the_script_without_injecting(tmp_path):
+    _code, hooked, _rest, _err = _probe(tmp_path, RUNNER + [PROBE], clean_env(NPU_DUMP_HOOK_RUN="0"))
+    assert hooked["injected"] is False
+
+
+def test_a_bad_variable_stops_before_the_script_runs(tmp_path):
+    code, lines, err = run(RUNNER + [PROBE], tmp_path, clean_env(NPU_DUMP_HOOK_MAX_STEPS="0"))
+    assert (code, lines) == (2, [])
+    assert err == "npu-dump-hook: option NPU_DUMP_HOOK_MAX_STEPS='0': must be at least 1\n"
+
+
+def test_environment_only_start_chains_the_sitecustomize_it_hides(tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "sitecustomize.py").write_text("import os\nos.environ['OTHER_SITECUSTOMIZE_RAN'] = '1'\n")
+    probe = tmp_path / "check.py"
+    probe.write_text("import os, sys\nprint(os.environ.get('OTHER_SITECUSTOMIZE_RAN'), "
+                     "sys.modules['npu_dump_hook.runner'].installed() is not None)\n")
+    pythonpath = os.pathsep.join([runner.site_dir(), str(other)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    code, lines, err = run([sys.executable, str(probe)], tmp_path,
+                           clean_env(NPU_DUMP_HOOK_RUN="1", PYTHONPATH=pythonpath))
+    assert code == 0, err
+    assert lines[0] == "1 True"
+    assert "no training was seen" in err  # said at exit: this program trained nothing
+
+
+# -- settings (no process needed) ----------------------------------------------------------------
+
+
+def test_settings_read_every_hook_variable():
+    env = {"NPU_DUMP_HOOK_MAX_STEPS": "3", "NPU_DUMP_HOOK_RANDOMNESS": "pin", "NPU_DUMP_HOOK_SEED": "-7",
+           "NPU_DUMP_HOOK_BACKEND": "emulated", "NPU_DUMP_HOOK_EMULATE_PRECISION": "fp16",
+           "NPU_DUMP_HOOK_REFERENCE": "no", "NPU_DUMP_HOOK_SAVE_INITIAL_STATE": "0",
+           "NPU_DUMP_HOOK_OUTPUT_DIR": "out", "NPU_DUMP_HOOK_BUNDLE_DIR": "b", "NPU_DUMP_HOOK_STRICT": "false",
+           "NPU_DUMP_HOOK_RANKS": "0,2", "NPU_DUMP_HOOK_GRAPH_KEYWORD": "IteratorV2",
+           "NPU_DUMP_HOOK_LINK": "copy", "NPU_DUMP_HOOK_CHECKSUM": "none", "NPU_DUMP_HOOK_ARCHIVE": "tar",
+           "NPU_DUMP_HOOK_STOP": "continue", "NPU_DUMP_HOOK_LOG_LEVEL": "info"}
+    settings = runner.RunSettings.from_env(env)
+    assert sorted(settings.hook_options) == sorted(constants.ENV_RUN_HOOK_OPTIONS)
+    assert settings.hook_options == {
+        "max_steps": 3, "randomness": "pin", "seed": -7, "backend": "emulated", "emulate_precision": "fp16",
+        "reference": False, "save_initial_state": False, "output_dir": "out", "bundle_dir": "b", "strict": False,
+        "ranks": (0, 2), "graph_keyword": "IteratorV2", "link": "copy", "checksum": "none", "archive": "tar"}
+    assert (settings.stop, settings.log_level, settings.enabled) == ("continue", "INFO", True)
+    assert runner.RunSettings.from_env({}) == runner.RunSettings()
+
+
+@pytest.mark.parametrize("var, value, rule", [
+    ("NPU_DUMP_HOOK_RANDOMNESS", "none", "must be one of audit|pin|strip|error"),
+    ("NPU_DUMP_HOOK_SEED", "x", "must be an integer"),
+    ("NPU_DUMP_HOOK_STRICT", "maybe", "must be one of 1/true/yes/on or 0/false/no/off"),
+    ("NPU_DUMP_HOOK_RANKS", "0;1", "must be rank numbers separated by commas, e.g. 0,1"),
+    ("NPU_DUMP_HOOK_STOP", "later", "must be one of exit|continue"),
+    ("NPU_DUMP_HOOK_RUN", "2", "must be one of 1/true/yes/on or 0/false/no/off"),
+    ("NPU_DUMP_STEP", "0|", None),
+])
+def test_settings_errors_name_the_variable(var, value, rule):
+    with pytest.raises(OptionError) as raised:
+        runner.RunSettings.from_env({var: value})
+    assert raised.value.option == var
+    if rule is not None:
+        assert raised.value.rule == rule
+
+
+def test_a_bad_variable_exits_with_the_command_lines_usage_status():
+    assert runner.EXIT_USAGE == _exit.EXIT_USAGE
