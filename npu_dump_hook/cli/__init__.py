@@ -12,6 +12,8 @@ never loads TensorFlow or numpy) and maps errors to the exit codes of :mod:`._ex
        not exist (checked before any work is done)
     3  anything else (the run to collect was not found, the destination exists, I/O errors)
 
+``run`` exits with the status of the script it ran (2 before it starts, for bad options).
+
 Conventions every command follows:
 
 * ``-q/--quiet`` (only errors on stderr), ``-v/--verbose`` (INFO logs), ``--debug`` (DEBUG
@@ -32,7 +34,7 @@ import sys
 from typing import Any, List, Optional
 
 from .._version import __version__
-from ..constants import ARCHIVES, BACKEND_CHOICES, CHECKSUMS, LINK_MODES
+from ..constants import ARCHIVES, BACKEND_CHOICES, CHECKSUMS, LINK_MODES, STOP_MODES
 from ..errors import NpuDumpError, OptionError
 from ._exit import EXIT_CHECK_FAILED, EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
 
@@ -47,6 +49,7 @@ _HANDLERS = {
     "inspect": "._bundle",
     "parse": "._parse",
     "demo": "._demo",
+    "run": "._run",
 }
 
 _LOGGER = "npu_dump_hook"
@@ -163,6 +166,64 @@ is present) and write its bundle: a quick look at what the hook produces.""", ""
     return p
 
 
+def _add_run(sub: "argparse._SubParsersAction") -> argparse.ArgumentParser:
+    from ..determinism import POLICIES
+    from ..options import DUMP_DATA_KINDS, DUMP_DEBUG_MODES, DUMP_MODES
+
+    p = _sub(sub, "run", "run an unmodified training script with the hook injected", """\
+Run a training script as it is, with one NpuDumpHook injected into its Python process: the
+first of Estimator.train, MonitoredSession/MonitoredTrainingSession or a tf.compat.v1.Session
+the script trains with gets it (a plain session ends the script with status 0 after the
+dumped step). The exit status is the script's; when a bundle was written its path is the
+last line on stdout. Put the script after --; "python" there is the interpreter to use
+(default: this one). The options become NPU_DUMP_* and NPU_DUMP_HOOK_* variables of the
+script's process (python -m npu_dump_hook.runner reads the same).""", """
+  npu-dump-hook run -- python train.py --epochs 10
+  npu-dump-hook run --dump-mode all --dump-step 0 --output-dir out -- python train.py
+  npu-dump-hook run --dump-debug --no-strict -- train.py --data /data
+""")
+    p.usage = "{} run [options] -- [python [PYTHON_OPTIONS]] SCRIPT|-m MODULE [ARGS...]".format(PROG)
+    dump = p.add_argument_group("dump options (NPU_DUMP_*; default: a data dump of the outputs into the run folder)")
+    dump.add_argument("--dump-path", help="folder the dump is written to")
+    dump.add_argument("--dump-step", help="steps to dump, GE syntax such as 0|5|10-20 (default 0)")
+    dump.add_argument("--dump-mode", choices=DUMP_MODES, help="dump op inputs, outputs or all")
+    dump.add_argument("--dump-layer", help="space-separated op names to dump (default: every op)")
+    dump.add_argument("--dump-data", choices=DUMP_DATA_KINDS, help="tensors, or stats only")
+    dump.add_argument("--dump-debug", action="store_true", default=None,
+                      help="collect overflow data (Opdebug) instead of a data dump")
+    dump.add_argument("--dump-debug-mode", choices=DUMP_DEBUG_MODES, help="overflow kind (implies --dump-debug)")
+    hook = p.add_argument_group("hook options (NPU_DUMP_HOOK_*)")
+    hook.add_argument("--max-steps", type=int, help="training steps before the run is stopped (default: 1, "
+                                                    "or what --dump-step needs)")
+    hook.add_argument("--randomness", choices=POLICIES, help="randomness policy (default strip)")
+    hook.add_argument("--seed", type=int, help="seed the pin/strip policies derive op seeds from")
+    hook.add_argument("--backend", choices=BACKEND_CHOICES,
+                      help="npu, emulated, or auto (default: npu when npu_bridge imports)")
+    hook.add_argument("--emulate-precision", help="emulated backend: fp32 (default) or fp16")
+    hook.add_argument("--reference", action="store_true", default=None,
+                      help="capture the golden (CPU/GPU) tensors (default: with the emulated backend)")
+    hook.add_argument("--no-reference", dest="reference", action="store_false", help="do not capture them")
+    hook.add_argument("--no-initial-state", dest="save_initial_state", action="store_false", default=None,
+                      help="do not checkpoint the variables before the dumped step")
+    hook.add_argument("--output-dir", help="where run folders go (default ./npu_dump_hook_out)")
+    hook.add_argument("--bundle-dir", help="where bundles go (default OUTPUT_DIR/bundles)")
+    hook.add_argument("--strict", action="store_true", default=None,
+                      help="a failure of the hook's own work fails the script (default)")
+    hook.add_argument("--no-strict", dest="strict", action="store_false",
+                      help="log such failures and let training carry on")
+    hook.add_argument("--ranks", help="ranks (RANK_ID) that dump, e.g. 0,1 (default: every rank)")
+    hook.add_argument("--graph-keyword", help="op name that only the training graph contains")
+    hook.add_argument("--link", choices=LINK_MODES, help="hard-link dump files into the bundle or copy them")
+    hook.add_argument("--checksum", choices=CHECKSUMS, help="record sha256 per file in bundle.json (default)")
+    hook.add_argument("--archive", choices=ARCHIVES, help="also pack the bundle into an archive")
+    hook.add_argument("--stop", choices=STOP_MODES,
+                      help="plain sessions after the dumped step: end the script with status 0 (exit, "
+                           "default) or train on (continue)")
+    p.add_argument("target", nargs="*", metavar="COMMAND",
+                   help="after --: [python [PYTHON_OPTIONS]] SCRIPT [ARGS...] or [python] -m MODULE [ARGS...]")
+    return p
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
@@ -174,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version="%(prog)s " + __version__)
     _add_common(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for add in (_add_collect, _add_verify, _add_inspect, _add_parse, _add_demo):
+    for add in (_add_collect, _add_verify, _add_inspect, _add_parse, _add_demo, _add_run):
         _add_common(add(sub), top=False)
     return parser
 

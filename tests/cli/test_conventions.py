@@ -35,6 +35,7 @@ MINIMAL = {
     "inspect": ["inspect", "b"],
     "parse": ["parse", "p"],
     "demo": ["demo"],
+    "run": ["run", "--", "train.py"],
 }
 
 
@@ -77,10 +78,18 @@ def test_common_options_before_and_after_the_command(command, flag, dest):
     plain = parser.parse_args(argv)
     assert (plain.quiet, plain.verbose, plain.debug) == (False, False, False)
     before = parser.parse_args([flag] + argv)
-    after = parser.parse_args(argv + [flag])
+    after = parser.parse_args(_after_the_arguments(argv, flag))
     assert getattr(before, dest) is True and getattr(after, dest) is True
     others = {"quiet", "verbose", "debug"} - {dest}
     assert not any(getattr(before, o) or getattr(after, o) for o in others)
+
+
+def _after_the_arguments(argv, flag):
+    """``flag`` after the command's arguments: before a ``--`` (run: what follows is the script's)."""
+    if "--" in argv:
+        cut = argv.index("--")
+        return argv[:cut] + [flag] + argv[cut:]
+    return argv + [flag]
 
 
 def _boom(*_args, **_kwargs):
@@ -226,7 +235,8 @@ def test_collect_folders_that_do_not_exist_or_are_files_exit_2(tmp_path, source,
 
 
 @pytest.mark.parametrize("argv, expected", [
-    ([], "npu-dump-hook: a command is required: collect, verify, inspect, parse, demo (see npu-dump-hook --help)"),
+    ([], "npu-dump-hook: a command is required: collect, verify, inspect, parse, demo, run "
+         "(see npu-dump-hook --help)"),
     (["verify"], "npu-dump-hook: verify: the following arguments are required: BUNDLE "
                  "(see npu-dump-hook verify --help)"),
     (["verify", "b", "--bogus"], "npu-dump-hook: unrecognized arguments: --bogus (see npu-dump-hook --help)"),
@@ -554,6 +564,10 @@ def test_choices_are_the_library_constants():
     assert tuple(options[("collect", "--checksum")].choices) == constants.CHECKSUMS
     assert tuple(options[("collect", "--archive")].choices) == constants.ARCHIVES
     assert tuple(options[("demo", "--backend")].choices) == constants.BACKEND_CHOICES
+    assert tuple(options[("run", "--backend")].choices) == constants.BACKEND_CHOICES
+    assert tuple(options[("run", "--stop")].choices) == constants.STOP_MODES
+    assert tuple(options[("run", "--link")].choices) == constants.LINK_MODES
+    assert tuple(options[("run", "--archive")].choices) == constants.ARCHIVES
 
 
 # -- the command stays light: no TensorFlow or numpy for --help ---------------------------------

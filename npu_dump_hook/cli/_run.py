@@ -1,0 +1,153 @@
+"""``npu-dump-hook run``: run an unmodified training script with the hook injected.
+
+The options become the environment of the script's process -- ``NPU_DUMP_*`` for the dump,
+``NPU_DUMP_HOOK_*`` for the hook (:mod:`npu_dump_hook.constants`) -- and are checked here,
+before anything starts (exit 2, one line naming the option). The script then runs in a child
+interpreter under :func:`npu_dump_hook.runner.bootstrap_command`, with this process's stdin,
+stdout and stderr; the child prints the bundle path as its last line. The exit status is the
+script's (killed by signal N: 128+N). Ctrl-C reaches the script directly (same process
+group); a SIGTERM sent to this process is passed on to it.
+
+What follows ``--``: ``[python [PYTHON_OPTIONS]] SCRIPT [ARGS...]`` or ``[python] -m MODULE
+[ARGS...]``; a first word named ``python*``/``pypy*`` is the interpreter (looked up on PATH),
+otherwise this interpreter runs the script.
+"""
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from typing import Any, Dict, List, Sequence, Tuple
+
+from ..constants import ENV_OPTIONS, ENV_RUN, ENV_RUN_HOOK_OPTIONS, ENV_RUN_LOG_LEVEL, ENV_RUN_STOP
+from ..errors import OptionError
+from ..runner import RunSettings, bootstrap_command
+from ._exit import EXIT_USAGE, CliError
+
+__all__ = ["run", "split_command"]
+
+_INTERPRETER = re.compile(r"^(?:python|pypy)[0-9.]*[a-z]?(?:\.exe)?$")
+_PYTHON_FLAGS = set("bBdEiIOPqRsSuvx")  # interpreter options without a value
+_WITH_VALUE = ("W", "X")
+# dump option (DumpOptions field) -> its flag; the fields name the variables in ENV_OPTIONS
+_DUMP_FLAGS = (("dump_path", "--dump-path"), ("dump_step", "--dump-step"), ("dump_mode", "--dump-mode"),
+               ("dump_layer", "--dump-layer"), ("dump_data", "--dump-data"),
+               ("dump_debug_mode", "--dump-debug-mode"))
+# hook keyword -> its flag when it is not "--" + keyword with dashes (which sets True or a value)
+_NEGATIVE_FLAGS = {"save_initial_state": "--no-initial-state", "reference": "--no-reference",
+                   "strict": "--no-strict"}
+_NO_SCRIPT = "give the script to run after -- (e.g. npu-dump-hook run -- python train.py)"
+
+
+def run(args: argparse.Namespace) -> int:
+    python, python_options, target = split_command(args.target)
+    env, flags = _environment(args)
+    try:
+        RunSettings.from_env(env)
+    except OptionError as exc:
+        raise CliError("option {}={!r}: {}".format(flags.get(exc.option, exc.option), exc.value, exc.rule),
+                       EXIT_USAGE) from None
+    return _run_child(bootstrap_command(python, python_options, target), env)
+
+
+def split_command(words: Sequence[str]) -> Tuple[str, List[str], List[str]]:
+    """``(interpreter, its options, ["--", script, args...] or ["-m", module, args...])``."""
+    words = list(words)
+    if not words:
+        raise CliError("run: " + _NO_SCRIPT, EXIT_USAGE)
+    python = sys.executable
+    if _INTERPRETER.match(os.path.basename(words[0])):
+        found = shutil.which(words[0])
+        if found is None:
+            raise CliError("{}: no such interpreter (not on PATH)".format(words[0]), EXIT_USAGE)
+        python, words = found, words[1:]
+    options = []  # type: List[str]
+    while words and words[0].startswith("-") and words[0] != "-":
+        word = words.pop(0)
+        letters = word[1:]
+        if word == "--":
+            break
+        if letters[:1] in _WITH_VALUE:  # -W VALUE, -WVALUE, -X VALUE, -XVALUE
+            options.append(word)
+            if len(letters) == 1:
+                if not words:
+                    raise CliError("run: python option {} needs a value".format(word), EXIT_USAGE)
+                options.append(words.pop(0))
+        elif letters[-1:] == "m" and set(letters[:-1]) <= _PYTHON_FLAGS:
+            if not words:
+                raise CliError("run: -m needs a module name", EXIT_USAGE)
+            options.extend(["-" + letters[:-1]] if len(letters) > 1 else [])
+            return python, options, ["-m"] + words
+        elif letters and set(letters) <= _PYTHON_FLAGS:
+            options.append(word)
+        else:
+            raise CliError("run: python option {} is not supported: give a script or -m MODULE".format(word),
+                           EXIT_USAGE)
+    if not words or words[0] == "-":
+        raise CliError("run: " + _NO_SCRIPT, EXIT_USAGE)
+    if not os.path.exists(words[0]):
+        raise CliError("{}: no such file or folder".format(words[0]), EXIT_USAGE)
+    return python, options, ["--"] + words
+
+
+def _environment(args: argparse.Namespace) -> Tuple[Dict[str, str], Dict[str, str]]:
+    """The child's environment, and which flag set each variable (for error messages)."""
+    env = dict(os.environ)
+    flags = {}  # type: Dict[str, str]
+
+    def put(var: str, value: Any, flag: str) -> None:
+        if isinstance(value, bool):
+            value = "1" if value else "0"
+        env[var] = str(value)
+        flags[var] = flag
+
+    env[ENV_RUN] = "1"
+    for field, flag in _DUMP_FLAGS:
+        value = getattr(args, field)
+        if value is not None:
+            put(ENV_OPTIONS[field], os.path.abspath(value) if field == "dump_path" else value, flag)
+    data = any(getattr(args, field) is not None for field, _flag in _DUMP_FLAGS[:-1])
+    if args.dump_debug or args.dump_debug_mode is not None:
+        put(ENV_OPTIONS["enable_dump_debug"], True, "--dump-debug")
+        put(ENV_OPTIONS["enable_dump"], False, "--dump-debug")
+    elif data:  # a data-dump flag asks for the data dump, whatever the inherited variables say
+        put(ENV_OPTIONS["enable_dump"], True, "--dump-path" if args.dump_path is not None else "--dump-*")
+        put(ENV_OPTIONS["enable_dump_debug"], False, "--dump-*")
+    for keyword, var in ENV_RUN_HOOK_OPTIONS.items():
+        value = getattr(args, keyword, None)
+        if value is None:
+            continue
+        if keyword in ("output_dir", "bundle_dir"):
+            value = os.path.abspath(value)
+        flag = _NEGATIVE_FLAGS[keyword] if value is False else "--" + keyword.replace("_", "-")
+        put(var, value, flag)
+    if args.stop is not None:
+        put(ENV_RUN_STOP, args.stop, "--stop")
+    env[ENV_RUN_LOG_LEVEL] = ("DEBUG" if args.debug else "INFO" if args.verbose
+                              else "ERROR" if args.quiet else "WARNING")
+    return env, flags
+
+
+def _run_child(command: List[str], env: Dict[str, str]) -> int:
+    """Run ``command`` with our stdio; its exit status (a signal N: 128 + N)."""
+    restore = []  # type: List[Tuple[int, Any]]
+
+    def handle(signum: int, handler: Any) -> None:
+        try:
+            restore.append((signum, signal.signal(signum, handler)))
+        except ValueError:  # not the main thread (an in-process caller): leave signals alone
+            pass
+
+    # Ctrl-C goes to the whole process group: the script handles it; we wait for its status.
+    # (A Python handler, not SIG_IGN, which the child would inherit.)
+    handle(signal.SIGINT, lambda signum, frame: None)
+    try:
+        child = subprocess.Popen(command, env=env)
+        handle(signal.SIGTERM, lambda signum, frame: child.send_signal(signum))
+        code = child.wait()
+    finally:
+        for signum, previous in reversed(restore):
+            signal.signal(signum, previous)
+    return 128 - code if code < 0 else code

@@ -1,0 +1,171 @@
+"""``npu-dump-hook run -- python train.py ARGS``: unmodified scripts, one bundle, the script's status.
+
+The training runs go through the real command in a fresh process (``python -m npu_dump_hook run``),
+real TensorFlow on the emulated backend; option handling is checked in-process.
+"""
+import json
+import os
+import signal
+import sys
+
+import pytest
+
+from npu_dump_hook.cli import main
+from npu_dump_hook.cli import _run as cli_run
+from npu_dump_hook.cli._exit import EXIT_USAGE, CliError
+
+from helpers.runs import ESTIMATOR, MONITORED, PROBE, SESSION, assert_one_training_bundle, clean_env, run
+
+CLI = [sys.executable, "-m", "npu_dump_hook", "run"]
+
+
+def _env_with_python_on_path():
+    """``python`` on PATH is this interpreter (the form users type)."""
+    return clean_env(PATH=os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]))
+
+
+# -- the three unmodified scripts ----------------------------------------------------------------
+
+
+def test_estimator_script_with_an_explicit_interpreter(tmp_path):
+    out = tmp_path / "out"
+    code, lines, err = run(CLI + ["--output-dir", str(out), "--", sys.executable, ESTIMATOR, str(tmp_path / "model")],
+                           tmp_path, clean_env())
+    assert code == 0, err[-3000:]
+    assert lines[-2] == "trained to step 1"
+    assert_one_training_bundle(out, lines)
+
+
+def test_monitored_script_with_options_passes_its_exit_status_through(tmp_path):
+    out = tmp_path / "out"
+    code, lines, err = run(CLI + ["--output-dir", str(out), "--dump-mode", "all", "--randomness", "pin",
+                                  "--", MONITORED, "3"], tmp_path, clean_env())
+    assert code == 3, err[-3000:]  # the script's own sys.exit(3), after its bundle was written
+    assert lines[-2] == "steps 1"
+    doc = assert_one_training_bundle(out, lines)
+    assert doc["options"]["dump_mode"] == "all" and doc["randomness"]["policy"] == "pin"
+
+
+def test_plain_session_script_with_python_from_path(tmp_path):
+    out = tmp_path / "out"
+    code, lines, err = run(CLI + ["-q", "--output-dir", str(out), "--", "python", SESSION], tmp_path,
+                           _env_with_python_on_path())
+    assert code == 0, err[-3000:]
+    assert len(lines) == 2 and not any(line.startswith("iterations") for line in lines)
+    assert_one_training_bundle(out, lines)
+    assert "npu-dump-hook: warning:" not in err  # -q reaches the script's process too
+
+
+# -- exit status of scripts that fail (no TensorFlow needed) --------------------------------------
+
+
+@pytest.mark.parametrize("action, status", [(["exit", "5"], 5), (["raise"], 1), (["signal"], 128 + signal.SIGTERM)])
+def test_the_scripts_exit_status_is_the_commands(tmp_path, action, status):
+    code, lines, err = run(CLI + ["--", PROBE] + action, tmp_path, clean_env())
+    assert code == status, err
+    assert json.loads(lines[0])["injected"] is True
+    if action == ["raise"]:
+        assert err.startswith("Traceback (most recent call last):") and "RuntimeError: boom from the script" in err
+
+
+def test_script_arguments_that_look_like_options_are_the_scripts(tmp_path):
+    code, lines, _err = run(CLI + ["--", PROBE, "ok", "--dump-path", "-q", "--"], tmp_path, clean_env())
+    assert code == 0
+    assert json.loads(lines[0])["argv"] == [PROBE, "ok", "--dump-path", "-q", "--"]
+
+
+# -- usage errors: one line, exit 2, nothing started ----------------------------------------------
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run"], "npu-dump-hook: run: give the script to run after -- (e.g. npu-dump-hook run -- python train.py)"),
+    (["run", "--", "python"], "npu-dump-hook: run: give the script to run after -- "
+                              "(e.g. npu-dump-hook run -- python train.py)"),
+    (["run", "--", "nosuch.py"], "npu-dump-hook: nosuch.py: no such file or folder"),
+    (["run", "--", "python3.99", PROBE], "npu-dump-hook: python3.99: no such interpreter (not on PATH)"),
+    (["run", "--", "python", "-c", "print(1)"], "npu-dump-hook: run: python option -c is not supported: "
+                                               "give a script or -m MODULE"),
+    (["run", "--dump-step", "0|", "--", PROBE], "npu-dump-hook: option --dump-step='0|': must match "
+                                                "^\\d+(-\\d+)?(\\|\\d+(-\\d+)?)*$ (e.g. '0|5|10-20'; no spaces, "
+                                                "no empty items)"),
+    (["run", "--max-steps", "0", "--", PROBE], "npu-dump-hook: option --max-steps='0': must be at least 1"),
+    (["run", "--ranks", "first", "--", PROBE], "npu-dump-hook: option --ranks='first': must be rank numbers "
+                                               "separated by commas, e.g. 0,1"),
+    (["run", "--emulate-precision", "fp8", "--", PROBE], "npu-dump-hook: option --emulate-precision='fp8': "
+                                                         "must be one of fp32|fp16"),
+])
+def test_usage_errors_are_one_line_exit_2(capsys, monkeypatch, argv, message):
+    monkeypatch.setattr(cli_run, "_run_child", _must_not_run)
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert (code, out) == (EXIT_USAGE, "")
+    assert err == message + "\n"
+
+
+def _must_not_run(*_args, **_kwargs):
+    raise AssertionError("the script was started")
+
+
+def test_variables_already_in_the_environment_are_named_as_such(capsys, monkeypatch):
+    monkeypatch.setattr(cli_run, "_run_child", _must_not_run)
+    monkeypatch.setenv("NPU_DUMP_HOOK_SEED", "abc")
+    assert main(["run", "--", PROBE]) == EXIT_USAGE
+    assert capsys.readouterr().err == "npu-dump-hook: option NPU_DUMP_HOOK_SEED='abc': must be an integer\n"
+
+
+# -- what the command hands the script's process ---------------------------------------------------
+
+
+@pytest.mark.parametrize("words, expected", [
+    (["train.py", "a"], (None, [], ["--", "train.py", "a"])),
+    (["python", "-u", "-W", "ignore", "-Xdev", "-OO", "train.py", "-u"],
+     ("python", ["-u", "-W", "ignore", "-Xdev", "-OO"], ["--", "train.py", "-u"])),
+    (["python", "-m", "pkg.train", "--lr", "1"], ("python", [], ["-m", "pkg.train", "--lr", "1"])),
+    (["python", "-um", "pkg.train"], ("python", ["-u"], ["-m", "pkg.train"])),
+    (["python", "--", "train.py"], ("python", [], ["--", "train.py"])),
+])
+def test_the_command_after_the_double_dash(tmp_path, monkeypatch, words, expected):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("")
+    python, options, target = cli_run.split_command(words)
+    interpreter, want_options, want_target = expected
+    assert python == (sys.executable if interpreter is None else cli_run.shutil.which(interpreter))
+    assert (options, target) == (want_options, want_target)
+
+
+def test_flags_become_the_scripts_variables(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NPU_DUMP_ENABLE", "1")  # inherited, contradicted by --dump-debug below
+    seen = {}
+
+    def capture(command, env):
+        seen.update(command=command, env=env)
+        return 0
+
+    monkeypatch.setattr(cli_run, "_run_child", capture)
+    (tmp_path / "train.py").write_text("")
+    assert main(["run", "-v", "--dump-debug", "--dump-path", "d", "--max-steps", "2", "--no-strict",
+                 "--no-initial-state", "--ranks", "0,1", "--output-dir", "o", "--stop", "continue", "--",
+                 "train.py", "--lr", "1"]) == 0
+    env = seen["env"]
+    assert (env["NPU_DUMP_ENABLE"], env["NPU_DUMP_DEBUG_ENABLE"], env["NPU_DUMP_PATH"]) == ("0", "1", str(tmp_path / "d"))
+    assert (env["NPU_DUMP_HOOK_MAX_STEPS"], env["NPU_DUMP_HOOK_STRICT"], env["NPU_DUMP_HOOK_SAVE_INITIAL_STATE"],
+            env["NPU_DUMP_HOOK_RANKS"], env["NPU_DUMP_HOOK_OUTPUT_DIR"], env["NPU_DUMP_HOOK_STOP"],
+            env["NPU_DUMP_HOOK_LOG_LEVEL"], env["NPU_DUMP_HOOK_RUN"]) == (
+        "2", "0", "0", "0,1", str(tmp_path / "o"), "continue", "INFO", "1")
+    assert "NPU_DUMP_HOOK_RANDOMNESS" not in env  # unset flags leave the hook's defaults
+    assert seen["command"][0] == sys.executable and seen["command"][-3:] == ["train.py", "--lr", "1"]
+
+
+def test_split_command_rejects_what_it_cannot_run():
+    for words in (["python", "-"], ["python", "-m"], ["python", "-W"], ["python", "--version"]):
+        with pytest.raises(CliError) as raised:
+            cli_run.split_command(words)
+        assert raised.value.code == EXIT_USAGE
+
+
+def test_run_help_names_the_variables_the_options_set(capsys):
+    assert main(["run", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "dump options (NPU_DUMP_*" in out and "hook options (NPU_DUMP_HOOK_*)" in out
+    assert "usage: npu-dump-hook run [options] -- [python [PYTHON_OPTIONS]] SCRIPT|-m MODULE [ARGS...]" in out
