@@ -252,6 +252,15 @@ def _trains(graph: Any) -> bool:
     return TrainingStepDetector(graph).verdict(graph.get_operations()).training
 
 
+def _named_after_variables(exc: NpuDumpError) -> NpuDumpError:
+    """An OptionError about a hook keyword or dump option, named after the variable that set it."""
+    if isinstance(exc, OptionError):
+        var = ENV_RUN_HOOK_OPTIONS.get(exc.option) or ENV_OPTIONS.get(exc.option)
+        if var is not None and var in os.environ:
+            return OptionError(var, os.environ[var], exc.rule)
+    return exc
+
+
 def _script_dump_options(config: Any) -> Optional[DumpOptions]:
     """The dump options a script's own ``ConfigProto`` switches on (its ``NpuOptimizer``
     entries, the last holding a key winning, as the adapter reads them); None when it switches
@@ -369,9 +378,9 @@ class Injection(object):
             try:
                 own = _script_dump_options(config)
                 hook = NpuDumpHook(own if own is not None else self.settings.options, **self.settings.hook_options)
-            except NpuDumpError as exc:
+            except NpuDumpError as exc:  # the settings do not fit this run: stop as a bad variable does
                 self._stood_down = True
-                _print_error(exc)
+                _print_error(_named_after_variables(exc))
                 raise SystemExit(EXIT_USAGE if isinstance(exc, OptionError) else EXIT_FAILED)
             self.hook, self.claimed_by = hook, where
         logger.info("npu_dump_hook: %s gets the NpuDumpHook (run folder %s)", where, hook.run_dir)
@@ -526,7 +535,11 @@ class Injection(object):
                 graph = _tf.tf_v1().get_default_graph()
             claim = None
             if not graph.finalized and _trains(graph):
-                claim = injection._claim("Session", bound.arguments.get("config"))
+                try:
+                    claim = injection._claim("Session", bound.arguments.get("config"))
+                except SystemExit:  # the settings do not fit: leave a whole session behind, then stop
+                    original(self, *args, **kwargs)
+                    raise
                 if claim is not None:
                     bound.arguments["config"] = claim[1]
             original(*bound.args, **bound.kwargs)

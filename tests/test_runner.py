@@ -66,6 +66,16 @@ def test_a_script_that_uses_the_hook_itself_gets_nothing_injected(tmp_path):
     assert os.listdir(str(tmp_path / "bundles")) == [os.path.basename(lines[-1])]
 
 
+def test_settings_that_do_not_fit_the_run_stop_it_at_the_injection_point(tmp_path):
+    """max_steps too small for dump_step is found when the hook is made: one line, status 2."""
+    code, lines, err = run(RUNNER + [SESSION], tmp_path,
+                           _runner_env(tmp_path, NPU_DUMP_HOOK_MAX_STEPS="2", NPU_DUMP_STEP="3"))
+    assert code == 2 and lines == []
+    assert err.endswith("npu-dump-hook: option NPU_DUMP_HOOK_MAX_STEPS='2': dump_step='3' selects step 3, but "
+                        "max_steps=2 runs steps 0..1: raise max_steps or leave it unset\n"), err[-2000:]
+    assert "Traceback" not in err and "Exception ignored" not in err
+
+
 # -- the script runs as if run directly (no TensorFlow needed) ---------------------------------
 
 
