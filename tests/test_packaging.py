@@ -58,6 +58,11 @@ def test_a_built_wheel_ships_the_sample_models_and_imports_from_its_own_copy(tmp
     assert any(r.startswith("protobuf") and "<4" in r and "3.8" in r for r in requires), requires
     for module in ("__init__", "_data", "_session", "cnn_estimator", "mlp_session", "text_model"):
         assert "npu_dump_hook/sample_models/{}.py".format(module) in names
+    # every subpackage (the console script needs cli/, the runner's environment-only start _site/)
+    for folder, _dirs, files in os.walk(os.path.join(REPO, "npu_dump_hook")):
+        relative = os.path.relpath(folder, REPO).replace(os.sep, "/")
+        if "__init__.py" in files and "__pycache__" not in relative:
+            assert relative + "/__init__.py" in names, relative
     assert not any(name.startswith("sample_models/") for name in names)  # no top-level package
     # The unpacked wheel first on sys.path, as site-packages would hold it, run from elsewhere.
     env = dict(os.environ, PYTHONPATH=str(tmp_path / "site"))
