@@ -53,6 +53,10 @@ def collect_run(record: RunRecord, bundle_dir: str, *, link: str = "auto", check
             logger.info("NpuDumpHook: overflow check found no overflowing op (no dump folder): no bundle")
             return None
         raise
+    for source in (record.randomness or {}).get("not_handled", []):
+        located.warnings.append("randomness not removed: {} ({}): {}; fix it in the script (set its seed, or "
+                                "build it outside a graph function) or expect runs to differ".format(
+                                    source["op"], source["type"], source["action"]))
     kwargs = dict(backend=record.backend, options=options.as_dict(), run=record.run_section(),
                   randomness=record.randomness, tf_graph=record.layout.tf_graph, golden_dir=record.golden_dir,
                   init_dir=record.init_dir, link=link, checksum=checksum, archive=archive, force=force)

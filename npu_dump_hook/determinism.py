@@ -13,8 +13,10 @@ Random sources found in a ``tf.Graph`` (op name, type, category)::
                     SelectV2(mask, x * scale, 0)  (TF 2.x), or RandomUniform -> * (max - min)
                     + min -> GreaterEqual(rate) -> Cast -> Mul(x * scale)  (TF 1.15)
     shuffle         ShuffleDataset(V2/V3), ShuffleAndRepeatDataset(V2)
-    function        any of the above inside a function of the graph library (tf.function,
-                    make_one_shot_iterator): reported, never rewritten
+    function_*      shuffles and stateful random ops inside functions of the graph library
+                    (tf.data pipelines of make_one_shot_iterator, map functions): pinned or
+                    removed in an edited copy of the function when something uses it, else
+                    reported as a dead copy (see npu_dump_hook._graph_functions)
 
 Policies (``randomness=`` of the hook):
 
@@ -40,6 +42,7 @@ import zlib
 from typing import Any, Dict, Iterable, List, Optional
 
 from . import _tf
+from ._graph_functions import rewrite_functions
 from .errors import OptionError, RandomnessError
 
 __all__ = ["POLICIES", "DEFAULT_SEED", "audit", "apply_policy", "derived_seed"]
@@ -78,7 +81,6 @@ SHUFFLE_SEED_INPUTS = {
     "ShuffleAndRepeatDatasetV2": (2, 3),
     "ShuffleDatasetV2": (),
 }
-_FUNCTION_RANDOM_TYPES = STATEFUL_TYPES | frozenset(STATELESS_SEED_INPUT) | frozenset(SHUFFLE_SEED_INPUTS)
 
 
 def derived_seed(op_name: str) -> int:
@@ -150,6 +152,10 @@ class _Rewriter:
         elif op.type in STATELESS_SEED_INPUT:
             self.sources.append(_entry(op, "stateless_seed", self._pin_stateless(op)))
         elif op.type in SHUFFLE_SEED_INPUTS:
+            if not op.outputs[0].consumers():  # e.g. the main-graph twin of a make_one_shot_iterator pipeline
+                dead = "dead copy: nothing reads it"
+                self.sources.append(_entry(op, "shuffle", dead + "; left as is" if self.pin else "reported (" + dead + ")"))
+                return
             self.sources.append(_entry(op, "shuffle", self._handle_shuffle(op)))
 
     def _pin_attrs(self, op: Any) -> str:
@@ -219,17 +225,11 @@ class _Rewriter:
         )
 
     def _visit_functions(self) -> None:
-        library = self.graph.as_graph_def(add_shapes=False).library
-        for function in library.function:
-            for node in function.node_def:
-                if node.op in _FUNCTION_RANDOM_TYPES:
-                    self.sources.append({
-                        "op": "{}/{}".format(function.signature.name, node.name),
-                        "type": node.op,
-                        "category": "function",
-                        "action": "not handled: inside graph function {}".format(function.signature.name)
-                        if self.pin else "reported",
-                    })
+        """Random sources inside graph functions (tf.data, make_one_shot_iterator): see _graph_functions."""
+        self.sources.extend(rewrite_functions(
+            self.graph, STATEFUL_TYPES, frozenset(SHUFFLE_SEED_INPUTS) - {"ShuffleAndRepeatDataset",
+                                                                          "ShuffleAndRepeatDatasetV2"},
+            pin=self.pin, strip=self.strip, seed=self.seed, derive=derived_seed))
 
 
 def _consumers(tensor: Any) -> Iterable[Any]:
