@@ -263,15 +263,3 @@ def add_function_def(graph: Any, fdef: Any) -> None:
     from tensorflow.python.framework import function as legacy_function
 
     graph._add_function(legacy_function._from_definition(fdef))  # noqa: SLF001
-
-
-def add_function_def(graph: Any, fdef: Any) -> None:
-    """Add the FunctionDef ``fdef`` to ``graph``'s function library (TF 1.15 and 2.x).
-
-    Through the legacy ``framework.function._from_definition`` and the private
-    ``Graph._add_function``, present in both (TF 1.15 has no way to remove or replace a
-    function, so callers add edited copies under new names).
-    """
-    from tensorflow.python.framework import function as legacy_function
-
-    graph._add_function(legacy_function._from_definition(fdef))  # noqa: SLF001
