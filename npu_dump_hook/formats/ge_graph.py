@@ -520,6 +520,12 @@ def _digit_sensitive(kind: bytes, word: bytes) -> bool:
     return word[:2].lower() in (b"0x", b"-0") and len(word) > 2
 
 
+#: Where (inside an op) the general path reads fields or opens blocks it acts on.
+_ACTING = frozenset(((), (b"attr",), (b"attr", b"value"), (b"attr", b"value", b"list"),
+                     (b"output_desc",), (b"output_desc", b"attr"),
+                     (b"output_desc", b"attr", b"value")))
+
+
 class _Shape(object):
     """What the general path would do with every op of one skeleton, as string indices and
     word locations; keys (attr names) are strings, so their effect is resolved per variant."""
@@ -553,7 +559,8 @@ class _Shape(object):
         if _SKELETON_RE.fullmatch(skeleton) is None:
             return None
         shape = cls()
-        stack = []  # type: List[bytes]  # open blocks inside the op
+        where = ()  # type: Tuple[bytes, ...]  # the open blocks inside the op
+        acts = True  # whether the general path acts on fields at ``where``
         entry = []  # type: List[Any]  # the attr entry being read
         strings = 0  # strings before the current line
         segment = 0  # offset in the skeleton of the current segment between strings
@@ -561,32 +568,38 @@ class _Shape(object):
         try:
             for line in skeleton[:-3].split(b"\n")[:-1]:
                 end = offset + len(line)
-                text = line.lstrip(b" ")
-                where = tuple(stack)
-                if text == b"}":
-                    name = stack.pop()
-                    if name == b"attr" and len(stack) == 0:
+                last = line[-1:]
+                if last == b"}":  # (a canonical line ends with "", a word, { or })
+                    name = where[-1]
+                    where = where[:-1]
+                    acts = where in _ACTING
+                    if name == b"attr" and where == ():
                         shape.attrs.append((entry[0], entry[1], entry[2], tuple(entry[5])))
-                    elif name == b"attr" and stack == [b"output_desc"]:
+                    elif name == b"attr" and where == (b"output_desc",):
                         shape.outputs[-1].append((entry[0], entry[1], entry[3], entry[4]))
-                elif text[-1:] == b"{":
-                    name = text[:-2]
-                    if name == b"attr" and (where == () or where == (b"output_desc",)):
-                        entry = [None, None, None, None, None, []]
-                    elif name == b"output_desc" and where == ():
-                        shape.outputs.append([])
-                    elif where == (b"attr", b"value") or where == (b"output_desc", b"attr",
-                                                                      b"value"):
-                        entry[1] = name if entry[1] is None else entry[1]
-                    stack.append(name)
-                else:
-                    name, value = text.split(b": ", 1)
+                elif last == b"{":
+                    name = line[len(line) - len(line.lstrip(b" ")):-2]
+                    if acts:
+                        if name == b"attr" and (where == () or where == (b"output_desc",)):
+                            entry = [None, None, None, None, None, []]
+                        elif name == b"output_desc" and where == ():
+                            shape.outputs.append([])
+                        elif where == (b"attr", b"value") or where == (
+                                b"output_desc", b"attr", b"value"):
+                            entry[1] = name if entry[1] is None else entry[1]
+                    where += (name,)
+                    acts = where in _ACTING
+                elif acts:
+                    name, value = line.lstrip(b" ").split(b": ", 1)
                     string = strings if value == b'""' else None
                     word = (2 * strings, end - len(value) - segment, end - segment)
                     shape._field(where, name, string, word, value, entry)
                     if string is not None:
                         strings += 1
                         segment = end
+                elif last == b'"':
+                    strings += 1
+                    segment = end
                 offset = end + 1
         except (GraphFormatError, ValueError):
             return None
@@ -684,15 +697,20 @@ class _Shape(object):
 
 _BUILD_GLOBALS = {"new": tuple.__new__, "OpSummary": OpSummary, "OutputOrigin": OutputOrigin,
                   "TRUE": _TRUE, "base0": _int_base0, "check_bool": _bool, "check_int": _int}
+_FACTORIES = {}  # type: Dict[str, Any]  # source of a builder factory -> the factory
+_MAX_FACTORIES = 2048
 
 
 def _compile_builder(shape: _Shape, no_task: Optional[_Loc], names: Optional[Tuple[int, ...]],
                      outputs: List[Tuple[Optional[int], Any]]) -> Any:
     """A function ``build(parts, strings, decode)`` giving the OpSummary of an op: ``parts``
     are the op's segments between double quotes, ``strings`` the odd ones, ``decode`` None
-    (decode the strings it needs in one go) or what decodes one. Written out for one shape
-    and set of keys, from string indices and word offsets only, as straight-line code
-    without loops or look-ups (the generic version took a quarter of the scan time)."""
+    (decode the strings it needs in one go) or what decodes one. It is straight-line code
+    without loops or look-ups (the generic version took a quarter of the scan time),
+    written once per structure (numbers of inputs, names and outputs, which values are
+    present) and bound to this shape's string indices and word offsets, which are its
+    only data: compiling costs more than one variant's ops save."""
+    numbers = []  # type: List[int]  # the factory's arguments a0, a1, ...
     wanted = []  # type: List[int]  # the strings to decode, by index
 
     def text(index: Optional[int]) -> str:
@@ -702,17 +720,18 @@ def _compile_builder(shape: _Shape, no_task: Optional[_Loc], names: Optional[Tup
         return "t[%d]" % (len(wanted) - 1)
 
     def word(loc: Sequence[Any]) -> str:
-        return "parts[%d][%d:%d]" % tuple(loc[:3])
+        numbers.extend(loc[:3])
+        return "parts[a%d][a%d:a%d]" % (len(numbers) - 3, len(numbers) - 2, len(numbers) - 1)
 
     def number(loc: Any) -> str:
         if loc is None:
             return "None"
         return "%s(%s)" % ("base0" if loc[3] is _int_base0 else "int", word(loc))
 
-    lines = ["def build(parts, strings, decode):"]
-    for convert, index, begin, stop in shape.checks:  # conversions whose outcome varies
-        lines.append("    %s(parts[%d][%d:%d], '', 0)" % (
-            "check_bool" if convert is _bool else "check_int", index, begin, stop))
+    body = []
+    for check in shape.checks:  # conversions whose outcome varies with the digits
+        body.append("        %s(%s, '', 0)" % ("check_bool" if check[0] is _bool else "check_int",
+                                              word(check[1:])))
     name = text(shape.name) if shape.name is not None else '""'
     op_type = text(shape.type) if shape.type is not None else '""'
     inputs = "".join(text(index) + ", " for index in shape.inputs)
@@ -720,16 +739,24 @@ def _compile_builder(shape: _Shape, no_task: Optional[_Loc], names: Optional[Tup
                   else "(" + "".join(text(index) + ", " for index in names) + ")")
     origins = "".join("new(OutputOrigin, (%s, %s)), " % (text(origin), number(index))
                       for origin, index in outputs)
+    op_id = "0" if shape.id is None else number(shape.id)
+    no_task_text = "False" if no_task is None else word(no_task) + " in TRUE"
     if wanted:
-        lines.append("    raw = (%s)" % "".join("strings[%d], " % index for index in wanted))
-        lines.append('    t = (b"\\x00".join(raw).decode("utf-8", "replace").split("\\x00")'
-                     " if decode is None else list(map(decode, raw)))")
-    lines.append("    return new(OpSummary, (%s, %s, %s, (%s), %s, %s, (%s)))" % (
-        name, op_type, "0" if shape.id is None else number(shape.id), inputs,
-        "False" if no_task is None else word(no_task) + " in TRUE", names_text, origins))
-    namespace = dict(_BUILD_GLOBALS)
-    exec(compile("\n".join(lines), "<ge_graph op builder>", "exec"), namespace)
-    return namespace["build"]
+        body.append('        raw = get(strings)')
+        body.append('        t = (b"\\x00".join(raw).decode("utf-8", "replace").split("\\x00")'
+                    " if decode is None else list(map(decode, raw)))")
+    body.append("        return new(OpSummary, (%s, %s, %s, (%s), %s, %s, (%s)))" % (
+        name, op_type, op_id, inputs, no_task_text, names_text, origins))
+    source = "\n".join(["def make(get%s):" % "".join(", a%d" % i for i in range(len(numbers))),
+                        "    def build(parts, strings, decode):"] + body + ["    return build"])
+    factory = _FACTORIES.get(source)
+    if factory is None:
+        namespace = dict(_BUILD_GLOBALS)
+        exec(compile(source, "<ge_graph op builder>", "exec"), namespace)
+        factory = namespace["make"]
+        if len(_FACTORIES) < _MAX_FACTORIES:
+            _FACTORIES[source] = factory
+    return factory(_getter(wanted), *numbers)
 
 
 def _getter(indices: Sequence[int]) -> Any:
@@ -894,31 +921,33 @@ class _FastOps(object):
                 return summary, close.end()
         return None, 0
 
-    def _summary(self, text: bytes) -> Optional[OpSummary]:
-        # (bytes.find, not "in": on Python 3.7 "in" first raises and clears a TypeError)
+    def _summary(self, text: bytes, join_skeleton: Any = b'""'.join, join: Any = b"".join,
+                 digits_to_0: bytes = _DIGITS_TO_0, bail: Any = _BAIL) -> Optional[OpSummary]:
+        """The summary of one op from the text after its op line to its closing ``}``, or
+        None if the op is not canonical. (Run once per op: the keyword arguments make
+        constants local; bytes.find, not "in": on Python 3.7 "in" first raises and clears
+        a TypeError.)"""
         escaped = text.find(b"\\") >= 0
         if escaped:
             if text.find(b"\x00") >= 0:
                 return None
-            text = text.replace(b"\\\\", b"\x00\x01").replace(b'\\"', b"\x00\x02")
+            if text.find(b"\\\\") >= 0:
+                text = text.replace(b"\\\\", b"\x00\x01")
+            text = text.replace(b'\\"', b"\x00\x02")
         parts = text.split(b'"')
         if not len(parts) & 1:
             return None  # an odd number of quotes
-        skeleton = b'""'.join(parts[0::2]).translate(_DIGITS_TO_0)
+        skeleton = join_skeleton(parts[0::2]).translate(digits_to_0)
         # looked up by length, then compared: hashing the skeleton would read it once more
         for known, shape in self._shapes_of_length(len(skeleton), ()):
             if known == skeleton:
                 break
         else:
-            shape = _Shape.of(skeleton) or _BAIL
-            if self.shape_count < _MAX_SHAPES and self.shape_bytes < _MAX_SHAPE_BYTES:
-                self.shapes.setdefault(len(skeleton), []).append((skeleton, shape))
-                self.shape_count += 1
-                self.shape_bytes += len(skeleton)
-        if shape is _BAIL:
+            shape = self._new_shape(skeleton)
+        if shape is bail:
             return None
         strings = parts[1::2]
-        joined = b"".join(strings)
+        joined = join(strings)
         if joined.find(b"\n") >= 0:
             return None  # a string left open at the end of its line
         keys = shape.key_get(strings)
@@ -927,15 +956,23 @@ class _FastOps(object):
         else:
             build = shape.last_plan = shape.variant(keys)
             shape.last_keys = keys
-        if build is _BAIL:
+        if build is bail:
             return None
         try:
             if escaped:
                 _unescape(joined, self.path, 0)
-            decode = _escaped if escaped else _plain if joined.find(b"\x00") >= 0 else None
-            return build(parts, strings, decode)
+                return build(parts, strings, _escaped)
+            return build(parts, strings, _plain if joined.find(b"\x00") >= 0 else None)
         except GraphFormatError:
             return None  # the general path reports it, at its offset
+
+    def _new_shape(self, skeleton: bytes) -> Any:
+        shape = _Shape.of(skeleton) or _BAIL
+        if self.shape_count < _MAX_SHAPES and self.shape_bytes < _MAX_SHAPE_BYTES:
+            self.shapes.setdefault(len(skeleton), []).append((skeleton, shape))
+            self.shape_count += 1
+            self.shape_bytes += len(skeleton)
+        return shape
 
 
 def _scan_graphs(data: Any, path: str, fast_ops: bool = True) -> Iterator[GraphSummary]:
