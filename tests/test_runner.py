@@ -43,9 +43,19 @@ def test_monitored_training_session_script_gets_the_hook(tmp_path):
 def test_plain_session_script_ends_with_status_0_after_the_dumped_step(tmp_path):
     code, lines, err = run(RUNNER + [SESSION], tmp_path, _runner_env(tmp_path))
     assert code == 0, err[-3000:]
-    float(lines[0])  # print(sess.run(cost)) ran before training, not counted as the step
-    assert len(lines) == 2 and not any(line.startswith("iterations") for line in lines)
+    float(lines[1])  # print(sess.run(cost)) ran before training, not counted as the step
+    assert len(lines) == 3 and not any(line.startswith("iterations") for line in lines)
     assert_one_training_bundle(tmp_path / "out", lines)
+
+
+def test_a_session_config_with_its_own_dump_options_keeps_them(tmp_path):
+    """The guide's own NpuOptimizer config (dump on, dump_path, dump_mode all): the hook dumps as it says."""
+    dump_path = str(tmp_path / "guide_dump")
+    code, lines, err = run(RUNNER + [SESSION, dump_path], tmp_path, _runner_env(tmp_path, NPU_DUMP_MODE="output"))
+    assert code == 0, err[-3000:]
+    doc = assert_one_training_bundle(tmp_path / "out", lines)
+    assert (doc["options"]["dump_path"], doc["options"]["dump_mode"]) == (dump_path, "all")
+    assert "the script's session config sets its own NPU dump options" in err  # NPU_DUMP_MODE lost
 
 
 def test_environment_only_start_hooks_plain_python(tmp_path):

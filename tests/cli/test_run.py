@@ -27,10 +27,10 @@ def _env_with_python_on_path():
 # -- the three unmodified scripts ----------------------------------------------------------------
 
 
-def test_estimator_script_with_an_explicit_interpreter(tmp_path):
+def test_estimator_subclass_script_with_an_explicit_interpreter(tmp_path):
     out = tmp_path / "out"
-    code, lines, err = run(CLI + ["--output-dir", str(out), "--", sys.executable, ESTIMATOR, str(tmp_path / "model")],
-                           tmp_path, clean_env())
+    code, lines, err = run(CLI + ["--output-dir", str(out), "--", sys.executable, ESTIMATOR, str(tmp_path / "model"),
+                                  "subclass"], tmp_path, clean_env())
     assert code == 0, err[-3000:]
     assert lines[-2] == "trained to step 1"
     assert_one_training_bundle(out, lines)
@@ -51,7 +51,7 @@ def test_plain_session_script_with_python_from_path(tmp_path):
     code, lines, err = run(CLI + ["-q", "--output-dir", str(out), "--", "python", SESSION], tmp_path,
                            _env_with_python_on_path())
     assert code == 0, err[-3000:]
-    assert len(lines) == 2 and not any(line.startswith("iterations") for line in lines)
+    assert len(lines) == 3 and not any(line.startswith("iterations") for line in lines)
     assert_one_training_bundle(out, lines)
     assert "npu-dump-hook: warning:" not in err  # -q reaches the script's process too
 

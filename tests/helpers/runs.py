@@ -32,7 +32,8 @@ def run(argv, cwd, env, timeout=300):
 
 def assert_one_training_bundle(output_dir, stdout_lines):
     """Exactly one hook ran (one run folder, one bundle), its bundle is the last line printed,
-    verifies (``npu-dump-hook verify`` exits 0) and dumps the training step, gradients included."""
+    verifies (``npu-dump-hook verify`` exits 0) and dumps the training step, gradients included;
+    the session that trained had the dump options in its config (the script printed it)."""
     output_dir = str(output_dir)
     bundles = sorted(os.listdir(os.path.join(output_dir, "bundles")))
     runs = sorted(name for name in os.listdir(output_dir) if name != "bundles")
@@ -45,4 +46,6 @@ def assert_one_training_bundle(output_dir, stdout_lines):
     dumped = [entry["op_name"] for entry in doc["files"] if entry["kind"] == "dump"]
     assert any(name.startswith("gradients") for name in dumped), dumped
     assert doc["run"]["steps"] == 1 and doc["backend"] == "emulated"
+    configs = [line for line in stdout_lines if line.startswith("npu config: ")]
+    assert configs == ["npu config: enable_dump=True dump_path={}".format(doc["options"]["dump_path"])], configs
     return doc

@@ -1,12 +1,16 @@
 """An unmodified tf.estimator training script (no npu_dump_hook in it): trains 100 steps.
 
-usage: unmodified_estimator.py MODEL_DIR
-Prints "trained to step N" when train() returns (under the runner the hook stopped it after one step).
+usage: unmodified_estimator.py MODEL_DIR [subclass]
+With "subclass", an NPUEstimator-like subclass (its own NpuOptimizer entry, dump off).
+Prints the session config's dump options, then "trained to step N" when train() returns (under
+the runner the hook stopped it after one step).
 """
 import sys
 
 import numpy as np
 import tensorflow as tf
+
+from npu_config_probe import PrintNpuConfig
 
 v1 = tf.compat.v1
 
@@ -26,12 +30,25 @@ def model_fn(features, labels, mode):
     return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
 
 
-def main(model_dir):
+class SubclassedEstimator(tf.estimator.Estimator):
+    """As NPUEstimator: a subclass (Estimator forbids overriding train()) whose constructor appends
+    an NpuOptimizer entry with the dump off to the session config."""
+
+    def __init__(self, model_fn, config):
+        proto = v1.ConfigProto()
+        entry = proto.graph_options.rewrite_options.custom_optimizers.add(name="NpuOptimizer")
+        entry.parameter_map["enable_dump"].b = False
+        entry.parameter_map["use_off_line"].b = True
+        super(SubclassedEstimator, self).__init__(model_fn, config=config.replace(session_config=proto))
+
+
+def main(model_dir, kind):
     config = tf.estimator.RunConfig(model_dir=model_dir, save_summary_steps=None, log_step_count_steps=None)
-    estimator = tf.estimator.Estimator(model_fn, config=config)
-    estimator.train(input_fn, steps=100)
+    cls = SubclassedEstimator if kind == "subclass" else tf.estimator.Estimator
+    estimator = cls(model_fn, config=config)
+    estimator.train(input_fn, hooks=[PrintNpuConfig()], steps=100)
     print("trained to step", estimator.get_variable_value("global_step"))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "estimator")

@@ -1,13 +1,15 @@
 """An unmodified MonitoredTrainingSession training script (no npu_dump_hook in it): 100 steps.
 
 usage: unmodified_monitored.py [EXIT_STATUS]
-Prints "steps N" after the session closes (under the runner the hook stopped it after one step),
+Prints the session config's dump options, then "steps N" after the session closes (under the runner the hook stopped it after one step),
 then exits with EXIT_STATUS (default 0).
 """
 import sys
 
 import numpy as np
 import tensorflow as tf
+
+from npu_config_probe import PrintNpuConfig
 
 v1 = tf.compat.v1
 v1.disable_eager_execution()
@@ -22,7 +24,7 @@ def main():
     loss = v1.losses.mean_squared_error(y, v1.layers.dense(hidden, 1, name="out"))
     train_op = v1.train.MomentumOptimizer(0.05, 0.9).minimize(loss, global_step=v1.train.get_or_create_global_step())
     steps = 0
-    with v1.train.MonitoredTrainingSession(hooks=[v1.train.StopAtStepHook(last_step=100)]) as sess:
+    with v1.train.MonitoredTrainingSession(hooks=[v1.train.StopAtStepHook(last_step=100), PrintNpuConfig()]) as sess:
         while not sess.should_stop():
             sess.run(train_op)
             steps += 1

@@ -1,17 +1,34 @@
 """The seed guide's sess.run-mode script, unmodified (no npu_dump_hook in it).
 
-usage: unmodified_session.py
-Prints the cost before training, then "iterations 100" after its 100-step loop (under the
+usage: unmodified_session.py [DUMP_PATH]
+With DUMP_PATH the session config is the guide's own (NpuOptimizer: enable_dump, dump_path,
+dump_mode all). Prints its session config's dump options and the cost before training, then "iterations 100" after its 100-step loop (under the
 runner the process ends with status 0 after the dumped step, before that line).
 """
+import sys
+
 import numpy as np
 import tensorflow as tf
+
+from npu_config_probe import describe
 
 v1 = tf.compat.v1
 v1.disable_eager_execution()
 
 
-def main():
+def guide_config(dump_path):
+    """The seed guide's sess.run-mode config, as it writes it."""
+    config = v1.ConfigProto()
+    custom_op = config.graph_options.rewrite_options.custom_optimizers.add()
+    custom_op.name = "NpuOptimizer"
+    custom_op.parameter_map["use_off_line"].b = True
+    custom_op.parameter_map["enable_dump"].b = True
+    custom_op.parameter_map["dump_path"].s = tf.compat.as_bytes(dump_path)
+    custom_op.parameter_map["dump_mode"].s = tf.compat.as_bytes("all")
+    return config
+
+
+def main(dump_path):
     x_data = np.random.RandomState(0).rand(64, 3).astype(np.float32)
     y_data = x_data.sum(axis=1, keepdims=True)
     x = v1.placeholder(tf.float32, [None, 3], name="x")
@@ -23,7 +40,8 @@ def main():
     init = v1.global_variables_initializer()
     feed = {x: x_data, y: y_data}
     iterations = 0
-    with v1.Session() as sess:
+    with v1.Session(config=guide_config(dump_path) if dump_path else None) as sess:
+        print(describe(sess))
         sess.run(init)
         print(sess.run(cost, feed_dict=feed))
         for _ in range(100):
@@ -33,4 +51,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1] if len(sys.argv) > 1 else None)
