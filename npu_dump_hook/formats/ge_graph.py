@@ -485,8 +485,7 @@ _SKELETON_DEPTH = 24  # block nesting inside an op the skeleton pattern follows
 _MAX_SHAPES = 4096
 _MAX_SHAPE_BYTES = 32 << 20
 _MAX_VARIANTS = 256
-_BAIL = object()  # variant of a shape the fast path leaves to the general path
-_NOT_SEEN = object()
+_BAIL = object()  # a skeleton or variant the fast path leaves to the general path
 
 
 def _skeleton_lines(level: int) -> bytes:
@@ -531,7 +530,7 @@ class _Shape(object):
     word locations; keys (attr names) are strings, so their effect is resolved per variant."""
 
     __slots__ = ("name", "type", "inputs", "id", "attrs", "outputs", "checks", "strings",
-                 "key_slots", "key_get", "variants", "last_keys", "last_plan")
+                 "key_slots", "key_get", "variants", "last_keys", "last_build")
 
     def __init__(self) -> None:
         self.name = None  # type: Optional[int]
@@ -548,7 +547,7 @@ class _Shape(object):
         self.key_get = _getter(())  # type: Any
         self.variants = {}  # type: Dict[Tuple[bytes, ...], Any]
         self.last_keys = None  # type: Optional[Tuple[bytes, ...]]  # and its variant:
-        self.last_plan = None  # type: Any
+        self.last_build = None  # type: Any
 
     @classmethod
     def of(cls, skeleton: bytes) -> Optional["_Shape"]:
@@ -952,9 +951,9 @@ class _FastOps(object):
             return None  # a string left open at the end of its line
         keys = shape.key_get(strings)
         if keys == shape.last_keys:  # compares bytes; a dict look-up also hashes them
-            build = shape.last_plan
+            build = shape.last_build
         else:
-            build = shape.last_plan = shape.variant(keys)
+            build = shape.last_build = shape.variant(keys)
             shape.last_keys = keys
         if build is bail:
             return None

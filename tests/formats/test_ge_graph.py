@@ -724,3 +724,60 @@ def test_blanks_at_line_ends_and_crlf_are_read_by_the_fast_path(monkeypatch, tmp
     expected = _expected(data)
     monkeypatch.setattr(ge_graph._OpBuilder, "build", None)  # the general path reads no op
     assert ge_graph.scan_graph(write(tmp_path, data)) == expected
+
+
+def _same_as_general(data):
+    try:
+        expected = _general(data)
+    except GraphFormatError as error:
+        with pytest.raises(GraphFormatError) as info:
+            _fast(data)
+        assert (info.value.offset, info.value.rule) == (error.offset, error.rule)
+        return None
+    assert _fast(data) == expected
+    return expected
+
+
+@pytest.mark.parametrize("old, new", [
+    (b"    id: 3\n", b"    id: 0x1F\n"),                    # base-0 int, rechecked per op
+    (b"    id: 3\n", b"    id: -12\n"),
+    (b"    id: 3\n", b"    id: -012\n"),                    # int() refuses it: an error
+    (b"    id: 3\n", b'    id: "3"\n'),                     # a string id: general path
+    (b"        b: false\n", b"        b: 0\n"),              # a bool made of digits
+    (b"        b: false\n", b"        b: 2\n"),              # ... that is not one
+    (b'      key: "_no_task"', b'      key: "_no\\137task"'),  # an escaped key
+    (b"          i: 0\n", b"          i: -0\n"),
+    (b"          i: 0\n", b"          i: 0x0\n"),
+    (b"        b: false\n", b"        list {\n          b: false\n        }\n"),  # no b first
+])
+def test_unusual_values_give_the_general_result(tmp_path, old, new):
+    data = golden_bytes()
+    assert old in data
+    changed = data.replace(old, new, 1)
+    expected = _same_as_general(changed)
+    if expected is None:  # the general path refuses it (and so does the fast path)
+        return
+    try:
+        parsed = _expected(changed)
+    except GraphFormatError:  # protobuf is stricter than the scanner (a quoted id)
+        return
+    assert expected == parsed == ge_graph.scan_graph(write(tmp_path, changed))
+
+
+def test_scan_leaves_the_cycle_collector_as_it_found_it():
+    import gc
+
+    assert gc.isenabled()
+    graphs = ge_graph.iter_graphs(GOLDEN)
+    next(graphs)
+    assert gc.isenabled()  # between graphs, the caller runs with it on
+    list(graphs)
+    with pytest.raises(GraphFormatError):
+        _fast(golden_bytes().replace(b"    id: 4\n", b"    id: 4\n    @oops\n"))
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        _fast(golden_bytes())
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
