@@ -14,7 +14,8 @@ from npu_dump_hook import constants, runner
 from npu_dump_hook.cli import _exit
 from npu_dump_hook.errors import OptionError
 
-from helpers.runs import ESTIMATOR, HELPERS, MONITORED, PROBE, SESSION, assert_one_training_bundle, clean_env, run
+from helpers.runs import (ESTIMATOR, HELPERS, INTERACTIVE, MONITORED, PROBE, SESSION, assert_one_training_bundle,
+                          clean_env, run)
 
 RUNNER = [sys.executable, "-m", "npu_dump_hook.runner"]
 
@@ -46,6 +47,14 @@ def test_plain_session_script_ends_with_status_0_after_the_dumped_step(tmp_path)
     float(lines[1])  # print(sess.run(cost)) ran before training, not counted as the step
     assert len(lines) == 3 and not any(line.startswith("iterations") for line in lines)
     assert_one_training_bundle(tmp_path / "out", lines)
+
+
+def test_a_session_made_before_its_model_is_hooked_at_its_first_run(tmp_path):
+    """InteractiveSession() first, then the model, then init.run() and train_op.run()."""
+    code, lines, err = run(RUNNER + [INTERACTIVE], tmp_path, _runner_env(tmp_path))
+    assert code == 0, err[-3000:]
+    assert len(lines) == 1  # the loop never finished: status 0 after the dumped step
+    assert_one_training_bundle(tmp_path / "out", lines, config_printed=False)
 
 
 def test_a_session_config_with_its_own_dump_options_keeps_them(tmp_path):
