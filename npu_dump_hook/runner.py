@@ -39,8 +39,9 @@ Call order in the child::
                                         from _CoordinatedSessionCreator.create_session, on a
                                         finalized graph), on a graph with training ops (else
                                         decided at its first run): config += dump options;
-                                        wrapped as NpuDumpSession(stop="continue"); after the
-                                        dumped steps the bundle is written and, with
+                                        wrapped as NpuDumpSession(stop="continue") for the runs
+                                        of the thread that made it (not queue-runner threads);
+                                        after the dumped steps the bundle is written and, with
                                         stop="exit" (default), SystemExit(0) ends the script
         once a hook exists nothing else is injected; a script that imports NpuDumpHook or
         NpuDumpSession itself gets nothing injected (its own hook decides)
@@ -297,6 +298,7 @@ class Injection(object):
         #: Which entry point got it: "Estimator.train", "MonitoredSession" or "Session".
         self.claimed_by = None  # type: Optional[str]
         self._wrapper = None  # type: Any
+        self._thread = None  # type: Optional[int]  # the thread whose runs go through the wrapper
         self._monitored = None  # type: Any
         self._stood_down = False
         self._announced = False
@@ -490,8 +492,8 @@ class Injection(object):
             wrapper = state.get(_WRAPPER)
             if wrapper is None and state.pop(_CANDIDATE, False):
                 wrapper = injection._wrap_at_first_run(self)
-            if wrapper is None or injection._depth("routing"):
-                return run(self, fetches, feed_dict, options, run_metadata)
+            if wrapper is None or injection._depth("routing") or threading.get_ident() != injection._thread:
+                return run(self, fetches, feed_dict, options, run_metadata)  # input threads (queue runners) too
             with injection._routing():
                 result = wrapper.run(fetches, feed_dict=feed_dict, options=options, run_metadata=run_metadata)
             if wrapper.finished and injection.settings.stop == "exit":
@@ -566,7 +568,7 @@ class Injection(object):
         with self._routing():  # begin() and after_create_session() run the bare session
             wrapper = NpuDumpSession(session, hook=hook, stop="continue")
         session.__dict__[_WRAPPER] = wrapper
-        self._wrapper = wrapper
+        self._wrapper, self._thread = wrapper, threading.get_ident()
         return wrapper
 
 
