@@ -832,17 +832,16 @@ class _FastOps(object):
         self._declined = -1  # offset of the op word of the op last declined
 
     def _load(self, start: int, line: bytes) -> None:
-        """Split at ``line`` the window of data that begins with the ``line`` at ``start``
-        and ends before the last one within _WINDOW bytes (or the next one, or the end)."""
-        window = self.data[start:start + _WINDOW]
-        if start + _WINDOW < self.size:
-            cut = window.rfind(line, 1)  # (mmap.rfind is slow)
-            if cut < 0:  # an op longer than a window
+        """Split at ``line`` the window of data that begins with the ``line`` at ``start``,
+        up to the last one within _WINDOW bytes (or the next one, or the end)."""
+        pieces = self.data[start:start + _WINDOW].split(line)
+        if start + _WINDOW < self.size:  # the last piece is cut: the next window has it
+            if len(pieces) > 2:
+                pieces.pop()
+            else:  # an op longer than a window
                 cut = self.data.find(line, start + 1)
-                window = self.data[start:cut] if cut >= 0 else self.data[start:]
-            else:
-                window = window[:cut]
-        self._pieces = window.split(line)
+                pieces = (self.data[start:cut] if cut >= 0 else self.data[start:]).split(line)
+        self._pieces = pieces
         self._line = line
         self._next = 1
         self._at = start + len(line)
