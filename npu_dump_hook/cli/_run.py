@@ -108,7 +108,7 @@ def _environment(args: argparse.Namespace) -> Tuple[Dict[str, str], Dict[str, st
         value = getattr(args, field)
         if value is not None:
             put(ENV_OPTIONS[field], os.path.abspath(value) if field == "dump_path" else value, flag)
-    data = any(getattr(args, field) is not None for field, _flag in _DUMP_FLAGS[:-1])
+    data = any(getattr(args, field) is not None for field, _flag in _DUMP_FLAGS if field != "dump_debug_mode")
     if args.dump_debug or args.dump_debug_mode is not None:
         put(ENV_OPTIONS["enable_dump_debug"], True, "--dump-debug")
         put(ENV_OPTIONS["enable_dump"], False, "--dump-debug")
