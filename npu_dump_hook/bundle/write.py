@@ -19,7 +19,7 @@ from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Tup
 from .._version import __version__
 from ..constants import ARCHIVES, BUNDLE_SCHEMA, CHECKSUMS, LINK_MODES
 from ..errors import BundleError, BundleExistsError, FormatError, NpuDumpError
-from ..formats import ge_graph
+from ..formats.ge_json import write_msaccucmp_json
 from ..formats.mapping_csv import read_mapping
 from ..formats.names import base_op_name, parse_graph_file_name
 from ..run_record import run_section
@@ -409,7 +409,7 @@ def _export_graph_json(graph_file: str, rel: str, stage: str, plan: List[_Planne
     target = os.path.join(stage, DATA_DIR, *json_rel.split("/"))
     os.makedirs(os.path.dirname(target), exist_ok=True)
     try:
-        ge_graph.write_msaccucmp_json(graph_file, target)
+        write_msaccucmp_json(graph_file, target)
     except (FormatError, ValueError) as exc:
         warnings.append("graph JSON export failed: {}".format(exc))
         return None

@@ -10,7 +10,8 @@ See the seed guide's last section and reference/ascend-dump-formats.md §2.3-2.4
 """
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from ..formats import ge_graph, ge_ir_schema
+from ..formats import ge_ir_schema
+from ..formats.ge_text import format_model
 
 __all__ = ["EMULATED_MARK", "is_emulated_graph", "GE_TYPE_OF", "NO_TASK_TYPES", "GeOp", "ge_type", "is_no_task", "build_model", "model_text", "ge_dtype"]
 
@@ -142,7 +143,7 @@ def build_model(graph_name: str, ops: Sequence[GeOp]) -> Any:
 
 def model_text(model: Any) -> str:
     """The model as GE prints it (2-space indent, maps sorted by key, C++ float rendering)."""
-    return ge_graph.format_model(model)
+    return format_model(model)
 
 
 def is_emulated_graph(path: str) -> bool:

@@ -1,4 +1,6 @@
-"""GE graph dumps (``ge_proto_*.txt``): fast scan, full parse, msaccucmp JSON, text writer.
+"""GE graph dumps (``ge_proto_*.txt``): the scanner; the full parse, the text writer, the msaccucmp
+JSON and the builders live in :mod:`.ge_text`, :mod:`.ge_json` and :mod:`.ge_build` and are
+importable from here too.
 
 Format (reference ascend-dump-formats.md §2.3): protobuf text format of ``ge.proto.ModelDef``
 (:mod:`.ge_schema`) as C++ ``TextFormat::Print`` writes it — the *canonical layout*: one field
@@ -27,27 +29,22 @@ inputs, ``_no_task``, ``_datadump_original_op_names`` and, per output_desc,
 
 The result is the general path's on every input (tested: fuzzed layouts, same result or
 same error at the same offset), and the work is linear in the input size either way.
-:func:`parse_model` builds the whole message with ``google.protobuf.text_format`` (unknown
-fields and extensions skipped). :func:`to_msaccucmp_json` gives what ``atc --mode=5``
-writes (§2.7), :func:`format_model` the text GE would write.
 """
 import gc
-import json
 import logging
-import math
 import mmap
 import operator
 import os
 import re
-import struct
 from typing import (Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence,
                     Tuple, Union)
 
-from google.protobuf import text_format
-from google.protobuf.descriptor import FieldDescriptor as _FD
-
 from ..errors import GraphFormatError
 from . import ge_ir_schema as ge_schema  # the GE-IR (ge.proto) messages
+# The rest of the GE-graph API, in modules of their own, importable from here as before:
+from .ge_build import make_model, make_op, make_tensor_desc, set_attr
+from .ge_json import JSON_BLACK_FIELDS, to_msaccucmp_json, write_msaccucmp_json
+from .ge_text import format_model, parse_model, parse_model_text, write_graph_text
 
 __all__ = [
     "OutputOrigin",
@@ -167,10 +164,10 @@ def _bool(raw: bytes, path: str, offset: int) -> bool:
 
 # --------------------------------------------------------------------------- op assembly
 
-_NO_TASK = "_no_task"
-_ORIGINAL_NAMES = "_datadump_original_op_names"
-_ORIGIN_NAME = "_datadump_origin_name"
-_ORIGIN_INDEX = "_datadump_origin_output_index"
+_NO_TASK = ge_schema.ATTR_NO_TASK
+_ORIGINAL_NAMES = ge_schema.ATTR_ORIGINAL_OP_NAMES
+_ORIGIN_NAME = ge_schema.ATTR_ORIGIN_NAME
+_ORIGIN_INDEX = ge_schema.ATTR_ORIGIN_OUTPUT_INDEX
 
 
 class _OpBuilder(object):
@@ -1060,382 +1057,3 @@ def contains_op_type(path: PathLike, types: Iterable[str]) -> bool:
     """True as soon as an op of one of ``types`` (exact type names) is seen."""
     wanted = frozenset(types)
     return any(op.type in wanted for graph in iter_graphs(path) for op in graph.ops)
-
-
-# --------------------------------------------------------------------------- full parse
-
-def _line_col_to_offset(text: str, line: int, column: int) -> int:
-    """Byte offset of a 1-based (line, column) position in ``text`` (UTF-8)."""
-    lines = text.split("\n")
-    line = max(1, min(line, len(lines)))
-    before = sum(len(item.encode("utf-8")) + 1 for item in lines[:line - 1])
-    return before + len(lines[line - 1][:max(column - 1, 0)].encode("utf-8"))
-
-
-def _parse_into(text: str, model: Any, allow_unknown: bool) -> None:
-    if not allow_unknown:
-        text_format.Parse(text, model)
-        return
-    try:
-        text_format.Parse(text, model, allow_unknown_extension=True, allow_unknown_field=True)
-    except TypeError:  # protobuf older than 3.8 (below our 3.20.3 floor): strict parse
-        _LOG.warning("this protobuf cannot skip unknown fields; parsing strictly")
-        text_format.Parse(text, model, allow_unknown_extension=True)
-
-
-def parse_model_text(text: Union[str, bytes], path: str = "<text>",
-                     allow_unknown: bool = True) -> Any:
-    """Parse ge_proto text into a ``ge.proto.ModelDef`` message.
-
-    With ``allow_unknown`` (default), fields and extensions the schema lacks (files from a
-    newer GE) are skipped; unknown *enum value names* still fail, as in protobuf itself.
-    Raises GraphFormatError with the byte offset protobuf reported.
-    """
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise GraphFormatError(path, "text is not UTF-8", exc.start) from None
-    model = ge_schema.ModelDef()
-    try:
-        _parse_into(text, model, allow_unknown)
-    except text_format.ParseError as exc:
-        line, column = exc.GetLine(), exc.GetColumn()
-        offset = None if line is None else _line_col_to_offset(text, line, column or 1)
-        raise GraphFormatError(path, "text format: {}".format(exc), offset) from None
-    return model
-
-
-def parse_model(path: PathLike, allow_unknown: bool = True) -> Any:
-    """Read a ge_proto text file into a full ``ge.proto.ModelDef`` (whole file in memory)."""
-    path = os.fspath(path)
-    with open(path, "rb") as handle:
-        data = handle.read()
-    return parse_model_text(data, path, allow_unknown)
-
-
-# --------------------------------------------------------------------------- msaccucmp JSON
-
-#: Fields ``atc --mode=5`` drops from the JSON (weights, offsets, sizes; §2.7).
-JSON_BLACK_FIELDS = frozenset(("output", "data_offset", "data", "workspace", "workspace_bytes",
-                               "memory_size", "weight_size", "size", "bt", "quantize_factor"))
-_JSON_MAX_DEPTH = 20  # deeper messages come out as null, as in atc
-_PRINTABLE = frozenset(range(0x20, 0x7F))
-_C_ESCAPES = {0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t", 0x22: '\\"', 0x27: "\\'", 0x5C: "\\\\"}
-
-
-def _is_repeated(field: Any) -> bool:
-    # protobuf 7 dropped FieldDescriptor.label; releases before 5.x lack is_repeated.
-    flag = getattr(field, "is_repeated", None)
-    if flag is None:
-        return field.label == _FD.LABEL_REPEATED
-    return bool(flag() if callable(flag) else flag)
-
-
-def _c_escape(raw: bytes) -> str:
-    """C-style escape as protobuf's CEscape: \\n \\r \\t \\" \\' \\\\, other non-printables octal."""
-    out = []
-    for byte in bytearray(raw):
-        if byte in _C_ESCAPES:
-            out.append(_C_ESCAPES[byte])
-        elif byte in _PRINTABLE:
-            out.append(chr(byte))
-        else:
-            out.append("\\{:03o}".format(byte))
-    return "".join(out)
-
-
-def _enum_name(field: Any, number: int) -> str:
-    value = field.enum_type.values_by_number.get(number)
-    if value is not None:
-        return value.name
-    return "UNKNOWN_ENUM_VALUE_{}_{}".format(field.enum_type.name, number)
-
-
-def _g_format(value: float) -> Any:
-    """A single float as atc writes it: printf "%g" text, or the number if that overflows
-    atc's 10-byte buffer."""
-    text = "%g" % value
-    return text if len(text) < 10 else value
-
-
-def _json_single(field: Any, value: Any, depth: int) -> Any:
-    if field.type == _FD.TYPE_MESSAGE:
-        return _json_message(value, depth + 1)
-    if field.type == _FD.TYPE_ENUM:
-        return _enum_name(field, value)
-    if field.type == _FD.TYPE_FLOAT or field.type == _FD.TYPE_DOUBLE:
-        return _g_format(value)
-    if field.type == _FD.TYPE_BYTES:
-        return _c_escape(value)
-    return value
-
-
-def _json_repeated_item(field: Any, value: Any, depth: int) -> Any:
-    if field.type == _FD.TYPE_MESSAGE:
-        return _json_message(value, depth + 1) if value.ByteSize() else None
-    if field.type == _FD.TYPE_ENUM:
-        return _enum_name(field, value)
-    if field.type == _FD.TYPE_BYTES:
-        # atc writes the raw bytes (and fails on invalid UTF-8); C-escape only those.
-        try:
-            return value.decode("utf-8")
-        except UnicodeDecodeError:
-            return _c_escape(value)
-    return value
-
-
-def _json_map(field: Any, container: Any, depth: int) -> List[Any]:
-    entries = []
-    for key in sorted(container):
-        entry = {"key": key}  # type: Dict[str, Any]
-        value = container[key]
-        if depth + 1 > _JSON_MAX_DEPTH:
-            entries.append(None)
-            continue
-        if field.message_type.fields_by_name["value"].type == _FD.TYPE_MESSAGE:
-            if value.ByteSize():
-                entry["value"] = _json_message(value, depth + 2)
-        else:
-            entry["value"] = value
-        entries.append(entry)
-    return entries
-
-
-def _json_message(message: Any, depth: int) -> Any:
-    """Pb2Json::Message2Json: declaration order, set fields only, black fields dropped;
-    a message with nothing to show is null."""
-    if depth > _JSON_MAX_DEPTH:
-        return None
-    present = {field.name: value for field, value in message.ListFields()}
-    out = {}  # type: Dict[str, Any]
-    for field in message.DESCRIPTOR.fields:
-        if field.name in JSON_BLACK_FIELDS or field.name not in present:
-            continue
-        value = present[field.name]
-        if field.message_type is not None and field.message_type.GetOptions().map_entry:
-            out[field.name] = _json_map(field, value, depth)
-        elif _is_repeated(field):
-            out[field.name] = [_json_repeated_item(field, item, depth) for item in value]
-        elif field.type == _FD.TYPE_MESSAGE and not value.ByteSize():
-            continue
-        else:
-            out[field.name] = _json_single(field, value, depth)
-    return out or None
-
-
-def to_msaccucmp_json(path_or_model: Any) -> Dict[str, Any]:
-    """The JSON document ``atc --mode=5 --om=<ge_proto file> --json=...`` writes (§2.7).
-
-    Mirrors GE's Pb2Json with atc's black list: maps become ``[{"key", "value"}]`` arrays
-    (sorted by key here; atc's order is the C++ map's), enums their names, single bytes
-    fields C-escaped, single floats printf ``%g`` strings, proto3 defaults omitted. The
-    om-only steps (fusion-model group names, compressed attr names) do not apply to text.
-    """
-    model = path_or_model
-    if not hasattr(model, "DESCRIPTOR"):
-        model = parse_model(path_or_model)
-    return _json_message(model, 0) or {}
-
-
-def write_msaccucmp_json(path_or_model: Any, json_path: PathLike) -> None:
-    """Write :func:`to_msaccucmp_json` to ``json_path`` (UTF-8, indent 4), atomically."""
-    document = to_msaccucmp_json(path_or_model)
-    json_path = os.fspath(json_path)
-    tmp_path = json_path + ".tmp"
-    with open(tmp_path, "w", encoding="utf-8") as handle:
-        json.dump(document, handle, indent=4, ensure_ascii=False)
-        handle.write("\n")
-    os.replace(tmp_path, json_path)
-
-
-# --------------------------------------------------------------------------- text writer
-
-def _format_float(value: float) -> str:
-    """A float32 as C++ TextFormat writes it (SimpleFtoa: %.6g unless that does not
-    read back to the same float, then %.9g)."""
-    if math.isnan(value):
-        return "nan"
-    if math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    text = "%.6g" % value
-    try:
-        same = struct.unpack("<f", struct.pack("<f", float(text)))[0] == value
-    except OverflowError:
-        same = False
-    return text if same else "%.9g" % value
-
-
-def _format_scalar(field: Any, value: Any) -> str:
-    kind = field.type
-    if kind in (_FD.TYPE_STRING, _FD.TYPE_BYTES):
-        raw = value.encode("utf-8") if isinstance(value, str) else value
-        return '"' + _c_escape(raw) + '"'
-    if kind == _FD.TYPE_BOOL:
-        return "true" if value else "false"
-    if kind == _FD.TYPE_ENUM:
-        enum_value = field.enum_type.values_by_number.get(value)
-        return enum_value.name if enum_value is not None else str(value)
-    if kind in (_FD.TYPE_FLOAT, _FD.TYPE_DOUBLE):
-        return _format_float(value) if kind == _FD.TYPE_FLOAT else repr(value)
-    return str(value)
-
-
-def _format_message(message: Any, indent: str, out: List[str]) -> None:
-    inner = indent + "  "
-    for field, value in message.ListFields():  # field-number order, like C++
-        name = field.name
-        if field.message_type is not None and field.message_type.GetOptions().map_entry:
-            value_field = field.message_type.fields_by_name["value"]
-            key_field = field.message_type.fields_by_name["key"]
-            for key in sorted(value):
-                out.append("{}{} {{\n{}key: {}\n".format(indent, name, inner,
-                                                        _format_scalar(key_field, key)))
-                if value_field.type == _FD.TYPE_MESSAGE:
-                    out.append(inner + "value {\n")
-                    _format_message(value[key], inner + "  ", out)
-                    out.append(inner + "}\n")
-                else:
-                    out.append("{}value: {}\n".format(inner, _format_scalar(value_field,
-                                                                             value[key])))
-                out.append(indent + "}\n")
-            continue
-        items = value if _is_repeated(field) else (value,)
-        for item in items:
-            if field.type == _FD.TYPE_MESSAGE:
-                out.append("{}{} {{\n".format(indent, name))
-                _format_message(item, inner, out)
-                out.append(indent + "}\n")
-            else:
-                out.append("{}{}: {}\n".format(indent, name, _format_scalar(field, item)))
-
-
-def format_model(model: Any) -> str:
-    """ge_proto text of a ModelDef, laid out as GE's C++ TextFormat::Print writes it."""
-    out = []  # type: List[str]
-    _format_message(model, "", out)
-    return "".join(out)
-
-
-def write_graph_text(path: PathLike, model: Any) -> None:
-    """Write :func:`format_model` to ``path`` (ASCII-safe: non-ASCII bytes are escaped)."""
-    with open(os.fspath(path), "w", encoding="utf-8", newline="\n") as handle:
-        handle.write(format_model(model))
-
-
-# --------------------------------------------------------------------------- builders
-
-_LIST_KINDS = ((bool, "b", "VT_LIST_BOOL"), (int, "i", "VT_LIST_INT"),
-               (float, "f", "VT_LIST_FLOAT"), ((str, bytes), "s", "VT_LIST_STRING"))
-
-
-def set_attr(attrs: Any, key: str, value: Any) -> None:
-    """Set map entry ``attrs[key]`` (an ``attr`` map of OpDef/TensorDescriptor/GraphDef)
-    from a Python value: bool -> b, int -> i, float -> f, str/bytes -> s, a list of one
-    of those -> list with its val_type, an AttrDef -> copied."""
-    target = attrs[key]
-    target.Clear()
-    if hasattr(value, "DESCRIPTOR"):
-        target.CopyFrom(value)
-    elif isinstance(value, bool):
-        target.b = value
-    elif isinstance(value, int):
-        target.i = value
-    elif isinstance(value, float):
-        target.f = value
-    elif isinstance(value, (str, bytes)):
-        target.s = value.encode("utf-8") if isinstance(value, str) else value
-    elif isinstance(value, (list, tuple)):
-        _set_list(target.list, key, value)
-    else:
-        raise TypeError("attr {!r}: unsupported value type {}".format(key, type(value).__name__))
-
-
-def _set_list(target: Any, key: str, values: Sequence[Any]) -> None:
-    for kind, field, val_type in _LIST_KINDS:
-        if all(isinstance(v, kind) and not (kind is int and isinstance(v, bool))
-               for v in values):
-            if field == "s":
-                values = [v.encode("utf-8") if isinstance(v, str) else v for v in values]
-            getattr(target, field).extend(values)
-            target.val_type = ge_schema.LIST_VALUE_TYPE_NAMES.index(val_type)
-            return
-    raise TypeError("attr {!r}: list items must all be bool, int, float or str".format(key))
-
-
-def _dtype_value(dtype: Union[str, int]) -> int:
-    return dtype if isinstance(dtype, int) else ge_schema.data_type_value(dtype)
-
-
-def make_tensor_desc(dtype: Union[str, int], shape: Sequence[int], layout: str = "ND",
-                     origin_format: Optional[str] = None,
-                     origin_shape: Optional[Sequence[int]] = None,
-                     origin_dtype: Optional[Union[str, int]] = None,
-                     origin_name: Optional[str] = None,
-                     origin_output_index: Optional[int] = None,
-                     size: Optional[int] = None,
-                     attrs: Optional[Dict[str, Any]] = None) -> Any:
-    """A TensorDescriptor with the attrs GE's serializer always adds (§2.4: origin_format,
-    origin_format_for_int, format_for_int, origin_shape_initialized, origin_shape,
-    origin_data_type) and, when ``origin_name`` is given, the data-dump origin attrs
-    (_datadump_origin_name/_output_index/_format/_data_type). Origin values default to
-    the device ones."""
-    from . import dump_schema as schema  # format names/values shared with the dump-file schema
-
-    desc = ge_schema.TensorDescriptor(dtype=_dtype_value(dtype), layout=layout)
-    desc.shape.dim.extend(shape)
-    if size is not None:
-        desc.size = size
-    origin_format = layout if origin_format is None else origin_format
-    origin_shape = list(shape) if origin_shape is None else list(origin_shape)
-    origin_dtype_name = ge_schema.data_type_name(
-        _dtype_value(dtype if origin_dtype is None else origin_dtype))
-    set_attr(desc.attr, "format_for_int", schema.format_value(layout))
-    set_attr(desc.attr, "origin_data_type", origin_dtype_name)
-    set_attr(desc.attr, "origin_format", origin_format)
-    set_attr(desc.attr, "origin_format_for_int", schema.format_value(origin_format))
-    set_attr(desc.attr, "origin_shape_initialized", True)
-    desc.attr["origin_shape"].list.val_type = ge_schema.LIST_VALUE_TYPE_NAMES.index(
-        "VT_LIST_INT")
-    desc.attr["origin_shape"].list.i.extend(origin_shape)
-    if origin_name is not None:
-        set_attr(desc.attr, _ORIGIN_NAME, origin_name)
-        set_attr(desc.attr, _ORIGIN_INDEX, 0 if origin_output_index is None
-                 else origin_output_index)
-        set_attr(desc.attr, "_datadump_origin_format", origin_format)
-        set_attr(desc.attr, "_datadump_origin_data_type", origin_dtype_name)
-    for key, value in (attrs or {}).items():
-        set_attr(desc.attr, key, value)
-    return desc
-
-
-def make_op(name: str, op_type: str, op_id: int, inputs: Sequence[str] = (),
-            input_descs: Sequence[Any] = (), output_descs: Sequence[Any] = (),
-            original_op_names: Optional[Sequence[str]] = None,
-            no_task: Optional[bool] = None, stream_id: int = 0,
-            attrs: Optional[Dict[str, Any]] = None) -> Any:
-    """An OpDef as a Build graph holds it: ``inputs`` as "src:idx" ("src:-1" control),
-    descs from :func:`make_tensor_desc`, ``_datadump_original_op_names`` (list s) and
-    ``_no_task`` (b) when given, other attrs through :func:`set_attr`."""
-    op = ge_schema.OpDef(name=name, type=op_type, id=op_id, stream_id=stream_id)
-    op.input.extend(inputs)
-    op.input_desc.extend(input_descs)
-    op.output_desc.extend(output_descs)
-    if original_op_names is not None:
-        op.attr[_ORIGINAL_NAMES].list.val_type = ge_schema.LIST_VALUE_TYPE_NAMES.index(
-            "VT_LIST_STRING")
-        op.attr[_ORIGINAL_NAMES].list.s.extend(n.encode("utf-8") for n in original_op_names)
-    if no_task is not None:
-        set_attr(op.attr, _NO_TASK, no_task)
-    for key, value in (attrs or {}).items():
-        set_attr(op.attr, key, value)
-    return op
-
-
-def make_model(graphs: Sequence[Tuple[str, Sequence[Any]]], name: str = "") -> Any:
-    """A ModelDef from (graph name, ops) pairs; graph[0] is the main graph."""
-    model = ge_schema.ModelDef(name=name)
-    for graph_name, ops in graphs:
-        graph = model.graph.add(name=graph_name)
-        graph.op.extend(ops)
-    return model

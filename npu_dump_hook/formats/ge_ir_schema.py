@@ -47,6 +47,12 @@ PACKAGE = "ge.proto"
 # ge.proto.DataType, value = position: the shared table of .data_types, up to GE-IR's last value.
 DATA_TYPE_NAMES = GE_IR_DATA_TYPE_NAMES
 
+# Attribute keys GE writes for the dump (reference §1.8, §2.4, §2.5).
+ATTR_NO_TASK = "_no_task"
+ATTR_ORIGINAL_OP_NAMES = "_datadump_original_op_names"
+ATTR_ORIGIN_NAME = "_datadump_origin_name"
+ATTR_ORIGIN_OUTPUT_INDEX = "_datadump_origin_output_index"
+
 # ge.proto.AttrDef.ListValue.ListValueType, value = position.
 LIST_VALUE_TYPE_NAMES = (
     "VT_LIST_NONE", "VT_LIST_STRING", "VT_LIST_INT", "VT_LIST_FLOAT", "VT_LIST_BOOL",
