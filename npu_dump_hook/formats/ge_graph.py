@@ -691,8 +691,9 @@ class _Shape(object):
         return _compile_builder(self, no_task, names, outputs)
 
 
-_BUILD_GLOBALS = {"new": tuple.__new__, "OpSummary": OpSummary, "OutputOrigin": OutputOrigin,
-                  "TRUE": _TRUE, "base0": _int_base0, "check_bool": _bool, "check_int": _int}
+_BUILD_GLOBALS = {"new_": tuple.__new__, "OpSummary_": OpSummary, "OutputOrigin_": OutputOrigin,
+                  "TRUE_": _TRUE, "int_": int, "base0": _int_base0, "check_bool": _bool,
+                  "check_int": _int}  # the first five are bound as closure cells
 _FACTORIES = {}  # type: Dict[str, Any]  # source of a builder factory -> the factory
 _MAX_FACTORIES = 2048
 
@@ -744,8 +745,11 @@ def _compile_builder(shape: _Shape, no_task: Optional[_Loc], names: Optional[Tup
                     " if decode is None else list(map(decode, raw)))")
     body.append("        return new(OpSummary, (%s, %s, %s, (%s), %s, %s, (%s)))" % (
         name, op_type, op_id, inputs, no_task_text, names_text, origins))
-    source = "\n".join(["def make(get%s):" % "".join(", a%d" % i for i in range(len(numbers))),
-                        "    def build(parts, strings, decode):"] + body + ["    return build"])
+    source = "\n".join(
+        ["def make(get%s):" % "".join(", a%d" % i for i in range(len(numbers))),
+         "    new, OpSummary, OutputOrigin = new_, OpSummary_, OutputOrigin_",
+         "    TRUE, int = TRUE_, int_",
+         "    def build(parts, strings, decode):"] + body + ["    return build"])
     factory = _FACTORIES.get(source)
     if factory is None:
         namespace = dict(_BUILD_GLOBALS)
