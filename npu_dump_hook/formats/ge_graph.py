@@ -22,10 +22,11 @@ inputs, ``_no_task``, ``_datadump_original_op_names`` and, per output_desc,
   exactly as C++ writes it (one field or delimiter per line, 2 spaces per nesting level,
   nothing else). Then that text is the op's whole token structure, so what the general
   path would extract from it is worked out once per such skeleton and per set of attr keys
-  and replayed on each op's strings and numbers. Any other op (trailing blanks, tabs, CR,
-  comments, blank lines, other indentation, several fields on a line, a string with a raw
-  newline or a bad escape, a conversion whose outcome the skeleton cannot tell) is declined
-  and read by the general path, from where the declined op starts.
+  and replayed on each op's strings and numbers; blanks and CR at line ends (trailing
+  whitespace, CRLF files) are dropped first, as they are never inside a string. Any other
+  op (comments, blank lines, tabs or other indentation, several fields on a line, a string
+  with a raw newline or a bad escape, a conversion whose outcome the skeleton cannot tell)
+  is declined and read by the general path, from where the declined op starts.
 
 The result is the general path's on every input (tested: fuzzed layouts, same result or
 same error at the same offset), and the work is linear in the input size either way.
@@ -803,14 +804,16 @@ class _FastOps(object):
     quotes into strings and the text between them; that text, with every string emptied and
     every digit made 0, is the op's *skeleton*. The skeleton must match the canonical layout
     exactly (one field or delimiter per line, ``name: value``/``name {``/``}``, indentation
-    2 x nesting, and nothing else: no comments, tabs, CR, blank lines, trailing blanks or
-    one-line blocks), and no string may hold a raw newline or a bad escape. The text between
-    the strings is then the op's whole token structure, the same (up to digits) for every op
-    of the skeleton, so what the general path would do with such an op is worked out once
-    per skeleton (:class:`_Shape`) and per set of attr keys, and replayed on each op's
-    strings and words. For anything else (an op that ends elsewhere, a line that is not
-    canonical, a string the general path would convert) the fast path declines: the general
-    path reads that op, so the result is always the general path's.
+    2 x nesting, and nothing else: no comments, tabs, blank lines or one-line blocks), and
+    no string may hold a raw newline or a bad escape. The text between the strings is then
+    the op's whole token structure, the same (up to digits) for every op of the skeleton,
+    so what the general path would do with such an op is worked out once per skeleton
+    (:class:`_Shape`) and per set of attr keys, and replayed on each op's strings and words
+    by a builder written for it (:func:`_compile_builder`). An op whose only deviation is
+    blanks or CR at line ends (trailing whitespace, CRLF) is read once they are dropped.
+    For anything else (an op that ends elsewhere, a line that is not canonical, a string
+    the general path would convert) the fast path declines: the general path reads that
+    op, so the result is always the general path's.
 
     Escaped backslashes and quotes are first replaced by two bytes each (``\\x00\\x01``,
     ``\\x00\\x02``) so that every remaining double quote delimits a string; such a text
