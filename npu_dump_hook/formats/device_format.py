@@ -16,16 +16,21 @@ in the dump (``original_shape``), choosing the framework layout from
 None / "ND" / unknown, from which layout matches ``original_shape`` (NHWC /
 NDHWC / HWCN first: TensorFlow's defaults). :func:`from_original` is the inverse,
 for writers (the emulator). Shape mismatches raise :class:`FormatError`
-naming ``source``. Results of ``to_original`` are views where numpy allows.
+naming ``source``, and so do original shapes numpy cannot hold (more than
+:data:`NUMPY_MAX_DIMS` dims, a dim over 2**63-1, or more than 2**63-1 bytes counting
+only the non-zero dims: see :func:`shape_problem`; dump headers carry uint64 dims).
+Results of ``to_original`` are views where numpy allows.
 """
 from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..errors import FormatError
+from ..errors import FormatError, OptionError
 
 __all__ = [
     "CONVERTIBLE_FORMATS",
+    "NUMPY_MAX_DIMS",
+    "shape_problem",
     "to_original",
     "from_original",
     "nc1hwc0_to_nchw",
@@ -48,6 +53,45 @@ _FROM_NCDHW = {"NCDHW": (0, 1, 2, 3, 4), "NDHWC": (0, 2, 3, 4, 1)}
 _GUESS_4D = ("NHWC", "NCHW")
 _GUESS_4D_WEIGHT = ("HWCN", "NCHW", "NHWC")
 _GUESS_5D = ("NDHWC", "NCDHW")
+
+
+def _numpy_max_dims() -> int:
+    try:
+        np.empty((1,) * 64, dtype=np.uint8)
+    except ValueError:
+        return 32  # numpy 1.x
+    return 64  # numpy 2.x
+
+
+#: Most dims a numpy array may have (32 in numpy 1.x, 64 in numpy 2.x).
+NUMPY_MAX_DIMS = _numpy_max_dims()
+_INTP_MAX = int(np.iinfo(np.intp).max)
+
+
+def shape_problem(shape: Sequence[int], itemsize: int = 1) -> Optional[str]:
+    """Why numpy cannot make an array of ``shape`` with ``itemsize``-byte elements, else None.
+
+    numpy's rules: at most :data:`NUMPY_MAX_DIMS` dims, each in [0, 2**63-1] (intp), and the
+    byte count of the non-zero dims within intp even when another dim is 0.
+    """
+    if len(shape) > NUMPY_MAX_DIMS:
+        return "has {} dims, numpy holds at most {}".format(len(shape), NUMPY_MAX_DIMS)
+    nbytes = max(int(itemsize), 1)
+    for dim in shape:
+        dim = int(dim)
+        if not 0 <= dim <= _INTP_MAX:
+            return "has dim {}, outside numpy's [0, {}]".format(dim, _INTP_MAX)
+        if dim:
+            nbytes *= dim
+            if nbytes > _INTP_MAX:
+                return "needs more than {} bytes without its zero dims (numpy's limit)".format(_INTP_MAX)
+    return None
+
+
+def _check_shape(source: str, what: str, shape: Sequence[int], itemsize: int) -> None:
+    problem = shape_problem(shape, itemsize)
+    if problem is not None:
+        raise _fail(source, "{} {} {}".format(what, tuple(int(v) for v in shape), problem))
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -144,6 +188,7 @@ def _nz_dims(shape: Sequence[int]) -> Tuple[Tuple[int, ...], int, int]:
 
 def fractal_nz_to_nd(data: np.ndarray, nd_shape: Sequence[int], source: str = "<array>") -> np.ndarray:
     """(..., C1, No, Ni, C0) -> ND ``nd_shape`` (..., n, c), dropping padding."""
+    _check_shape(source, "ND shape", nd_shape, data.dtype.itemsize)
     batch, n, c = _nz_dims(nd_shape)
     if data.ndim < 4:
         raise _fail(source, "FRACTAL_NZ data must have at least 4 dims, got shape {}".format(data.shape))
@@ -233,6 +278,7 @@ def to_original(
     original = tuple(int(v) for v in original_shape)
     if not original and data.size != 1:
         return data
+    _check_shape(source, "original shape", original, data.dtype.itemsize)
     if device_format in ("NC1HWC0", "NDC1HWC0"):
         result = _to_original_c1hwc0(data, original, original_format, source, device_format == "NDC1HWC0")
     elif device_format == "FRACTAL_Z":
@@ -261,11 +307,13 @@ def from_original(
         return nd_to_fractal_nz(data, c0, n0)
     if device_format in ("NC1HWC0", "FRACTAL_Z"):
         if original_format not in _FROM_NCHW:
-            raise ValueError("{} needs original_format in {}".format(device_format, sorted(_FROM_NCHW)))
+            raise OptionError("original_format", original_format, "{} needs one of {}".format(
+                device_format, sorted(_FROM_NCHW)))
         nchw = data.transpose(_inverse(_FROM_NCHW[original_format]))
         return nchw_to_nc1hwc0(nchw, c0) if device_format == "NC1HWC0" else nchw_to_fractal_z(nchw, c0, n0)
     if device_format == "NDC1HWC0":
         if original_format not in _FROM_NCDHW:
-            raise ValueError("NDC1HWC0 needs original_format in {}".format(sorted(_FROM_NCDHW)))
+            raise OptionError("original_format", original_format, "NDC1HWC0 needs one of {}".format(
+                sorted(_FROM_NCDHW)))
         return ncdhw_to_ndc1hwc0(data.transpose(_inverse(_FROM_NCDHW[original_format])), c0)
     return data

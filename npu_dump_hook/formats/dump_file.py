@@ -18,18 +18,41 @@ path, the byte offset and the rule:
 
 1. file too small: size <= 8 bytes (offset 0);
 2. Nano TLV files (u32 0x5A5A5A5A at offset 8) are recognised and refused (offset 8);
-3. header length 0, >= 2 GiB (the writer's bound), or past the end of file (offset 0) —
-   checked before anything is allocated, so a forged 2**64 length costs nothing;
-4. header does not decode as DumpData (offset 8);
-5. payload sizes overrun the file: the first tensor, in payload order, that ends past
+3. header length 0, >= 2 GiB (the writer's bound), over the reader's limit
+   :data:`MAX_READ_HEADER_LEN` (64 MiB), or past the end of file (offset 0) — checked
+   before anything is allocated, so a forged 2**64 length (or a flipped bit in the length
+   of a large file) costs nothing;
+4. header does not decode as DumpData (offset of the offending field): its wire format is
+   walked first (truncated or overlong varints, field number 0, wire types 3/4/6/7, a
+   field running past its message — where the C++ protobuf backend would stop early and
+   accept a prefix), then protobuf parses it (offset 8);
+5. header over the reader's limits, found by the same walk (which reports the first
+   problem of 4 or 5 in byte order) before protobuf builds any object (offset of the
+   field that crosses the limit): more than :data:`MAX_TENSORS`
+   (65,536) tensors of all kinds together or attrs, more than :data:`MAX_DIMS` (64) dims
+   in one shape or dim_range entries in one output, more than :data:`MAX_HEADER_ITEMS`
+   (1,048,576) protobuf fields at any depth plus dims;
+6. payload sizes overrun the file: the first tensor, in payload order, that ends past
    EOF (offset = where its payload starts);
-6. element count: for inputs/outputs whose data type has a fixed bit width,
+7. element count: for inputs/outputs whose data type has a fixed bit width,
    ``ceil(prod(shape) * bits / 8)`` must equal ``size`` (empty shape = scalar; an empty
    shape with size 0 is accepted as "no data") (offset = its payload);
-7. trailing bytes after the last payload: a **warning** (logged and kept in
+8. trailing bytes after the last payload: a **warning** (logged and kept in
    ``.warnings``), because the current msaccucmp accepts them; an error with ``strict=True``.
 
-Legacy files run rules 4 (whole file), 6, and check ``size`` (when set) against ``len(data)``.
+Legacy files run rules 4 and 5 (whole file; the walk goes through a memory map, so a v2
+file mistaken for one is refused after a few bytes), 7, and check ``size`` (when set)
+against ``len(data)``; they are at most 2 GiB.
+
+Cost of reading a header (:func:`read_header`, :meth:`DumpFile.open`): time linear in the
+header size; peak memory **at most 4 x the header size + 64 MB** (the header bytes, the
+protobuf objects and a :class:`TensorInfo` per tensor: 300-900 bytes a tensor, up to ~50
+bytes a dim; the limits of rule 5 cap all of it near 60 MB). For a legacy file "header"
+means the whole file. :meth:`DumpHeader.summary` adds about 500 bytes per tensor.
+:meth:`DumpFile.array` maps the payload (``copy=True``: one copy of it). Shapes numpy
+cannot hold (more than 32 dims in numpy 1.x, a dim or a byte count over 2**63-1, also
+with a zero dim) raise :class:`DumpFileError` from ``array()``, and so do original shapes
+that do not fit (``original_shape=True``).
 
 Reading the header (:func:`read_header`, :meth:`DumpFile.open`) reads exactly 8 bytes
 plus the header. Payloads come out of :meth:`DumpFile.array` as read-only numpy views
@@ -44,7 +67,8 @@ widens bf16 bits exactly without ml_dtypes. Buffers and workspaces are byte blob
 
 Writing (:func:`write_dump_file`): the header is serialized with deterministic protobuf
 encoding, which emits fields in ascending number and omits proto3 defaults, the same
-bytes as the AICPU writer (golden test in tests/formats). Files are written to a
+bytes as the AICPU writer (golden test in tests/formats). A header the reader would
+refuse (rules 3 and 5) is an :class:`OptionError` instead. Files are written to a
 temporary name in the destination folder and renamed into place.
 """
 import logging
@@ -58,7 +82,7 @@ from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tu
 
 import numpy as np
 
-from ..errors import DumpFileError, OptionError
+from ..errors import DumpFileError, FormatError, OptionError
 from . import device_format, dump_schema
 
 try:  # optional: numpy types for bfloat16 / float8
@@ -69,6 +93,10 @@ except ImportError:  # pragma: no cover - depends on the environment
 __all__ = [
     "KINDS",
     "MAX_HEADER_LEN",
+    "MAX_READ_HEADER_LEN",
+    "MAX_TENSORS",
+    "MAX_DIMS",
+    "MAX_HEADER_ITEMS",
     "TensorInfo",
     "DumpTensor",
     "DumpHeader",
@@ -87,6 +115,14 @@ logger = logging.getLogger(__name__)
 KINDS = ("input", "output", "buffer", "workspace")
 #: Largest header the writer produces: [1 B, 2 GiB) (reference §1.2).
 MAX_HEADER_LEN = 2 ** 31 - 1
+#: Largest header the reader reads (64 MiB): a real header is a few hundred bytes per tensor.
+MAX_READ_HEADER_LEN = 64 * 1024 * 1024
+#: Most tensors (inputs, outputs, buffers and workspaces together) and most attrs a header may list.
+MAX_TENSORS = 65536
+#: Most dims in one shape (and dim_range entries of one output); numpy itself holds 32 (64 in numpy 2).
+MAX_DIMS = 64
+#: Most protobuf fields (at any depth) plus dims in one header.
+MAX_HEADER_ITEMS = 1 << 20
 _PREFIX = struct.Struct("<Q")
 _NANO_MAGIC = b"\x5a\x5a\x5a\x5a"
 _V2 = "2.0"
@@ -326,16 +362,199 @@ def _decode(path: str, data: bytes, offset: int, what: str) -> Any:
     return message
 
 
-def _try_legacy(path: str, fileobj: Any, file_size: int) -> Optional[Any]:
+# --- cheap wire-format scan, before protobuf builds any object ---------------------
+#
+# protobuf turns each 2-byte empty OpOutput into a message object, and the reader then adds a
+# TensorInfo (300-900 bytes in all), each packed 1-byte dim into 8 bytes plus a tuple slot, each
+# unknown field into a record. So the header's wire format is walked first, in Python but
+# without building anything, and refused when it counts more than the module limits.
+
+class _WireError(Exception):
+    """The bytes are not a DumpData protobuf; args: (rule, absolute offset)."""
+
+
+class _LimitError(Exception):
+    """The bytes describe more than the reader accepts; args: (rule, absolute offset)."""
+
+
+class _Scan(object):
+    __slots__ = ("buf", "base", "items")
+
+    def __init__(self, buf: Any, base: int) -> None:
+        self.buf = buf  # bytes or mmap
+        self.base = base  # file offset of buf[0]
+        self.items = 0  # protobuf fields at any depth + dims
+
+
+def _scan_varint(scan: _Scan, pos: int, end: int) -> Tuple[int, int]:
+    buf = scan.buf
+    value = shift = 0
+    start = pos
+    while True:
+        if pos >= end:
+            raise _WireError("truncated varint", scan.base + start)
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+        if shift >= 70:
+            raise _WireError("varint longer than 10 bytes", scan.base + start)
+
+
+def _scan_field(scan: _Scan, pos: int, end: int, message: str) -> Tuple[int, int, int, int]:
+    """(field number, wire type, value start, value end) of the field that starts at ``pos``."""
+    buf = scan.buf
+    byte = buf[pos]
+    if byte < 0x80:
+        key, value_at = byte, pos + 1
+    else:
+        key, value_at = _scan_varint(scan, pos, end)
+    number, wire = key >> 3, key & 7
+    if number == 0:
+        raise _WireError("field number 0 in {}".format(message), scan.base + pos)
+    scan.items += 1
+    if scan.items > MAX_HEADER_ITEMS:
+        raise _LimitError("more than {} protobuf fields and dims".format(MAX_HEADER_ITEMS), scan.base + pos)
+    if wire == 0:
+        if value_at < end and buf[value_at] < 0x80:
+            return number, 0, value_at, value_at + 1
+        return number, 0, value_at, _scan_varint(scan, value_at, end)[1]
+    if wire == 2:
+        if value_at < end and buf[value_at] < 0x80:
+            length, start = buf[value_at], value_at + 1
+        else:
+            length, start = _scan_varint(scan, value_at, end)
+        stop = start + length
+    elif wire == 1 or wire == 5:
+        start, stop = value_at, value_at + (8 if wire == 1 else 4)
+    else:  # groups (3, 4) never occur in this proto3 schema; 6 and 7 do not exist
+        raise _WireError("wire type {} (field {} of {})".format(wire, number, message), scan.base + pos)
+    if stop > end:
+        raise _WireError("field {} of {} ({} bytes) runs past the end of its message".format(
+            number, message, stop - start), scan.base + pos)
+    return number, wire, start, stop
+
+
+def _scan_flat(scan: _Scan, pos: int, end: int, message: str) -> None:
+    while pos < end:
+        pos = _scan_field(scan, pos, end, message)[3]
+
+
+def _scan_shape(scan: _Scan, pos: int, end: int) -> int:
+    """Number of dims in a Shape message (packed or not); counts them as items."""
+    dims = 0
+    buf = scan.buf
+    while pos < end:
+        number, wire, start, pos = _scan_field(scan, pos, end, "Shape")
+        if number != 1:
+            continue
+        if wire == 0:
+            dims += 1
+        elif wire == 2 and pos > start:
+            if buf[pos - 1] >= 0x80:
+                raise _WireError("truncated varint in packed dims", scan.base + pos - 1)
+            if pos - start > 10 * (MAX_DIMS + 1):  # certainly more than MAX_DIMS varints
+                return MAX_DIMS + 1
+            count = sum(1 for byte in buf[start:pos] if byte < 0x80)
+            dims += count
+            scan.items += count
+    return dims
+
+
+# kind -> (DumpData field, {field: nested message}) for the four tensor kinds
+_SCAN_TENSORS = {
+    3: ("output", "OpOutput", {3: "shape", 7: "original_shape", 4: "OriginalOp", 10: "DimRange"}),
+    4: ("input", "OpInput", {3: "shape", 6: "original_shape"}),
+    5: ("buffer", "OpBuffer", {}),
+    8: ("workspace", "Workspace", {}),
+}
+
+
+def _scan_tensor(scan: _Scan, pos: int, end: int, kind: str, index: int, message: str,
+                 nested: Dict[int, str]) -> None:
+    dims = {}  # type: Dict[int, int]  # a Shape given twice is merged: its dims add up
+    while pos < end:
+        at = pos
+        number, wire, start, pos = _scan_field(scan, pos, end, message)
+        sub = nested.get(number) if wire == 2 else None
+        if sub is None:
+            continue
+        if sub == "OriginalOp":
+            _scan_flat(scan, start, pos, sub)
+            continue
+        count = dims.get(number, 0) + (_scan_shape(scan, start, pos) if sub != "DimRange" else 1)
+        if sub == "DimRange":
+            _scan_flat(scan, start, pos, sub)
+        if count > MAX_DIMS:
+            raise _LimitError("{}[{}]: {} holds more than {} {}".format(
+                kind, index, sub if sub != "DimRange" else "dim_range", MAX_DIMS,
+                "entries" if sub == "DimRange" else "dims"), scan.base + at)
+        dims[number] = count
+
+
+def _scan_dump_data(buf: Any, start: int, end: int, base: int) -> None:
+    """Walk a serialized DumpData in ``buf[start:end]`` (``base``: file offset of ``buf[0]``).
+
+    Raises _WireError when protobuf would refuse it (or would stop early: the C++ backend
+    accepts a message cut at an end-group tag) and _LimitError when it describes more than
+    MAX_TENSORS tensors or attrs, MAX_DIMS dims in a shape or MAX_HEADER_ITEMS items.
+    """
+    scan = _Scan(buf, base)
+    counts = dict.fromkeys(KINDS, 0)
+    tensors = attrs = 0
+    pos = start
+    while pos < end:
+        at = pos
+        number, wire, value_at, pos = _scan_field(scan, pos, end, "DumpData")
+        if wire != 2:
+            continue
+        spec = _SCAN_TENSORS.get(number)
+        if spec is not None:
+            kind, message, nested = spec
+            tensors += 1
+            if tensors > MAX_TENSORS:
+                raise _LimitError("more than {} tensors (inputs, outputs, buffers and workspaces "
+                                  "together)".format(MAX_TENSORS), base + at)
+            _scan_tensor(scan, value_at, pos, kind, counts[kind], message, nested)
+            counts[kind] += 1
+        elif number == 7:
+            attrs += 1
+            if attrs > MAX_TENSORS:
+                raise _LimitError("more than {} attrs".format(MAX_TENSORS), base + at)
+            _scan_flat(scan, value_at, pos, "OpAttr")
+
+
+def _scan_error(path: str, exc: Exception, what: str) -> DumpFileError:
+    rule, offset = exc.args
+    if isinstance(exc, _LimitError):
+        return DumpFileError(path, "{} exceeds the reader's limits: {}".format(what, rule), offset)
+    return DumpFileError(path, "{} does not decode as DumpData ({})".format(what, rule), offset)
+
+
+def _try_legacy(path: str, fileobj: Any, file_size: int) -> Tuple[Optional[Any], Optional[DumpFileError]]:
+    """(legacy message, None), or (None, error when the file is a legacy file over the limits)."""
     fileobj.seek(0)
     if file_size > MAX_HEADER_LEN or fileobj.read(1)[0] not in _LEGACY_FIRST_BYTES:
-        return None  # cheap refusal before reading a whole (possibly large) v2 file
+        return None, None  # cheap refusal before reading a whole (possibly large) v2 file
+    # Walk the structure through a memory map first: it reads the tags (a few pages), skips the
+    # tensor bytes, and refuses a v2 file taken for a legacy one after a few bytes.
+    mapped = mmap.mmap(fileobj.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        _scan_dump_data(mapped, 0, file_size, 0)
+    except _WireError:
+        return None, None
+    except _LimitError as exc:
+        return None, _scan_error(path, exc, "legacy file")
+    finally:
+        mapped.close()
     fileobj.seek(0)
     try:
         message = _decode(path, fileobj.read(file_size), 0, "file")
     except DumpFileError:
-        return None
-    return message if message.version != _V2 else None
+        return None, None
+    return (message, None) if message.version != _V2 else (None, None)
 
 
 def _check_payload_bounds(path: str, header: DumpHeader) -> None:
@@ -377,11 +596,21 @@ def _read_v2_prefix(path: str, fileobj: Any, file_size: int) -> Tuple[Optional[A
     if not 1 <= header_len <= MAX_HEADER_LEN:
         return None, header_len, DumpFileError(
             path, "header length {} outside [1, 2**31)".format(header_len), 0)
+    if header_len > MAX_READ_HEADER_LEN:
+        return None, header_len, DumpFileError(
+            path, "header length {} exceeds the reader's limit of {} bytes (64 MiB)".format(
+                header_len, MAX_READ_HEADER_LEN), 0)
     if 8 + header_len > file_size:
         return None, header_len, DumpFileError(
             path, "header length {} runs past end of file ({} bytes)".format(header_len, file_size), 0)
     fileobj.seek(8)
     data = fileobj.read(header_len)
+    if len(data) != header_len:
+        return None, header_len, DumpFileError(path, "file shrank while reading its header", 8 + len(data))
+    try:
+        _scan_dump_data(data, 0, header_len, 8)
+    except (_WireError, _LimitError) as exc:
+        return None, header_len, _scan_error(path, exc, "header")
     try:
         return _decode(path, data, 8, "header"), header_len, None
     except DumpFileError as exc:
@@ -396,12 +625,14 @@ def _parse(path: str, fileobj: Any, strict: bool) -> DumpHeader:
     message, header_len, error = _read_v2_prefix(path, fileobj, file_size)
     if message is not None and message.version == _V2:
         return _finish_v2(path, message, header_len, file_size, strict, [])
-    legacy = _try_legacy(path, fileobj, file_size)
+    legacy, legacy_error = _try_legacy(path, fileobj, file_size)
     if legacy is not None:
         _check_legacy_sizes(path, legacy)
         header = DumpHeader(path, "legacy", legacy, None, file_size)
         _check_element_counts(path, header)
         return header
+    if legacy_error is not None and (message is None and error is not None and error.offset == 0):
+        raise legacy_error  # the prefix is no v2 header length, the file a legacy one over the limits
     if error is not None:
         raise error
     warning = "header version {!r} is not '2.0'; read as a v2 file".format(message.version)
@@ -517,10 +748,19 @@ class DumpFile(DumpHeader):
             count *= dim
         if kind in ("buffer", "workspace") or result.size != count:
             return result  # no shape to apply (unsized types, "no data" scalars)
+        problem = device_format.shape_problem(info.shape, result.dtype.itemsize)
+        if problem is not None:
+            raise DumpFileError(self.path, "{}[{}]: shape {} {}".format(kind, index, list(info.shape), problem),
+                                info.offset)
         result = result.reshape(info.shape)
         if original_shape:
-            result = device_format.to_original(result, info.format_name, info.original_shape,
-                                               info.original_format, source=self.path)
+            try:
+                result = device_format.to_original(result, info.format_name, info.original_shape,
+                                                   info.original_format, source=self.path)
+            except DumpFileError:
+                raise
+            except FormatError as exc:  # name the tensor and where its payload is
+                raise DumpFileError(self.path, "{}[{}]: {}".format(kind, index, exc.rule), info.offset)
         return result
 
 
@@ -654,6 +894,17 @@ def _little_endian_bytes(array: np.ndarray) -> memoryview:
     return memoryview(array.reshape(-1).view(np.uint8))
 
 
+def _check_readable(encoded: bytes) -> None:
+    """OptionError when read_header would refuse this header (rules 3 and 5)."""
+    if len(encoded) > MAX_READ_HEADER_LEN:
+        raise OptionError("outputs", "a {}-byte header".format(len(encoded)),
+                          "the reader takes headers of at most {} bytes".format(MAX_READ_HEADER_LEN))
+    try:
+        _scan_dump_data(encoded, 0, len(encoded), 8)
+    except _LimitError as exc:
+        raise OptionError("outputs", "the header", "over the reader's limits: {}".format(exc.args[0]))
+
+
 def write_dump_file(path: Union[str, "os.PathLike[str]"], op_name: str, outputs: Iterable[Any] = (),
                     inputs: Iterable[Any] = (), buffers: Iterable[Any] = (), workspaces: Iterable[Any] = (),
                     dump_time: Optional[int] = None, version: str = _V2, attrs: Optional[Dict[str, str]] = None,
@@ -670,6 +921,7 @@ def write_dump_file(path: Union[str, "os.PathLike[str]"], op_name: str, outputs:
     space_blobs = [_as_blob(item) for item in workspaces]
     header = build_header(op_name, output_tensors, input_tensors, buffer_blobs, space_blobs, dump_time, version, attrs)
     encoded = encode_header(header)
+    _check_readable(encoded)
     payloads = [t.array for t in input_tensors] + [t.array for t in output_tensors] + buffer_blobs + space_blobs
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path)[:64] + ".", suffix=".tmp")
