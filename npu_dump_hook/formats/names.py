@@ -16,8 +16,10 @@ they never contain ``.``, ``/``, ``\\`` or a space and splitting on ``.`` is exa
                                                                                real name is in mapping.csv (§4)
 
 task_id, stream_id, context_id, thread_id, device_id and timestamp are unsigned decimal
-integers; timestamp is microseconds since the epoch (16 digits today; msaccucmp accepts 1-255
-digits and sorts only 16-digit ones). An op name may end in ``_lxslice{N}`` (FFTS manual
+integers of 1-255 digits; timestamp is microseconds since the epoch (16 digits today; msaccucmp
+accepts 1-255 digits and sorts only 16-digit ones). The 255-digit cap holds for every number
+field, and for the numbers of graph and ``.npy`` names: no real name comes close, and it keeps
+``int()`` far below Python's 4,300-digit conversion limit (3.11+) and its quadratic cost. An op name may end in ``_lxslice{N}`` (FFTS manual
 slicing) and start with ``..._sgt_graph_{N}_``; :func:`base_op_name` strips both like msaccucmp.
 
 Graph dumps (§2.1): ``ge_proto_{index}_[graph_{id}_|aclop_graph_{id}_]{stage}.txt`` with a 5- or
@@ -25,6 +27,10 @@ Graph dumps (§2.1): ``ge_proto_{index}_[graph_{id}_|aclop_graph_{id}_]{stage}.t
 recognised but never used for mapping. GE time folders (§1.1) are ``YYYYMMDDhhmmss``.
 
 Reference capture (§6): ``{op_name with / and . -> _}.{output_index}.{16-digit µs}.npy``.
+
+Cost: every parser here takes time and memory linear in the length of the name (a name from
+mapping.csv can be long): fields are split at most 10 times, the patterns cannot backtrack
+more than linearly, and the numbers are capped at 255 digits.
 """
 import dataclasses
 import datetime
@@ -94,6 +100,8 @@ _UINT = re.compile(r"[0-9]+\Z")
 _LXSLICE = re.compile(r"_lxslice([0-9]+)\Z")
 _SGT_PREFIX = re.compile(r"^.*?sgt_graph_[0-9]+_")
 _TIMESTAMP_MAX_DIGITS = 255
+# Every number field of a name: the timestamp's cap (far below int()'s 4,300-digit limit).
+_MAX_DIGITS = _TIMESTAMP_MAX_DIGITS
 _SORTABLE_TIMESTAMP_DIGITS = 16
 
 
@@ -209,10 +217,11 @@ def _parse_plain(base: str) -> DumpName:
     if stem.endswith(_STATS_SUFFIX):
         kind = KIND_STATS
         stem = stem[: -len(_STATS_SUFFIX)]
-    fields = stem.split(".")
+    fields = stem.split(".", 9)  # at most 10 pieces: a name of a million dots costs no more
     if len(fields) not in (4, 5, 8, 9):
         raise NameFormatError(
-            base, "expected 4, 5, 8 or 9 dot-separated fields (optionally + .csv), found {}".format(len(fields))
+            base, "expected 4, 5, 8 or 9 dot-separated fields (optionally + .csv), found {}".format(
+                stem.count(".") + 1)
         )
     op_type, op_name = fields[0], fields[1]
     _check_name_field(base, "op_type", op_type)
@@ -221,8 +230,6 @@ def _parse_plain(base: str) -> DumpName:
     numbers = fields[2:]
     labels = _number_labels(len(fields))
     values = {label: _uint(base, label, text) for label, text in zip(labels, numbers)}
-    if len(numbers[labels.index("timestamp")]) > _TIMESTAMP_MAX_DIGITS:
-        raise NameFormatError(base, "timestamp longer than {} digits".format(_TIMESTAMP_MAX_DIGITS))
     task_type = values.get("task_type")
     if task_type is not None and task_type > _MAX_TASK_TYPE:
         raise NameFormatError(base, "task_type field must be a digit 0-4, found {}".format(task_type))
@@ -262,6 +269,8 @@ def _check_name_field(base: str, label: str, text: str) -> None:
 
 
 def _uint(base: str, label: str, text: str) -> int:
+    if len(text) > _MAX_DIGITS:
+        raise NameFormatError(base, "{} longer than {} digits".format(label, _MAX_DIGITS))
     if not _UINT.match(text):
         raise NameFormatError(base, "{} must be an unsigned decimal integer, found {!r}".format(label, text))
     return int(text)
@@ -383,12 +392,13 @@ class GraphFileName:
 
 
 def parse_graph_file_name(name: PathName) -> Optional[GraphFileName]:
-    """Fields of a ``ge_proto``/``ge_onnx``/``ge_readable`` file name, or None for other files."""
+    """Fields of a ``ge_proto``/``ge_onnx``/``ge_readable`` file name, or None for other files
+    (an index or graph id over 255 digits included)."""
     match = _GRAPH_FILE.match(_basename(name))
     if not match:
         return None
     kind, index, aclop, graph_id, stage, suffix = match.groups()
-    if _GRAPH_SUFFIX[kind] != suffix:
+    if _GRAPH_SUFFIX[kind] != suffix or len(index) > _MAX_DIGITS or len(graph_id or "") > _MAX_DIGITS:
         return None
     return GraphFileName(
         kind=kind,
@@ -454,6 +464,8 @@ def parse_npy_name(name: PathName) -> NpyName:
     if not NUMPY_DUMP_PATTERN.fullmatch(base):
         raise NameFormatError(base, "does not match msaccucmp's {op_name}.{output_index}.{timestamp}.npy pattern")
     stem, index, timestamp = base[: -len(".npy")].rsplit(".", 2)
+    if len(index) > _MAX_DIGITS:
+        raise NameFormatError(base, "output index longer than {} digits".format(_MAX_DIGITS))
     return NpyName(stem, int(index), int(timestamp))
 
 
