@@ -13,16 +13,28 @@ When a dump file name exceeds NAME_MAX, the writer stores the data under the dec
   a reader joins it to the folder path.
 
 Errors are :class:`NameFormatError` with the file, the 1-based line and its byte offset.
+
+Limits and cost: a file over 256 MiB is refused before it is read, and so is a line over
+1 MiB (:data:`MAX_LINE_BYTES`; real names are a few hundred bytes). The reader reads the
+file in 256 KiB chunks, skips empty lines in C, parses each other line as it comes, counts what the result dict and its strings take (``sys.getsizeof``,
+exact): a file whose entries would take more than **3 x its size + 32 MiB** is refused at the
+line that crosses it. That only happens to files of very short, all different lines (a real
+line, a 20-digit hash and a 255+ byte name, takes about 1.6 x its length; repeated lines take
+nothing). So the peak memory of :func:`read_mapping` and :func:`parse_mapping_text` (input
+bytes not counted) is **at most 4 x the input size + 64 MB**, and their time is linear in it.
 """
 import io
 import os
 import re
-from typing import Dict, Iterable, Mapping, Optional, Tuple, Union
+import sys
+from typing import Dict, Iterable, Iterator, Mapping, Optional, Tuple, Union
 
 from ..errors import NameFormatError
+from ._text_lines import nonblank_lines
 
 __all__ = [
     "MAPPING_FILE_NAME",
+    "MAX_LINE_BYTES",
     "read_mapping",
     "parse_mapping_text",
     "write_mapping",
@@ -34,6 +46,11 @@ MAPPING_FILE_NAME = "mapping.csv"
 _HASH = re.compile(r"[0-9]+\Z")
 # A mapping.csv is a few lines per long-named file; refuse absurd sizes instead of reading them.
 _MAX_BYTES = 256 * 1024 * 1024
+#: Longest line (without its line end) a mapping.csv may hold.
+MAX_LINE_BYTES = 1024 * 1024
+# The result may take this many bytes: _BUDGET_FACTOR x input size + _BUDGET_BASE.
+_BUDGET_FACTOR = 3
+_BUDGET_BASE = 32 * 1024 * 1024
 
 PathName = Union[str, os.PathLike]
 Pairs = Union[Mapping[str, str], Iterable[Tuple[str, str]]]
@@ -46,34 +63,77 @@ def read_mapping(path: PathName) -> Dict[str, str]:
     if size > _MAX_BYTES:
         raise NameFormatError(path, "mapping.csv larger than {} bytes".format(_MAX_BYTES), 0)
     with open(path, "rb") as handle:
-        return parse_mapping_text(handle.read(), path)
+        return _parse_lines(handle, size, path)
 
 
 def parse_mapping_text(data: bytes, path: PathName = "<mapping.csv>") -> Dict[str, str]:
     """Parse the bytes of a mapping.csv (see the module rules); ``path`` names it in errors."""
+    return _parse_lines(io.BytesIO(data), len(data), path)
+
+
+def _decode(raw: bytes, path: PathName, number: int, offset: int) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise NameFormatError(path, "line {}: not UTF-8 ({})".format(number, exc.reason), offset + exc.start)
+
+
+def _parse_lines(handle: io.BufferedIOBase, size: int, path: PathName) -> Dict[str, str]:
+    """Read ``handle`` in chunks, split them into lines, keep one entry per new line."""
     result = {}  # type: Dict[str, str]
-    offset = 0
-    for number, raw in enumerate(io.BytesIO(data), 1):
-        line_offset, offset = offset, offset + len(raw)
-        where = "line {}: ".format(number)
-        try:
-            line = raw.decode("utf-8").rstrip("\r\n")
-        except UnicodeDecodeError as exc:
-            raise NameFormatError(path, where + "not UTF-8 ({})".format(exc.reason), line_offset + exc.start)
-        if not line.strip():
-            continue
-        hashed, comma, name = line.partition(",")
-        if not comma:
-            raise NameFormatError(path, where + "expected '{hash},{name}', found no comma", line_offset)
-        if not _HASH.match(hashed):
-            raise NameFormatError(path, where + "hash {!r} is not all digits".format(hashed), line_offset)
-        _check_name(name, path, where, line_offset + len(hashed) + 1)
-        previous = result.setdefault(hashed, name)
-        if previous != name:
-            raise NameFormatError(
-                path, where + "hash {} maps to {!r} and {!r}".format(hashed, previous, name), line_offset
-            )
+    parse = _LineParser(result, _BUDGET_FACTOR * size + _BUDGET_BASE, path)
+    for number, offset, line in nonblank_lines(handle, path, MAX_LINE_BYTES, NameFormatError):
+        parse.line(line, number, offset)
     return result
+
+
+class _LineParser(object):
+    """Checks one line at a time and adds it to ``result`` (see the module rules)."""
+
+    def __init__(self, result: Dict[str, str], budget: int, path: PathName) -> None:
+        self.result = result
+        self.budget = budget
+        self.path = path
+        self.strings = 0  # bytes the keys and names of result take
+        self.previous = None  # type: Optional[bytes]  # the last line added: repeats are common
+
+    def line(self, raw: bytes, number: int, offset: int) -> None:
+        if raw == self.previous:
+            return
+        path = self.path
+        if raw.endswith(b"\r"):
+            raw = raw.rstrip(b"\r")
+        hashed_bytes, comma, name_bytes = raw.partition(b",")
+        if not comma:
+            if not _decode(raw, path, number, offset).strip():
+                return  # blank line
+            raise NameFormatError(path, "line {}: expected '{{hash}},{{name}}', found no comma".format(number), offset)
+        hashed = _decode(hashed_bytes, path, number, offset)
+        name_offset = offset + len(hashed_bytes) + 1
+        name = _decode(name_bytes, path, number, name_offset)
+        where = "line {}: ".format(number)
+        if not _HASH.match(hashed):
+            raise NameFormatError(path, where + "hash {!r} is not all digits".format(_clip(hashed)), offset)
+        _check_name(name, path, where, name_offset)
+        result = self.result
+        previous = result.setdefault(hashed, name)
+        if previous is name:  # a new entry
+            self.strings += sys.getsizeof(hashed) + sys.getsizeof(name)
+            if self.strings + sys.getsizeof(result) > self.budget:
+                raise NameFormatError(
+                    path, where + "its {} different entries would take more than {} bytes of memory "
+                    "({} x the input size + {} MiB): not a mapping.csv of real dump names".format(
+                        len(result), self.budget, _BUDGET_FACTOR, _BUDGET_BASE >> 20), offset)
+        elif previous != name:
+            raise NameFormatError(
+                path, where + "hash {} maps to {!r} and {!r}".format(hashed, _clip(previous), _clip(name)), offset
+            )
+        self.previous = raw
+
+
+def _clip(text: str, limit: int = 200) -> str:
+    """``text`` for an error message: a long name is cut (the offset says where it is)."""
+    return text if len(text) <= limit else text[:limit] + "...({} characters)".format(len(text))
 
 
 def _check_name(name: str, path: PathName, where: str, offset: Optional[int]) -> None:
@@ -81,9 +141,9 @@ def _check_name(name: str, path: PathName, where: str, offset: Optional[int]) ->
         raise NameFormatError(path, where + "empty file name", offset)
     for bad, label in (("/", "a path separator '/'"), ("\\", "a path separator '\\'"), ("\x00", "NUL")):
         if bad in name:
-            raise NameFormatError(path, where + "file name {!r} contains {}".format(name, label), offset)
+            raise NameFormatError(path, where + "file name {!r} contains {}".format(_clip(name), label), offset)
     if ".." in name:
-        raise NameFormatError(path, where + "file name {!r} contains '..'".format(name), offset)
+        raise NameFormatError(path, where + "file name {!r} contains '..'".format(_clip(name)), offset)
 
 
 def _lines(pairs: Pairs, path: PathName) -> str:

@@ -18,6 +18,14 @@ shape as dims joined by ``x`` (``-`` = no dims -> ``()``); statistics are C++ ``
 numbers (``%g``, ``nan``, ``inf``) or integers for counts; an empty cell or ``NA`` (stats not
 computed) -> None. Malformed input raises :class:`StatsFormatError` with file, line, column and
 byte offset of the cell.
+
+Limits (a stats CSV has one short row per input and output of one op): the file is at most
+64 MiB, a line at most :data:`MAX_LINE_BYTES` (64 KiB), at most :data:`MAX_ROWS` (65,536) rows,
+integers at most 20 digits (uint64), shapes at most 64 dims. Cost: the file is read in 256 KiB chunks,
+empty lines are skipped in C, and each other line is parsed as it comes (a line is split at most once per header column), so the
+peak memory of :func:`read_stats_csv` and :func:`parse_stats_text` (input bytes not counted)
+is **at most 4 x the input size + 64 MB** (rows: about 600 bytes each, so at most ~40 MB at
+the row limit), and their time is linear in the input size.
 """
 import io
 import os
@@ -28,9 +36,12 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..errors import StatsFormatError
+from ._text_lines import nonblank_lines
 
 __all__ = [
     "STATS_HEADER",
+    "MAX_LINE_BYTES",
+    "MAX_ROWS",
     "BASE_COLUMNS",
     "STAT_ITEMS",
     "VARIANT_DEFAULT",
@@ -77,11 +88,19 @@ _COLUMNS = {
     "l2norm": ("l2norm", "float"),
 }
 _MAX_BYTES = 64 * 1024 * 1024  # a stats CSV has one short row per tensor
-_UINT = re.compile(r"[0-9]+\Z")
+#: Longest line (without its line end) a stats CSV may hold.
+MAX_LINE_BYTES = 64 * 1024
+#: Most data rows a stats CSV may hold.
+MAX_ROWS = 65536
+_MAX_DIGITS = 20  # uint64
+_MAX_DIMS = 64
+_MAX_COLUMNS = len(BASE_COLUMNS) + 1 + len(STAT_ITEMS)
+_UINT = re.compile(r"[0-9]{1,20}\Z")
 _FLOAT = re.compile(r"[+-]?(?:nan|inf|infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[+-]?[0-9]+)?)\Z", re.IGNORECASE)
 _SHAPE = re.compile(r"[0-9]+(?:x[0-9]+)*\Z")
 _NAME = re.compile(r"[A-Za-z0-9_]+\Z")
 _UNKNOWN = ("-", "UNKNOW")
+_NAMES = {}  # type: Dict[str, str]  # data type and format names, shared by all rows
 _MISSING = ("", "NA")
 
 PathName = Union[str, os.PathLike]
@@ -124,35 +143,43 @@ def read_stats_csv(path: PathName) -> StatsFile:
     if os.path.getsize(path) > _MAX_BYTES:
         raise StatsFormatError(path, "stats CSV larger than {} bytes".format(_MAX_BYTES), 0)
     with open(path, "rb") as handle:
-        return parse_stats_text(handle.read(), path)
+        return _parse(handle, path)
 
 
 def parse_stats_text(data: bytes, path: PathName = "<stats.csv>") -> StatsFile:
     """Parse the bytes of a stats CSV; ``path`` names it in errors."""
-    lines = _split_lines(data, path)
-    if not lines:
-        raise StatsFormatError(path, "empty file: expected the header line", 0)
-    header_offset, header = lines[0]
-    columns = tuple(header.split(","))
-    variant = _header_variant(columns, path, header_offset)
-    rows = []
-    for number, (offset, line) in enumerate(lines[1:], 2):
-        if line:
+    return _parse(io.BytesIO(data), path)
+
+
+def _parse(handle: Any, path: PathName) -> StatsFile:
+    columns = None  # type: Optional[Tuple[str, ...]]
+    variant = ""
+    rows = []  # type: List[StatsRow]
+    for number, offset, raw in nonblank_lines(handle, path, MAX_LINE_BYTES, StatsFormatError):
+        line = _text(raw, path, number, offset)
+        if columns is None:
+            if number != 1:  # the first line is empty: no header
+                _header_variant(("",), path, 0)
+            columns = tuple(line.split(",", _MAX_COLUMNS))
+            variant = _header_variant(columns, path, offset)
+        elif line:
+            if len(rows) >= MAX_ROWS:
+                raise StatsFormatError(path, "line {}: more than {} rows".format(number, MAX_ROWS), offset)
             rows.append(_parse_row(columns, line, path, number, offset))
+    if columns is None:
+        if handle.tell():  # only empty lines: the header line is empty
+            _header_variant(("",), path, 0)
+        raise StatsFormatError(path, "empty file: expected the header line", 0)
     return StatsFile(str(path), columns, variant, tuple(rows))
 
 
-def _split_lines(data: bytes, path: PathName) -> List[Tuple[int, str]]:
-    lines = []
-    offset = 0
-    for raw in io.BytesIO(data):
-        try:
-            text = raw.decode("ascii").rstrip("\r\n")
-        except UnicodeDecodeError as exc:
-            raise StatsFormatError(path, "line {}: not ASCII".format(len(lines) + 1), offset + exc.start)
-        lines.append((offset, text))
-        offset += len(raw)
-    return lines
+def _text(raw: bytes, path: PathName, number: int, offset: int) -> str:
+    if raw.endswith(b"\r"):
+        raw = raw.rstrip(b"\r")
+    try:
+        return raw.decode("ascii")
+    except UnicodeDecodeError as exc:
+        raise StatsFormatError(path, "line {}: not ASCII".format(number), offset + exc.start)
 
 
 def _header_variant(columns: Tuple[str, ...], path: PathName, offset: int) -> str:
@@ -177,10 +204,10 @@ def _ordered_subset(items: Sequence[str]) -> bool:
 
 
 def _parse_row(columns: Tuple[str, ...], line: str, path: PathName, number: int, offset: int) -> StatsRow:
-    cells = line.split(",")
+    cells = line.split(",", len(columns))  # one piece more than the header has cells: too many
     if len(cells) != len(columns):
         raise StatsFormatError(
-            path, "line {}: {} cells, the header has {}".format(number, len(cells), len(columns)), offset
+            path, "line {}: {} cells, the header has {}".format(number, line.count(",") + 1, len(columns)), offset
         )
     values = {}  # type: Dict[str, Any]
     cell_offset = offset
@@ -198,30 +225,37 @@ def _parse_row(columns: Tuple[str, ...], line: str, path: PathName, number: int,
 
 def _parse_cell(kind: str, cell: str) -> Any:
     if kind == "direction":
-        if cell not in ("Input", "Output"):
-            raise ValueError("expected Input or Output")
-        return cell
+        if cell == "Input":
+            return "Input"  # the constant: rows share one string
+        if cell == "Output":
+            return "Output"
+        raise ValueError("expected Input or Output")
     if kind == "uint":
         if not _UINT.match(cell):
-            raise ValueError("expected an unsigned integer")
+            raise ValueError("expected an unsigned integer of at most {} digits".format(_MAX_DIGITS))
         return int(cell)
     if kind in ("dtype", "name"):
         if cell in _UNKNOWN:
             return None
         if not _NAME.match(cell):
             raise ValueError("expected a type or format name")
-        return cell
+        return _NAMES.setdefault(cell, cell) if len(_NAMES) < 4096 or cell in _NAMES else cell
     if kind == "shape":
         if cell == "-":
             return ()
         if not _SHAPE.match(cell):
             raise ValueError("expected dims joined by 'x' or '-'")
-        return tuple(int(dim) for dim in cell.split("x"))
+        dims = cell.split("x", _MAX_DIMS)
+        if len(dims) > _MAX_DIMS:
+            raise ValueError("more than {} dims".format(_MAX_DIMS))
+        if any(len(dim) > _MAX_DIGITS for dim in dims):
+            raise ValueError("a dim of more than {} digits".format(_MAX_DIGITS))
+        return tuple(int(dim) for dim in dims)
     if cell in _MISSING:
         return None
     if kind == "count":
         if not _UINT.match(cell):
-            raise ValueError("expected an unsigned integer count")
+            raise ValueError("expected an unsigned integer count of at most {} digits".format(_MAX_DIGITS))
         return int(cell)
     if not _FLOAT.match(cell):
         raise ValueError("expected a number, nan or inf")
