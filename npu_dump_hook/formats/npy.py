@@ -5,6 +5,13 @@ A ``DebugIdentity`` op with a ``file://`` URL writes one ``Event`` protobuf per 
 :func:`debug_event_to_npy` reads only the protobuf headers before the tensor bytes and turns
 the file into an ``.npy`` in place (or copies the bytes when it cannot); :func:`write_npy`
 writes an array with ``np.save``'s layout in one or two system calls.
+
+Reading a dump costs its first 64 KiB (the protobuf headers, where the shape must be) plus
+the tensor: bytes are moved or copied in 4 MiB pieces (bfloat16 tensors are widened in
+memory: 3 x the tensor). Malformed files raise :class:`DumpFileError` naming the file, the
+offset and the rule: truncated or overlong varints, wire types 3/4/6/7, a missing field, a
+dtype this module cannot map, a shape numpy cannot hold, or ``tensor_content`` whose length
+does not match the shape.
 """
 import os
 from typing import Any, Iterable, Optional, Tuple
@@ -12,6 +19,7 @@ from typing import Any, Iterable, Optional, Tuple
 import numpy as np
 
 from ..errors import DumpFileError
+from .device_format import shape_problem
 
 __all__ = ["write_npy", "debug_event_to_npy", "NUMPY_OF_TF_ENUM", "TF_DT_BFLOAT16"]
 
@@ -149,7 +157,12 @@ def debug_event_to_npy(source: str, target: str, move: bool = False) -> Tuple[st
         tensor = _sub_message(head, value[0], value[1], _VALUE_TENSOR, source)
         enum, shape, offset, length = _tensor_header(head, tensor[0], tensor[1], source)
         dtype = np.dtype(NUMPY_OF_TF_ENUM[enum])
-        expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        problem = shape_problem(shape, 4 if enum == TF_DT_BFLOAT16 else dtype.itemsize)
+        if problem is not None:  # checked here: np.prod would wrap around, np.save refuse
+            raise DumpFileError(source, "TensorProto shape {} {}".format(list(shape), problem), tensor[0])
+        expected = dtype.itemsize
+        for dim in shape:
+            expected *= dim
         if length != expected or offset + length > min(size, tensor[1]):
             raise DumpFileError(source, "tensor_content holds {} bytes, shape {} needs {}".format(
                 length, shape, expected), offset)

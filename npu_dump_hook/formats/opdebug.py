@@ -23,6 +23,10 @@ Decoding rules, checked in this order, each failure a :class:`StatsFormatError` 
 offset: payload shorter than 4 bytes; new layout: payload shorter than the 24-byte header,
 acc_type not 0-3, data_len past the end of the payload, data_len smaller than the acc_type's
 fields; old layout: payload not exactly 2048 bytes. Bytes after the fields are ignored.
+
+:func:`read_opdebug_file` refuses a payload over :data:`MAX_PAYLOAD_SIZE` (64 KiB) before
+reading it; its cost is that of reading the dump header (see :mod:`.dump_file`: at most
+4 x the header size + 64 MB) plus twice the payload.
 """
 import os
 import struct
@@ -37,6 +41,7 @@ from .dump_file import DumpFile, DumpTensor, write_dump_file
 __all__ = [
     "OPDEBUG_MAGIC",
     "OPDEBUG_PAYLOAD_SIZE",
+    "MAX_PAYLOAD_SIZE",
     "OPDEBUG_OUTPUT",
     "LAYOUT_NEW",
     "LAYOUT_OLD",
@@ -52,6 +57,8 @@ __all__ = [
 
 OPDEBUG_MAGIC = 0x5A5A5A5A
 OPDEBUG_PAYLOAD_SIZE = 2048
+#: Largest payload :func:`read_opdebug_file` reads (GE writes 2048 bytes).
+MAX_PAYLOAD_SIZE = 64 * 1024
 #: How GE describes the Opdebug tensor in the dump header (DumpData.output[0], §1.4):
 #: data_type DT_UINT8 (4), format ND (2); original_op.data_type 4 is GE's raw value.
 OPDEBUG_OUTPUT = {
@@ -252,6 +259,10 @@ def read_opdebug_file(path: Union[str, os.PathLike]) -> Tuple[Any, OpdebugRecord
                 dump.path, "an Opdebug file holds exactly one output, found {}".format(len(dump.outputs)), 0
             )
         info = dump.outputs[0]
+        if info.size > MAX_PAYLOAD_SIZE:
+            raise StatsFormatError(dump.path, "Opdebug payload of {} bytes; GE writes {}, this reader takes at "
+                                   "most {}".format(info.size, OPDEBUG_PAYLOAD_SIZE, MAX_PAYLOAD_SIZE),
+                                   info.offset or 0)
         payload = dump.array("output", 0, raw=True, copy=True).tobytes()
     return dump, decode_opdebug(payload, dump.path, info.offset or 0)
 
