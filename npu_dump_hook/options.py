@@ -205,7 +205,7 @@ class DumpOptions:
             if raw is None:
                 continue
             if field in ("enable_dump", "enable_dump_debug"):
-                kwargs[field] = _parse_bool(var, raw)
+                kwargs[field] = parse_flag(var, raw)
             else:
                 kwargs[field] = raw
         data_only = [f for f in ("dump_step", "dump_layer") + tuple(_NON_DEFAULT_FIELDS) if f in kwargs]
@@ -221,7 +221,8 @@ class DumpOptions:
             raise OptionError(var, exc.value, exc.rule) from None
 
 
-def _parse_bool(var: str, raw: str) -> bool:
+def parse_flag(var: str, raw: str) -> bool:
+    """An on/off environment variable: 1/true/yes/on or 0/false/no/off (empty: off); OptionError naming ``var``."""
     value = raw.strip().lower()
     if value in _TRUE:
         return True

@@ -102,7 +102,7 @@ from .constants import (
     STOP_MODES,
 )
 from .errors import NpuDumpError, OptionError
-from .options import DumpOptions
+from .options import DumpOptions, parse_flag
 
 __all__ = ["RunSettings", "Injection", "install", "installed", "start", "site_dir", "bootstrap_command", "main",
            "PROG"]
@@ -116,8 +116,6 @@ EXIT_FAILED = 1
 
 _USAGE = ("usage: python -m npu_dump_hook.runner [--] SCRIPT [ARGS...] | -m MODULE [ARGS...] | --pythonpath\n"
           "(options: NPU_DUMP_* and NPU_DUMP_HOOK_* variables, see npu_dump_hook/constants.py)")
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off")
 _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 # attributes the runner sets on the tf.compat.v1.Session objects of the script
 _WRAPPER = "_npu_dump_hook_wrapper"
@@ -127,13 +125,7 @@ _CANDIDATE = "_npu_dump_hook_candidate"
 # --------------------------------------------------------------------------- settings
 
 
-def _flag(var: str, raw: str) -> bool:
-    value = raw.strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise OptionError(var, raw, "must be one of 1/true/yes/on or 0/false/no/off")
+_flag = parse_flag  # the same on/off rule as DumpOptions.from_env
 
 
 def _integer(minimum: Optional[int]) -> Callable[[str, str], int]:

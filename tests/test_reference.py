@@ -108,35 +108,32 @@ def test_reference_capture_takes_the_requested_step_only(tmp_path):
     assert not os.path.exists(hook.reference.scratch_dir)
 
 
-def test_names_that_share_an_msaccucmp_key_are_listed(tmp_path):
+def _shared_key_manifest(tmp_path, last_name=None):
+    """Capture a/b and a_b (one msaccucmp key), optionally followed by an op named ``last_name``."""
     golden = str(tmp_path / "golden")
     hook = ReferenceHook(golden)
     with tf.Graph().as_default():
         with tf.name_scope("a"):
             first = tf.constant(1.0, name="b")  # a/b
-        second = tf.add(first, 1.0, name="a_b")  # a_b: the same msaccucmp key as a/b
+        last = tf.add(first, 1.0, name="a_b")  # a_b: the same msaccucmp key as a/b
+        if last_name is not None:
+            try:
+                last = tf.identity(last, name=last_name)
+            except ValueError:  # TF 1.15 allows only [A-Za-z0-9_.\-/] in op names: nothing to rename
+                pytest.skip("this TensorFlow refuses op names msaccucmp cannot match")
         with v1.train.MonitoredSession(hooks=[hook]) as session:
-            session.run(second)
+            session.run(last)
     with open(os.path.join(golden, MANIFEST_NAME)) as handle:
-        manifest = json.load(handle)
+        return json.load(handle)
+
+
+def test_names_that_share_an_msaccucmp_key_are_listed(tmp_path):
+    manifest = _shared_key_manifest(tmp_path)
     assert manifest["key_collisions"] == {"a_b.0": ["a/b:0", "a_b:0"]} and manifest["renamed"] == []
 
 
 def test_names_msaccucmp_cannot_match_are_renamed_and_shared_keys_listed(tmp_path):
-    golden = str(tmp_path / "golden")
-    hook = ReferenceHook(golden)
-    with tf.Graph().as_default():
-        with tf.name_scope("a"):
-            first = tf.constant(1.0, name="b")  # a/b
-        second = tf.add(first, 1.0, name="a_b")  # a_b: the same msaccucmp key as a/b
-        try:
-            third = tf.identity(second, name="x.y>z")
-        except ValueError:  # TF 1.15 allows only [A-Za-z0-9_.\-/] in op names: nothing to rename
-            pytest.skip("this TensorFlow refuses op names msaccucmp cannot match")
-        with v1.train.MonitoredSession(hooks=[hook]) as session:
-            session.run(third)
-    with open(os.path.join(golden, MANIFEST_NAME)) as handle:
-        manifest = json.load(handle)
+    manifest = _shared_key_manifest(tmp_path, last_name="x.y>z")
     files = {e["tensor"]: e["file"] for e in manifest["files"]}
     assert files["x.y>z:0"].startswith("x_y_z.0.")
     assert manifest["renamed"] == [{"tensor": "x.y>z:0", "file": files["x.y>z:0"]}]
@@ -144,7 +141,7 @@ def test_names_msaccucmp_cannot_match_are_renamed_and_shared_keys_listed(tmp_pat
     # msaccucmp uses the file with the largest timestamp: the later op's.
     first_stamp = names.parse_npy_name(files["a/b:0"]).timestamp
     assert names.parse_npy_name(files["a_b:0"]).timestamp > first_stamp
-    assert np.load(os.path.join(golden, files["a_b:0"])) == 2.0
+    assert np.load(os.path.join(str(tmp_path / "golden"), files["a_b:0"])) == 2.0
 
 
 @pytest.mark.parametrize("op_name,expected", [
