@@ -138,4 +138,6 @@ class BundleExistsError(BundleError, FileExistsError):
 
 
 class UnsafePathError(BundleError, ValueError):
-    """A path would escape its root: archive member, link, device, or '..' in a name."""
+    """Input that could reach outside what it describes or cost out of proportion: a path that would
+    escape its root (archive member, link, device, '..' in a name) or an archive that expands
+    beyond its bound (docs/bundle-format.md rule 7)."""
