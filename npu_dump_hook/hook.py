@@ -353,7 +353,15 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self._log_summary(self.record.ended)
         if self.collect:
             self._collect_or_report()
+        self._restore_graph_env()
         self._announce()
+
+    def _restore_graph_env(self) -> None:
+        """Unset the DUMP_GRAPH_PATH this run set, so a later run in the same process (a second
+        hook, a notebook cell) gets its own graph folder instead of sharing this one."""
+        env = self._graph_env
+        if env.get("set_by_npu_dump_hook") and os.environ.get(env["variable"]) == env["value"]:
+            del os.environ[env["variable"]]
 
     def _announce(self) -> None:
         """The one line a user must see: where the bundle went (WARNING, so a plain script shows it)."""

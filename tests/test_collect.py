@@ -288,3 +288,17 @@ def test_collect_of_an_empty_dump_file_warns_and_verify_agrees(tmp_path, capsys)
     assert code == 0 and RELU in err and "header not readable: file too small (0 bytes)" in err
     assert main(["verify", str(tmp_path / "b")]) == 0
     assert_valid_bundle(str(tmp_path / "b"))
+
+
+def test_two_runs_in_one_process_get_their_own_graph_folders(in_tmp_cwd):
+    # The first run's DUMP_GRAPH_PATH used to stay set: the second run wrote its Build graph
+    # into the first run's folder and graph selection saw two candidates.
+    bundles = []
+    for name in ("first", "second"):
+        options = DumpOptions(enable_dump=True, dump_path="dump_" + name)
+        hook = NpuDumpHook(options, output_dir=name)
+        mlp_session.train(options, hooks=[hook])
+        bundles.append(hook)
+        assert "DUMP_GRAPH_PATH" not in os.environ
+    assert all(len(os.listdir(h.layout.graph_dir)) == 1 for h in bundles)  # one Build graph each
+    assert all(h.bundle is not None for h in bundles)
