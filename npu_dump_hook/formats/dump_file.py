@@ -31,7 +31,7 @@ path, the byte offset and the rule:
    field that crosses the limit): more than :data:`MAX_TENSORS`
    (65,536) tensors of all kinds together or attrs, more than :data:`MAX_DIMS` (64) dims
    in one shape or dim_range entries in one output, more than :data:`MAX_HEADER_ITEMS`
-   (1,048,576) protobuf fields at any depth plus dims;
+   (1,048,576) items: protobuf fields at any depth, each dim counting two;
 6. payload sizes overrun the file: the first tensor, in payload order, that ends past
    EOF (offset = where its payload starts);
 7. element count: for inputs/outputs whose data type has a fixed bit width,
@@ -47,7 +47,8 @@ against ``len(data)``; they are at most 2 GiB.
 Cost of reading a header (:func:`read_header`, :meth:`DumpFile.open`): time linear in the
 header size; peak memory **at most 4 x the header size + 64 MB** (the header bytes, the
 protobuf objects and a :class:`TensorInfo` per tensor: 300-900 bytes a tensor, up to ~50
-bytes a dim; the limits of rule 5 cap all of it near 60 MB). For a legacy file "header"
+bytes a dim; the limits of rule 5 cap all of it at about 50 MB, measured with protobuf
+3.20 (C++) and 4.x (upb)). For a legacy file "header"
 means the whole file. :meth:`DumpHeader.summary` adds about 500 bytes per tensor.
 :meth:`DumpFile.array` maps the payload (``copy=True``: one copy of it). Shapes numpy
 cannot hold (more than 32 dims in numpy 1.x, a dim or a byte count over 2**63-1, also
@@ -121,7 +122,8 @@ MAX_READ_HEADER_LEN = 64 * 1024 * 1024
 MAX_TENSORS = 65536
 #: Most dims in one shape (and dim_range entries of one output); numpy itself holds 32 (64 in numpy 2).
 MAX_DIMS = 64
-#: Most protobuf fields (at any depth) plus dims in one header.
+#: Most items in one header: protobuf fields at any depth, each dim counting two (a dim costs the
+#: most memory per header byte: 8 bytes in protobuf, a tuple slot and an int in TensorInfo).
 MAX_HEADER_ITEMS = 1 << 20
 _PREFIX = struct.Struct("<Q")
 _NANO_MAGIC = b"\x5a\x5a\x5a\x5a"
@@ -377,6 +379,9 @@ class _LimitError(Exception):
     """The bytes describe more than the reader accepts; args: (rule, absolute offset)."""
 
 
+_ITEMS_RULE = "more than {} items (protobuf fields at any depth, dims counting two)".format(MAX_HEADER_ITEMS)
+
+
 class _Scan(object):
     __slots__ = ("buf", "base", "items")
 
@@ -416,7 +421,7 @@ def _scan_field(scan: _Scan, pos: int, end: int, message: str) -> Tuple[int, int
         raise _WireError("field number 0 in {}".format(message), scan.base + pos)
     scan.items += 1
     if scan.items > MAX_HEADER_ITEMS:
-        raise _LimitError("more than {} protobuf fields and dims".format(MAX_HEADER_ITEMS), scan.base + pos)
+        raise _LimitError(_ITEMS_RULE, scan.base + pos)
     if wire == 0:
         if value_at < end and buf[value_at] < 0x80:
             return number, 0, value_at, value_at + 1
@@ -438,20 +443,31 @@ def _scan_field(scan: _Scan, pos: int, end: int, message: str) -> Tuple[int, int
 
 
 def _scan_flat(scan: _Scan, pos: int, end: int, message: str) -> None:
+    buf = scan.buf
     while pos < end:
-        pos = _scan_field(scan, pos, end, message)[3]
+        byte = buf[pos]
+        # fast path: a 1-byte tag of wire type 0 with a 1-byte value (most fields of a real header)
+        if 8 <= byte < 0x80 and not byte & 7 and pos + 1 < end and buf[pos + 1] < 0x80:
+            scan.items += 1
+            if scan.items > MAX_HEADER_ITEMS:
+                raise _LimitError(_ITEMS_RULE, scan.base + pos)
+            pos += 2
+        else:
+            pos = _scan_field(scan, pos, end, message)[3]
 
 
 def _scan_shape(scan: _Scan, pos: int, end: int) -> int:
-    """Number of dims in a Shape message (packed or not); counts them as items."""
+    """Number of dims in a Shape message (packed or not); each counts as two items."""
     dims = 0
     buf = scan.buf
     while pos < end:
+        at = pos
         number, wire, start, pos = _scan_field(scan, pos, end, "Shape")
         if number != 1:
             continue
         if wire == 0:
             dims += 1
+            scan.items += 1  # and 1 for its field
         elif wire == 2 and pos > start:
             if buf[pos - 1] >= 0x80:
                 raise _WireError("truncated varint in packed dims", scan.base + pos - 1)
@@ -459,7 +475,9 @@ def _scan_shape(scan: _Scan, pos: int, end: int) -> int:
                 return MAX_DIMS + 1
             count = sum(1 for byte in buf[start:pos] if byte < 0x80)
             dims += count
-            scan.items += count
+            scan.items += 2 * count
+        if scan.items > MAX_HEADER_ITEMS:
+            raise _LimitError(_ITEMS_RULE, scan.base + at)
     return dims
 
 
@@ -475,8 +493,16 @@ _SCAN_TENSORS = {
 def _scan_tensor(scan: _Scan, pos: int, end: int, kind: str, index: int, message: str,
                  nested: Dict[int, str]) -> None:
     dims = {}  # type: Dict[int, int]  # a Shape given twice is merged: its dims add up
+    buf = scan.buf
     while pos < end:
         at = pos
+        byte = buf[pos]
+        if 8 <= byte < 0x80 and not byte & 7 and pos + 1 < end and buf[pos + 1] < 0x80:  # as in _scan_flat
+            scan.items += 1
+            if scan.items > MAX_HEADER_ITEMS:
+                raise _LimitError(_ITEMS_RULE, scan.base + pos)
+            pos += 2
+            continue
         number, wire, start, pos = _scan_field(scan, pos, end, message)
         sub = nested.get(number) if wire == 2 else None
         if sub is None:
@@ -507,6 +533,13 @@ def _scan_dump_data(buf: Any, start: int, end: int, base: int) -> None:
     pos = start
     while pos < end:
         at = pos
+        byte = buf[pos]
+        if 8 <= byte < 0x80 and not byte & 7 and pos + 1 < end and buf[pos + 1] < 0x80:  # as in _scan_flat
+            scan.items += 1
+            if scan.items > MAX_HEADER_ITEMS:
+                raise _LimitError(_ITEMS_RULE, base + pos)
+            pos += 2
+            continue
         number, wire, value_at, pos = _scan_field(scan, pos, end, "DumpData")
         if wire != 2:
             continue

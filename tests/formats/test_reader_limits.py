@@ -19,7 +19,7 @@ from npu_dump_hook.formats.names import parse_dump_name, parse_graph_file_name, 
 MIB = 1024 * 1024
 LIMIT_TENSORS = 65536  # dump_file.MAX_TENSORS
 LIMIT_DIMS = 64  # dump_file.MAX_DIMS
-LIMIT_ITEMS = 1 << 20  # dump_file.MAX_HEADER_ITEMS
+LIMIT_ITEMS = 1 << 20  # dump_file.MAX_HEADER_ITEMS (a dim counts two)
 
 
 # --- hand-encoded DumpData wire format --------------------------------------------
@@ -133,6 +133,14 @@ def test_more_dims_than_the_limit_are_refused(tmp_path, tensor):
     assert "more than 64" in error.value.rule and "[0]" in error.value.rule
 
 
+def test_dims_count_two_items(tmp_path):
+    # 8,100 outputs of 64 dims: 8,100 x (3 fields + 64 x 2) items > 2**20
+    header = VERSION + ld(3, ld(3, shape([7] * 64))) * 8100
+    with pytest.raises(DumpFileError, match="more than 1048576 items"):
+        read_header(write_v2(tmp_path / "dump", header))
+    read_header(write_v2(tmp_path / "dump", VERSION + ld(3, ld(3, shape([0] + [7] * 63))) * 7000))
+
+
 def test_more_attrs_than_the_limit_are_refused(tmp_path):
     path = write_v2(tmp_path / "dump", VERSION + ld(7, ld(1, b"k")) * (LIMIT_TENSORS + 1))
     with pytest.raises(DumpFileError, match="more than 65536 attrs"):
@@ -141,8 +149,8 @@ def test_more_attrs_than_the_limit_are_refused(tmp_path):
 
 def test_more_fields_than_the_limit_are_refused(tmp_path):
     # unknown varint fields: the C++ backend keeps a record of each
-    path = write_v2(tmp_path / "dump", VERSION + vi(100, 0) * LIMIT_ITEMS)
-    with pytest.raises(DumpFileError, match="more than 1048576 protobuf fields and dims"):
+    path = write_v2(tmp_path / "dump", VERSION + vi(10, 0) * LIMIT_ITEMS)
+    with pytest.raises(DumpFileError, match=r"more than 1048576 items \(protobuf fields at any depth"):
         read_header(path)
 
 
