@@ -15,19 +15,21 @@ When a dump file name exceeds NAME_MAX, the writer stores the data under the dec
 Errors are :class:`NameFormatError` with the file, the 1-based line and its byte offset.
 
 Limits and cost: a file over 256 MiB is refused before it is read, and so is a line over
-1 MiB (:data:`MAX_LINE_BYTES`; real names are a few hundred bytes). The reader reads the
-file in 256 KiB chunks, skips empty lines in C, parses each other line as it comes, counts what the result dict and its strings take (``sys.getsizeof``,
-exact): a file whose entries would take more than **3 x its size + 32 MiB** is refused at the
-line that crosses it. That only happens to files of very short, all different lines (a real
-line, a 20-digit hash and a 255+ byte name, takes about 1.6 x its length; repeated lines take
-nothing). So the peak memory of :func:`read_mapping` and :func:`parse_mapping_text` (input
-bytes not counted) is **at most 4 x the input size + 64 MB**, and their time is linear in it.
+1 MiB (:data:`MAX_LINE_BYTES`; real names are a few hundred bytes). The file is read in
+256 KiB chunks, empty lines are skipped in C, a line repeating the previous one is skipped
+before it is decoded, every other line is parsed as it comes, and what the result dict and
+its strings take is counted (``sys.getsizeof``, exact): a file whose entries would take
+more than **3 x its size + 32 MiB** is refused at the line that crosses it. Only files of
+very short, all different lines get there (a real line, a 20-digit hash and a 255+ byte
+name, takes about 1.6 x its length). So the peak memory of :func:`read_mapping` and
+:func:`parse_mapping_text` (input bytes not counted) is **at most 4 x the input size +
+64 MB**, and their time is linear in it.
 """
 import io
 import os
 import re
 import sys
-from typing import Dict, Iterable, Iterator, Mapping, Optional, Tuple, Union
+from typing import Dict, Iterable, Mapping, Optional, Tuple, Union
 
 from ..errors import NameFormatError
 from ._text_lines import nonblank_lines

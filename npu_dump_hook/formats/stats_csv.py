@@ -20,12 +20,13 @@ computed) -> None. Malformed input raises :class:`StatsFormatError` with file, l
 byte offset of the cell.
 
 Limits (a stats CSV has one short row per input and output of one op): the file is at most
-64 MiB, a line at most :data:`MAX_LINE_BYTES` (64 KiB), at most :data:`MAX_ROWS` (65,536) rows,
-integers at most 20 digits (uint64), shapes at most 64 dims. Cost: the file is read in 256 KiB chunks,
-empty lines are skipped in C, and each other line is parsed as it comes (a line is split at most once per header column), so the
-peak memory of :func:`read_stats_csv` and :func:`parse_stats_text` (input bytes not counted)
-is **at most 4 x the input size + 64 MB** (rows: about 600 bytes each, so at most ~40 MB at
-the row limit), and their time is linear in the input size.
+64 MiB, a line at most :data:`MAX_LINE_BYTES` (64 KiB), at most :data:`MAX_ROWS` (65,536)
+rows, integers at most 20 digits (uint64), shapes at most 64 dims. Cost: the file is read in
+256 KiB chunks, empty lines are skipped in C, every other line is parsed as it comes and
+split at most once per header column, so the peak memory of :func:`read_stats_csv` and
+:func:`parse_stats_text` (input bytes not counted) is **at most 4 x the input size + 64 MB**
+(a row takes about 600 bytes: about 40 MB at the row limit), and their time is linear in the
+input size.
 """
 import io
 import os

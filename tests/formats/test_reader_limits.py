@@ -13,7 +13,7 @@ import pytest
 
 from npu_dump_hook.errors import DumpFileError, FormatError, NameFormatError, OptionError, StatsFormatError
 from npu_dump_hook.formats import device_format, mapping_csv, stats_csv
-from npu_dump_hook.formats.dump_file import DumpFile, DumpTensor, read_header, write_dump_file
+from npu_dump_hook.formats.dump_file import DumpFile, read_header, write_dump_file
 from npu_dump_hook.formats.names import parse_dump_name, parse_graph_file_name, parse_npy_name
 
 MIB = 1024 * 1024
