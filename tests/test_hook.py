@@ -25,7 +25,10 @@ def test_estimator_1000_steps_stops_after_one(in_tmp_cwd):
     assert saved["randomness"]["policy"] == "strip"
     assert os.path.exists(os.path.join(hook.run_dir, "tf", "graph.pbtxt"))
     assert os.path.exists(os.path.join(hook.run_dir, "init", "model.ckpt.index"))
-    assert os.environ["DUMP_GRAPH_PATH"] == os.path.join(hook.run_dir, "graph")
+    # DUMP_GRAPH_PATH pointed at the run's graph folder while it ran, and is unset again after.
+    assert saved["graph_dump_env"] == {"variable": "DUMP_GRAPH_PATH", "value": os.path.join(hook.run_dir, "graph"),
+                                       "set_by_npu_dump_hook": True}
+    assert os.listdir(os.path.join(hook.run_dir, "graph")) and "DUMP_GRAPH_PATH" not in os.environ
 
 
 def _one_batch_graph():
