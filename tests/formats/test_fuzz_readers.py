@@ -709,6 +709,14 @@ def _worst_case_files(folder):
     return cases
 
 
+def _pure_python_protobuf():
+    from google.protobuf.internal import api_implementation
+
+    return api_implementation.Type() == "python"
+
+
+@pytest.mark.skipif(_pure_python_protobuf(), reason="the bounds are stated for protobuf's C++ and upb backends; "
+                    "the pure-Python one (protobuf 3.20.3 on Python 3.11) keeps every field as a Python object")
 def test_peak_memory_of_every_reader_stays_within_its_bound(tmp_path):
     cases = _worst_case_files(tmp_path)
     results = measure([(reader, path) for reader, path, _bound, _note in cases])
