@@ -26,7 +26,7 @@ scripts): the modules named by :data:`SESSION_MODULE`, :data:`MONITORED_SESSION_
 import copy
 import importlib
 import importlib.util
-from typing import Any, List, Tuple
+from typing import Any, List, Optional, Tuple
 
 __all__ = [
     "tf_v1",
@@ -51,6 +51,9 @@ __all__ = [
     "with_session_creator_config",
     "estimator_session_config",
     "set_estimator_session_config",
+    "estimator_run_config",
+    "set_estimator_model_dir",
+    "latest_checkpoint",
 ]
 
 #: Where ``tf.compat.v1.Session``, ``InteractiveSession`` and ``BaseSession`` are defined, under the
@@ -251,6 +254,24 @@ def estimator_session_config(estimator: Any) -> Any:
 def set_estimator_session_config(estimator: Any, config: Any) -> None:
     """Replace what :func:`estimator_session_config` returns (TF 1.15 and 2.x, private)."""
     estimator._session_config = config  # noqa: SLF001 - see docstring
+
+
+def estimator_run_config(estimator: Any) -> Any:
+    """The ``RunConfig`` an Estimator trains with: the private ``_config`` (the public ``config``
+    property returns a copy; TF 1.15 and 2.x)."""
+    return estimator._config  # noqa: SLF001 - see docstring
+
+
+def set_estimator_model_dir(estimator: Any, run_config: Any, model_dir: str) -> None:
+    """Make ``estimator`` save to and restore from ``model_dir``: its private ``_config`` and
+    ``_model_dir``, both of which ``train``/``evaluate``/``predict`` read (TF 1.15 and 2.x)."""
+    estimator._config = run_config  # noqa: SLF001 - see docstring
+    estimator._model_dir = model_dir  # noqa: SLF001
+
+
+def latest_checkpoint(folder: str) -> Optional[str]:
+    """The prefix of the newest checkpoint the ``checkpoint`` file in ``folder`` names, or None."""
+    return tf_v1().train.latest_checkpoint(folder)
 
 
 def add_function_def(graph: Any, fdef: Any) -> None:

@@ -29,6 +29,11 @@ entry and the last entry holding a key wins); none is added twice.
 npu_bridge is importable (``NPUEstimator`` always appends its own
 ``NpuOptimizer`` entry, so dump keys must travel in ``dump_config``), else a
 plain ``tf.estimator.RunConfig`` whose session config carries the keys above.
+Either way the dump run writes no checkpoint into the user's ``model_dir`` (checkpoint
+saving off: ``save_checkpoints_steps`` and ``save_checkpoints_secs`` None) unless
+``keep_checkpoints=True``: a one-step dump run would otherwise leave a step-1 checkpoint that
+the next real training run resumes from. A checkpoint already in ``model_dir`` is still
+restored (the dump then starts from it, as the script would).
 
 Graph dumps: GE writes ``ge_proto_*_Build.txt`` into ``DUMP_GRAPH_PATH`` (else
 the working directory). ``apply_graph_dump_env`` points it at a known folder
@@ -45,7 +50,7 @@ from .constants import ENV_DUMP_GRAPH_PATH, NPU_OPTIMIZER_NAME
 from .options import DumpOptions
 from .run_record import dumps_on_this_rank
 
-__all__ = ["session_config", "estimator_config", "apply_graph_dump_env", "npu_parameter_map"]
+__all__ = ["session_config", "estimator_config", "without_checkpoints", "apply_graph_dump_env", "npu_parameter_map"]
 
 logger = logging.getLogger(__name__)
 
@@ -147,22 +152,41 @@ def estimator_config(
     deterministic: bool = True,
     graph_dump_dir: Optional[str] = None,
     ranks: Optional[Sequence[int]] = None,
+    keep_checkpoints: bool = False,
 ) -> Any:
     """A RunConfig for ``tf.estimator`` / ``NPUEstimator`` that dumps as ``options`` say.
 
-    The user's settings (model_dir, seeds, checkpoint settings, session_config)
-    are kept; ``iterations_per_loop`` is forced to 1 (with a warning when it was larger).
+    The user's settings (model_dir, seeds, session_config, checkpoint retention) are kept;
+    ``iterations_per_loop`` is forced to 1 (with a warning when it was larger); checkpoint
+    saving is turned off unless ``keep_checkpoints=True`` (see the module doc).
     ``ranks``: as for :func:`session_config`.
     """
     options = _for_this_rank(options, ranks)
     if graph_dump_dir is not None:
         apply_graph_dump_env(graph_dump_dir)
     if _tf.npu_bridge_available():
-        return _npu_run_config(options, run_config, deterministic)
-    estimator = _tf.estimator_module()
-    base = run_config if run_config is not None else estimator.RunConfig()
-    _warn_iterations(getattr(base, "iterations_per_loop", 1))
-    return base.replace(session_config=session_config(options, base.session_config, deterministic=deterministic))
+        result = _npu_run_config(options, run_config, deterministic)
+    else:
+        estimator = _tf.estimator_module()
+        base = run_config if run_config is not None else estimator.RunConfig()
+        _warn_iterations(getattr(base, "iterations_per_loop", 1))
+        result = base.replace(session_config=session_config(options, base.session_config,
+                                                            deterministic=deterministic))
+    return result if keep_checkpoints else without_checkpoints(result)
+
+
+def without_checkpoints(run_config: Any) -> Any:
+    """A copy of ``run_config`` (``RunConfig`` or ``NPURunConfig``) that saves no checkpoint.
+
+    ``NPURunConfig`` turns "neither set" into every 100 steps at construction, so the
+    settings are cleared on the finished object through ``RunConfig.replace``.
+    """
+    steps, secs = run_config.save_checkpoints_steps, run_config.save_checkpoints_secs
+    if steps is None and secs is None:
+        return run_config
+    logger.info("npu_dump_hook: the dump run saves no checkpoint into model_dir %s (was: save_checkpoints_steps=%s, "
+                "save_checkpoints_secs=%s; keep_checkpoints=True keeps them)", run_config.model_dir, steps, secs)
+    return run_config.replace(save_checkpoints_steps=None, save_checkpoints_secs=None)
 
 
 def _npu_run_config(options: DumpOptions, run_config: Optional[Any], deterministic: bool) -> Any:

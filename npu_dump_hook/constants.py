@@ -25,6 +25,8 @@ Variables read by :mod:`npu_dump_hook.runner` (``npu-dump-hook run`` sets them f
                              with status 0 after the dumped step) or "continue"
     NPU_DUMP_HOOK_LOG_LEVEL  DEBUG/INFO/WARNING/ERROR: the runner prints the package's log records
                              at that level on stderr (the CLI's -v/-q/--debug)
+    NPU_DUMP_HOOK_KEEP_CHECKPOINTS  "1": an Estimator trains in the script's model_dir (default: in
+                             {run folder}/model_dir, so no dump-run checkpoint lands in model_dir)
 
 Variables of the Ascend stack that npu_dump_hook reads or sets (see
 reference/npu-bridge-dump-api.md §5): DUMP_GRAPH_PATH, DUMP_GE_GRAPH,
@@ -40,6 +42,7 @@ __all__ = [
     "ENV_RUN_STOP",
     "STOP_MODES",
     "ENV_RUN_LOG_LEVEL",
+    "ENV_RUN_KEEP_CHECKPOINTS",
     "ENV_DUMP_GRAPH_PATH",
     "ENV_DUMP_GE_GRAPH",
     "ENV_DUMP_GRAPH_LEVEL",
@@ -99,6 +102,8 @@ ENV_RUN_STOP = "NPU_DUMP_HOOK_STOP"
 STOP_MODES = ("exit", "continue")
 #: Level of the package's log records the runner prints on stderr (unset: Python's default, warnings).
 ENV_RUN_LOG_LEVEL = "NPU_DUMP_HOOK_LOG_LEVEL"
+#: "1": an Estimator script under the runner trains in its own model_dir (default: the run folder's).
+ENV_RUN_KEEP_CHECKPOINTS = "NPU_DUMP_HOOK_KEEP_CHECKPOINTS"
 
 ENV_DUMP_GRAPH_PATH = "DUMP_GRAPH_PATH"
 ENV_DUMP_GE_GRAPH = "DUMP_GE_GRAPH"

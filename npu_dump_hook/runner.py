@@ -31,7 +31,10 @@ Call order in the child::
         the first training entry point the script reaches gets the process's one hook:
           Estimator.train(...)          hooks += [hook]; the estimator's session config carries
                                         the dump options for this call (session_config()),
-                                        unless it has its own NPU dump options
+                                        unless it has its own NPU dump options; from then on
+                                        it trains in {run folder}/model_dir, seeded with the
+                                        latest checkpoint of its model_dir (which stays as it
+                                        was), unless NPU_DUMP_HOOK_KEEP_CHECKPOINTS=1
           MonitoredSession(...) made by the script (not by an Estimator), on a graph with
                                         training ops: hooks += [hook]; its Chief/Worker session
                                         creator makes its session with the dump options
@@ -95,6 +98,7 @@ from .constants import (
     ENV_OPTIONS,
     ENV_RUN,
     ENV_RUN_HOOK_OPTIONS,
+    ENV_RUN_KEEP_CHECKPOINTS,
     ENV_RUN_LOG_LEVEL,
     ENV_RUN_STOP,
     LINK_MODES,
@@ -202,6 +206,8 @@ class RunSettings:
     :class:`NpuDumpHook`. ``stop``: what a plain session does after the dumped steps.
     ``log_level``: the package's log records go to stderr at that level (None: Python's default).
     ``enabled``: False injects nothing (``NPU_DUMP_HOOK_RUN=0``).
+    ``keep_checkpoints``: an Estimator trains in the script's own ``model_dir`` (default: in
+    ``{run folder}/model_dir``, see :func:`_redirect_model_dir`; ``NPU_DUMP_HOOK_KEEP_CHECKPOINTS=1``).
     """
 
     options: Optional[DumpOptions] = None
@@ -209,6 +215,7 @@ class RunSettings:
     stop: str = "exit"
     log_level: Optional[str] = None
     enabled: bool = True
+    keep_checkpoints: bool = False
 
     @classmethod
     def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> "RunSettings":
@@ -232,7 +239,9 @@ class RunSettings:
             check = dict(env)
             check.setdefault(ENV_OPTIONS["dump_path"], tempfile.gettempdir())
             DumpOptions.from_env(check)
-        return cls(hook_options=hook_options, stop=stop, log_level=level, enabled=enabled)
+        keep = _flag(ENV_RUN_KEEP_CHECKPOINTS, env[ENV_RUN_KEEP_CHECKPOINTS]) if env.get(ENV_RUN_KEEP_CHECKPOINTS) \
+            else False
+        return cls(hook_options=hook_options, stop=stop, log_level=level, enabled=enabled, keep_checkpoints=keep)
 
 
 # --------------------------------------------------------------------------- the injection
@@ -252,6 +261,53 @@ def _named_after_variables(exc: NpuDumpError) -> NpuDumpError:
         if var is not None and var in os.environ:
             return OptionError(var, os.environ[var], exc.rule)
     return exc
+
+
+def _redirect_model_dir(estimator: Any, run_dir: str) -> None:
+    """Point ``estimator`` at ``{run folder}/model_dir`` for the rest of the process.
+
+    The dump run's step-1 checkpoint then lands in the run folder instead of the script's
+    ``model_dir`` (where the next real training run would resume from it), while the script's
+    own later ``evaluate``/``predict``/``get_variable_value`` calls still find it. The latest
+    checkpoint already in ``model_dir`` is hard-linked (else copied) into the new folder
+    first, so training starts from it as the script expects.
+    """
+    run_config = _tf.estimator_run_config(estimator)
+    source = run_config.model_dir
+    target = os.path.join(run_dir, "model_dir")
+    if source and os.path.abspath(source) == target:
+        return  # a second train() call in the same process
+    os.makedirs(target, exist_ok=True)
+    seeded = _seed_latest_checkpoint(source, target) if source else None
+    _tf.set_estimator_model_dir(estimator, run_config.replace(model_dir=target), target)
+    logger.warning("npu_dump_hook: Estimator model_dir is %s for this dump run%s; %s is left as it was "
+                   "(%s=1 trains in it)", target, " (starting from {})".format(seeded) if seeded else "",
+                   source or "the temporary model_dir", ENV_RUN_KEEP_CHECKPOINTS)
+
+
+def _seed_latest_checkpoint(source: str, target: str) -> Optional[str]:
+    """Link the files of ``source``'s latest checkpoint into ``target``; its prefix, or None."""
+    prefix = _tf.latest_checkpoint(source)
+    if not prefix:
+        return None
+    folder, base = os.path.split(prefix)
+    for name in os.listdir(folder):
+        if name.startswith(base + "."):
+            _link_or_copy(os.path.join(folder, name), os.path.join(target, name))
+    with open(os.path.join(target, "checkpoint"), "w") as handle:
+        handle.write('model_checkpoint_path: "{0}"\nall_model_checkpoint_paths: "{0}"\n'.format(base))
+    return prefix
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    if os.path.exists(target):
+        return
+    try:
+        os.link(source, target)
+    except OSError:  # another file system, or links not allowed
+        import shutil
+
+        shutil.copy2(source, target)
 
 
 def _script_dump_options(config: Any) -> Optional[DumpOptions]:
@@ -424,6 +480,8 @@ class Injection(object):
             bound = signature.bind(self, *args, **kwargs)
             bound.arguments["hooks"] = list(bound.arguments.get("hooks") or []) + [hook]
             _tf.set_estimator_session_config(self, merged)
+            if not injection.settings.keep_checkpoints:
+                _redirect_model_dir(self, hook.run_dir)
             try:
                 return original(*bound.args, **bound.kwargs)
             finally:

@@ -87,7 +87,7 @@ def test_iterations_override_warns(dump_opts, caplog):
 def test_plain_tf_estimator_config_keeps_user_settings(dump_opts):
     user = tf.estimator.RunConfig(model_dir="/tmp/m", tf_random_seed=7, save_checkpoints_steps=3,
                                   keep_checkpoint_max=2, session_config=config_pb2.ConfigProto(allow_soft_placement=True))
-    config = estimator_config(dump_opts, user)
+    config = estimator_config(dump_opts, user, keep_checkpoints=True)
     assert type(config) is tf.estimator.RunConfig
     assert (config.model_dir, config.tf_random_seed, config.save_checkpoints_steps, config.keep_checkpoint_max) == (
         "/tmp/m", 7, 3, 2)
@@ -95,6 +95,42 @@ def test_plain_tf_estimator_config_keeps_user_settings(dump_opts):
     params = npu_entries(config.session_config)[0].parameter_map
     assert params["dump_path"].s == dump_opts.dump_path.encode() and params["enable_dump"].b is True
     assert len(user.session_config.graph_options.rewrite_options.custom_optimizers) == 0  # caller's copy untouched
+
+
+def test_estimator_config_saves_no_checkpoint_unless_asked(dump_opts):
+    user = tf.estimator.RunConfig(model_dir="/tmp/m", save_checkpoints_steps=3, keep_checkpoint_max=2)
+    config = estimator_config(dump_opts, user)
+    assert (config.save_checkpoints_steps, config.save_checkpoints_secs) == (None, None)
+    assert (config.model_dir, config.keep_checkpoint_max, user.save_checkpoints_steps) == ("/tmp/m", 2, 3)
+    default = estimator_config(dump_opts)  # RunConfig() saves every 600 s and at the end
+    assert (default.save_checkpoints_steps, default.save_checkpoints_secs) == (None, None)
+
+
+def test_npu_run_config_saves_no_checkpoint_unless_asked(npu_bridge_double, dump_opts):
+    from npu_bridge.estimator.npu.npu_config import NPURunConfig
+
+    config = estimator_config(dump_opts, tf.estimator.RunConfig(model_dir="/tmp/m"))
+    assert isinstance(config, NPURunConfig) and config._dump_config is not None
+    assert (config.save_checkpoints_steps, config.save_checkpoints_secs) == (None, None)
+
+
+def test_estimator_trained_with_the_dump_config_leaves_no_checkpoint(dump_opts, tmp_path):
+    def model_fn(features, labels, mode):
+        weights = tf.compat.v1.get_variable("w", [3, 1])
+        loss = tf.reduce_mean(tf.square(tf.matmul(features, weights) - labels))
+        train = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
+            loss, global_step=tf.compat.v1.train.get_or_create_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train)
+
+    def input_fn():
+        return tf.data.Dataset.from_tensors((tf.ones([4, 3]), tf.ones([4, 1]))).repeat()
+
+    for keep, folder in ((False, "dump_run"), (True, "kept")):
+        model_dir = str(tmp_path / folder)
+        config = estimator_config(dump_opts, tf.estimator.RunConfig(model_dir=model_dir), keep_checkpoints=keep)
+        tf.estimator.Estimator(model_fn, config=config).train(input_fn, max_steps=1)
+        checkpoints = [name for name in os.listdir(model_dir) if name.startswith(("checkpoint", "model.ckpt"))]
+        assert bool(checkpoints) is keep, (folder, sorted(os.listdir(model_dir)))
 
 
 def test_plain_tf_session_config_runs_a_real_session(dump_opts):
@@ -112,7 +148,7 @@ def test_npu_run_config_through_double(npu_bridge_double, dump_opts):
 
     user = tf.estimator.RunConfig(model_dir="/tmp/m", tf_random_seed=11, save_checkpoints_secs=30,
                                   session_config=config_pb2.ConfigProto(allow_soft_placement=True))
-    config = estimator_config(dump_opts, user)
+    config = estimator_config(dump_opts, user, keep_checkpoints=True)
     assert isinstance(config, NPURunConfig)
     assert (config.model_dir, config.tf_random_seed, config.save_checkpoints_secs) == ("/tmp/m", 11, 30)
     assert config.iterations_per_loop == 1 and config._deterministic == 1

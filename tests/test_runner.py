@@ -27,11 +27,35 @@ def _runner_env(tmp_path, **extra):
 # -- the three entry points, one bundle each ---------------------------------------------------
 
 
+def _checkpoints(model_dir):
+    if not os.path.isdir(str(model_dir)):
+        return []
+    return sorted(name for name in os.listdir(str(model_dir)) if name.startswith(("checkpoint", "model.ckpt")))
+
+
 def test_estimator_script_gets_the_hook_in_train(tmp_path):
     code, lines, err = run(RUNNER + [ESTIMATOR, str(tmp_path / "model")], tmp_path, _runner_env(tmp_path))
     assert code == 0, err[-3000:]
     assert lines[-2] == "trained to step 1"  # Estimator.train(steps=100) stopped after the dumped step
     assert_one_training_bundle(tmp_path / "out", lines)
+    # The dump run's step-1 checkpoint went to the run folder (get_variable_value above read it there),
+    # not into the script's model_dir, where the next real training would resume from it.
+    assert _checkpoints(tmp_path / "model") == []
+    run_dirs = [p for p in (tmp_path / "out").iterdir() if (p / "model_dir").is_dir()]
+    assert len(run_dirs) == 1 and "model.ckpt-1.index" in _checkpoints(run_dirs[0] / "model_dir")
+
+
+def test_estimator_dump_run_resumes_from_the_scripts_checkpoint_and_leaves_it_alone(tmp_path):
+    model_dir = tmp_path / "model"
+    env = _runner_env(tmp_path, NPU_DUMP_HOOK_KEEP_CHECKPOINTS="1")
+    code, lines, err = run(RUNNER + [ESTIMATOR, str(model_dir)], tmp_path, env)
+    assert code == 0, err[-3000:]
+    kept = _checkpoints(model_dir)
+    assert "model.ckpt-1.index" in kept  # asked for: trained in the script's model_dir
+    code, lines, err = run(RUNNER + [ESTIMATOR, str(model_dir)], tmp_path, _runner_env(tmp_path))
+    assert code == 0, err[-3000:]
+    assert lines[-2] == "trained to step 2"  # started from the script's step-1 checkpoint
+    assert _checkpoints(model_dir) == kept  # and wrote nothing there
 
 
 def test_monitored_training_session_script_gets_the_hook(tmp_path):
