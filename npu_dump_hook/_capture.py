@@ -73,7 +73,19 @@ value and a dump op a racing one. Their value is what the variable held before t
 read in ``run_args`` by a separate ``session.run`` of the variables alone (in groups within the
 memory budget, written to scratch files at once), which runs no other op. A variable without a
 value yet (an initializer step) is skipped with that reason. Resource variables copy on read
-and need none of this. ``DebugIdentity`` file dumps count against tfdbg's per-process disk
+and need none of this for their ``ReadVariableOp`` outputs.
+
+In-place updates (``ApplyAdam``/``ResourceApplyAdam`` and the other ``Apply*``, ``Assign*``,
+``Assign*VariableOp``, ``Scatter*``): the dump of an update shows its inputs as they were before
+the step and its outputs as updated, so both are captured. An update's reference or
+resource-handle input is captured as the variable's value before the step (a ``VarHandleOp``
+handle through a ``ReadVariableOp`` the engine makes for each updated resource variable in
+``__init__``, under its name scope, read in the same separate ``session.run`` as the reference
+variables). After the step ``finish`` reads the updated variables (same grouping; the session
+comes from ``run_args``) and records them as the update's outputs: output ``k`` of an update op is
+its ``k``-th variable input after the step (TF 1.x ``Apply*`` return output 0 themselves, which is
+kept). :attr:`CaptureResult.updates` lists each update's variables. A variable two ops update in
+one step shows its final value for both. ``DebugIdentity`` file dumps count against tfdbg's per-process disk
 budget (``TFDBG_DISK_BYTES_LIMIT``, 100 GB by default).
 
 TensorFlow APIs: ``tf.compat.v1`` names present in TF 1.15 and 2.x (``Graph.is_fetchable``), the
@@ -96,8 +108,8 @@ import numpy as np
 from . import _tf
 from .errors import BackendError
 from ._capture_plan import (BUDGET_ENV, DEFAULT_MEMORY_BUDGET, Plan, as_stored_array, cpu_device, dtype_reason,
-                            maybe_dead, reference_variable, resolve_memory_budget, static_nbytes, static_shape,
-                            while_or_cond)
+                            is_update_type, maybe_dead, needs_handle_reader, reference_variable, resolve_memory_budget,
+                            static_nbytes, static_shape, variable_handle, while_or_cond)
 from .formats.names import golden_npy_name
 from .formats.npy import debug_event_to_npy, write_npy
 
@@ -172,6 +184,11 @@ class CaptureResult:
     tensors: List[CapturedTensor]
     skipped: List[SkippedTensor]
     executed_ops: List[ExecutedOp]
+    #: In-place variable updates the step executed: ``{op name: [variable input tensor names]}``. The
+    #: op's output ``k`` in ``tensors`` (``"op:k"``) is the value of the ``k``-th of those variables
+    #: after the step; each input tensor (a ``VariableV2`` output or a ``VarHandleOp`` handle) is
+    #: captured as the variable's value before the step.
+    updates: Dict[str, List[str]] = field(default_factory=dict)
     _by_name: Optional[Dict[str, CapturedTensor]] = field(default=None, repr=False, compare=False)
 
     @property
@@ -237,12 +254,17 @@ class TensorCapture(object):
         self._fed = set()  # type: Set[str]
         self._sink = None  # type: Optional[_FetchedValues]
         self._snapshots = {}  # type: Dict[str, Any]
+        self._handle_readers = {}  # type: Dict[str, Any]   handle tensor name -> ReadVariableOp output
+        self._updates = []  # type: List[Tuple[Any, List[Tuple[str, Any]]]]
+        self._session = None  # type: Any
+        self._scratch_names = []  # type: List[str]
         self._edges = {}  # type: Dict[str, Tuple[List[Any], List[Any]]]
         self._outputs = {}  # type: Dict[str, Tuple[List[str], List[Optional[Tuple[int, ...]]]]]
         self._can_fetch = _register_fetch_conversion()
         #: How the last captured step was taken: "fetch" (with the step, within the budget) or "stream".
         self.last_path = ""
         self._plan_tensors()
+        self._make_handle_readers()
 
     # -- begin(): plan every tensor; dump ops only where streaming may be needed ----------
     def _plan_tensors(self) -> None:
@@ -304,6 +326,54 @@ class TensorCapture(object):
                     made += 1
         return made
 
+    def _make_handle_readers(self) -> None:
+        """One ``ReadVariableOp`` per resource variable that an op updates in place, made now while
+        the graph is editable; run only by the reads before and after the captured step."""
+        graph = self.graph
+        handles = [op for op in graph.get_operations() if op.type == "VarHandleOp" and needs_handle_reader(op)]
+        if not handles:
+            return
+        raw_ops = _tf.tf_v1().raw_ops
+        with graph.as_default(), graph.control_dependencies(None), graph.name_scope(WRITE_SCOPE + "/"):
+            for handle_op in handles:
+                with graph.device(handle_op.device):
+                    reader = raw_ops.ReadVariableOp(resource=handle_op.outputs[0], dtype=handle_op.get_attr("dtype"),
+                                                    name="read")
+                self._handle_readers[handle_op.outputs[0].name] = reader
+
+    def _value_of_variable_input(self, tensor: Any) -> Any:
+        """The tensor a separate ``session.run`` fetches for the variable behind an update op's
+        input: the ``VariableV2`` reference, or the reader made for a resource handle; else None."""
+        if tensor.dtype.base_dtype.name == "resource":
+            handle = variable_handle(tensor)
+            return self._handle_readers.get(handle.outputs[0].name) if handle is not None else None
+        if tensor.dtype != tensor.dtype.base_dtype:
+            return reference_variable(tensor)
+        return None
+
+    def _plan_updates(self, executed: List[Tuple[Any, bool]], fed: Set[str]) -> List[Tuple[Any, Any]]:
+        """Record the executed in-place updates (``self._updates``) and return the resource handles
+        the step's ops take, each with its reader: their values are read before the step."""
+        self._updates = []
+        handle_reads = {}  # type: Dict[str, Tuple[Any, Any]]
+        for op, fed_only in executed:
+            if fed_only:
+                continue
+            variables = []  # type: List[Tuple[str, Any]]
+            for tensor in self._edges[op.name][0]:
+                if tensor.name in fed:
+                    continue
+                value = self._value_of_variable_input(tensor)
+                if value is None:
+                    continue
+                variables.append((tensor.name, value))
+                if tensor.dtype.base_dtype.name == "resource":
+                    handle = variable_handle(tensor).outputs[0]
+                    handle_reads.setdefault(handle.name, (handle, value))
+            if variables and is_update_type(op.type):
+                self._updates.append((op, variables))
+        return list(handle_reads.values())
+
     # -- before_run(): fetch the executed tensors, or their dump ops ---------------------
     def run_args(self, run_context: Any) -> Any:
         """``SessionRunArgs`` that capture every tensor the step computes (module doc: fetch or stream)."""
@@ -313,8 +383,9 @@ class TensorCapture(object):
         executed, fed = self._executed(args.fetches, args.feed_dict)
         self._pending, self._fed = executed, fed
         shutil.rmtree(self._dump_root, ignore_errors=True)  # stale dumps must not pass for this step's
+        self._scratch_names = []
         direct, streamed = [], []  # type: List[Tuple[Any, Plan]], List[Tuple[Any, Plan]]
-        variable_reads = []  # type: List[Tuple[Any, Plan]]
+        variable_reads = self._plan_updates(executed, fed)  # type: List[Tuple[Any, Any]]
         for op, fed_only in executed:
             for tensor in op.outputs:
                 plan = self._plans.get(tensor.name)
@@ -323,10 +394,11 @@ class TensorCapture(object):
                 if fed_only and tensor.name not in fed:
                     continue  # the op is replaced by a feed; its other outputs are never computed
                 if plan.variable is not None and tensor.name not in fed:
-                    variable_reads.append((tensor, plan))
+                    variable_reads.append((tensor, plan.variable))
                     continue
                 (streamed if plan.stream_only else direct).append((tensor, plan))
-        self._snapshots = self._snapshot_variables(run_context.session, variable_reads)
+        self._session = run_context.session
+        self._snapshots = self._snapshot_variables(run_context.session, variable_reads, "v")
         sizes = [plan.nbytes for _, plan in direct]
         fetch = all(plan.dump_op is None for _, plan in direct) or (
             None not in sizes and sum(sizes) <= self.memory_budget)  # type: ignore[arg-type]
@@ -342,23 +414,28 @@ class TensorCapture(object):
                      len(executed), len(direct), len(dumps), len(variable_reads))
         return _tf.tf_v1().train.SessionRunArgs([self._sink, dumps] if direct else dumps)
 
-    def _snapshot_variables(self, session: Any, reads: List[Tuple[Any, Plan]]) -> Dict[str, Any]:
-        """Read the TF 1.x reference variables the step reads, before the step runs.
+    def _snapshot_variables(self, session: Any, reads: List[Tuple[Any, Any]], prefix: str) -> Dict[str, Any]:
+        """Read variables in a ``session.run`` of their values alone (no other op runs).
 
-        A ``VariableV2`` output and the ``Identity`` that reads it (``w/read``) alias the
-        variable's buffer, which the step's ``Apply*``/``Assign*`` ops update in place: fetched
-        with the step (or dumped while it runs) they show the updated or a racing value, not
-        the one the step computed with. The value before the step is that value. Variables are
-        read in groups of at most the memory budget and written to scratch ``.npy`` files at
-        once. Returns ``{tensor name: (scratch file, dtype, shape)}`` or, for a variable that
-        has no value yet (an initializer step), ``{tensor name: reason}``.
+        ``reads`` pairs a tensor to capture with the variable value that stands for it. Before the
+        step (``prefix="v"``): TF 1.x reference variables the step reads -- a ``VariableV2`` output
+        and the ``Identity`` that reads it (``w/read``) alias the variable's buffer, which the
+        step's ``Apply*``/``Assign*`` ops update in place, so fetched with the step (or dumped
+        while it runs) they show the updated or a racing value, not the one the step computed
+        with -- and the resource handles the step's ops take (read through their reader). After
+        the step (``prefix="u"``): the variables the step updated. Variables are read in groups
+        of at most the memory budget and written to scratch ``.npy`` files at once. Returns
+        ``{key: (scratch file, dtype, shape)}`` or, for a variable that has no value (an
+        initializer step), ``{key: reason}``; the key is the tensor name (``"v"``) or its
+        position in ``reads`` (``"u"``).
         """
-        snapshots = {}  # type: Dict[str, Any]
+        snapshots = {}  # type: Dict[Any, Any]
         if not reads:
             return snapshots
-        by_variable = {}  # type: Dict[str, Tuple[Any, List[Any]]]
-        for tensor, plan in reads:
-            by_variable.setdefault(plan.variable.name, (plan.variable, []))[1].append(tensor)
+        by_variable = {}  # type: Dict[str, Tuple[Any, List[Tuple[Any, Any]]]]
+        for position, (tensor, variable) in enumerate(reads):
+            key = position if prefix == "u" else tensor.name
+            by_variable.setdefault(variable.name, (variable, []))[1].append((key, tensor))
         os.makedirs(self._dump_root, exist_ok=True)
         groups, group, size = [], [], 0  # type: List[List[Any]], List[Any], int
         for variable, _ in by_variable.values():
@@ -373,13 +450,14 @@ class TensorCapture(object):
             values = self._read_variables(session, group)
             for variable in group:
                 value = values.pop(variable.name)
-                for tensor in by_variable[variable.name][1]:
+                for key, _ in by_variable[variable.name][1]:
                     if isinstance(value, str):
-                        snapshots[tensor.name] = value
+                        snapshots[key] = value
                         continue
-                    path = os.path.join(self._dump_root, "v{}.npy".format(self._plans[tensor.name].number))
-                    dtype, shape = write_npy(as_stored_array(value, tensor), path)
-                    snapshots[tensor.name] = (path, dtype, shape)
+                    path = os.path.join(self._dump_root, "{}{}.npy".format(prefix, len(self._scratch_names)))
+                    self._scratch_names.append(path)
+                    dtype, shape = write_npy(as_stored_array(value, variable), path)
+                    snapshots[key] = (path, dtype, shape)
             del values
         return snapshots
 
@@ -500,6 +578,9 @@ class TensorCapture(object):
             fetched = {t.name: v for t, v in zip(sink.tensors, sink.values)}
         dumped = self._dump_files()
         snapshots, self._snapshots = self._snapshots, {}
+        updates, self._updates = self._updates, []
+        session, self._session = self._session, None
+        updated = self._read_updated(session, updates)
         golden = bool(self.npy_dir) and not to_scratch
         target_dir = self.npy_dir if golden else self.scratch_dir
         os.makedirs(target_dir, exist_ok=True)
@@ -524,6 +605,8 @@ class TensorCapture(object):
                     skipped.append(SkippedTensor(tensor.name, op.type, reason))
                     continue
                 target = os.path.join(target_dir, self._npy_name(op.name, index, stamp, golden))
+                if snapshot and not golden:  # a handle has no plan number: the scratch name is unique
+                    target = os.path.join(target_dir, "s" + os.path.basename(snapshot[0]))
                 if snapshot:
                     os.replace(snapshot[0], target)
                     tensors.append(CapturedTensor(op_name=op.name, op_type=op.type, output_index=index,
@@ -537,6 +620,8 @@ class TensorCapture(object):
                     jobs.append((dumped.pop(self._plans[tensor.name].number), target))
                 tensors.append(CapturedTensor(op_name=op.name, op_type=op.type, output_index=index, dtype="",
                                               shape=(), path=target, order=order, timestamp_us=stamp))
+            if op.name in updated:
+                self._add_updated(op, updated[op.name], tensors, skipped, target_dir, golden, order, stamp)
         del fetched, sink
         self._write([t for t in tensors if not t.dtype], jobs)
         del jobs
@@ -545,7 +630,40 @@ class TensorCapture(object):
             self._remove_scratch_dir_if_empty()
         logger.info("capture: %d tensor(s) written (%s), %d skipped, %d op(s) executed",
                     len(tensors), self.last_path, len(skipped), len(executed_ops))
-        return CaptureResult(tensors=tensors, skipped=skipped, executed_ops=executed_ops)
+        return CaptureResult(tensors=tensors, skipped=skipped, executed_ops=executed_ops,
+                             updates={op.name: [name for name, _ in variables] for op, variables in updates})
+
+    def _read_updated(self, session: Any, updates: List[Tuple[Any, List[Tuple[str, Any]]]]) -> Dict[str, List[Any]]:
+        """The values of the variables each update op changed, read after the step:
+        ``{op name: [(scratch file, dtype, shape) or reason, ...]}`` in the op's variable order."""
+        reads = [(None, value) for _, variables in updates for _, value in variables]
+        if not reads:
+            return {}
+        if session is None:
+            raise BackendError("TensorCapture.finish(): no session from run_args() to read the updated variables")
+        values = self._snapshot_variables(session, reads, "u")
+        result, position = {}, 0  # type: Dict[str, List[Any]], int
+        for op, variables in updates:
+            result[op.name] = [values[position + k] for k in range(len(variables))]
+            position += len(variables)
+        return result
+
+    def _add_updated(self, op: Any, values: List[Any], tensors: List[CapturedTensor], skipped: List[SkippedTensor],
+                     target_dir: str, golden: bool, order: int, stamp: int) -> None:
+        """Output ``k`` of update op ``op``: its ``k``-th variable after the step (unless TF's own
+        output ``k`` was captured already: a TF 1.x ``Apply*`` returns the updated reference)."""
+        own = {t.output_index for t in tensors if t.op_name == op.name}
+        for index, value in enumerate(values):
+            if index in own:
+                continue
+            if isinstance(value, str):
+                skipped.append(SkippedTensor("{}:{}".format(op.name, index), op.type, value))
+                continue
+            name = golden_npy_name(op.name, index, stamp) if golden else "u{}_{}.npy".format(order, index)
+            target = os.path.join(target_dir, name)
+            os.replace(value[0], target)
+            tensors.append(CapturedTensor(op_name=op.name, op_type=op.type, output_index=index, dtype=value[1],
+                                          shape=value[2], path=target, order=order, timestamp_us=stamp))
 
     @staticmethod
     def _write(tensors: List[CapturedTensor], jobs: List[Tuple[Any, str]]) -> None:

@@ -15,7 +15,8 @@ from .errors import BackendError
 from .formats.npy import NUMPY_OF_TF_ENUM, TF_DT_BFLOAT16
 
 __all__ = ["Plan", "DEFAULT_MEMORY_BUDGET", "BUDGET_ENV", "while_or_cond", "reference_variable", "dtype_reason",
-           "static_nbytes", "maybe_dead", "resolve_memory_budget", "as_stored_array", "static_shape", "cpu_device"]
+           "static_nbytes", "maybe_dead", "resolve_memory_budget", "as_stored_array", "static_shape", "cpu_device",
+           "is_update_type", "variable_handle", "needs_handle_reader"]
 
 _MAX_PROTO_BYTES = (1 << 31) - (1 << 20)  # a serialized protobuf stays under 2 GiB
 
@@ -26,6 +27,12 @@ _SHAPE_VECTOR_TYPES = frozenset(("Shape", "ShapeN", "BroadcastGradientArgs"))
 _MAX_RANK = 254
 _ALIASING_TYPES = frozenset(("Identity", "RefIdentity"))  # forward a reference input's buffer
 _DEAD_ENDS = frozenset(("Merge", "RefMerge", "Exit", "RefExit"))
+#: In-place variable updates (optimizer steps and assignments): their outputs are the updated values.
+_UPDATE_PREFIXES = ("Apply", "ResourceApply", "SparseApply", "ResourceSparseApply", "Scatter", "ResourceScatter")
+_UPDATE_TYPES = frozenset(("Assign", "AssignAdd", "AssignSub", "AssignVariableOp", "AssignAddVariableOp",
+                           "AssignSubVariableOp"))
+#: Consumers of a resource handle that only read it (no dump file needs the variable's value for them).
+_HANDLE_ONLY_READERS = frozenset(("ReadVariableOp", "VarIsInitializedOp", "VariableShape", "DestroyResourceOp"))
 #: Executed tensors whose static sizes add up to at most this are fetched with the step
 #: (held in memory together until ``finish`` writes them); larger steps stream to disk.
 DEFAULT_MEMORY_BUDGET = 256 << 20
@@ -178,3 +185,25 @@ def cpu_device(device: str, cache: Dict[str, str]) -> str:
                 parts.append("/{}:{}".format(label, value))
         cache[device] = "".join(parts) + "/device:CPU:0"
     return cache[device]
+
+
+def is_update_type(op_type: str) -> bool:
+    """True for TF ops that update a variable in place (``ApplyAdam``, ``ResourceApplyAdam``, ``Assign*``, ...)."""
+    return op_type in _UPDATE_TYPES or op_type.startswith(_UPDATE_PREFIXES)
+
+
+def variable_handle(tensor: Any) -> Any:
+    """The ``VarHandleOp`` whose handle ``tensor`` is (directly or through ``Identity``), or None."""
+    while True:
+        op = tensor.op
+        if op.type == "VarHandleOp":
+            return op
+        if op.type not in _ALIASING_TYPES or not op.inputs:
+            return None
+        tensor = op.inputs[0]
+
+
+def needs_handle_reader(handle_op: Any) -> bool:
+    """A resource variable some op updates or reads in place (not only through ``ReadVariableOp``):
+    its value before and after the step is read separately (see :mod:`npu_dump_hook._capture`)."""
+    return any(consumer.type not in _HANDLE_ONLY_READERS for consumer in handle_op.outputs[0].consumers())

@@ -88,7 +88,10 @@ def _capture_run(tmp_path, build, step=0, npy_dir=True, steps=1):
 
 def test_cnn_values_equal_a_plain_session_fetch_and_training_is_unchanged(tmp_path):
     result, losses, values = _capture_run(tmp_path, _cnn, step=1, steps=2)
-    names = [t.tensor_name for t in result.tensors]
+    # Graph tensors with a value (update outputs beyond TF's own and resource handles are checked
+    # in test_update_ops_get_the_variable_values_before_and_after_the_step).
+    outputs = {op.name: len(op.output_dtypes) for op in result.executed_ops}
+    names = [t.tensor_name for t in result.tensors if t.op_type != "VarHandleOp" and t.output_index < outputs[t.op_name]]
     assert {"loss:0", "conv1/Conv2D:0", "conv1/BiasAdd:0", "conv1/Relu:0", "pool1/MaxPool:0",
             "logits/MatMul:0", "images:0"} <= set(names)
     # A second, identical graph without capture: one plain step, then the captured step's
@@ -142,10 +145,8 @@ def test_executed_ops_are_topological_with_increasing_timestamps(tmp_path):
     kernel = result.by_name[[name for name in reads if name in result.by_name][0]]
     assert kernel.shape == (3, 3, 1, 4) and kernel.dtype == "float32"
     skipped = {s.tensor_name: s.reason for s in result.skipped}
-    if v1.resource_variables_enabled():
-        assert skipped["conv1/kernel:0"] == "resource handle: no array value"
-    else:  # a reference variable's output is its value (taken before the step)
-        assert result.by_name["conv1/kernel:0"].shape == (3, 3, 1, 4)
+    # a reference variable's output, or a resource handle an update takes, is its value before the step
+    assert "conv1/kernel:0" not in skipped and result.by_name["conv1/kernel:0"].shape == (3, 3, 1, 4)
 
 
 def _metric_graph():
@@ -261,7 +262,9 @@ def test_string_resource_and_variant_tensors_are_skipped_with_reasons(tmp_path):
     assert losses == [20.0]  # 0+1+2+3, lengths 1+3, 5+5
     skipped = {s.tensor_name: s.reason for s in result.skipped}
     assert skipped["words:0"] == "string tensor: the comparison handles numeric tensors only"
-    assert skipped["w:0"] == "resource handle: no array value"
+    assert "w:0" not in skipped  # the handle the update takes: the variable's value before the step
+    assert result.array("w:0") == 1.0
+    assert "resource handle: no array value" in skipped.values()  # the iterator's handle
     variant = [name for name, reason in skipped.items() if reason.startswith("variant tensor")]
     assert len(variant) >= 2  # the datasets of get_single_element
     np.testing.assert_array_equal(result.array("batch:0"), [0.0, 1.0, 2.0, 3.0])
@@ -339,7 +342,8 @@ class BudgetHook(CaptureHook):
     def begin(self):
         graph = v1.get_default_graph()
         self.capture = TensorCapture(graph, self.scratch, npy_dir=self.npy_dir, memory_budget=self.budget)
-        self.dump_ops = sum(1 for op in graph.get_operations() if op.name.startswith(WRITE_SCOPE + "/"))
+        self.dump_ops = sum(1 for op in graph.get_operations() if op.name.startswith(WRITE_SCOPE + "/")
+                            and op.type == "DebugIdentity")
         # TF 1.x Apply*/Assign* reference outputs are always dumped (read after the in-place update).
         self.ref_outputs = sum(1 for op in graph.get_operations() if op.type != "VariableV2"
                                and not op.name.startswith(WRITE_SCOPE + "/")
@@ -506,3 +510,47 @@ def test_uninitialized_reference_variable_is_skipped_with_the_reason(tmp_path):
     assert skipped["w:0"] == "uninitialized variable: no value before this step"
     assign = [t for t in result.tensors if t.op_type == "Assign"][0]  # the initializer's output
     np.testing.assert_array_equal(result.array(assign.tensor_name), [[0.0], [1.0], [2.0]])
+
+
+def test_update_ops_get_the_variable_values_before_and_after_the_step(tmp_path):
+    """Every in-place update the step executes lists its variables; each variable input is its value
+    before the step, the update's output k its k-th variable after the step (TF 1.15 ApplyAdam on
+    reference variables, TF 2 ResourceApplyAdam on resource handles)."""
+    def build():
+        train_op, loss = _cnn()
+        return train_op, loss
+
+    hook = CaptureHook(str(tmp_path / "scratch"), str(tmp_path / "npy"), step=2)  # runs: train, read, train
+    with tf.Graph().as_default():
+        train_op, loss = build()
+        kernel = [v for v in v1.trainable_variables() if v.op.name == "conv1/kernel"][0]
+        with v1.train.MonitoredSession(hooks=[hook]) as session:
+            session.run(train_op)
+            before = session.run(kernel)
+            session.run(train_op)
+            after = session.run(kernel)
+    result = hook.result
+    assert result.updates
+    types = {op.name: op.type for op in result.executed_ops}
+    apply_type = _resource_or_ref("ResourceApplyAdam", "ApplyAdam")
+    (kernel_update,) = [name for name, inputs in result.updates.items()
+                        if types[name] == apply_type and inputs[0] == "conv1/kernel:0"]
+    variables = result.updates[kernel_update]
+    assert len(variables) == 3  # var, m, v
+    np.testing.assert_array_equal(result.array("conv1/kernel:0"), before)
+    np.testing.assert_array_equal(result.array(kernel_update + ":0"), after)
+    assert not np.array_equal(before, after)
+    for index, name in enumerate(variables):
+        assert name in result.by_name and "{}:{}".format(kernel_update, index) in result.by_name
+    # the global step's increment is an update too, with its value before and after
+    (step_update,) = [name for name, inputs in result.updates.items() if inputs == ["global_step:0"]]
+    assert result.array("global_step:0") == 1 and result.array(step_update + ":0") == 2
+    skipped = {s.tensor_name for s in result.skipped}
+    assert "conv1/kernel:0" not in skipped
+    golden = os.listdir(str(tmp_path / "npy"))
+    assert any(g.startswith(names_of(kernel_update) + ".2.") for g in golden)
+    assert not os.path.exists(str(tmp_path / "scratch"))
+
+
+def names_of(op_name):
+    return op_name.replace("/", "_").replace(".", "_")
