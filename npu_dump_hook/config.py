@@ -29,11 +29,12 @@ entry and the last entry holding a key wins); none is added twice.
 npu_bridge is importable (``NPUEstimator`` always appends its own
 ``NpuOptimizer`` entry, so dump keys must travel in ``dump_config``), else a
 plain ``tf.estimator.RunConfig`` whose session config carries the keys above.
-Either way the dump run writes no checkpoint into the user's ``model_dir`` (checkpoint
-saving off: ``save_checkpoints_steps`` and ``save_checkpoints_secs`` None) unless
+Either way the dump run writes no checkpoint into the user's ``model_dir`` unless
 ``keep_checkpoints=True``: a one-step dump run would otherwise leave a step-1 checkpoint that
-the next real training run resumes from. A checkpoint already in ``model_dir`` is still
-restored (the dump then starts from it, as the script would).
+the next real training run resumes from. The returned config's model_dir is a new folder
+(``./npu_dump_hook_out/model_dir-{time}`` or ``model_dir=``) seeded with hard links to the
+latest checkpoint of the user's model_dir, so the dump starts where training is, and
+``evaluate``/``train_and_evaluate`` after the dumped step find their checkpoints there.
 
 Graph dumps: GE writes ``ge_proto_*_Build.txt`` into ``DUMP_GRAPH_PATH`` (else
 the working directory). ``apply_graph_dump_env`` points it at a known folder
@@ -43,16 +44,22 @@ import copy
 import inspect
 import logging
 import os
+import shutil
+import time
 from typing import Any, Dict, MutableMapping, Optional, Sequence
 
 from . import _tf
-from .constants import ENV_DUMP_GRAPH_PATH, NPU_OPTIMIZER_NAME
+from .constants import ENV_DUMP_GRAPH_PATH, ENV_RUN_KEEP_CHECKPOINTS, NPU_OPTIMIZER_NAME
 from .options import DumpOptions
 from .run_record import dumps_on_this_rank
 
-__all__ = ["session_config", "estimator_config", "without_checkpoints", "apply_graph_dump_env", "npu_parameter_map"]
+__all__ = ["session_config", "estimator_config", "dump_run_model_dir", "DUMP_RUN_MODEL_DIRS", "apply_graph_dump_env",
+           "npu_parameter_map"]
 
 logger = logging.getLogger(__name__)
+
+#: Where estimator_config puts a dump run's model_dir by default: the hook's default output_dir.
+DUMP_RUN_MODEL_DIRS = "npu_dump_hook_out"
 
 _ITERATIONS_WARNING = (
     "iterations_per_loop=%s overridden to 1: with more than one iteration per session.run GE "
@@ -153,13 +160,16 @@ def estimator_config(
     graph_dump_dir: Optional[str] = None,
     ranks: Optional[Sequence[int]] = None,
     keep_checkpoints: bool = False,
+    model_dir: Optional[str] = None,
 ) -> Any:
     """A RunConfig for ``tf.estimator`` / ``NPUEstimator`` that dumps as ``options`` say.
 
-    The user's settings (model_dir, seeds, session_config, checkpoint retention) are kept;
-    ``iterations_per_loop`` is forced to 1 (with a warning when it was larger); checkpoint
-    saving is turned off unless ``keep_checkpoints=True`` (see the module doc).
-    ``ranks``: as for :func:`session_config`.
+    The user's settings (seeds, session_config, checkpoint settings) are kept;
+    ``iterations_per_loop`` is forced to 1 (with a warning when it was larger). The estimator
+    trains in ``model_dir`` (default ``./npu_dump_hook_out/model_dir-{time}``), seeded with the
+    latest checkpoint of the user's model_dir, which is left as it was; ``keep_checkpoints=True``
+    trains in the user's model_dir instead (see the module doc). ``ranks``: as for
+    :func:`session_config`.
     """
     options = _for_this_rank(options, ranks)
     if graph_dump_dir is not None:
@@ -172,21 +182,44 @@ def estimator_config(
         _warn_iterations(getattr(base, "iterations_per_loop", 1))
         result = base.replace(session_config=session_config(options, base.session_config,
                                                             deterministic=deterministic))
-    return result if keep_checkpoints else without_checkpoints(result)
+    if keep_checkpoints:
+        return result
+    target = os.path.abspath(model_dir or os.path.join(
+        DUMP_RUN_MODEL_DIRS, "model_dir-" + time.strftime("%Y%m%d-%H%M%S")))
+    return result.replace(model_dir=dump_run_model_dir(result.model_dir, target))
 
 
-def without_checkpoints(run_config: Any) -> Any:
-    """A copy of ``run_config`` (``RunConfig`` or ``NPURunConfig``) that saves no checkpoint.
+def dump_run_model_dir(source: Optional[str], target: str) -> str:
+    """Create ``target`` holding (hard links to, else copies of) the files of ``source``'s latest
+    checkpoint, so a dump run starts where ``source`` is but writes its own checkpoints there.
 
-    ``NPURunConfig`` turns "neither set" into every 100 steps at construction, so the
-    settings are cleared on the finished object through ``RunConfig.replace``.
+    ``source`` is never written to. Returns ``target``; logs (WARNING) where the checkpoints go.
     """
-    steps, secs = run_config.save_checkpoints_steps, run_config.save_checkpoints_secs
-    if steps is None and secs is None:
-        return run_config
-    logger.info("npu_dump_hook: the dump run saves no checkpoint into model_dir %s (was: save_checkpoints_steps=%s, "
-                "save_checkpoints_secs=%s; keep_checkpoints=True keeps them)", run_config.model_dir, steps, secs)
-    return run_config.replace(save_checkpoints_steps=None, save_checkpoints_secs=None)
+    if source and os.path.abspath(source) == os.path.abspath(target):
+        return target
+    os.makedirs(target, exist_ok=True)
+    prefix = _tf.latest_checkpoint(source) if source and os.path.isdir(source) else None
+    if prefix:
+        folder, base = os.path.split(prefix)
+        for name in os.listdir(folder):
+            if name.startswith(base + "."):
+                _link_or_copy(os.path.join(folder, name), os.path.join(target, name))
+        with open(os.path.join(target, "checkpoint"), "w") as handle:
+            handle.write('model_checkpoint_path: "{0}"\nall_model_checkpoint_paths: "{0}"\n'.format(base))
+    logger.warning("npu_dump_hook: the Estimator trains in %s for this dump run%s; %s is left as it was "
+                   "(keep_checkpoints=True or %s=1 trains there)", target,
+                   " (starting from {})".format(prefix) if prefix else "", source or "its temporary model_dir",
+                   ENV_RUN_KEEP_CHECKPOINTS)
+    return target
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    if os.path.exists(target):
+        return
+    try:
+        os.link(source, target)
+    except OSError:  # another file system, or links not allowed
+        shutil.copy2(source, target)
 
 
 def _npu_run_config(options: DumpOptions, run_config: Optional[Any], deterministic: bool) -> Any:

@@ -268,46 +268,15 @@ def _redirect_model_dir(estimator: Any, run_dir: str) -> None:
 
     The dump run's step-1 checkpoint then lands in the run folder instead of the script's
     ``model_dir`` (where the next real training run would resume from it), while the script's
-    own later ``evaluate``/``predict``/``get_variable_value`` calls still find it. The latest
-    checkpoint already in ``model_dir`` is hard-linked (else copied) into the new folder
-    first, so training starts from it as the script expects.
+    own later ``evaluate``/``predict``/``get_variable_value`` calls still find it. The new
+    folder starts from the latest checkpoint of ``model_dir`` (:func:`~npu_dump_hook.config.dump_run_model_dir`).
     """
+    from .config import dump_run_model_dir
+
     run_config = _tf.estimator_run_config(estimator)
-    source = run_config.model_dir
-    target = os.path.join(run_dir, "model_dir")
-    if source and os.path.abspath(source) == target:
-        return  # a second train() call in the same process
-    os.makedirs(target, exist_ok=True)
-    seeded = _seed_latest_checkpoint(source, target) if source else None
-    _tf.set_estimator_model_dir(estimator, run_config.replace(model_dir=target), target)
-    logger.warning("npu_dump_hook: Estimator model_dir is %s for this dump run%s; %s is left as it was "
-                   "(%s=1 trains in it)", target, " (starting from {})".format(seeded) if seeded else "",
-                   source or "the temporary model_dir", ENV_RUN_KEEP_CHECKPOINTS)
-
-
-def _seed_latest_checkpoint(source: str, target: str) -> Optional[str]:
-    """Link the files of ``source``'s latest checkpoint into ``target``; its prefix, or None."""
-    prefix = _tf.latest_checkpoint(source)
-    if not prefix:
-        return None
-    folder, base = os.path.split(prefix)
-    for name in os.listdir(folder):
-        if name.startswith(base + "."):
-            _link_or_copy(os.path.join(folder, name), os.path.join(target, name))
-    with open(os.path.join(target, "checkpoint"), "w") as handle:
-        handle.write('model_checkpoint_path: "{0}"\nall_model_checkpoint_paths: "{0}"\n'.format(base))
-    return prefix
-
-
-def _link_or_copy(source: str, target: str) -> None:
-    if os.path.exists(target):
-        return
-    try:
-        os.link(source, target)
-    except OSError:  # another file system, or links not allowed
-        import shutil
-
-        shutil.copy2(source, target)
+    target = dump_run_model_dir(run_config.model_dir, os.path.join(run_dir, "model_dir"))
+    if run_config.model_dir != target:
+        _tf.set_estimator_model_dir(estimator, run_config.replace(model_dir=target), target)
 
 
 def _script_dump_options(config: Any) -> Optional[DumpOptions]:

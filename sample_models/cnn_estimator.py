@@ -53,8 +53,8 @@ def make_estimator(model_dir, options=None, run_config=None):
     if options is not None:
         from npu_dump_hook import estimator_config
 
-        config = estimator_config(options, config)
-    return tf.estimator.Estimator(model_fn=model_fn, model_dir=model_dir, config=config)
+        config = estimator_config(options, config)  # trains in a dump-run model_dir (config.model_dir)
+    return tf.estimator.Estimator(model_fn=model_fn, model_dir=None if config.model_dir else model_dir, config=config)
 
 
 def train(model_dir, hooks=(), steps=1000, options=None):

@@ -97,40 +97,58 @@ def test_plain_tf_estimator_config_keeps_user_settings(dump_opts):
     assert len(user.session_config.graph_options.rewrite_options.custom_optimizers) == 0  # caller's copy untouched
 
 
-def test_estimator_config_saves_no_checkpoint_unless_asked(dump_opts):
-    user = tf.estimator.RunConfig(model_dir="/tmp/m", save_checkpoints_steps=3, keep_checkpoint_max=2)
-    config = estimator_config(dump_opts, user)
-    assert (config.save_checkpoints_steps, config.save_checkpoints_secs) == (None, None)
-    assert (config.model_dir, config.keep_checkpoint_max, user.save_checkpoints_steps) == ("/tmp/m", 2, 3)
-    default = estimator_config(dump_opts)  # RunConfig() saves every 600 s and at the end
-    assert (default.save_checkpoints_steps, default.save_checkpoints_secs) == (None, None)
+def test_estimator_config_trains_in_its_own_model_dir_unless_asked(dump_opts, tmp_path):
+    user = tf.estimator.RunConfig(model_dir=str(tmp_path / "m"), save_checkpoints_steps=3, keep_checkpoint_max=2)
+    config = estimator_config(dump_opts, user, model_dir=str(tmp_path / "dump_model"))
+    assert (config.model_dir, config.save_checkpoints_steps, config.keep_checkpoint_max) == (
+        str(tmp_path / "dump_model"), 3, 2)
+    assert user.model_dir == str(tmp_path / "m") and not (tmp_path / "m").exists()
+    kept = estimator_config(dump_opts, user, keep_checkpoints=True)
+    assert kept.model_dir == str(tmp_path / "m")
 
 
-def test_npu_run_config_saves_no_checkpoint_unless_asked(npu_bridge_double, dump_opts):
+def test_npu_run_config_trains_in_its_own_model_dir(npu_bridge_double, dump_opts, tmp_path):
     from npu_bridge.estimator.npu.npu_config import NPURunConfig
 
-    config = estimator_config(dump_opts, tf.estimator.RunConfig(model_dir="/tmp/m"))
+    config = estimator_config(dump_opts, tf.estimator.RunConfig(model_dir=str(tmp_path / "m")),
+                              model_dir=str(tmp_path / "dump_model"))
     assert isinstance(config, NPURunConfig) and config._dump_config is not None
-    assert (config.save_checkpoints_steps, config.save_checkpoints_secs) == (None, None)
+    assert config.model_dir == str(tmp_path / "dump_model")
 
 
-def test_estimator_trained_with_the_dump_config_leaves_no_checkpoint(dump_opts, tmp_path):
-    def model_fn(features, labels, mode):
-        weights = tf.compat.v1.get_variable("w", [3, 1])
-        loss = tf.reduce_mean(tf.square(tf.matmul(features, weights) - labels))
-        train = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
-            loss, global_step=tf.compat.v1.train.get_or_create_global_step())
-        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train)
+def _model_fn(features, labels, mode):
+    weights = tf.compat.v1.get_variable("w", [3, 1])
+    loss = tf.reduce_mean(tf.square(tf.matmul(features, weights) - labels))
+    train = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
+        loss, global_step=tf.compat.v1.train.get_or_create_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train)
 
-    def input_fn():
-        return tf.data.Dataset.from_tensors((tf.ones([4, 3]), tf.ones([4, 1]))).repeat()
 
-    for keep, folder in ((False, "dump_run"), (True, "kept")):
-        model_dir = str(tmp_path / folder)
-        config = estimator_config(dump_opts, tf.estimator.RunConfig(model_dir=model_dir), keep_checkpoints=keep)
-        tf.estimator.Estimator(model_fn, config=config).train(input_fn, max_steps=1)
-        checkpoints = [name for name in os.listdir(model_dir) if name.startswith(("checkpoint", "model.ckpt"))]
-        assert bool(checkpoints) is keep, (folder, sorted(os.listdir(model_dir)))
+def _input_fn():
+    return tf.data.Dataset.from_tensors((tf.ones([4, 3]), tf.ones([4, 1]))).repeat()
+
+
+def _checkpoints(folder):
+    return sorted(n for n in os.listdir(str(folder)) if n.startswith(("checkpoint", "model.ckpt"))) \
+        if os.path.isdir(str(folder)) else []
+
+
+def test_dump_run_starts_from_the_users_checkpoint_and_leaves_model_dir_alone(dump_opts, tmp_path):
+    """train_and_evaluate (it needs checkpoints) after a real step-1 run: the dump run resumes at
+    step 1, evaluates, and the user's model_dir still holds only its own checkpoint."""
+    user_dir = tmp_path / "model"
+    tf.estimator.Estimator(_model_fn, config=tf.estimator.RunConfig(model_dir=str(user_dir))).train(
+        _input_fn, max_steps=1)
+    before = _checkpoints(user_dir)
+    assert "model.ckpt-1.index" in before
+    config = estimator_config(dump_opts, tf.estimator.RunConfig(model_dir=str(user_dir)),
+                              model_dir=str(tmp_path / "dump_model"))
+    estimator = tf.estimator.Estimator(_model_fn, config=config)
+    tf.estimator.train_and_evaluate(estimator, tf.estimator.TrainSpec(_input_fn, max_steps=2),
+                                    tf.estimator.EvalSpec(_input_fn, steps=1))
+    assert estimator.get_variable_value("global_step") == 2
+    assert _checkpoints(user_dir) == before
+    assert "model.ckpt-2.index" in _checkpoints(tmp_path / "dump_model")
 
 
 def test_plain_tf_session_config_runs_a_real_session(dump_opts):
