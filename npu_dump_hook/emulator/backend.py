@@ -17,13 +17,37 @@ dumped iteration), ``dump_data=stats`` (one CSV per op, no binary files) and
 float16 range with ``emulate_precision="fp16"``; the folder is not created when nothing
 overflows, as on the device).
 
-``emulate_precision="fp16"`` rounds floating tensors through float16 and dumps them
-as DT_FLOAT16, as an NPU running mixed precision would show. ``perturb`` (test-only)
-scales the outputs of named ops so comparisons have an error to find.
-Not emulated: in-place variable updates (``ResourceApply*``, ``Assign*VariableOp``) take
-resource handles, which hold no tensor on the CPU, so they get no dump file; they are
-listed in the report's ``skipped`` and show up as missing in a bundle's coverage.
-Everything the emulator writes is recorded in :attr:`EmulatedNpu.report`, whose
+Emulated NPU profiles (``profile=``)
+------------------------------------
+``"exact"`` (default)
+    The step runs as TensorFlow computes it (CPU/GPU float32); every executed TF op is one GE
+    op and its dump shows exactly the tensors TF computed, in ND layout. The demo's
+    "everything equal" check uses it. ``emulate_precision="fp16"`` (exact profile only) rounds
+    floating tensors through float16 *at dump time* and dumps them as DT_FLOAT16 (the error
+    does not propagate). The reference (golden) capture can run in the same process
+    (:attr:`EmulatedNpu.golden_in_run` is True).
+``"ascend"``
+    What an Ascend device in ``allow_fp32_to_fp16`` mode does, in four parts:
+    *numerics in the graph* (:func:`.numerics.apply` with ``fp16=True``: the Cube ops compute
+    from float16 inputs and write float16, their consumers read the rounded values, so the
+    rounding errors propagate and the run's training results differ from a pure fp32 run);
+    *GE fusion* (:mod:`.fusion`: Conv2D+BiasAdd(+Relu/Relu6), Conv2D(+BiasAdd)+inference
+    BatchNorm(+Relu), MatMul+BiasAdd(+Relu/Relu6/Tanh/Sigmoid) become one node and one dump
+    file); *device formats* (:mod:`.layout`: float16 4-D feature maps in NC1HWC0, convolution
+    filters in FRACTAL_Z, MatMul operands in FRACTAL_NZ, with ``Cast``/``TransData`` nodes
+    inserted where the held form changes, see :mod:`.npu_graph`); *optimizer updates* (as in
+    ``exact``). The golden tensors must come from a separate golden run
+    (``golden_in_run`` is False).
+``faults={"op name": "scale=1.05" | "add_noise=1e-2" | "overflow" | "nan"}`` (any profile)
+    Replaces what that op's kernel writes inside the emulated run (:func:`.numerics.apply`),
+    so the error reaches every op downstream, as a wrong NPU kernel's would; with faults the
+    golden also comes from a separate run.
+
+Both profiles dump the in-place variable updates (``ResourceApply*``/``Apply*``,
+``Assign*``, ``Assign*VariableOp``): inputs as the update read them (variables before the
+step), outputs the updated variables (see :mod:`npu_dump_hook._capture`), so a training
+step's coverage is complete. The graph shape (fused, ``trans_TransData_N``/``trans_Cast_N``
+nodes) is described in :mod:`.npu_graph`. Everything the emulator writes is recorded in :attr:`EmulatedNpu.report`, whose
 ``backend`` is ``"emulated"``, so emulated data is never mistaken for NPU data.
 """
 import datetime
@@ -36,15 +60,20 @@ import numpy as np
 from ..constants import INCOMPLETE_STEP_MARKER
 from ..errors import BackendError, NpuDumpError, OptionError
 from ..formats import mapping_csv, names, opdebug, stats_csv
-from ..formats.dump_file import DumpTensor, write_dump_file
+from ..formats.dump_file import DumpTensor, ge_origin_data_type, write_dump_file
 from ..options import DumpOptions
-from . import ge_model
+from . import ge_model, layout, npu_graph, numerics
 
-__all__ = ["EmulatedNpu", "PRECISIONS", "MAX_FILE_NAME_BYTES"]
+__all__ = ["EmulatedNpu", "PRECISIONS", "PROFILES", "MAX_FILE_NAME_BYTES", "NUMERICS_NOTE"]
 
 logger = logging.getLogger(__name__)
 
 PRECISIONS = ("fp32", "fp16")
+PROFILES = ("exact", "ascend")
+#: What the run summary says when the emulated run computed with NPU numerics or faults.
+NUMERICS_NOTE = ("the emulated NPU run computed with NPU numerics in the graph (float16 Cube ops and/or injected "
+                 "faults): its losses and updated weights differ from a pure fp32 run of the same step, and its "
+                 "golden tensors must come from a separate golden run")
 MAX_FILE_NAME_BYTES = 255
 FP16_MAX = float(np.finfo(np.float16).max)
 _FIRST_TASK_ID = 2  # GE numbers tasks per stream; low ids go to its own bookkeeping tasks
@@ -60,15 +89,26 @@ class EmulatedNpu(object):
     settles = False
 
     def __init__(self, emulate_precision: str = "fp32", ffts_names: bool = False, model_id: int = 1,
-                 perturb: Optional[Mapping[str, float]] = None) -> None:
+                 profile: str = "exact", faults: Optional[Mapping[str, str]] = None) -> None:
         if emulate_precision not in PRECISIONS:
             raise OptionError("emulate_precision", emulate_precision, "must be one of " + "|".join(PRECISIONS))
         if isinstance(model_id, bool) or not isinstance(model_id, int) or model_id < 0:
             raise OptionError("model_id", model_id, "must be a non-negative int")
+        if profile not in PROFILES:
+            raise OptionError("profile", profile, "must be one of " + "|".join(PROFILES))
+        if faults is not None and not isinstance(faults, Mapping):
+            raise OptionError("faults", faults, 'must be a mapping {"op name": "scale=1.05" | ...}')
         self.emulate_precision = emulate_precision
         self.ffts_names = ffts_names
         self.model_id = model_id
-        self.perturb = dict(perturb or {})
+        self.profile = profile
+        parsed = [numerics.parse_fault(name, spec) for name, spec in (faults or {}).items()]
+        #: ``{op name: canonical spec}`` of the injected kernel faults.
+        self.faults = {fault.op: fault.spec for fault in parsed}  # type: Dict[str, str]
+        #: False when this emulator alters the step's numerics (profile "ascend" or any fault): the
+        #: hook must then take no reference capture in this run (the golden comes from a golden run).
+        self.golden_in_run = profile == "exact" and not self.faults
+        self.plan = None  # type: Any
         self.options = None  # type: Optional[DumpOptions]
         self.device_id = 0
         self.graph_file = None  # type: Optional[str]
@@ -78,16 +118,21 @@ class EmulatedNpu(object):
         self._dumped_iterations = 0
         self._task_ids = {}  # type: Dict[str, int]
         self.report = {"backend": self.name, "emulate_precision": emulate_precision, "ffts_names": ffts_names,
+                       "profile": profile, "faults": dict(self.faults), "golden_in_run": self.golden_in_run,
                        "steps": [], "skipped": []}  # type: Dict[str, Any]
 
     # -- lifecycle (called by the hook, see npu_dump_hook.backends) ---------------------
     def begin(self, tf_graph: Any, options: DumpOptions, device_id: int) -> None:
+        """Keep the graph; with profile "ascend" or faults, rewrite it to compute with NPU numerics
+        (:func:`.numerics.apply`; the graph must not be finalized yet)."""
         self._tf_graph = tf_graph
         self.options = options
         self.device_id = device_id
-        unknown = [name for name in self.perturb if _find_op(tf_graph, name) is None]
-        if unknown:
-            raise OptionError("perturb", sorted(unknown), "names ops that are not in the graph")
+        if self.profile == "ascend" or self.faults:
+            self.plan = numerics.apply(tf_graph, fp16=self.profile == "ascend", faults=self.faults)
+            self.report["numerics"] = self.plan.report
+            self.report["note"] = NUMERICS_NOTE
+            logger.info("emulated NPU (%s): %s", self.profile, NUMERICS_NOTE)
 
     def session_started(self) -> None:
         """GE names the dump time folder when the session loads the model."""
@@ -100,7 +145,7 @@ class EmulatedNpu(object):
             raise BackendError("EmulatedNpu.write_step called before begin()")
         if self.time_dir is None:
             self.session_started()
-        ge_ops = [self._ge_op(op, capture) for op in capture.executed_ops]
+        ge_ops = npu_graph.build_nodes(capture, self.plan, self.profile == "ascend", self._is_training)
         if self.graph_file is None:
             self._write_graph(ge_ops)
         data_index = step if options.dump_step is not None else self._dumped_iterations
@@ -128,86 +173,106 @@ class EmulatedNpu(object):
         return result
 
     # -- graph ---------------------------------------------------------------------------
-    def _ge_op(self, executed: Any, capture: Any) -> ge_model.GeOp:
-        dtypes, shapes = [], []  # type: List[str], List[Optional[Tuple[int, ...]]]
-        by_name = capture.by_name
-        for index, dtype in enumerate(executed.output_dtypes):
-            tensor = by_name.get("{}:{}".format(executed.name, index))
-            dtypes.append(dtype)
-            shapes.append(tuple(tensor.shape) if tensor is not None else executed.output_shapes[index])
-        return ge_model.GeOp(executed.name, executed.type, executed.inputs, executed.control_inputs, dtypes, shapes)
+    def _is_training(self, op_name: str) -> Optional[bool]:
+        """A BatchNorm's ``is_training`` attr (None when unknown), for fusion."""
+        op = _find_op(self._tf_graph, op_name) if self._tf_graph is not None else None
+        try:
+            return bool(op.get_attr("is_training")) if op is not None else None
+        except (ValueError, KeyError):
+            return None
 
-    def _write_graph(self, ge_ops: Sequence[ge_model.GeOp]) -> None:
+    def _write_graph(self, ge_ops: Sequence[npu_graph.NpuNode]) -> None:
         self.graph_name = "ge_default_{}_1".format(datetime.datetime.now().strftime("%Y%m%d%H%M%S"))
         folder = os.environ.get("DUMP_GRAPH_PATH") or os.getcwd()
         os.makedirs(folder, exist_ok=True)
         index = _next_graph_index(folder)
         path = os.path.join(folder, "ge_proto_{:08d}_Build.txt".format(index))
-        text = ge_model.model_text(ge_model.build_model(self.graph_name, ge_ops))
+        text = ge_model.model_text(ge_model.build_model(self.graph_name, ge_ops, input_descs=self.profile == "ascend"))
         tmp = path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as handle:
             handle.write(text)
         os.replace(tmp, path)
         self.graph_file = path
+        self.report["graph"] = {
+            "nodes": len(ge_ops),
+            "fused": {n.name: list(n.original_names or ()) for n in ge_ops if n.kind == "fused"},
+            "inserted": {t: sum(1 for n in ge_ops if n.kind == "trans" and n.type == t) for t in npu_graph.TRANS_TYPES},
+            "updates": sum(1 for n in ge_ops if n.kind == "update"),
+        }
         logger.info("emulated NPU: Build graph %s (%s, %d ops)", path, self.graph_name, len(ge_ops))
 
     # -- dump files ------------------------------------------------------------------------
-    def _selected(self, op: ge_model.GeOp) -> bool:
-        if op.no_task:
+    def _selected(self, node: npu_graph.NpuNode) -> bool:
+        if node.no_task:
             return False
         layers = self.options.layers
-        return not layers or op.name in layers
+        return not layers or node.name in layers or any(n in layers for n in node.original_names or ())
 
-    def _write_ops(self, ge_ops: Sequence[ge_model.GeOp], capture: Any, step_dir: str) -> int:
+    def _write_ops(self, nodes: Sequence[npu_graph.NpuNode], capture: Any, step_dir: str) -> int:
         written = 0
-        for op in ge_ops:
-            if not self._selected(op):
+        for node in nodes:
+            if not self._selected(node):
                 continue
-            tensors = self._op_tensors(op, capture)
+            tensors = self._op_tensors(node, capture)
             if tensors is None:
                 continue
             inputs, outputs, timestamp = tensors
             if self.options.enable_dump_debug:
-                written += self._write_overflow(op, inputs, outputs, timestamp, step_dir)
+                written += self._write_overflow(node, inputs, outputs, timestamp, step_dir)
             elif self.options.dump_data == "stats":
-                written += self._write_stats(op, inputs, outputs, timestamp, step_dir)
+                written += self._write_stats(node, inputs, outputs, timestamp, step_dir)
             else:
-                written += self._write_tensors(op, inputs, outputs, timestamp, step_dir)
+                written += self._write_tensors(node, inputs, outputs, timestamp, step_dir)
         return written
 
-    def _op_tensors(self, op: ge_model.GeOp, capture: Any) -> Optional[Tuple[list, list, int]]:
-        """(inputs, outputs, timestamp) as the dump mode asks, or None when nothing can be dumped."""
+    def _op_tensors(self, node: npu_graph.NpuNode, capture: Any) -> Optional[Tuple[list, list, int]]:
+        """(inputs, outputs, timestamp) as the dump mode asks, each a list of (NodeTensor,
+        CapturedTensor), or None when nothing can be dumped."""
         mode = "all" if self.options.enable_dump_debug else self.options.dump_mode
         by_name = capture.by_name
-        outputs, inputs = [], []  # type: List[Tuple[str, Any]], List[Tuple[str, Any]]
+        outputs, inputs = [], []  # type: List[Tuple[Any, Any]], List[Tuple[Any, Any]]
         missing = []  # type: List[str]
-        for index in range(len(op.output_dtypes)):
-            name = "{}:{}".format(op.name, index)
-            if name in by_name:
-                outputs.append((name, by_name[name]))
+        for tensor in node.outputs:
+            captured = by_name.get(tensor.value.tensor)
+            if captured is not None:
+                outputs.append((tensor, captured))
             else:
-                missing.append(name)
+                missing.append(tensor.source)
         if mode in ("input", "all"):
-            for name in op.inputs:
-                if name in by_name:
-                    inputs.append((name, by_name[name]))
+            for tensor in node.inputs:
+                captured = by_name.get(tensor.value.tensor)
+                if captured is not None:
+                    inputs.append((tensor, captured))
                 else:
-                    missing.append(name)
+                    missing.append(tensor.value.tensor)
         if missing:
-            self.report["skipped"].append({"op": op.name, "reason": "tensors not captured: " + ", ".join(missing)})
+            self.report["skipped"].append({"op": node.name, "reason": "tensors not captured: " + ", ".join(missing)})
             if mode != "output" or not outputs:
                 return None
         if mode == "input":
             outputs = []
         if not inputs and not outputs:
             return None
-        first = (outputs or inputs)[0][1]
-        return inputs, outputs, int(first.timestamp_us)
+        stamps = [captured.timestamp_us for _, captured in outputs + inputs]
+        return inputs, outputs, int(max(stamps) if node.kind == "trans" else (outputs or inputs)[0][1].timestamp_us)
 
-    def _device_tensor(self, capture_tensor: Any, array: np.ndarray, output: bool) -> DumpTensor:
-        return DumpTensor(np.ascontiguousarray(self._device_precision(array)),
-                          original_name=capture_tensor.op_name if output else None,
-                          original_output_index=capture_tensor.output_index)
+    def _device_array(self, tensor: Any, captured: Any) -> np.ndarray:
+        """The payload of one dumped tensor: the captured array as the device holds it."""
+        array = np.asarray(np.load(captured.path, mmap_mode="r"))
+        if self.profile == "ascend":
+            return layout.device_array(array, tensor.value.held)
+        return np.ascontiguousarray(self._device_precision(array))
+
+    def _device_tensor(self, tensor: Any, captured: Any, output: bool) -> DumpTensor:
+        held = tensor.value.held
+        array = self._device_array(tensor, captured)
+        origin = tensor.origin if output else None
+        return DumpTensor(array, format=held.format if self.profile == "ascend" else "ND",
+                          original_shape=tuple(captured.shape),
+                          original_name=origin[0] if origin else None,
+                          original_output_index=origin[1] if origin else 0,
+                          original_data_type=ge_origin_data_type(ge_model.ge_dtype(tensor.tf_dtype)),
+                          original_format=held.origin_format if self.profile == "ascend" else None)
 
     def _device_precision(self, array: np.ndarray) -> np.ndarray:
         """Floating tensors as an NPU in mixed precision holds them (fp16 mode), else unchanged."""
@@ -216,14 +281,7 @@ class EmulatedNpu(object):
         with np.errstate(over="ignore"):  # beyond the float16 range becomes inf, as on the device
             return array.astype(np.float16)
 
-    def _array(self, op: ge_model.GeOp, capture_tensor: Any, output: bool) -> np.ndarray:
-        array = np.asarray(np.load(capture_tensor.path, mmap_mode="r"))
-        scale = self.perturb.get(op.name) if output else None
-        if scale is not None and array.dtype.kind == "f":
-            array = (array * np.asarray(scale, dtype=array.dtype)).astype(array.dtype)
-        return array
-
-    def _file_name(self, op: ge_model.GeOp, timestamp: int, stats: bool = False, op_type: Optional[str] = None,
+    def _file_name(self, op: npu_graph.NpuNode, timestamp: int, stats: bool = False, op_type: Optional[str] = None,
                    op_name: Optional[str] = None) -> Tuple[str, int]:
         task_id = self._task_ids.setdefault(op.name, _FIRST_TASK_ID + len(self._task_ids))
         ffts = {}  # type: Dict[str, int]
@@ -242,30 +300,32 @@ class EmulatedNpu(object):
         mapping_csv.append_mapping(os.path.join(step_dir, "mapping.csv"), hashed, name)
         return os.path.join(step_dir, hashed)
 
-    def _write_tensors(self, op: ge_model.GeOp, inputs: list, outputs: list, timestamp: int, step_dir: str) -> int:
-        name, _ = self._file_name(op, timestamp)
-        out = [self._device_tensor(t, self._array(op, t, True), True) for _, t in outputs]
-        ins = [self._device_tensor(t, self._array(op, t, False), False) for _, t in inputs]
-        write_dump_file(self._place(step_dir, name), op.name, outputs=out, inputs=ins, dump_time=timestamp)
+    def _write_tensors(self, node: npu_graph.NpuNode, inputs: list, outputs: list, timestamp: int,
+                       step_dir: str) -> int:
+        name, _ = self._file_name(node, timestamp)
+        out = [self._device_tensor(t, c, True) for t, c in outputs]
+        ins = [self._device_tensor(t, c, False) for t, c in inputs]
+        write_dump_file(self._place(step_dir, name), node.name, outputs=out, inputs=ins, dump_time=timestamp)
         return 1
 
-    def _write_stats(self, op: ge_model.GeOp, inputs: list, outputs: list, timestamp: int, step_dir: str) -> int:
+    def _write_stats(self, node: npu_graph.NpuNode, inputs: list, outputs: list, timestamp: int,
+                     step_dir: str) -> int:
         rows = []
-        for direction, group, is_output in (("Input", inputs, False), ("Output", outputs, True)):
-            for index, (_, tensor) in enumerate(group):
-                array = self._array(op, tensor, is_output)
-                array = self._device_precision(array)
+        for direction, group in (("Input", inputs), ("Output", outputs)):
+            for index, (tensor, captured) in enumerate(group):
+                array = self._device_array(tensor, captured)
+                fmt = tensor.value.held.format if self.profile == "ascend" else "ND"
                 rows.append(stats_csv.StatsRow(
                     direction=direction, index=index, data_size=int(array.nbytes),
-                    data_type=ge_model.ge_dtype(array.dtype.name), format="ND", shape=tuple(array.shape),
+                    data_type=ge_model.ge_dtype(array.dtype.name), format=fmt, shape=tuple(array.shape),
                     **stats_csv.compute_stats(np.asarray(array))))
-        name, _ = self._file_name(op, timestamp, stats=True)
+        name, _ = self._file_name(node, timestamp, stats=True)
         stats_csv.write_stats_csv(self._place(step_dir, name), rows)
         return 1
 
-    def _overflows(self, op: ge_model.GeOp, outputs: list) -> bool:
-        for _, tensor in outputs:
-            array = self._array(op, tensor, True)
+    def _overflows(self, node: npu_graph.NpuNode, outputs: list) -> bool:
+        for tensor, captured in outputs:
+            array = self._device_array(tensor, captured)
             if array.dtype.kind != "f":
                 continue
             if not np.all(np.isfinite(array)):
@@ -274,11 +334,12 @@ class EmulatedNpu(object):
                 return True
         return False
 
-    def _write_overflow(self, op: ge_model.GeOp, inputs: list, outputs: list, timestamp: int, step_dir: str) -> int:
-        if not self._overflows(op, outputs):
+    def _write_overflow(self, node: npu_graph.NpuNode, inputs: list, outputs: list, timestamp: int,
+                        step_dir: str) -> int:
+        if not self._overflows(node, outputs):
             return 0
-        written = self._write_tensors(op, inputs, outputs, timestamp, step_dir)
-        task_id = self._task_ids[op.name]
+        written = self._write_tensors(node, inputs, outputs, timestamp, step_dir)
+        task_id = self._task_ids[node.name]
         record = opdebug.OpdebugRecord(
             layout=opdebug.LAYOUT_NEW, version=0, valid=1, acc_type=0, data_len=88,
             entries=(opdebug.OverflowEntry(unit="AIC", values=(

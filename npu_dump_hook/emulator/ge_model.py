@@ -1,19 +1,27 @@
 """Build the GE ``Build`` graph (``ge_ir`` ModelDef) the emulated NPU writes.
 
-One GE op per TF op the captured step executed, in execution order, as GE's TF
-parser would name it (TF node names are kept; a few types are renamed the way GE
-does). Ops GE would not run on the device carry ``_no_task: true`` and get no dump
-files: Const / Variable / Data (Placeholder), NoOp and Identity, variable reads,
-control-flow ops (If/While/Case and the v1 Switch/Merge/Enter/Exit family),
-data-flow and dataset ops, and ops whose outputs are handles (resource/variant).
-See the seed guide's last section and reference/ascend-dump-formats.md §2.3-2.4.
+One GE op per node of :mod:`.npu_graph` (the executed TF ops, fused groups, inserted
+``Cast``/``TransData`` nodes), in execution order, as GE's TF parser would name it (TF node
+names are kept; a few types are renamed the way GE does, :data:`GE_TYPE_OF`). Ops GE would not
+run on the device carry ``_no_task: true`` and get no dump files: Const / Variable / Data
+(Placeholder), NoOp and Identity, variable reads, control-flow ops (If/While/Case and the v1
+Switch/Merge/Enter/Exit family), data-flow and dataset ops, and ops whose outputs are handles
+(resource/variant). In-place variable updates are tasks (they get dump files). Every output
+desc carries ``origin_format``/``origin_shape``/``origin_data_type`` and, when the output has a
+TF origin, ``_datadump_origin_name``/``_datadump_origin_output_index`` (fused nodes: the last
+TF op of the group; inserted nodes: none). Fused and inserted nodes carry
+``_datadump_original_op_names``/``_datadump_original_op_types`` (``[""]`` for inserted ones).
+With ``input_descs`` (the ``ascend`` profile) every op also gets its input descs, so the
+device formats it reads (NC1HWC0, FRACTAL_Z, FRACTAL_NZ) are in the graph.
+See reference/ascend-dump-formats.md §2.3-2.5.
 """
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Iterable, Sequence
 
 from ..formats import ge_ir_schema
 from ..formats.ge_text import format_model
 
-__all__ = ["EMULATED_MARK", "is_emulated_graph", "GE_TYPE_OF", "NO_TASK_TYPES", "GeOp", "ge_type", "is_no_task", "build_model", "model_text", "ge_dtype"]
+__all__ = ["EMULATED_MARK", "is_emulated_graph", "GE_TYPE_OF", "NO_TASK_TYPES", "ge_type", "is_no_task",
+           "build_model", "model_text", "ge_dtype"]
 
 #: ModelDef.custom_version of every graph the emulator writes, so post-hoc collection can
 #: label emulated data as such (GE leaves the field empty in graph dumps).
@@ -26,6 +34,9 @@ GE_TYPE_OF = {
     "VarHandleOp": "Variable",
     "VariableV2": "Variable",
     "MatMul": "MatMulV2",
+    "AssignVariableOp": "Assign",
+    "AssignAddVariableOp": "AssignAdd",
+    "AssignSubVariableOp": "AssignSub",
 }
 
 NO_TASK_TYPES = frozenset(
@@ -34,7 +45,7 @@ NO_TASK_TYPES = frozenset(
     Switch Merge Enter Exit NextIteration LoopCond RefEnter RefExit RefSwitch RefMerge ControlTrigger
     StackV2 StackPushV2 StackPopV2 TensorArrayV3 TensorArrayWriteV3 TensorArrayReadV3
     IteratorV2 Iterator MakeIterator OneShotIterator AnonymousIteratorV2 AnonymousIteratorV3
-    DeleteIterator IteratorToStringHandle AssignVariableOp SaveV2 RestoreV2 MergeV2Checkpoints""".split()
+    DeleteIterator IteratorToStringHandle SaveV2 RestoreV2 MergeV2Checkpoints""".split()
 )
 
 _DTYPES = {
@@ -49,29 +60,16 @@ _HANDLE_DTYPES = frozenset(("resource", "variant", "string"))
 
 
 def ge_type(tf_type: str) -> str:
-    return GE_TYPE_OF.get(tf_type, tf_type)
+    """GE's type for a TF op type (``ResourceApplyAdam`` -> ``ApplyAdam``: resource updates become ref updates)."""
+    if tf_type in GE_TYPE_OF:
+        return GE_TYPE_OF[tf_type]
+    if tf_type.startswith(("ResourceApply", "ResourceSparseApply", "ResourceScatter")):
+        return tf_type[len("Resource"):]
+    return tf_type
 
 
 def ge_dtype(dtype_name: str) -> str:
     return _DTYPES.get(dtype_name, "DT_UNDEFINED")
-
-
-class GeOp(object):
-    """What the model builder needs to know of one executed TF op."""
-
-    def __init__(self, name: str, tf_type: str, inputs: Sequence[str], control_inputs: Sequence[str],
-                 output_dtypes: Sequence[str], output_shapes: Sequence[Optional[Tuple[int, ...]]]) -> None:
-        self.name = name
-        self.tf_type = tf_type
-        self.type = ge_type(tf_type)
-        self.inputs = list(inputs)
-        self.control_inputs = list(control_inputs)
-        self.output_dtypes = list(output_dtypes)
-        self.output_shapes = list(output_shapes)
-
-    @property
-    def no_task(self) -> bool:
-        return is_no_task(self.type, self.output_dtypes, self.tf_type)
 
 
 def is_no_task(op_type: str, output_dtypes: Iterable[str], tf_type: str = "") -> bool:
@@ -97,47 +95,65 @@ def _attr_list_i(attrs: Any, key: str, values: Iterable[int]) -> None:
     entry.val_type = ge_ir_schema.AttrDef.ListValue.VT_LIST_INT
 
 
-def _fill_output_desc(desc: Any, op: GeOp, index: int) -> None:
-    dtype = ge_dtype(op.output_dtypes[index])
-    shape = op.output_shapes[index]
+def _attr_list_s(attrs: Any, key: str, values: Iterable[str]) -> None:
+    entry = attrs[key].list
+    entry.s.extend(v.encode("utf-8") for v in values)
+    entry.val_type = ge_ir_schema.AttrDef.ListValue.VT_LIST_STRING
+
+
+def _fill_desc(desc: Any, tensor: Any, output: bool) -> None:
+    """A tensor desc from a :class:`~.npu_graph.NodeTensor` (device dtype/layout/shape, origin attrs)."""
+    from .layout import device_shape  # local: layout imports numpy-only helpers
+
+    held = tensor.value.held
+    shape = tensor.value.shape
+    dtype = ge_dtype(held.dtype)
     desc.dtype = ge_ir_schema.data_type_value(dtype)
-    layout = "NHWC" if shape is not None and len(shape) == 4 else "ND"
-    desc.layout = layout
+    desc.layout = held.origin_format if held.format == "ND" else held.format
     if shape is not None:
-        desc.shape.dim.extend(shape)
+        desc.shape.dim.extend(device_shape(shape, held))
     attrs = desc.attr
-    _attr_s(attrs, "origin_format", layout)
-    _attr_s(attrs, "origin_data_type", dtype)
+    origin_dtype = ge_dtype(tensor.tf_dtype)
+    _attr_s(attrs, "origin_format", held.origin_format)
+    _attr_s(attrs, "origin_data_type", origin_dtype)
     if shape is not None:
         _attr_list_i(attrs, "origin_shape", shape)
         attrs["origin_shape_initialized"].b = True
-    _attr_s(attrs, "_datadump_origin_name", op.name)
-    _attr_i(attrs, "_datadump_origin_output_index", index)
-    _attr_s(attrs, "_datadump_origin_format", layout)
-    _attr_s(attrs, "_datadump_origin_data_type", dtype)
+    if output and tensor.origin is not None:
+        _attr_s(attrs, "_datadump_origin_name", tensor.origin[0])
+        _attr_i(attrs, "_datadump_origin_output_index", tensor.origin[1])
+        _attr_s(attrs, "_datadump_origin_format", held.origin_format)
+        _attr_s(attrs, "_datadump_origin_data_type", origin_dtype)
 
 
-def build_model(graph_name: str, ops: Sequence[GeOp]) -> Any:
-    """A ModelDef whose first graph is the Build graph named ``graph_name``."""
+def build_model(graph_name: str, nodes: Sequence[Any], input_descs: bool = False) -> Any:
+    """A ModelDef whose first graph is the Build graph named ``graph_name``, one op per
+    :class:`~.npu_graph.NpuNode`."""
     model = ge_ir_schema.ModelDef()
     model.name = graph_name
     model.custom_version = EMULATED_MARK
     graph = model.graph.add()
     graph.name = graph_name
-    for order, op in enumerate(ops):
+    for order, node in enumerate(nodes):
         ge_op = graph.op.add()
-        ge_op.name = op.name
-        ge_op.type = op.type
-        ge_op.input.extend(op.inputs)
-        ge_op.input.extend(name + ":-1" for name in op.control_inputs)
+        ge_op.name = node.name
+        ge_op.type = node.type
+        ge_op.input.extend(node.input_names)
+        ge_op.input.extend(name + ":-1" for name in node.control_inputs)
         ge_op.id = order
         ge_op.stream_id = 0
-        if op.no_task:
+        if node.no_task:
             ge_op.attr["_no_task"].b = True
         else:
             _attr_i(ge_op.attr, "_fe_imply_type", 6)
-        for index in range(len(op.output_dtypes)):
-            _fill_output_desc(ge_op.output_desc.add(), op, index)
+        if node.original_names is not None:
+            _attr_list_s(ge_op.attr, "_datadump_original_op_names", node.original_names)
+            _attr_list_s(ge_op.attr, "_datadump_original_op_types", node.original_types or [""])
+        if input_descs:
+            for tensor in node.inputs:
+                _fill_desc(ge_op.input_desc.add(), tensor, False)
+        for tensor in node.outputs:
+            _fill_desc(ge_op.output_desc.add(), tensor, True)
     return model
 
 

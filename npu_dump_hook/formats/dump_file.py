@@ -100,6 +100,7 @@ __all__ = [
     "MAX_HEADER_ITEMS",
     "TensorInfo",
     "DumpTensor",
+    "ge_origin_data_type",
     "DumpHeader",
     "DumpFile",
     "read_header",
@@ -847,6 +848,13 @@ class DumpTensor(object):
         if (count * bits + 7) // 8 != self.array.nbytes:
             raise OptionError("array", self.array.shape, "{} bytes do not match shape {} of {}".format(
                 self.array.nbytes, list(self.shape), dump_schema.data_type_name(self.data_type)))
+
+
+def ge_origin_data_type(data_type: Union[str, int]) -> int:
+    """GE's own ``ge::DataType`` number of a DumpData data type (name or value), as the writer puts it
+    into ``original_op.data_type`` (reference §1.4: FLOAT 0, FLOAT16 1, ...; 28 when GE has none)."""
+    value = _enum_value("data_type", data_type, dump_schema.data_type_value)
+    return _GE_DATA_TYPE.get(value, _GE_UNDEFINED)
 
 
 def _enum_value(option: str, value: Union[str, int], lookup: Any) -> int:

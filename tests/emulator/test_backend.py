@@ -219,10 +219,11 @@ def test_no_overflow_creates_no_folder(in_tmp_cwd):
     assert os.listdir(str(in_tmp_cwd / "dump")) == [] or not glob.glob(str(in_tmp_cwd / "dump" / "*" / "*" / "*"))
 
 
-def test_fp16_precision_rounds_and_perturb_scales(in_tmp_cwd):
-    emulator = EmulatedNpu(emulate_precision="fp16", perturb={"logits/BiasAdd": 1.5})
+def test_fp16_precision_rounds_and_a_fault_scales(in_tmp_cwd):
+    emulator = EmulatedNpu(emulate_precision="fp16", faults={"logits/BiasAdd": "scale=1.5"})
+    assert not emulator.golden_in_run
     hook = NpuDumpHook(DumpOptions(enable_dump=True, dump_path="dump"), output_dir="out", backend=emulator,
-                       collect=False)
+                       collect=False, reference=False)
     fetch = FetchHook(["logits/BiasAdd:0", "hidden1/Relu:0"])
     mlp_session.train(hook.options, hooks=[hook, fetch])
     by_op = {}

@@ -1,0 +1,276 @@
+"""The executed graph as the emulated GE builds it: nodes, their tensors and where each dumped value comes from.
+
+Input: the capture of one step (:class:`~npu_dump_hook._capture.CaptureResult`), the
+:class:`~npu_dump_hook.emulator.numerics.NumericsPlan` when the graph was rewritten, and the
+profile. Output: :class:`NpuNode` objects in execution order, which :mod:`.ge_model` prints as
+the Build graph and :mod:`.backend` dumps.
+
+Shape of the Build graph
+------------------------
+* **The TF ops as they ran**, minus what the numerics rewrite added (``plan.added_ops``): a
+  consumer of a rounded or faulted tensor reads the original op (``conv1/Conv2D:0``); the value
+  dumped for ``op:i`` is the captured tensor ``plan.alias["op:i"]`` (the NPU value).
+* **In-place updates** (``ResourceApplyAdam``, ``ApplyAdam``, ``AssignVariableOp``, ...) are
+  nodes with a dump file: inputs as TF lists them (a variable input holds the value before the
+  step), one output per variable input holding its value after the step (capture
+  ``updates``). GE types drop TF's resource spelling: ``ResourceApplyAdam`` -> ``ApplyAdam``,
+  ``AssignVariableOp`` -> ``Assign``, ``AssignAddVariableOp`` -> ``AssignAdd`` (GE's TF parser
+  turns resource variables into GE variables updated by ref ops).
+* ``ascend`` profile, **fusion** (:mod:`.fusion`): a group is one node named as GE names it
+  (``conv1/Conv2Dconv1/Relu``), type of its head (``Conv2D``), inputs = the group's external
+  inputs (head inputs first, then each member's other inputs, in member order), outputs = the
+  last member's, each with ``_datadump_origin_name`` = the last member and
+  ``_datadump_origin_output_index`` = the output index. The node carries
+  ``_datadump_original_op_names`` / ``_datadump_original_op_types``. Intermediate tensors
+  have no node output and are not dumped. Consumers of the last member read ``fused:i``.
+* ``ascend`` profile, **device formats** (:mod:`.layout`): where a producer's held dtype/format
+  differs from what a consumer reads, a chain of ``Cast`` (``trans_Cast_{n}``) and/or
+  ``TransData`` (``trans_TransData_{n}``) nodes is inserted before the consumer, one chain per
+  (producer output, held form), shared by every consumer that reads that form; ``n`` counts
+  inserted nodes in graph order. Each has one input and one output, ``_datadump_original_op_names
+  = [""]``, no origin name on its output (GE creates them without an origin) and gets a dump
+  file (they run as tasks on the device). To find the TF tensor behind one, walk input 0
+  (``src:i``) to the first node that is neither Cast nor TransData, as msaccucmp does.
+
+Every node output and input has a :class:`Value`: which captured tensor it shows and how it is
+held (:class:`~.layout.Held`), so the writer lays the array out without knowing the rules.
+"""
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
+
+from . import fusion, layout
+from .ge_model import ge_type, is_no_task
+
+__all__ = ["Value", "NodeTensor", "NpuNode", "build_nodes", "TRANS_TYPES"]
+
+TRANS_TYPES = ("Cast", "TransData")
+
+
+class Value(NamedTuple):
+    """What a dumped tensor shows: captured tensor ``tensor`` (TF shape ``shape``) held as ``held``."""
+
+    tensor: str
+    shape: Optional[Tuple[int, ...]]
+    held: layout.Held
+
+
+class NodeTensor(NamedTuple):
+    """One input or output of a node. ``source``: the Build-graph input ``"node:i"`` (inputs only);
+    ``tf_dtype``: the framework dtype; ``origin``: ``(TF op, output index)`` (outputs only, or None)."""
+
+    source: str
+    value: Value
+    tf_dtype: str
+    origin: Optional[Tuple[str, int]] = None
+
+
+class NpuNode(object):
+    """One node of the Build graph."""
+
+    def __init__(self, name: str, ge_op_type: str, tf_type: str, inputs: List[NodeTensor],
+                 control_inputs: List[str], outputs: List[NodeTensor], kind: str = "op",
+                 original_names: Optional[List[str]] = None, original_types: Optional[List[str]] = None) -> None:
+        self.name = name
+        self.type = ge_op_type
+        self.tf_type = tf_type
+        self.inputs = inputs
+        self.control_inputs = control_inputs
+        self.outputs = outputs
+        self.kind = kind  # "op" | "fused" | "trans" | "update"
+        self.original_names = original_names
+        self.original_types = original_types
+
+    @property
+    def no_task(self) -> bool:
+        if self.kind in ("fused", "trans", "update"):
+            return False
+        return is_no_task(self.type, [t.tf_dtype for t in self.outputs], self.tf_type)
+
+    @property
+    def input_names(self) -> List[str]:
+        return [t.source for t in self.inputs]
+
+    def __repr__(self) -> str:
+        return "NpuNode({!r}, {!r}, {} in, {} out)".format(self.name, self.type, len(self.inputs), len(self.outputs))
+
+
+class _Logical(NamedTuple):
+    name: str
+    type: str
+    inputs: List[str]
+    control_inputs: List[str]
+    output_dtypes: List[str]
+    output_shapes: List[Optional[Tuple[int, ...]]]
+
+
+def _logical_ops(capture: Any, plan: Any) -> List[_Logical]:
+    """Executed ops minus the numerics rewrite's, inputs read from the original tensors; update ops
+    get one output per variable they update."""
+    added = plan.added_ops if plan is not None else frozenset()
+    original = plan.original_of if plan is not None else (lambda name: name)
+    by_name = capture.by_name
+    updates = getattr(capture, "updates", {}) or {}
+    result = []
+    for op in capture.executed_ops:
+        if op.name in added:
+            continue
+        dtypes, shapes = list(op.output_dtypes), list(op.output_shapes)
+        for index in range(len(dtypes), len(updates.get(op.name, ()))):
+            captured = by_name.get("{}:{}".format(op.name, index))
+            dtypes.append(captured.dtype if captured is not None else "float32")
+            shapes.append(None)
+        for index in range(len(shapes)):
+            captured = by_name.get("{}:{}".format(op.name, index))
+            if captured is not None:
+                shapes[index] = tuple(captured.shape)
+        result.append(_Logical(op.name, op.type, [original(name) for name in op.inputs],
+                               [c for c in op.control_inputs if c not in added], dtypes, shapes))
+    return result
+
+
+class _Builder(object):
+    def __init__(self, capture: Any, plan: Any, ascend: bool) -> None:
+        self.capture = capture
+        self.plan = plan
+        self.ascend = ascend
+        self.fp16_tensors = plan.fp16_tensors if (plan is not None and ascend) else frozenset()
+        self.fp16_ops = plan.fp16_ops if (plan is not None and ascend) else frozenset()
+        self.updates = getattr(capture, "updates", {}) or {}
+        self.nodes = []  # type: List[NpuNode]
+        self.owner = {}  # type: Dict[str, str]  # logical tensor -> Build-graph output "node:i"
+        self.trans = {}  # type: Dict[Tuple[str, layout.Held], str]
+        self.trans_count = 0
+        self.renamed = {}  # type: Dict[str, str]  # fused member -> the fused node's name
+        self.dtype_of = {}  # type: Dict[str, str]
+        self.shape_of = {}  # type: Dict[str, Optional[Tuple[int, ...]]]
+
+    # -- values --------------------------------------------------------------------
+    def npu_tensor(self, tensor: str) -> str:
+        return self.plan.npu_tensor(tensor) if self.plan is not None else tensor
+
+    def produced(self, tensor: str) -> layout.Held:
+        """How the producer of logical ``tensor`` holds it."""
+        dtype, shape = self.dtype_of.get(tensor, "float32"), self.shape_of.get(tensor)
+        if not self.ascend:
+            return layout.plain(dtype, shape)
+        return layout.output_held(dtype, shape, tensor in self.fp16_tensors)
+
+    def read_as(self, op: _Logical, index: int) -> layout.Held:
+        tensor = op.inputs[index]
+        dtype, shape = self.dtype_of.get(tensor, "float32"), self.shape_of.get(tensor)
+        if not self.ascend:
+            return layout.plain(dtype, shape)
+        return layout.input_held(op.type, index, dtype, shape, op.name in self.fp16_ops)
+
+    def value(self, tensor: str, held: layout.Held) -> Value:
+        return Value(self.npu_tensor(tensor), self.shape_of.get(tensor), held)
+
+    # -- nodes ----------------------------------------------------------------------
+    def add_outputs(self, node_name: str, op: _Logical, origin_op: str) -> List[NodeTensor]:
+        outputs = []
+        for index, dtype in enumerate(op.output_dtypes):
+            tensor = "{}:{}".format(op.name, index)
+            self.owner[tensor] = "{}:{}".format(node_name, index)
+            outputs.append(NodeTensor(self.owner[tensor], self.value(tensor, self.produced(tensor)), dtype,
+                                      (origin_op, index)))
+        return outputs
+
+    def input_for(self, op: _Logical, index: int) -> NodeTensor:
+        """Input ``index`` of ``op``, through Cast/TransData nodes where the held form changes."""
+        tensor = op.inputs[index]
+        wanted = self.read_as(op, index)
+        have = self.produced(tensor)
+        source = self.owner.get(tensor, tensor)
+        if self.ascend and have != wanted:
+            source = self.trans_chain(tensor, source, have, wanted)
+        return NodeTensor(source, self.value(tensor, wanted), self.dtype_of.get(tensor, "float32"))
+
+    def trans_chain(self, tensor: str, source: str, have: layout.Held, wanted: layout.Held) -> str:
+        cached = self.trans.get((tensor, wanted))
+        if cached is not None:
+            return cached
+        dtype_changes, layout_changes = layout.needs_trans(have, wanted)
+        steps = []  # type: List[Tuple[str, layout.Held]]
+        if wanted.format == "ND" or have.format != "ND":
+            if layout_changes:  # back to ND (or device -> device): TransData in the held dtype first
+                steps.append(("TransData", layout.Held(have.dtype, wanted.format, wanted.origin_format)))
+            if dtype_changes:
+                steps.append(("Cast", wanted))
+        else:
+            if dtype_changes:
+                steps.append(("Cast", layout.Held(wanted.dtype, have.format, have.origin_format)))
+            steps.append(("TransData", wanted))
+        current = have
+        tf_dtype = self.dtype_of.get(tensor, "float32")
+        for op_type, target in steps:
+            self.trans_count += 1
+            name = "trans_{}_{}".format(op_type, self.trans_count)
+            node = NpuNode(name, op_type, op_type, [NodeTensor(source, self.value(tensor, current), tf_dtype)], [],
+                           [NodeTensor(name + ":0", self.value(tensor, target), tf_dtype)], kind="trans",
+                           original_names=[""], original_types=[""])
+            self.nodes.append(node)
+            source, current = name + ":0", target
+        self.trans[(tensor, wanted)] = source
+        return source
+
+    def control(self, names: Sequence[str]) -> List[str]:
+        result = []  # type: List[str]
+        for name in names:
+            name = self.renamed.get(name, name)
+            if name not in result:
+                result.append(name)
+        return result
+
+    def add_op(self, op: _Logical) -> None:
+        kind = "update" if op.name in self.updates else "op"
+        inputs = [self.input_for(op, index) for index in range(len(op.inputs))]
+        node = NpuNode(op.name, ge_type(op.type), op.type, inputs, self.control(op.control_inputs), [], kind=kind)
+        node.outputs = self.add_outputs(op.name, op, op.name)
+        self.nodes.append(node)
+
+    def add_group(self, group: fusion.FusedGroup, members: List[_Logical]) -> None:
+        inside = {m.name for m in members}
+        for member in inside:
+            self.renamed[member] = group.name
+        inputs, controls = [], []  # type: List[NodeTensor], List[str]
+        for position, member in enumerate(members):
+            for index, tensor in enumerate(member.inputs):
+                if position and index == 0:
+                    continue  # the previous member's output: inside the fused kernel
+                inputs.append(self.input_for(member, index))
+            controls.extend(c for c in member.control_inputs if c not in inside)
+        last = members[-1]
+        node = NpuNode(group.name, ge_type(members[0].type), members[0].type, inputs, self.control(controls), [],
+                       kind="fused", original_names=list(group.members), original_types=list(group.types))
+        node.outputs = self.add_outputs(group.name, last, last.name)
+        self.nodes.append(node)
+
+
+def build_nodes(capture: Any, plan: Any = None, ascend: bool = False,
+                is_training: Optional[Callable[[str], Optional[bool]]] = None) -> List[NpuNode]:
+    """The Build-graph nodes of one captured step (module doc). ``ascend``: fusion and device
+    formats; ``is_training(op name)``: a BatchNorm's ``is_training`` attr, for fusion."""
+    ops = _logical_ops(capture, plan)
+    builder = _Builder(capture, plan, ascend)
+    for op in ops:
+        for index, dtype in enumerate(op.output_dtypes):
+            tensor = "{}:{}".format(op.name, index)
+            builder.dtype_of[tensor] = dtype
+            builder.shape_of[tensor] = op.output_shapes[index]
+    groups = []  # type: List[fusion.FusedGroup]
+    if ascend:
+        consumers = {}  # type: Dict[str, List[str]]
+        for op in ops:
+            for tensor in op.inputs:
+                consumers.setdefault(tensor, []).append(op.name)
+        faulted = set(plan.faults) if plan is not None else set()  # type: Set[str]
+        groups = fusion.find_groups(ops, consumers, faulted, is_training or (lambda name: None))
+    last_of = {g.last: g for g in groups}
+    member_of = {m for g in groups for m in g.members}
+    by_name = {op.name: op for op in ops}
+    for op in ops:
+        if op.name in last_of:
+            group = last_of[op.name]
+            builder.add_group(group, [by_name[m] for m in group.members])
+        elif op.name not in member_of:
+            builder.add_op(op)
+    return builder.nodes
