@@ -16,7 +16,7 @@ PY37    ?= $(shell for p in python3.7 "$$(pyenv root 2>/dev/null)"/versions/3.7*
              command -v "$$p" >/dev/null 2>&1 && "$$p" -c 'import sys; assert sys.version_info[:2] == (3, 7)' \
                >/dev/null 2>&1 && { command -v "$$p"; break; }; done)
 
-.PHONY: demo test test-unit test-unit-tf115 test-protobuf-matrix check-py37 check-import-no-tf check-python37-found bench clean
+.PHONY: demo test chromium test-unit test-unit-tf115 test-protobuf-matrix check-py37 check-import-no-tf check-python37-found bench clean
 
 $(STAMP): setup.cfg setup.py
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
@@ -27,15 +27,26 @@ $(STAMP): setup.cfg setup.py
 demo: $(STAMP)
 	$(VENV)/bin/npu-dump-hook demo --out demo_out
 
-test: check-py37 check-import-no-tf test-unit test-unit-tf115 test-protobuf-matrix
+test: chromium check-py37 check-import-no-tf test-unit test-unit-tf115 test-protobuf-matrix
 
-test-unit: $(STAMP)
+# Headless Chromium (Debian package) for tests/compare/test_html.py, which opens the --html report
+# in a real browser. Installed once, when no `chromium` is on PATH (sudo unless root); silent after.
+# The pytest targets depend on it too, so `make -j test` installs it before they start.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  sudo=$$(test "$$(id -u)" = 0 || echo sudo); \
+	  echo "== installing chromium (Debian package) for tests/compare/test_html.py"; \
+	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium \
+	    >/dev/null && command -v chromium >/dev/null; }
+
+test-unit: $(STAMP) | chromium
 	@echo "== pytest: Python $$($(VPY) -c 'import platform; print(platform.python_version())') + TensorFlow 2.15"
 	$(VPY) -m pytest -q
 
 # The same tests on Python 3.7 + TF 1.15.5. pip is left at the version the venv comes with
 # (22.0 on 3.7.16), so its legacy editable install (setup.py develop) is what is tested here.
-test-unit-tf115: $(VENV115)/.installed
+test-unit-tf115: $(VENV115)/.installed | chromium
 	@echo "== pytest: Python 3.7 + TensorFlow 1.15"
 	$(VENV115)/bin/python -m pytest -q -p no:cacheprovider
 
