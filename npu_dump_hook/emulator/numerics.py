@@ -157,10 +157,12 @@ class NumericsPlan(object):
     ``added_ops``    names of the ops the rewrite created (no dump file, not GE ops).
     ``fp16_tensors`` original tensor names the NPU holds in float16 (dump as DT_FLOAT16): the
                      float32 outputs of the rewritten float16 ops.
-    ``fp16_ops``     names of the ops computed in float16 (their float32 inputs are read through
-                     float16, as behind the Cast nodes GE inserts).
+    ``fp16_ops``     names of the ops computed in float16: in the rewritten graph each float32
+                     input ``op.inputs[j]`` holds float16 values (what the dump of that input shows,
+                     as DT_FLOAT16: the NPU reads it behind the Cast GE inserts), and
+                     ``original_of(op.inputs[j].name)`` names the tensor it came from.
     ``faults``       op name -> :class:`Fault` injected.
-    ``report``       for run.json: ``fp16``, ``seed``, ``fp16_op_types`` (types rewritten, with
+    ``report``       for run.json: ``fp16``, ``precision_mode``, ``seed``, ``fp16_op_types`` (types rewritten, with
                      counts), ``fp16_ops``, ``rounded_inputs``, ``rounded_outputs``, ``added_ops``
                      (counts), ``faults`` (op -> spec), ``notes`` and ``skipped``
                      (``[{op, type, reason}]``).
@@ -295,8 +297,12 @@ class _Rewriter(object):
             return False
         floats = [t for t in list(op.inputs) + list(op.outputs) if t.dtype.is_floating]
         if not any(_is_float32(t) for t in floats):
-            kinds = sorted({t.dtype.base_dtype.name for t in floats}) or ["no floating tensor"]
-            self._skip(op, "computes in {}: allow_fp32_to_fp16 lowers float32 only".format("/".join(kinds)))
+            kinds = sorted({t.dtype.base_dtype.name for t in floats})
+            if kinds == ["float16"]:
+                self._skip(op, "already computes in float16")
+            else:
+                self._skip(op, "computes in {}: allow_fp32_to_fp16 lowers float32 only".format(
+                    "/".join(kinds) or "no floating type"))
             return False
         return True
 
@@ -305,6 +311,8 @@ class _Rewriter(object):
 
     def skip_functions(self) -> None:
         """Report float16 op types inside graph functions (not rewritten: their bodies are FunctionDefs)."""
+        if not getattr(self.graph, "_functions", True):  # private dict of TF 1.15 and 2.x: no function, no export
+            return
         library = self.graph.as_graph_def(add_shapes=False).library
         for function in library.function:
             found = sorted({node.op for node in function.node_def if node.op in FP16_OP_TYPES})
@@ -405,6 +413,7 @@ class _Rewriter(object):
     def plan(self, fp16: bool, faults: Dict[str, Fault]) -> NumericsPlan:
         report = {
             "fp16": fp16,
+            "precision_mode": "allow_fp32_to_fp16" if fp16 else "fp32",
             "seed": self.seed,
             "fp16_op_types": dict(sorted(self.fp16_types.items())),
             "fp16_ops": len(self.fp16_ops),

@@ -25,7 +25,7 @@ class Model(object):
         rng = np.random.RandomState(7)
         self.graph = tf.Graph()
         with self.graph.as_default():
-            build = _cnn if kind == "cnn" else _mlp
+            build = {"mlp": _mlp, "cnn": _cnn, "depthwise_bmm": _depthwise_bmm}[kind]
             self.feeds = build(rng, dtype)
             self.train = v1.train.GradientDescentOptimizer(0.05).minimize(
                 self.graph.get_tensor_by_name("loss:0"), name="train")
@@ -77,15 +77,37 @@ def _cnn(rng, dtype):
     return {x: rng.randn(2, 8, 8, 3).astype(dtype), y: rng.randn(2, 2).astype(dtype)}
 
 
+def _depthwise_bmm(rng, dtype):
+    x = v1.placeholder(dtype, [2, 6, 6, 3], name="x")
+    y = v1.placeholder(dtype, [2, 36, 4], name="y")
+    d1 = v1.get_variable("d1", initializer=(rng.randn(3, 3, 3, 1) * 0.5).astype(dtype))
+    d2 = v1.get_variable("d2", initializer=(rng.randn(3, 3, 3, 1) * 0.5).astype(dtype))
+    w = v1.get_variable("w", initializer=(rng.randn(2, 3, 4) * 0.5).astype(dtype))
+    h = tf.nn.relu(tf.nn.depthwise_conv2d(x, d1, [1, 1, 1, 1], "SAME", name="dw1"))
+    h = tf.nn.depthwise_conv2d(h, d2, [1, 1, 1, 1], "SAME", name="dw2")
+    out = tf.matmul(tf.reshape(h, [2, 36, 3]), w, name="bmm")
+    v1.reduce_mean(tf.square(out - y), name="loss")
+    return {x: rng.randn(2, 6, 6, 3).astype(dtype), y: rng.randn(2, 36, 4).astype(dtype)}
+
+
+EXPECTED_TYPES = {
+    "mlp": {"MatMul"},
+    "cnn": {"MatMul", "Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter"},
+    "depthwise_bmm": {"DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput",
+                      "DepthwiseConv2dNativeBackpropFilter"},
+}
+
+
 # -- float16 ops ----------------------------------------------------------------------------
-@pytest.mark.parametrize("kind", ["mlp", "cnn"])
+@pytest.mark.parametrize("kind", sorted(EXPECTED_TYPES))
 def test_fp16_ops_read_and_write_float16_values_forward_and_backward(kind):
     model = Model(kind)
     plan = model.apply(fp16=True)
     ops = [model.graph.get_operation_by_name(name) for name in sorted(plan.fp16_ops)]
     types = {op.type for op in ops}
-    expected = {"MatMul"} | ({"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter"} if kind == "cnn" else set())
-    assert expected <= types <= FP16_OP_TYPES
+    assert EXPECTED_TYPES[kind] <= types <= FP16_OP_TYPES
+    if kind == "depthwise_bmm":  # BatchMatMul (TF 1.15) or BatchMatMulV2 (TF 2.x), forward and gradient
+        assert len([op for op in ops if op.type.startswith("BatchMatMul")]) >= 3
     assert any(op.name.startswith("train/") or op.name.startswith("gradients/") for op in ops)
     # every FP16-type op of the graph, forward and gradient, was rewritten
     assert {op.name for op in ops} == {n for n in model.before
@@ -183,13 +205,15 @@ def test_float64_and_control_flow_ops_are_skipped_with_reasons():
     with graph.as_default():
         d = v1.placeholder(tf.float64, [2, 2], name="d")
         tf.identity(tf.matmul(d, d, name="double"), name="use_double")
+        h = v1.placeholder(tf.float16, [2, 2], name="h")
+        tf.identity(tf.matmul(h, h, name="half"), name="use_half")
         m = v1.placeholder(tf.float32, [2, 2], name="m")
         loop = v1.while_loop(lambda i, x: i < 2, lambda i, x: (i + 1, tf.matmul(x, m, name="inner")),
                              [tf.constant(0), m])
         tf.identity(loop[1], name="use_loop")
     plan = apply(graph, True, {})
     reasons = {s["op"]: s["reason"] for s in plan.report["skipped"]}
-    assert "float64" in reasons["double"]
+    assert "float64" in reasons["double"] and reasons["half"] == "already computes in float16"
     inner = [op for op in reasons if "while" in op or op.endswith("inner")]
     assert inner, reasons
     assert any("control-flow" in reasons[op] or "function" in reasons[op] for op in inner)
@@ -279,6 +303,19 @@ def test_faults_on_ops_that_cannot_be_faulted_are_refused_before_editing(name, r
         model.apply(fp16=True, faults={"mm1": "nan", name: "overflow"})
     assert info.value.option == "faults" and rule in info.value.rule
     assert {op.name for op in model.graph.get_operations()} == model.before
+
+
+def test_fault_on_an_output_nothing_reads_is_still_in_its_npu_tensor():
+    graph = tf.Graph()
+    with graph.as_default():
+        a = v1.placeholder(tf.float32, [3], name="a")
+        tf.multiply(a, 2.0, name="out")
+    plan = apply(graph, True, {"out": "scale=3"})
+    assert [n["tensor"] for n in plan.report["notes"]] == ["out:0"]
+    assert plan.fp16_tensors == frozenset() and plan.fp16_ops == frozenset()  # Mul is a Vector op
+    with v1.Session(graph=graph) as sess:
+        value = sess.run(plan.alias["out:0"], {a: [1.0, 2.0, 3.0]})
+    assert value.tolist() == [6.0, 12.0, 18.0]
 
 
 def test_parse_fault_canonical_forms():
