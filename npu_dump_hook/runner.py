@@ -451,12 +451,16 @@ class Injection(object):
             _tf.set_estimator_session_config(self, merged)
             if not injection.settings.keep_checkpoints:
                 _redirect_model_dir(self, hook.run_dir)
+            setattr(self, _SCRIPT_SESSION_CONFIG, config)  # evaluations inside train() use it (below)
             try:
                 return original(*bound.args, **bound.kwargs)
             finally:
+                delattr(self, _SCRIPT_SESSION_CONFIG)
                 _tf.set_estimator_session_config(self, config)  # evaluate/predict keep the script's config
 
         _set(estimator, "train", train)
+        for name in ("evaluate", "predict"):
+            _set(estimator, name, _without_dump_keys(estimator.__dict__[name]))
 
     def _patch_monitored(self) -> None:
         base, coordinated, creators = _tf.monitored_session_classes()
@@ -602,6 +606,29 @@ class _Depth(object):
 
     def __exit__(self, *exc: Any) -> None:
         setattr(self.local, self.name, getattr(self.local, self.name) - 1)
+
+
+#: Set on an Estimator while its hooked train() runs: the session config the script gave it.
+_SCRIPT_SESSION_CONFIG = "_npu_dump_hook_script_session_config"
+
+
+def _without_dump_keys(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``Estimator.evaluate``/``predict`` that, when called inside a hooked ``train()`` (as
+    ``train_and_evaluate`` does after each checkpoint), build their session from the script's
+    own config, so on an NPU the evaluation graph is not dumped into the training dump."""
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not hasattr(self, _SCRIPT_SESSION_CONFIG):
+            return method(self, *args, **kwargs)
+        during_train = _tf.estimator_session_config(self)
+        _tf.set_estimator_session_config(self, getattr(self, _SCRIPT_SESSION_CONFIG))
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            _tf.set_estimator_session_config(self, during_train)
+
+    return wrapper
 
 
 def _set(cls: type, name: str, function: Callable[..., Any]) -> None:

@@ -45,6 +45,18 @@ def test_estimator_script_gets_the_hook_in_train(tmp_path):
     assert len(run_dirs) == 1 and "model.ckpt-1.index" in _checkpoints(run_dirs[0] / "model_dir")
 
 
+def test_train_and_evaluate_evaluates_without_the_dump_options(tmp_path):
+    """The evaluation train_and_evaluate runs inside train() gets the script's own session config."""
+    code, lines, err = run(RUNNER + [ESTIMATOR, str(tmp_path / "model"), "train_and_evaluate"], tmp_path,
+                           _runner_env(tmp_path))
+    assert code == 0, err[-3000:]
+    evals = [line for line in lines if line.startswith("eval ")]
+    assert evals and set(evals) == {"eval npu config: enable_dump=False dump_path=-"}, lines
+    assert lines[-2] == "trained to step 1"
+    assert_one_training_bundle(tmp_path / "out", [line for line in lines if not line.startswith("eval ")])
+    assert _checkpoints(tmp_path / "model") == []
+
+
 def test_estimator_dump_run_resumes_from_the_scripts_checkpoint_and_leaves_it_alone(tmp_path):
     model_dir = tmp_path / "model"
     env = _runner_env(tmp_path, NPU_DUMP_HOOK_KEEP_CHECKPOINTS="1")

@@ -20,7 +20,10 @@ def describe(session):
 
 
 class PrintNpuConfig(tf.compat.v1.train.SessionRunHook):
-    """Prints :func:`describe` of the session a MonitoredSession made."""
+    """Prints :func:`describe` of the session a MonitoredSession made, after ``prefix``."""
+
+    def __init__(self, prefix=""):
+        self.prefix = prefix
 
     def after_create_session(self, session, coord):
-        print(describe(session))
+        print(self.prefix + describe(session))

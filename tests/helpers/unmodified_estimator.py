@@ -1,7 +1,9 @@
 """An unmodified tf.estimator training script (no npu_dump_hook in it): trains 100 steps.
 
-usage: unmodified_estimator.py MODEL_DIR [subclass]
-With "subclass", an NPUEstimator-like subclass (its own NpuOptimizer entry, dump off).
+usage: unmodified_estimator.py MODEL_DIR [subclass|train_and_evaluate]
+With "subclass", an NPUEstimator-like subclass (its own NpuOptimizer entry, dump off); with
+"train_and_evaluate", tf.estimator.train_and_evaluate whose evaluation prints its session config
+("eval " + the line below).
 Prints the session config's dump options, then "trained to step N" when train() returns (under
 the runner the hook stopped it after one step).
 """
@@ -46,7 +48,12 @@ def main(model_dir, kind):
     config = tf.estimator.RunConfig(model_dir=model_dir, save_summary_steps=None, log_step_count_steps=None)
     cls = SubclassedEstimator if kind == "subclass" else tf.estimator.Estimator
     estimator = cls(model_fn, config=config)
-    estimator.train(input_fn, hooks=[PrintNpuConfig()], steps=100)
+    if kind == "train_and_evaluate":
+        tf.estimator.train_and_evaluate(
+            estimator, tf.estimator.TrainSpec(input_fn, max_steps=100, hooks=[PrintNpuConfig()]),
+            tf.estimator.EvalSpec(input_fn, steps=1, hooks=[PrintNpuConfig("eval ")], throttle_secs=0))
+    else:
+        estimator.train(input_fn, hooks=[PrintNpuConfig()], steps=100)
     print("trained to step", estimator.get_variable_value("global_step"))
 
 
