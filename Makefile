@@ -34,6 +34,8 @@ test: chromium check-py37 check-import-no-tf test-unit test-unit-tf115 test-prot
 # The pytest targets depend on it too, so `make -j test` installs it before they start.
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { \
+	  command -v apt-get >/dev/null 2>&1 || { echo "make test needs Chromium for tests/compare/test_html.py" \
+	    "and found neither chromium nor apt-get on PATH: install Chromium as 'chromium'." >&2; exit 1; }; \
 	  sudo=$$(test "$$(id -u)" = 0 || echo sudo); \
 	  echo "== installing chromium (Debian package) for tests/compare/test_html.py"; \
 	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
