@@ -1,4 +1,6 @@
 """NPU numerics in the graph: float16 Cube ops whose rounding propagates, and injected kernel faults."""
+import json
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -179,7 +181,8 @@ def test_plan_names_aliases_added_ops_and_origins():
     report = plan.report
     assert report["fp16"] is True and report["fp16_op_types"] == {"MatMul": len(plan.fp16_ops)}
     assert report["added_ops"] == len(plan.added_ops) and report["rounded_outputs"] == len(plan.alias)
-    assert report["faults"] == {} and report["skipped"] == []
+    assert report["faults"] == {} and report["skipped"] == [] and report["precision_mode"] == "allow_fp32_to_fp16"
+    assert json.loads(json.dumps(report)) == report  # goes into run.json as is
 
 
 def test_fp16_false_without_faults_changes_nothing():
