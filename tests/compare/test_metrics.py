@@ -365,3 +365,14 @@ def test_memory_stays_at_chunk_size_for_a_large_pair():
     assert peak < 8 * 1024 * 1024, peak  # far below one float32 copy (32 MB) of one side
     third = (n + 2) // 3
     assert result.values["MeanAbsoluteError"] == pytest.approx(third / n)
+
+
+def test_std_of_values_far_from_zero_is_exact():
+    # mean 1e4, std ~2e-3: sum(x^2) - n*mean^2 would lose the std; the centred sum is used
+    x = np.float32(10000) + (np.arange(100000) % 7).astype(np.float32) * np.float32(2 ** -10)
+    values = [float(v) for v in x]
+    mean = math.fsum(values) / len(values)
+    std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / len(values))
+    result = compute_metrics(x, x)
+    assert result.std[0][0] == pytest.approx(mean, rel=1e-12)
+    assert result.std[0][1] == pytest.approx(std, rel=1e-9)
