@@ -233,14 +233,14 @@ class EmulatedNpu(object):
         outputs, inputs = [], []  # type: List[Tuple[Any, Any]], List[Tuple[Any, Any]]
         missing = []  # type: List[str]
         for tensor in node.outputs:
-            captured = by_name.get(tensor.value.tensor)
+            captured = _captured(by_name, tensor.value)
             if captured is not None:
                 outputs.append((tensor, captured))
             else:
-                missing.append(tensor.source)
+                missing.append(tensor.value.tensor)
         if mode in ("input", "all"):
             for tensor in node.inputs:
-                captured = by_name.get(tensor.value.tensor)
+                captured = _captured(by_name, tensor.value)
                 if captured is not None:
                     inputs.append((tensor, captured))
                 else:
@@ -351,6 +351,14 @@ class EmulatedNpu(object):
         debug_name = names.format_dump_name("Opdebug", "Node_OpDebug", debug_task, 0, timestamp + 1)
         opdebug.write_opdebug_file(self._place(step_dir, debug_name), record, dump_time=timestamp + 1)
         return written + 1
+
+
+def _captured(by_name: Mapping[str, Any], value: Any) -> Any:
+    """The captured tensor a dumped value comes from (its fallback when the NPU tensor did not run), or None."""
+    captured = by_name.get(value.tensor)
+    if captured is None and value.fallback is not None:
+        captured = by_name.get(value.fallback)
+    return captured
 
 
 def _find_op(graph: Any, name: str) -> Any:

@@ -4,7 +4,9 @@ A :class:`Held` is one tensor as the device keeps it (``dtype`` a numpy name, ``
 device layout, ``origin_format`` the framework layout). The ``ascend`` profile's rules
 (reference ascend-dump-formats.md §1.8, §2.4)::
 
-    producer outputs   float16 (the tensor is in NumericsPlan.fp16_tensors) and 4-D  -> NC1HWC0
+    producer outputs   float16 (the tensor is in NumericsPlan.fp16_tensors) and 4-D:
+                         filter gradients (Conv2DBackpropFilter, Depthwise...)     -> FRACTAL_Z (origin HWCN)
+                         feature maps (everything else)                            -> NC1HWC0
                        anything else                                               -> ND (4-D: origin NHWC)
     consumer inputs    float16 ops (NumericsPlan.fp16_ops) read float16:
                          Conv2D-family data input (4-D)            NC1HWC0
@@ -46,6 +48,7 @@ _DATA_AND_FILTER = {  # op type -> {input index: device format} of its float16 i
     "BatchMatMulV2": {0: "FRACTAL_NZ", 1: "FRACTAL_NZ"},
     "BatchMatMulV3": {0: "FRACTAL_NZ", 1: "FRACTAL_NZ"},
 }
+_FILTER_OUTPUTS = frozenset(("Conv2DBackpropFilter", "DepthwiseConv2dNativeBackpropFilter"))
 _MIN_RANK = {"NC1HWC0": 4, "FRACTAL_Z": 4, "FRACTAL_NZ": 2}
 _EXACT_RANK = {"NC1HWC0": 4, "FRACTAL_Z": 4}
 
@@ -68,10 +71,13 @@ def plain(dtype: str, shape: Optional[Sequence[int]]) -> Held:
     return Held(dtype, "ND", origin)
 
 
-def output_held(dtype: str, shape: Optional[Sequence[int]], fp16: bool) -> Held:
-    """How a producer holds its output: float16 4-D feature maps in NC1HWC0, the rest ND."""
+def output_held(dtype: str, shape: Optional[Sequence[int]], fp16: bool, op_type: str = "") -> Held:
+    """How a producer holds its output: float16 4-D feature maps in NC1HWC0 (filter gradients in
+    FRACTAL_Z), the rest ND."""
     if fp16 and dtype in ("float32", "float16"):
         if shape is not None and len(shape) == 4:
+            if op_type in _FILTER_OUTPUTS:
+                return Held("float16", "FRACTAL_Z", "HWCN")
             return Held("float16", "NC1HWC0", "NHWC")
         return Held("float16", "ND", _origin(shape))
     return plain(dtype, shape)

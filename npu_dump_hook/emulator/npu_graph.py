@@ -51,6 +51,9 @@ class Value(NamedTuple):
     tensor: str
     shape: Optional[Tuple[int, ...]]
     held: layout.Held
+    #: The original tensor, when ``tensor`` is a float16 rounding of it that the step did not run
+    #: (nothing executed reads it): its float16 dump gives the same value.
+    fallback: Optional[str] = None
 
 
 class NodeTensor(NamedTuple):
@@ -122,6 +125,8 @@ def _logical_ops(capture: Any, plan: Any) -> List[_Logical]:
             captured = by_name.get("{}:{}".format(op.name, index))
             if captured is not None:
                 shapes[index] = tuple(captured.shape)
+                if dtypes[index] == "resource":  # a variable's handle, captured as its value before the step
+                    dtypes[index] = captured.dtype
         result.append(_Logical(op.name, op.type, [original(name) for name in op.inputs],
                                [c for c in op.control_inputs if c not in added], dtypes, shapes))
     return result
@@ -141,6 +146,7 @@ class _Builder(object):
         self.trans_count = 0
         self.renamed = {}  # type: Dict[str, str]  # fused member -> the fused node's name
         self.dtype_of = {}  # type: Dict[str, str]
+        self.type_of = {}  # type: Dict[str, str]  # logical tensor -> its producer's TF type
         self.shape_of = {}  # type: Dict[str, Optional[Tuple[int, ...]]]
 
     # -- values --------------------------------------------------------------------
@@ -152,7 +158,7 @@ class _Builder(object):
         dtype, shape = self.dtype_of.get(tensor, "float32"), self.shape_of.get(tensor)
         if not self.ascend:
             return layout.plain(dtype, shape)
-        return layout.output_held(dtype, shape, tensor in self.fp16_tensors)
+        return layout.output_held(dtype, shape, tensor in self.fp16_tensors, self.type_of.get(tensor, ""))
 
     def read_as(self, op: _Logical, index: int) -> layout.Held:
         tensor = op.inputs[index]
@@ -162,7 +168,10 @@ class _Builder(object):
         return layout.input_held(op.type, index, dtype, shape, op.name in self.fp16_ops)
 
     def value(self, tensor: str, held: layout.Held) -> Value:
-        return Value(self.npu_tensor(tensor), self.shape_of.get(tensor), held)
+        npu = self.npu_tensor(tensor)
+        faulted = self.plan is not None and tensor.rsplit(":", 1)[0] in self.plan.faults
+        fallback = tensor if npu != tensor and not faulted else None
+        return Value(npu, self.shape_of.get(tensor), held, fallback)
 
     # -- nodes ----------------------------------------------------------------------
     def add_outputs(self, node_name: str, op: _Logical, origin_op: str) -> List[NodeTensor]:
@@ -256,6 +265,7 @@ def build_nodes(capture: Any, plan: Any = None, ascend: bool = False,
             tensor = "{}:{}".format(op.name, index)
             builder.dtype_of[tensor] = dtype
             builder.shape_of[tensor] = op.output_shapes[index]
+            builder.type_of[tensor] = op.type
     groups = []  # type: List[fusion.FusedGroup]
     if ascend:
         consumers = {}  # type: Dict[str, List[str]]
