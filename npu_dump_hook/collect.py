@@ -13,11 +13,11 @@ shared, locked ``index.json``; otherwise in ``{bundle_dir}/{run folder name}``.
 import logging
 import os
 import time
-from typing import Iterable, List, Optional, Tuple, Union
+from typing import Any, Iterable, List, Optional, Tuple, Union
 
 from .bundle import BundleResult, write_bundle, write_rank_bundle
 from .emulator.ge_model import is_emulated_graph
-from .errors import LocateError
+from .errors import LocateError, NpuDumpError
 from .locate import LocatedRun, locate_run
 from .run_record import RunRecord, run_section
 
@@ -36,8 +36,12 @@ def collect_run(record: RunRecord, bundle_dir: str, *, link: str = "auto", check
     """Locate the record's Build graph and dump folder and write its bundle.
 
     None when there is nothing to collect: dumping was off, or an overflow check found no
-    overflowing op (GE then creates no dump folder: a clean result, not a failure).
+    overflowing op (GE then creates no dump folder: a clean result, not a failure). A golden
+    run (``record.golden_only``) has no graph or dump to locate: its bundle holds the golden
+    tensors, the TF graph, the fingerprints and ``golden_for``.
     """
+    if record.golden_only:
+        return _collect_golden(record, bundle_dir, link=link, checksum=checksum, archive=archive, force=force)
     options = record.options
     if not options.enabled:
         logger.info("NpuDumpHook: dump disabled (enable_dump and enable_dump_debug off): nothing to collect")
@@ -57,9 +61,22 @@ def collect_run(record: RunRecord, bundle_dir: str, *, link: str = "auto", check
         located.warnings.append("randomness not removed: {} ({}): {}; fix it in the script (set its seed, or "
                                 "build it outside a graph function) or expect runs to differ".format(
                                     source["op"], source["type"], source["action"]))
-    kwargs = dict(backend=record.backend, options=options.as_dict(), run=record.run_section(),
+    return _write(record, bundle_dir, located, init_dir=record.init_dir, link=link, checksum=checksum,
+                  archive=archive, force=force)
+
+
+def _collect_golden(record: RunRecord, bundle_dir: str, **kwargs: Any) -> BundleResult:
+    if record.golden_dir is None:
+        raise NpuDumpError("golden run {}: no golden tensors were captured (see run.json failures), so there is "
+                           "no golden bundle to write".format(record.layout.root))
+    return _write(record, bundle_dir, None, init_dir=None, **kwargs)
+
+
+def _write(record: RunRecord, bundle_dir: str, located: Optional[LocatedRun], **kwargs: Any) -> BundleResult:
+    """Write the record's bundle (``{bundle_dir}/{run}``, or under ``rank_{N}`` with an index)."""
+    kwargs.update(backend=record.backend, options=record.options.as_dict(), run=record.run_section(),
                   randomness=record.randomness, tf_graph=record.layout.tf_graph, golden_dir=record.golden_dir,
-                  init_dir=record.init_dir, link=link, checksum=checksum, archive=archive, force=force)
+                  fingerprints=record.fingerprints, golden_for=record.golden_for, warnings=list(record.warnings))
     if record.rank is not None:
         result = write_rank_bundle(bundle_dir, record.rank, located, device_id=record.device_id,
                                    run_name=record.layout.name, **kwargs)

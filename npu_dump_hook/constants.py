@@ -56,6 +56,7 @@ __all__ = [
     "BUNDLE_SCHEMA",
     "BACKEND_CHOICES",
     "RECORDED_BACKENDS",
+    "ON_MISMATCH",
     "LINK_MODES",
     "CHECKSUMS",
     "ARCHIVES",
@@ -120,10 +121,13 @@ NPU_OPTIMIZER_NAME = "NpuOptimizer"
 
 BUNDLE_SCHEMA = "npu_dump_hook/bundle@1"
 
-#: What ``backend=`` (hook) and ``--backend`` (CLI) accept.
-BACKEND_CHOICES = ("auto", "npu", "emulated")
+#: What ``backend=`` (hook) and ``--backend`` (CLI) accept. ``"reference"``: the golden run
+#: (CPU/GPU tensors only, no NPU dump), usually with ``initial_state=`` an NPU bundle.
+BACKEND_CHOICES = ("auto", "npu", "emulated", "reference")
 #: What bundle.json's ``backend`` may record: who wrote the data.
 RECORDED_BACKENDS = ("npu", "emulated", "reference")
+#: What a golden run does when its fingerprints differ from the NPU bundle's (``on_mismatch=``).
+ON_MISMATCH = ("error", "warn")
 #: How payload files enter a bundle (``link=``, ``--link``).
 LINK_MODES = ("auto", "hardlink", "copy")
 #: Payload checksums (``checksum=``, ``--checksum``).

@@ -12,6 +12,7 @@ already catch ``ValueError`` or ``FileNotFoundError`` keep working::
     │   └── StatsFormatError                        stats CSV, Opdebug files
     ├── RandomnessError        (RuntimeError)       randomness policy "error" found random ops
     ├── BackendError           (RuntimeError)       the dump backend could not do its job
+    ├── FingerprintMismatchError (RuntimeError)     golden run: not the NPU run's state or batch
     ├── LocateError            (FileNotFoundError)  graph or dump folder of this run not found
     │   └── AmbiguousGraphError                     several candidate graphs, no rule decides
     └── BundleError            (RuntimeError)       bundle could not be written or read
@@ -33,6 +34,7 @@ __all__ = [
     "StatsFormatError",
     "RandomnessError",
     "BackendError",
+    "FingerprintMismatchError",
     "LocateError",
     "AmbiguousGraphError",
     "BundleError",
@@ -106,6 +108,19 @@ class RandomnessError(NpuDumpError, RuntimeError):
 
 class BackendError(NpuDumpError, RuntimeError):
     """The dump backend (real GE, emulator, reference capture) failed."""
+
+
+class FingerprintMismatchError(NpuDumpError, RuntimeError):
+    """A golden run does not start from the NPU run's state or does not read its batch.
+
+    ``target`` is the NPU bundle's path; ``differences`` the comparison
+    (``{"state": {...}, "batch": {...}, "causes": [...]}``, see :mod:`npu_dump_hook.fingerprints`).
+    """
+
+    def __init__(self, message: str, target: Any = None, differences: Any = None) -> None:
+        super().__init__(message)
+        self.target = None if target is None else str(target)
+        self.differences = differences or {}
 
 
 class LocateError(NpuDumpError, FileNotFoundError):

@@ -15,11 +15,14 @@ Call order under ``MonitoredSession`` / ``Estimator.train(hooks=[hook])``::
     session created; variables initialised or restored
     hook.after_create_session(session, coord)   # read global_step before training
     while not stop requested:
-        hook.before_run(run_context)     # before the captured step: save the variables
-                                         #   (run folder/init/) so a reference run can start
-                                         #   from identical weights
+        hook.before_run(run_context)     # before the captured step: golden run: restore the NPU
+                                         #   bundle's checkpoint; read and hash the variables
+                                         #   (state fingerprints); save the variables (run
+                                         #   folder/init/) so a golden run can start from
+                                         #   identical weights; add the batch tensors to the fetches
         session.run(train_op)
-        hook.after_run(run_context, run_values)  # count; request_stop() after max_steps
+        hook.after_run(run_context, run_values)  # count; hash the batch; golden run: compare
+                                         #   with the NPU bundle; request_stop() after max_steps
     hook.end(session)                    # read global_step, record and log the run summary
 
 Ending early: when the input runs out (``OutOfRangeError``) the monitored
@@ -43,6 +46,17 @@ partial golden folder to ``golden.incomplete`` (never bundled as golden) and lea
 :data:`~npu_dump_hook.constants.INCOMPLETE_STEP_MARKER` in a partly written emulated step
 folder, which collection refuses.
 
+The golden run (``backend="reference", initial_state=NPU_BUNDLE``, typically on a CPU/GPU
+machine, same script and data): no dump; the captured step is the NPU bundle's
+(``run.captured_step``), the variables are restored from its ``data/init/`` checkpoint right
+before that step (names and shapes must match the graph's global variables, else
+:class:`~npu_dump_hook.errors.FingerprintMismatchError` in ``begin()``), the golden tensors are
+captured, and the run's state and batch fingerprints (:mod:`npu_dump_hook.fingerprints`) are
+compared with the NPU bundle's. A difference fails the run before its bundle is written
+(``on_mismatch="error"``: run.json records it, ``end()`` raises the error naming the variables or
+inputs and the likely cause) or is recorded as a warning (``on_mismatch="warn"``). The golden
+bundle has ``backend: "reference"``, ``data/golden/`` and ``golden_for`` (docs/bundle-format.md).
+
 Only training is dumped: give the hook to ``estimator.train(hooks=...)`` or, with
 ``tf.estimator.train_and_evaluate``, to ``TrainSpec(hooks=...)`` only, never to
 ``EvalSpec``. On a real NPU the dump options live in the session config, so an
@@ -62,16 +76,19 @@ import os
 import shutil
 import time
 import weakref
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence
 
 from . import _tf
 from ._capture import TensorCapture
-from .backends import resolve_backend
+from ._capture_plan import resolve_memory_budget
+from .backends import golden_in_run, reference_default, resolve_backend
 from .collect import collect_run
 from .config import apply_graph_dump_env
-from .constants import ENV_OPTIONS
+from .constants import ENV_OPTIONS, ON_MISMATCH
 from .determinism import DEFAULT_SEED, POLICIES, apply_policy
-from .errors import BundleError, NpuDumpError, OptionError
+from .errors import BundleError, FingerprintMismatchError, NpuDumpError, OptionError
+from .fingerprints import CAUSES, StateReader, batch_entries, batch_tensors, compare, fingerprints_section
+from .golden_run import NpuBundleTarget, check_variables
 from .options import DumpOptions
 from .reference import golden_report
 from .run_record import RunLayout, RunRecord, dumps_on_this_rank, rank_and_device
@@ -114,9 +131,11 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
             models too large to checkpoint twice).
         backend: ``"auto"`` (default: ``"npu"`` when npu_bridge imports, where real GE writes
             the dump and the hook only configures and collects; else ``"emulated"``),
-            ``"npu"``, ``"emulated"``, or a configured :class:`EmulatedNpu`.
+            ``"npu"``, ``"emulated"``, ``"reference"`` (the golden run: no dump, golden tensors
+            only), or a configured backend object.
         reference: capture the CPU/GPU (golden) tensors into ``{run folder}/golden``;
-            default: on with the emulated backend, off on an NPU.
+            default (None): on with the reference backend and with an emulated backend that
+            computes CPU numerics (``golden_in_run``), off on an NPU.
         emulate_precision: ``"fp32"`` (exact CPU values) or ``"fp16"`` (emulated backend only).
         collect: at ``end()``, locate this run's Build graph and dump folder and write a bundle.
         bundle_dir: where bundles go (default ``{output_dir}/bundles``): ``{bundle_dir}/{run
@@ -128,6 +147,21 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
             a WARNING on the ``npu_dump_hook`` logger, which a plain script shows; False logs it
             at INFO.
         ranks: ranks that dump (RANK_ID); others run their step untouched. Default: every rank.
+        emulate_profile: emulated backend: ``"exact"`` (fp32, the default) or ``"ascend"`` (NPU
+            numerics in the graph, GE fusion, device formats); see :class:`EmulatedNpu`.
+        faults: emulated backend: ``{"op name": "scale=1.05" | "add_noise=1e-2" | "overflow" |
+            "nan"}``, kernel faults injected into the emulated run. With ``"ascend"`` or any
+            fault the run computes with NPU numerics, so it takes no golden capture
+            (``reference=True`` is then an OptionError): make the golden in a second run.
+        initial_state: golden run: the NPU bundle (folder, ``.tar`` or ``.tar.gz``) this run
+            reproduces; implies ``backend="reference"`` (``"auto"`` becomes it; another backend
+            is an OptionError). Its ``data/init/`` checkpoint is restored right before its
+            captured step, which this run captures (``max_steps`` defaults to that step + 1).
+        restore_initial_state: golden run: restore the NPU bundle's checkpoint (default); False
+            only compares (the script restores the state itself, e.g. from a model_dir).
+        on_mismatch: golden run: ``"error"`` (default: fingerprints that differ from the NPU
+            bundle's fail the run before its bundle is written) or ``"warn"`` (written, with the
+            differences in ``warnings`` and ``golden_for``).
         graph_keyword: an op name that only the training graph contains (graph selection).
         link, checksum, archive: passed to the bundle writer (``auto``/``hardlink``/``copy``;
             ``sha256``/``none``; None/``tar``/``tar.gz``).
@@ -157,11 +191,25 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         checksum: str = "sha256",
         archive: Optional[str] = None,
         force: bool = False,
+        emulate_profile: Optional[str] = None,
+        faults: Optional[Mapping[str, str]] = None,
+        initial_state: Optional[str] = None,
+        restore_initial_state: bool = True,
+        on_mismatch: str = "error",
     ) -> None:
         if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):
             raise OptionError("max_steps", max_steps, "must be a positive int")
         if randomness not in POLICIES:
             raise OptionError("randomness", randomness, "must be one of " + "|".join(POLICIES))
+        if on_mismatch not in ON_MISMATCH:
+            raise OptionError("on_mismatch", on_mismatch, "must be one of " + "|".join(ON_MISMATCH))
+        self.on_mismatch = on_mismatch
+        self.restore_initial_state = bool(restore_initial_state)
+        #: Golden run: the NPU bundle this run reproduces (None otherwise).
+        self.target = None  # type: Optional[NpuBundleTarget]
+        if initial_state is not None:
+            backend = _golden_backend(backend, initial_state)
+            self.target = NpuBundleTarget.open(initial_state, need_checkpoint=self.restore_initial_state)
         self._ids = rank_and_device()
         self.output_dir = os.path.abspath(output_dir or DEFAULT_OUTPUT_DIR)
         self.layout = RunLayout.new(self.output_dir, self._ids["rank"])
@@ -169,16 +217,24 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self.options = options if options is not None else _default_options(self.layout)
         if not isinstance(self.options, DumpOptions):
             raise OptionError("options", type(self.options).__name__, "must be a DumpOptions (or None)")
-        self.max_steps = _steps_for(max_steps, self.options)
         self.verbose = verbose
         self.randomness = randomness
         self.seed = seed
-        self.save_initial_state = save_initial_state
-        self.captured_step = self._first_captured_step()
+        self.backend = resolve_backend(backend, emulate_precision, emulate_profile, faults)
+        self.golden_only = bool(getattr(self.backend, "golden_only", False))
+        if self.target is not None:
+            if not self.golden_only:
+                raise OptionError("initial_state", initial_state, "is for the golden run: the backend must be "
+                                                                  "'reference', not {!r}".format(self.backend.name))
+            self.max_steps, self.captured_step = _golden_steps(max_steps, self.target.captured_step)
+        else:
+            self.max_steps = _steps_for(max_steps, self.options)
+            self.captured_step = self._first_captured_step()
+        # A golden run restores the NPU bundle's checkpoint; saving its own would only repeat it.
+        self.save_initial_state = save_initial_state and not self.golden_only
         self.dumping = dumps_on_this_rank(ranks)
-        self.backend = resolve_backend(backend, emulate_precision)
         self.backend_name = self.backend.name if self.dumping else "none"  # run.json: this rank dumped nothing
-        self.reference = self.backend.captures if reference is None else bool(reference)
+        self.reference = _reference_choice(reference, self.backend)
         if not self.dumping:
             # On an NPU this rank's session config still carries the dump options: build it
             # from DumpOptions() on the ranks that should not dump (see README).
@@ -220,6 +276,17 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self._initial_state_path = None  # type: Optional[str]
         self._randomness_report = {}  # type: Dict[str, Any]
         self._graph_env = {}  # type: Dict[str, Any]
+        self._state_reader = None  # type: Optional[StateReader]
+        self._restorer = None  # type: Any
+        self._restore_prefix = None  # type: Optional[str]
+        self._state = None  # type: Optional[List[Dict[str, Any]]]
+        self._batch = None  # type: Optional[List[Dict[str, Any]]]
+        self._batch_plan = None  # type: Optional[List[Any]]
+        self._fingerprint_skips = []  # type: List[Dict[str, str]]
+        self._golden_for = None  # type: Optional[Dict[str, Any]]
+        self._mismatch = None  # type: Optional[FingerprintMismatchError]
+        #: What the bundle's ``warnings`` must carry (e.g. fingerprint differences with on_mismatch="warn").
+        self.warnings = []  # type: List[str]
 
     # -- construction helpers -------------------------------------------------
     def _first_captured_step(self) -> int:
@@ -252,11 +319,15 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         # The model graph as trained, before the hook adds its own Saver and capture ops.
         tf.train.write_graph(graph.as_graph_def(add_shapes=True), self.layout.tf_dir,
                              os.path.basename(self.layout.tf_graph))
-        if self.save_initial_state and tf.global_variables():
+        variables = list(tf.global_variables())
+        self._state_reader = StateReader(variables, resolve_memory_budget(None))
+        if self.save_initial_state and variables:
             self._saver = tf.train.Saver(
-                var_list=tf.global_variables(), sharded=False, name="npu_dump_hook_initial_state",
+                var_list=variables, sharded=False, name="npu_dump_hook_initial_state",
                 max_to_keep=1, save_relative_paths=True,
             )
+        if self.target is not None and self.restore_initial_state:
+            self._prepare_restore(variables)
         if self.dumping:
             self.backend.begin(graph, self.options, self._ids["device_id"])
         if self._backend_captures() or self.reference:
@@ -266,6 +337,28 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
             self.backend_name, " + reference" if self.reference else "", self.run_dir, self.randomness,
             len(self._randomness_report["sources"]), self.captured_step, self.max_steps,
         )
+
+    def _prepare_restore(self, variables: List[Any]) -> None:
+        """Golden run: the Saver that restores the NPU bundle's checkpoint, over the variables both
+        hold; a name or shape mismatch fails now (on_mismatch="error") or restores the rest ("warn")."""
+        target = self.target
+        self._restore_prefix = target.checkpoint_prefix(self.layout.target_scratch_dir)
+        stored = target.checkpoint_variables(self._restore_prefix)
+        diff = check_variables(stored, variables)
+        if any(diff.values()):
+            message = _variables_message(target.path, diff)
+            if self.on_mismatch == "error":
+                self.failures.append({"doing": "checking the variables of {}".format(target.path),
+                                      "error": "FingerprintMismatchError: " + message})
+                raise FingerprintMismatchError(message, target.path, {"state": diff})
+            logger.warning("NpuDumpHook: %s (on_mismatch='warn': restoring the %d variable(s) both hold)",
+                           message, len(stored) - len(diff["extra"]) - len(diff["mismatched"]))
+            self.warnings.append(message)
+        skip = set(diff["missing"]) | set(diff["mismatched"])
+        restorable = {v.op.name: v for v in variables if v.op.name not in skip}
+        if restorable:
+            self._restorer = _tf.tf_v1().train.Saver(var_list=restorable, sharded=False,
+                                                     name="npu_dump_hook_golden_restore")
 
     def after_create_session(self, session: Any, coord: Any) -> None:
         self._global_step_before = self._read_global_step(session)
@@ -282,19 +375,48 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self.counted_steps.append(dict(verdict.as_dict(), step=self._steps_run))
         if not self._steps_run and self._global_step_before is None:  # initialized only now
             self._global_step_before = self._read_global_step(run_context.session)
-        if self._steps_run == self.captured_step and self._saver is not None and self._initial_state_path is None:
+        step = self._steps_run
+        fetches = {}  # type: Dict[str, Any]
+        if step == self.captured_step and self.dumping:
+            self._before_captured_step(run_context)
+            if self._batch_plan:
+                fetches["batch"] = [tensor for tensor, _ in self._batch_plan]
+        self._capturing = self._capture is not None and (self._golden_step(step) or self._emulates_step(step))
+        capture_args = None
+        if self._capturing:
+            with self._guard("preparing the capture of step {}".format(step), self._abandon_capture):
+                capture_args = self._capture.run_args(run_context)
+            self._capturing = capture_args is not None  # None: the guard logged a failure (strict=False)
+        if capture_args is None and not fetches:
+            return None
+        if capture_args is None:
+            return _tf.tf_v1().train.SessionRunArgs(fetches)
+        fetches["capture"] = capture_args.fetches
+        return _tf.tf_v1().train.SessionRunArgs(fetches, feed_dict=capture_args.feed_dict,
+                                                 options=capture_args.options)
+
+    def _before_captured_step(self, run_context: Any) -> None:
+        """Golden run: restore; then the state fingerprints, the initial-state checkpoint and the
+        batch tensors to fetch with the step."""
+        session = run_context.session
+        if self._restorer is not None:
+            with self._guard("restoring the initial state from {}".format(self.target.path)):
+                self._restorer.restore(session, self._restore_prefix)
+                logger.info("NpuDumpHook: initial state restored from %s", self.target.path)
+            shutil.rmtree(self.layout.target_scratch_dir, ignore_errors=True)
+        if self._state is None and self._state_reader is not None:
+            with self._guard("reading the state fingerprints before step {}".format(self.captured_step)):
+                self._state, skipped = self._state_reader.read(session)
+                self._fingerprint_skips.extend(skipped)
+        if self._saver is not None and self._initial_state_path is None:
             with self._guard("saving the initial state to {}".format(self.layout.init_prefix)):
-                self._initial_state_path = self._saver.save(run_context.session, self.layout.init_prefix,
+                self._initial_state_path = self._saver.save(session, self.layout.init_prefix,
                                                             write_meta_graph=False)
                 logger.info("NpuDumpHook: initial state saved to %s", self._initial_state_path)
-        step = self._steps_run
-        self._capturing = self._capture is not None and (self._golden_step(step) or self._emulates_step(step))
-        if not self._capturing:
-            return None
-        with self._guard("preparing the capture of step {}".format(step), self._abandon_capture):
-            return self._capture.run_args(run_context)
-        self._capturing = False  # the guard logged the failure (strict=False): run the step uncaptured
-        return None
+        args = run_context.original_args
+        with self._guard("choosing the batch tensors of step {}".format(self.captured_step)):
+            self._batch_plan, skipped = batch_tensors(run_context.session.graph, args.fetches, args.feed_dict)
+            self._fingerprint_skips.extend(skipped)
 
     def _note_skipped(self, verdict: Any) -> None:
         self.skipped_runs["count"] += 1
@@ -318,13 +440,42 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
     def after_run(self, run_context: Any, run_values: Any) -> None:
         if not self._counting:
             return  # not a training step: neither counted nor captured
+        if self._batch_plan is not None and self._steps_run == self.captured_step:
+            plan, self._batch_plan = self._batch_plan, None
+            with self._guard("hashing the batch of step {}".format(self._steps_run)):
+                self._batch = batch_entries(plan, run_values.results["batch"] if plan else [])
         if self._capturing:
             self._capturing = False
             with self._guard("writing the dump of step {}".format(self._steps_run), self._abandon_capture):
                 self._after_capture(self._steps_run)
+        if self.target is not None and self._steps_run == self.captured_step:
+            self._compare_with_target(run_context)
         self._steps_run += 1
         if self._steps_run >= self.max_steps:
             run_context.request_stop()
+
+    def _compare_with_target(self, run_context: Any) -> None:
+        """Golden run, after the captured step: this run's fingerprints against the NPU bundle's."""
+        target = self.target
+        comparison = compare(target.fingerprints, self._fingerprints())
+        self._golden_for = dict(target.identity(), match=comparison.match, on_mismatch=self.on_mismatch,
+                                differences=comparison.as_dict())
+        for note in comparison.notes:
+            logger.warning("NpuDumpHook: golden run for %s: %s", target.path, note)
+            self.warnings.append("golden run: " + note)
+        if comparison.match:
+            logger.info("NpuDumpHook: fingerprints match NPU bundle %s (%d variable(s), %d input(s))", target.path,
+                        len(self._state or ()), len(self._batch or ()))
+            return
+        message = comparison.message(target.path, _randomness_hints(target.randomness, self._randomness_report))
+        if self.on_mismatch == "warn":
+            logger.warning("NpuDumpHook: %s (on_mismatch='warn': the golden bundle is written)", message)
+            self.warnings.append(message)
+            return
+        self._mismatch = FingerprintMismatchError(message, target.path, comparison.as_dict())
+        self.failures.append({"doing": "comparing the fingerprints with {}".format(target.path),
+                              "error": "FingerprintMismatchError: " + message})
+        run_context.request_stop()
 
     def _after_capture(self, step: int) -> None:
         golden = self._golden_step(step)
@@ -351,6 +502,13 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         with self._guard("writing {}".format(self.layout.run_json)):
             self.record.write()
         self._log_summary(self.record.ended)
+        if self._mismatch is not None:
+            self._restore_graph_env()
+            if self.strict:
+                raise self._mismatch  # no bundle: the golden run is not the NPU run's (run.json says so)
+            logger.error("NpuDumpHook: %s (strict=False: no golden bundle written)", self._mismatch)
+            self._announce()
+            return
         if self.collect:
             self._collect_or_report()
         self._restore_graph_env()
@@ -366,12 +524,24 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
     def _announce(self) -> None:
         """The one line a user must see: where the bundle went (WARNING, so a plain script shows it)."""
         level = logging.WARNING if self.verbose else logging.INFO
-        if self.bundle is not None:
+        if self.bundle is not None and self.golden_only:
+            target = self._golden_for
+            logger.log(level, "npu_dump_hook: golden bundle %s: %d training step(s), golden step %d, %s, "
+                       "%d warning(s)%s", self.bundle.location, self._steps_run, self.captured_step,
+                       "for NPU bundle {} (fingerprints {})".format(target["path"], "match" if target["match"]
+                                                                    else "DIFFER") if target else "no NPU bundle",
+                       len(self.bundle.warnings), "".join("\n  warning: " + w for w in self.bundle.warnings[:5]))
+        elif self.bundle is not None:
             coverage = self.bundle.coverage or {}
             logger.log(level, "npu_dump_hook: bundle %s: %d training step(s), dump step(s) %s, coverage %s/%s ops, "
                        "%d warning(s)%s", self.bundle.location, self._steps_run, ", ".join(self.bundle.steps) or "none",
                        coverage.get("dumped", "?"), coverage.get("expected", "?"), len(self.bundle.warnings),
                        "".join("\n  warning: " + w for w in self.bundle.warnings[:5]))
+            if self.dumping and not golden_in_run(self.backend):
+                logger.log(level, "npu_dump_hook: the emulated run computed with NPU numerics (%s): its training "
+                           "results differ from a fp32 run and it has no golden tensors; make them in a second "
+                           "run: NpuDumpHook(backend='reference', initial_state=%r)", _numerics_text(self.backend),
+                           self.bundle.location)
         elif self.collect:
             reason = self.failures[-1]["error"] if self.failures else "nothing to collect (see the log)"
             logger.log(level, "npu_dump_hook: no bundle for run %s: %s", self.run_dir, reason)
@@ -420,10 +590,17 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
             graph_dump_env=self._graph_env, tf_version=_tf.tf_version(), initial_state=self._initial_state_path,
             emulator=self.backend.summary() if self.dumping else None, reference=self._reference_report,
             tf_op_names=tuple(self._tf_op_names), graph_dirs=self._graph_dirs(), settle=self.backend.settles,
-            graph_keyword=self.graph_keyword,
+            graph_keyword=self.graph_keyword, fingerprints=self._fingerprints(), golden_for=self._golden_for,
+            golden_only=self.golden_only, warnings=tuple(self.warnings),
             extra={"failures": list(self.failures), "counted_steps": list(self.counted_steps),
                    "skipped_runs": dict(self.skipped_runs)},
         )
+
+    def _fingerprints(self) -> Optional[Dict[str, Any]]:
+        """The ``fingerprints`` section (None when the captured step never ran)."""
+        if self._state is None and self._batch is None:
+            return None
+        return fingerprints_section(self.captured_step, self._state, self._batch, self._fingerprint_skips)
 
     def _graph_dirs(self) -> Optional[tuple]:
         dirs = self.backend.graph_dirs(self._ids["device_id"]) if self.dumping else None
@@ -463,6 +640,68 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
             return int(session.run(self._global_step_tensor))
         except _tf.tf_v1().errors.FailedPreconditionError:
             return None
+
+
+def _golden_backend(backend: Any, initial_state: Any) -> Any:
+    """``initial_state`` makes a golden run: ``"auto"`` becomes ``"reference"``."""
+    if backend == "auto":
+        return "reference"
+    if backend == "reference" or getattr(backend, "golden_only", False):
+        return backend
+    raise OptionError("initial_state", initial_state, "is for the golden run: use backend='reference' (or leave "
+                                                      "backend unset), not {!r}".format(getattr(backend, "name",
+                                                                                                backend)))
+
+
+def _golden_steps(max_steps: Optional[int], captured: int) -> tuple:
+    """``(max_steps, captured step)`` of a golden run: the NPU bundle's step, and enough steps to reach it."""
+    if max_steps is None:
+        return captured + 1, captured
+    if max_steps <= captured:
+        raise OptionError("max_steps", max_steps, "the NPU bundle captured step {}: a golden run needs at least {} "
+                                                  "step(s)".format(captured, captured + 1))
+    return max_steps, captured
+
+
+def _reference_choice(reference: Optional[bool], backend: Any) -> bool:
+    """``reference=`` resolved for ``backend`` (None: :func:`reference_default`)."""
+    if reference is None:
+        return reference_default(backend)
+    if reference and not golden_in_run(backend):
+        raise OptionError("reference", reference, "this emulated run computes with NPU numerics ({}), so its "
+                                                  "tensors are no golden; make the golden in a second run with "
+                                                  "backend='reference', initial_state=<this run's bundle>".format(
+                                                      _numerics_text(backend)))
+    if not reference and getattr(backend, "golden_only", False):
+        raise OptionError("reference", reference, "the reference backend's only product is the golden capture")
+    return bool(reference)
+
+
+def _numerics_text(backend: Any) -> str:
+    faults = getattr(backend, "faults", None) or {}
+    return "profile {}{}".format(getattr(backend, "profile", "?"),
+                                 ", faults on {}".format(", ".join(sorted(faults))) if faults else "")
+
+
+def _variables_message(target: str, diff: Mapping[str, Sequence[str]]) -> str:
+    parts = []
+    for key, words in (("missing", "are not in its checkpoint"), ("extra", "are in its checkpoint only"),
+                       ("mismatched", "have another shape there")):
+        if diff[key]:
+            names = list(diff[key])
+            parts.append("{} variable(s) of this graph {}: {}{}".format(
+                len(names), words, ", ".join(names[:10]), " ..." if len(names) > 10 else ""))
+    return ("initial_state {}: the NPU bundle's checkpoint does not hold this graph's variables: {}. Likely cause: "
+            "{}".format(target, "; ".join(parts), CAUSES["state_variables"]))
+
+
+def _randomness_hints(npu: Mapping[str, Any], here: Mapping[str, Any]) -> List[str]:
+    """Differences between the two runs' randomness policy and seed, which change data order and dropout."""
+    hints = []
+    for key in ("policy", "seed"):
+        if npu.get(key) is not None and here.get(key) is not None and npu.get(key) != here.get(key):
+            hints.append("the NPU run used randomness {}={!r}, this run {!r}".format(key, npu[key], here[key]))
+    return hints
 
 
 def _os_error_text(exc: OSError) -> str:

@@ -8,6 +8,7 @@ Run folder layout (``output_dir`` defaults to ``./npu_dump_hook_out``)::
         tf/graph.pbtxt   the TF graph as the hook saw it (after randomness edits)
         init/model.ckpt* initial-state checkpoint (save_initial_state=True)
         golden/          reference (golden) .npy files and golden_manifest.json
+        .initial_state/  golden run from an archived NPU bundle: its data/init/ extracted
         .capture/        scratch of the tensor capture (removed when done)
         run.json         the run summary, written atomically by the hook's end()
 
@@ -33,6 +34,7 @@ __all__ = ["RunLayout", "RunRecord", "RUN_SECTION_KEYS", "RUN_JSON", "run_sectio
 RUN_JSON = "run.json"
 GRAPH_DIR, DUMP_DIR, TF_DIR, TF_GRAPH_FILE = "graph", "dump", "tf", "graph.pbtxt"
 INIT_DIR, INIT_CHECKPOINT_PREFIX, GOLDEN_DIR, CAPTURE_DIR = "init", "model.ckpt", "golden", ".capture"
+TARGET_SCRATCH_DIR = ".initial_state"
 #: Keys every bundle.json ``run`` section has (the bundle format contract); None when unknown.
 RUN_SECTION_KEYS = ("steps", "global_step", "started", "ended", "rank", "device_id")
 #: Further keys a hooked run records in its ``run`` section.
@@ -87,6 +89,10 @@ class RunLayout:
         return os.path.join(self.root, CAPTURE_DIR)
 
     @property
+    def target_scratch_dir(self) -> str:
+        return os.path.join(self.root, TARGET_SCRATCH_DIR)
+
+    @property
     def run_json(self) -> str:
         return os.path.join(self.root, RUN_JSON)
 
@@ -133,6 +139,14 @@ class RunRecord:
     #: GE writes asynchronously (real NPU): collection waits for the dump to settle first.
     settle: bool = False
     graph_keyword: Optional[str] = None
+    #: State and batch fingerprints of the captured step (:mod:`npu_dump_hook.fingerprints`).
+    fingerprints: Optional[Mapping[str, Any]] = None
+    #: Golden run: the NPU bundle it was made for (identity and comparison).
+    golden_for: Optional[Mapping[str, Any]] = None
+    #: No dump at all (the reference backend): the bundle holds the golden tensors only.
+    golden_only: bool = False
+    #: What the run noticed that the bundle's ``warnings`` must carry.
+    warnings: Tuple[str, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -158,6 +172,7 @@ class RunRecord:
             "options": self.options.as_dict(), "graph_dump_env": dict(self.graph_dump_env),
             "initial_state": self.initial_state, "backend": self.backend, "emulator": self.emulator,
             "reference": self.reference, "randomness": self.randomness, "tf_version": self.tf_version,
+            "fingerprints": self.fingerprints, "golden_for": self.golden_for, "warnings": list(self.warnings),
         }
         summary.update(self.extra)
         return summary

@@ -14,7 +14,7 @@ from ..constants import RECORDED_BACKENDS
 from ..errors import BundleError
 
 __all__ = ["DATA_DIR", "BUNDLE_JSON", "BUNDLE_JSON_PATH", "INDEX_JSON", "INDEX_SCHEMA", "MAPPING_FILE",
-           "FILE_KINDS", "DUMP_NAME_FIELDS", "BACKENDS", "load_bundle_json"]
+           "FILE_KINDS", "DUMP_NAME_FIELDS", "BACKENDS", "REFERENCE_BACKEND", "load_bundle_json"]
 
 DATA_DIR = "data"
 BUNDLE_JSON = "bundle.json"
@@ -24,6 +24,8 @@ INDEX_SCHEMA = "npu_dump_hook/bundle-index@1"
 MAPPING_FILE = "mapping.csv"
 #: What bundle.json's ``backend`` may record (who wrote the data).
 BACKENDS = RECORDED_BACKENDS
+#: The backend of golden bundles: golden tensors, no graph and no dump (coverage not applicable).
+REFERENCE_BACKEND = "reference"
 FILE_KINDS = ("dump", "stats", "opdebug", "mapping", "graph", "tf_graph", "golden", "init", "other")
 DUMP_NAME_FIELDS = ("op_type", "op_name", "task_id", "stream_id", "timestamp")
 

@@ -14,7 +14,10 @@ from ..formats.names import DumpName, is_hashed_name, parse_dump_name, sanitize
 from ._spec import MAPPING_FILE
 
 __all__ = ["describe_dump_folder_file", "dump_folder_kind", "header_summary", "GraphOps", "graph_ops",
-           "coverage"]
+           "coverage", "not_applicable_coverage", "NOT_APPLICABLE"]
+
+#: ``coverage.not_applicable`` of a bundle that holds no NPU dump by definition (golden bundles).
+NOT_APPLICABLE = "reference bundle: golden tensors only, no NPU graph or dump to cover"
 
 
 def dump_folder_kind(base: str, mapping: Optional[Mapping[str, str]]) -> "tuple":
@@ -107,3 +110,9 @@ def coverage(ops: Optional[GraphOps], dumped: Dict[str, int]) -> Dict[str, Any]:
         "missing": missing,
         "not_in_graph": sorted(name for name in dumped if name not in ops.names),
     }
+
+
+def not_applicable_coverage() -> Dict[str, Any]:
+    """bundle.json's ``coverage`` of a golden (reference) bundle: the usual keys, nothing expected,
+    and ``not_applicable`` saying why."""
+    return {"expected": None, "dumped": 0, "missing": [], "not_in_graph": [], "not_applicable": NOT_APPLICABLE}

@@ -19,7 +19,8 @@ from ..run_record import RUN_SECTION_KEYS
 from . import _bagit, _fs
 from ._archive import archive_format, extract_archive, looks_like_tar
 from ._bagit import Problem
-from ._spec import BACKENDS, BUNDLE_JSON_PATH, DATA_DIR, DUMP_NAME_FIELDS, FILE_KINDS
+from ..fingerprints import section_problems as fingerprint_problems
+from ._spec import BACKENDS, BUNDLE_JSON_PATH, DATA_DIR, DUMP_NAME_FIELDS, FILE_KINDS, REFERENCE_BACKEND
 from .describe import graph_ops, header_summary
 
 __all__ = ["verify_bundle", "check_bundle_json", "check_payload"]
@@ -98,6 +99,42 @@ def check_bundle_json(doc: Mapping[str, Any]) -> List[str]:
             problems.extend("files[{}]: {}".format(number, p) for p in _check_file_entry(entry))
     if isinstance(doc.get("warnings"), list) and not all(isinstance(w, str) for w in doc["warnings"]):
         problems.append("warnings holds a non-string")
+    problems.extend(fingerprint_problems(doc.get("fingerprints")))
+    problems.extend(_golden_problems(doc))
+    return problems
+
+
+#: ``golden_for`` keys and their types (docs/bundle-format.md §2.3).
+_GOLDEN_FOR = (("bundle_json_sha256", str), ("path", str), ("created", (str, type(None))),
+               ("backend", str), ("captured_step", int), ("match", bool))
+
+
+def _golden_problems(doc: Mapping[str, Any]) -> List[str]:
+    """A golden (reference) bundle holds no NPU dump; ``golden_for`` appears only there, with its keys."""
+    problems = []  # type: List[str]
+    reference = doc.get("backend") == REFERENCE_BACKEND
+    if reference and isinstance(doc.get("files"), list):
+        dumped = [e.get("path") for e in doc["files"] if isinstance(e, dict) and e.get("kind") in ("dump", "stats",
+                                                                                                   "opdebug")]
+        if dumped:
+            problems.append("a reference bundle holds no NPU dump, but files lists {} dump file(s), e.g. {}".format(
+                len(dumped), dumped[0]))
+    if "golden_for" not in doc or doc["golden_for"] is None:
+        return problems
+    target = doc["golden_for"]
+    if not reference:
+        problems.append("golden_for in a {!r} bundle (only reference bundles are made for another)".format(
+            doc.get("backend")))
+    if not isinstance(target, dict):
+        return problems + ["golden_for is neither null nor an object"]
+    for key, types in _GOLDEN_FOR:
+        if key not in target:
+            problems.append("golden_for: missing key {!r}".format(key))
+        elif not isinstance(target[key], types) or (types is int and isinstance(target[key], bool)):
+            problems.append("golden_for.{} has type {}".format(key, type(target[key]).__name__))
+    digest = target.get("bundle_json_sha256")
+    if isinstance(digest, str) and not _SHA256.match(digest):
+        problems.append("golden_for.bundle_json_sha256 is not 64 lowercase hex digits")
     return problems
 
 

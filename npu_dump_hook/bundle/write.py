@@ -27,8 +27,8 @@ from . import _bagit, _fs
 from ._archive import archive_format, pack_archive, strip_archive_ext
 from ._progress import ProgressFn, make_progress
 from ._staging import Staging, is_nonempty
-from ._spec import BACKENDS, BUNDLE_JSON, BUNDLE_JSON_PATH, DATA_DIR, MAPPING_FILE
-from .describe import GraphOps, coverage, describe_dump_folder_file, graph_ops
+from ._spec import BACKENDS, BUNDLE_JSON, BUNDLE_JSON_PATH, DATA_DIR, MAPPING_FILE, REFERENCE_BACKEND
+from .describe import GraphOps, coverage, describe_dump_folder_file, graph_ops, not_applicable_coverage
 
 __all__ = ["BundleResult", "write_bundle"]
 
@@ -80,13 +80,20 @@ def write_bundle(dest: str, located: Any, *, backend: str, options: Any = None, 
                  randomness: Any = None, tf_graph: Optional[str] = None, golden_dir: Optional[str] = None,
                  init_dir: Optional[str] = None, link: str = "auto", checksum: str = "sha256",
                  archive: Optional[str] = None, force: bool = False, progress: Optional[ProgressFn] = None,
-                 workers: Optional[int] = None) -> BundleResult:
+                 workers: Optional[int] = None, fingerprints: Optional[Mapping[str, Any]] = None,
+                 golden_for: Optional[Mapping[str, Any]] = None,
+                 warnings: Optional[List[str]] = None) -> BundleResult:
     """Write the bundle of ``located`` (a :class:`npu_dump_hook.locate.LocatedRun`) to ``dest``.
 
     With ``archive`` ("tar" or "tar.gz"): when ``dest`` ends in ``.tar``/``.tar.gz`` only
     the archive is written there; otherwise the folder ``dest`` and ``dest + ".tar[.gz]"``.
     Raises BundleExistsError when a destination is non-empty and not ``force``.
     Memory stays flat in the file count: ``files`` entries are streamed into bundle.json.
+
+    ``located`` may be None for a bundle without graph and dump (``backend="reference"``: a
+    golden bundle); its coverage is then not applicable. ``fingerprints`` and ``golden_for``
+    become the bundle.json keys of the same names (docs/bundle-format.md §2.2, §2.3);
+    ``warnings`` are added to the located run's.
     """
     _check_choice("backend", backend, BACKENDS)
     _check_choice("link", link, LINK_MODES)
@@ -99,13 +106,14 @@ def write_bundle(dest: str, located: Any, *, backend: str, options: Any = None, 
     folder_dest = strip_archive_ext(dest) if archive_only else dest
     if archive_path is not None and not force and is_nonempty(archive_path):
         raise BundleExistsError("destination {} exists (pass force=True to replace it)".format(archive_path), archive_path)
-    warnings = list(getattr(located, "warnings", []) or [])
+    extra_warnings = warnings
+    warnings = list(getattr(located, "warnings", []) or []) + list(extra_warnings or [])
     doing = _Doing(folder_dest if not archive_only else archive_path)
     try:
         return _write(dest, located, doing, archive_only, archive_path, folder_dest, warnings, backend=backend,
                       options=options, run=run, randomness=randomness, tf_graph=tf_graph, golden_dir=golden_dir,
                       init_dir=init_dir, link=link, checksum=checksum, archive=archive, force=force,
-                      progress=progress, workers=workers)
+                      progress=progress, workers=workers, fingerprints=fingerprints, golden_for=golden_for)
     except NpuDumpError:  # BundleExistsError and LocateError are OSErrors too: already ours
         raise
     except OSError as exc:  # ENOSPC, EACCES, EROFS, ...: the staging folder is already removed
@@ -149,7 +157,8 @@ class _FileError(OSError):
 def _write(dest: str, located: Any, doing: _Doing, archive_only: bool, archive_path: Optional[str], folder_dest: str,
            warnings: List[str], *, backend: str, options: Any, run: Optional[Mapping[str, Any]], randomness: Any,
            tf_graph: Optional[str], golden_dir: Optional[str], init_dir: Optional[str], link: str, checksum: str,
-           archive: Optional[str], force: bool, progress: Optional[ProgressFn], workers: Optional[int]) -> BundleResult:
+           archive: Optional[str], force: bool, progress: Optional[ProgressFn], workers: Optional[int],
+           fingerprints: Optional[Mapping[str, Any]], golden_for: Optional[Mapping[str, Any]]) -> BundleResult:
     doing("listing the source files for", dest)
     plan = _plan(located, tf_graph, golden_dir, init_dir, warnings)
     # archive only: the folder is built beside the archive, packed, then dropped
@@ -160,9 +169,10 @@ def _write(dest: str, located: Any, doing: _Doing, archive_only: bool, archive_p
         graph, ops = _graph_section(located, stage.path, plan, warnings)
         plan.sort(key=lambda p: p.rel)
         report = make_progress(progress, len(plan), sum(p.size for p in plan))
-        head = _head(located, backend, options, run, randomness, graph)
+        head = _head(located, backend, options, run, randomness, graph, fingerprints, golden_for)
         doing("placing the payload and writing data/bundle.json in", stage.path)
-        tally = _write_payload_and_json(stage.path, head, plan, ops, link, checksum, report, workers, warnings)
+        tally = _write_payload_and_json(stage.path, head, plan, ops, link, checksum, report, workers, warnings,
+                                        dumps=backend != REFERENCE_BACKEND)
         report.close()
         doing("writing the BagIt tag files in", stage.path)
         _bagit.write_tag_files(stage.path, tally.payload, "npu_dump_hook {}".format(__version__),
@@ -307,9 +317,10 @@ class _HashingWriter(object):
 
 def _write_payload_and_json(stage: str, head: Dict[str, Any], plan: List[_Planned], ops: Optional[GraphOps],
                             link: str, checksum: str, report: Any, workers: Optional[int],
-                            warnings: List[str]) -> _Tally:
+                            warnings: List[str], dumps: bool = True) -> _Tally:
     """Place every planned file and write data/bundle.json around the stream of entries:
-    head keys, ``files`` (one line per entry), then ``coverage`` and ``warnings``."""
+    head keys, ``files`` (one line per entry), then ``coverage`` and ``warnings``. A bundle
+    that holds no NPU dump by definition (``dumps=False``: reference) has coverage not applicable."""
     data = os.path.join(stage, DATA_DIR)
     for rel_dir in sorted({p.rel.rpartition("/")[0] for p in plan}):
         os.makedirs(_fs.safe_join(data, rel_dir), exist_ok=True)
@@ -328,7 +339,7 @@ def _write_payload_and_json(stage: str, head: Dict[str, Any], plan: List[_Planne
             out.write(("\n  " if first else ",\n  ") + json.dumps(entry))
             first = False
             report.update(1, placed.size)
-        tally.coverage = coverage(ops, tally.dumped)
+        tally.coverage = coverage(ops, tally.dumped) if dumps else not_applicable_coverage()
         out.write("\n ],\n \"coverage\": {},\n \"warnings\": {}\n}}\n".format(
             json.dumps(tally.coverage), json.dumps(warnings)))
     finally:
@@ -419,9 +430,11 @@ def _export_graph_json(graph_file: str, rel: str, stage: str, plan: List[_Planne
 
 # -- bundle.json head ----------------------------------------------------------------------------
 def _head(located: Any, backend: str, options: Any, run: Optional[Mapping[str, Any]], randomness: Any,
-          graph: Dict[str, Any]) -> Dict[str, Any]:
-    """The bundle.json keys written before ``files`` (``coverage``/``warnings`` follow it)."""
-    return collections.OrderedDict([
+          graph: Dict[str, Any], fingerprints: Optional[Mapping[str, Any]] = None,
+          golden_for: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    """The bundle.json keys written before ``files`` (``coverage``/``warnings`` follow it):
+    ``fingerprints`` always (null when unknown), ``golden_for`` in golden bundles only."""
+    head = collections.OrderedDict([
         ("schema", BUNDLE_SCHEMA),
         ("backend", backend),
         ("created", datetime.datetime.now(datetime.timezone.utc).astimezone().isoformat(timespec="seconds")),
@@ -431,7 +444,11 @@ def _head(located: Any, backend: str, options: Any, run: Optional[Mapping[str, A
         ("randomness", _plain(randomness)),
         ("graph", _plain(graph)),
         ("dump", _dump_section(located)),
+        ("fingerprints", _plain(fingerprints)),
     ])
+    if golden_for is not None:
+        head["golden_for"] = _plain(golden_for)
+    return head
 
 
 def _plain(value: Any) -> Any:

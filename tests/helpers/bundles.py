@@ -67,7 +67,7 @@ graph {{
 """.format(name=GRAPH_NAME, long=LONG_OP)
 
 TOP_KEYS = {"schema", "backend", "created", "versions", "options", "run", "randomness", "graph", "dump",
-            "files", "coverage", "warnings"}
+            "files", "coverage", "warnings", "fingerprints"}
 
 
 def make_run(root, device="0", step="0"):

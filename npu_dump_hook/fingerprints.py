@@ -1,0 +1,365 @@
+"""State and batch fingerprints: "same start, same batch" for two runs of one model.
+
+Every hooked run records, for its captured step (``run.json`` and ``bundle.json``, key
+``fingerprints``, see docs/bundle-format.md §2.2)::
+
+    {"algorithm": "sha256", "step": 0,
+     "state": [{"name": "dense/kernel", "dtype": "float32", "shape": [4, 8], "sha256": "..."}, ...],
+     "batch": [{"name": "IteratorGetNext:0", "source": "iterator", "op_type": "IteratorGetNext",
+                "dtype": "float32", "shape": [16, 4], "sha256": "..."}, ...],
+     "skipped": [{"name": ..., "reason": ...}]}
+
+``sha256`` is taken over the value's bytes in C order, little-endian (string tensors: each
+element as an 8-byte little-endian length then its bytes), so the digest depends on the
+values, dtype and shape only, never on the machine. ``state`` lists every global variable
+(sorted by name) as restored or initialised, read right before the captured step; ``batch``
+every ``IteratorGetNext``/``IteratorGetNextSync``/``GetNext`` output the captured step
+executes and every value it is fed (``feed_dict``), sorted by name.
+
+Two parts:
+
+* pure hashing and comparison (:func:`array_digest`, :func:`compare`, :func:`section_problems`),
+  no TensorFlow;
+* the session side the hook drives (:class:`StateReader`, :func:`batch_tensors`): TensorFlow
+  graph and session objects are received and their methods called; nothing here imports
+  TensorFlow (``_tf`` only for its error classes).
+
+Cost: the state is read in a separate ``session.run`` before the step (the step's in-place
+updates would otherwise race with the read of TF 1.x reference variables), in groups of at
+most the capture memory budget (:data:`npu_dump_hook._capture_plan.DEFAULT_MEMORY_BUDGET`,
+``$NPU_DUMP_HOOK_CAPTURE_BUDGET``); each group is hashed and dropped before the next is read.
+The batch tensors are added to the captured step's own fetches, so nothing extra is computed.
+"""
+import hashlib
+import logging
+import struct
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import _tf
+
+__all__ = ["ALGORITHM", "BATCH_OP_TYPES", "array_digest", "fingerprints_section", "StateReader",
+           "batch_tensors", "batch_entries", "compare", "Comparison", "section_problems", "CAUSES"]
+
+logger = logging.getLogger(__name__)
+
+ALGORITHM = "sha256"
+#: Op types whose outputs are the batch a step reads from its input pipeline (TF's iterators;
+#: ``GetNext`` is the Ascend adapter's device-side form).
+BATCH_OP_TYPES = frozenset(("IteratorGetNext", "IteratorGetNextSync", "GetNext"))
+_NO_ARRAY = frozenset(("resource", "variant"))
+_HASH_CHUNK = 1 << 24
+
+#: The likely cause of each kind of difference, as the mismatch message states it.
+CAUSES = {
+    "state_values": "different initial state: the NPU bundle's checkpoint was not restored (initial_state, "
+                    "restore_initial_state=False) or the model was initialised differently (another seed)",
+    "state_variables": "different model code: variables added, removed, renamed or reshaped",
+    "batch_values": "different batch: shuffle not removed (randomness='strip' removes it), a different data "
+                    "order or data seed, other data files, or a different feed_dict",
+    "batch_inputs": "different model code or input pipeline: the step reads other inputs, or inputs of another "
+                    "dtype or shape (batch size, preprocessing)",
+}
+
+
+# --------------------------------------------------------------------------- hashing
+
+
+def array_digest(value: Any) -> Dict[str, Any]:
+    """``{"dtype", "shape", "sha256"}`` of an array value (see the module doc for the bytes hashed)."""
+    array = np.asarray(value)
+    digest = hashlib.sha256()
+    if array.dtype.kind in ("O", "S", "U"):
+        for item in array.reshape(-1):
+            data = item if isinstance(item, bytes) else str(item).encode("utf-8")
+            digest.update(struct.pack("<Q", len(data)))
+            digest.update(data)
+        dtype = "string"
+    else:
+        if array.dtype.byteorder == ">":
+            array = array.astype(array.dtype.newbyteorder("<"))
+        flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+        for start in range(0, flat.size, _HASH_CHUNK):
+            digest.update(memoryview(flat[start:start + _HASH_CHUNK]))
+        dtype = array.dtype.name
+    return {"dtype": dtype, "shape": [int(d) for d in array.shape], ALGORITHM: digest.hexdigest()}
+
+
+def fingerprints_section(step: Optional[int], state: Optional[List[Dict[str, Any]]],
+                         batch: Optional[List[Dict[str, Any]]],
+                         skipped: Sequence[Mapping[str, str]] = ()) -> Dict[str, Any]:
+    """The ``fingerprints`` value of run.json and bundle.json (None for a part not recorded)."""
+    return {"algorithm": ALGORITHM, "step": step,
+            "state": None if state is None else sorted(state, key=lambda e: e["name"]),
+            "batch": None if batch is None else sorted(batch, key=lambda e: e["name"]),
+            "skipped": [dict(s) for s in skipped]}
+
+
+# --------------------------------------------------------------------------- session side
+
+
+class StateReader(object):
+    """Reads and hashes variables before a step, within a memory budget.
+
+    ``variables`` are ``tf.Variable`` objects (fetching one gives its value, for reference and
+    resource variables alike, without creating an op: the graph may be finalized).
+    """
+
+    def __init__(self, variables: Sequence[Any], memory_budget: int) -> None:
+        self.variables = sorted(variables, key=lambda v: v.op.name)
+        self.memory_budget = memory_budget
+
+    def groups(self) -> List[List[Any]]:
+        """The variables in groups whose static sizes add up to at most the budget (one at least)."""
+        groups, group, size = [], [], 0  # type: List[List[Any]], List[Any], int
+        for variable in self.variables:
+            nbytes = _static_nbytes(variable)
+            if group and size + nbytes > self.memory_budget:
+                groups.append(group)
+                group, size = [], 0
+            group.append(variable)
+            size += nbytes
+        if group:
+            groups.append(group)
+        return groups
+
+    def read(self, session: Any) -> Tuple[List[Dict[str, Any]], List[Dict[str, str]]]:
+        """``(state entries, skipped)``: each variable hashed, or skipped with the reason."""
+        entries, skipped = [], []  # type: List[Dict[str, Any]], List[Dict[str, str]]
+        for group in self.groups():
+            for variable, value in _read_group(session, group):
+                name = variable.op.name
+                if isinstance(value, str):
+                    skipped.append({"name": name, "reason": value})
+                    continue
+                entry = {"name": name}
+                entry.update(array_digest(value))
+                entries.append(entry)
+                del value
+        return entries, skipped
+
+
+def _static_nbytes(variable: Any) -> int:
+    shape = variable.get_shape()
+    if not shape.is_fully_defined():
+        return 0
+    return int(shape.num_elements()) * variable.dtype.base_dtype.size
+
+
+def _read_group(session: Any, group: List[Any]) -> Iterable[Tuple[Any, Any]]:
+    """``(variable, value)`` pairs; a variable that cannot be read gets the reason as its value."""
+    errors = _tf.tf_v1().errors
+    try:
+        return list(zip(group, session.run(group)))
+    except errors.FailedPreconditionError:
+        pass  # some are uninitialized: read one by one to tell which
+    pairs = []
+    for variable in group:
+        try:
+            pairs.append((variable, session.run(variable)))
+        except errors.FailedPreconditionError:
+            pairs.append((variable, "uninitialized variable: no value before the captured step"))
+    return pairs
+
+
+def batch_tensors(graph: Any, fetches: Any, feed_dict: Any) -> Tuple[List[Tuple[Any, str]], List[Dict[str, str]]]:
+    """The tensors that are the step's batch: ``([(tensor, "iterator"|"feed")], skipped)``.
+
+    Walks back from ``fetches`` through data and control inputs as TensorFlow prunes (fed
+    tensors end the walk) and takes every output of the :data:`BATCH_OP_TYPES` ops reached;
+    fed tensors are taken as well (fetching a fed tensor returns the fed value).
+    """
+    nest = _tf.tf_v1().nest
+    fed = {}  # type: Dict[str, Any]
+    skipped = []  # type: List[Dict[str, str]]
+    for key in (feed_dict or {}):
+        for element in _elements(graph, nest.flatten(key, expand_composites=True)):
+            if hasattr(element, "op"):
+                fed[element.name] = element
+    stack = [getattr(e, "op", e) for e in _elements(graph, nest.flatten(fetches, expand_composites=True))
+             if e.name not in fed]
+    seen = set()
+    found = {}  # type: Dict[str, Tuple[Any, str]]
+    while stack:
+        op = stack.pop()
+        if op.name in seen:
+            continue
+        seen.add(op.name)
+        if op.type in BATCH_OP_TYPES:
+            for tensor in op.outputs:
+                found[tensor.name] = (tensor, "iterator")
+        stack.extend(t.op for t in op.inputs if t.name not in fed and t.op.name not in seen)
+        stack.extend(c for c in op.control_inputs if c.name not in seen)
+    for name, tensor in fed.items():
+        found[name] = (tensor, "feed")
+    chosen = []
+    for name in sorted(found):
+        tensor, source = found[name]
+        reason = ""
+        if tensor.dtype.base_dtype.name in _NO_ARRAY:
+            reason = "{} tensor: no array value".format(tensor.dtype.base_dtype.name)
+        elif not graph.is_fetchable(tensor):
+            reason = "not fetchable in this graph"
+        if reason:
+            skipped.append({"name": name, "reason": reason})
+        else:
+            chosen.append((tensor, source))
+    return chosen, skipped
+
+
+def _elements(graph: Any, leaves: Iterable[Any]) -> List[Any]:
+    elements = []
+    for leaf in leaves:
+        if leaf is None:
+            continue
+        try:
+            elements.append(graph.as_graph_element(leaf, allow_tensor=True, allow_operation=True))
+        except (TypeError, ValueError, KeyError):
+            continue  # not of this graph (a fetch conversion object): nothing to walk
+    return elements
+
+
+def batch_entries(tensors: Sequence[Tuple[Any, str]], values: Sequence[Any]) -> List[Dict[str, Any]]:
+    """Batch entries from the tensors :func:`batch_tensors` chose and the values the step returned."""
+    entries = []
+    for (tensor, source), value in zip(tensors, values):
+        entry = {"name": tensor.name, "source": source, "op_type": tensor.op.type}
+        entry.update(array_digest(value))
+        entries.append(entry)
+    return entries
+
+
+# --------------------------------------------------------------------------- comparison
+
+
+class Comparison(object):
+    """What differs between two ``fingerprints`` sections (``expected``: the NPU bundle's)."""
+
+    def __init__(self, state: Dict[str, List[str]], batch: Dict[str, List[str]], notes: List[str]) -> None:
+        #: ``{"values", "missing", "extra", "mismatched"}``: variable names.
+        self.state = state
+        #: the same for the batch inputs (tensor names).
+        self.batch = batch
+        #: parts that could not be compared (not recorded in one of the runs).
+        self.notes = notes
+
+    @property
+    def match(self) -> bool:
+        return not any(self.state.values()) and not any(self.batch.values())
+
+    def causes(self) -> List[str]:
+        causes = []
+        if self.state["values"]:
+            causes.append(CAUSES["state_values"])
+        if self.state["missing"] or self.state["extra"] or self.state["mismatched"]:
+            causes.append(CAUSES["state_variables"])
+        if self.batch["values"]:
+            causes.append(CAUSES["batch_values"])
+        if self.batch["missing"] or self.batch["extra"] or self.batch["mismatched"]:
+            causes.append(CAUSES["batch_inputs"])
+        return causes
+
+    def message(self, target: str, hints: Sequence[str] = ()) -> str:
+        """One sentence per differing part, naming what differs, then the likely causes."""
+        parts = []
+        for what, label, diff in (("initial state", "variable", self.state), ("batch", "input", self.batch)):
+            for kind, words in (("values", "differ in value"), ("mismatched", "differ in dtype or shape"),
+                                ("missing", "are missing here (in the NPU bundle only)"),
+                                ("extra", "are extra here (not in the NPU bundle)")):
+                if diff[kind]:
+                    parts.append("{}: {} {}(s) {}: {}".format(what, len(diff[kind]), label, words,
+                                                              _names(diff[kind])))
+        text = "fingerprints differ from NPU bundle {}: {}".format(target, "; ".join(parts) or "nothing")
+        causes = self.causes()
+        if causes:
+            text += ". Likely cause: " + "; or ".join(causes)
+        if hints:
+            text += ". Note: " + "; ".join(hints)
+        return text
+
+    def as_dict(self) -> Dict[str, Any]:
+        return {"match": self.match, "state": self.state, "batch": self.batch, "notes": self.notes,
+                "causes": self.causes()}
+
+
+def _names(names: Sequence[str], limit: int = 10) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (" ... ({} more)".format(len(names) - limit) if len(names) > limit else "")
+
+
+def compare(expected: Optional[Mapping[str, Any]], actual: Optional[Mapping[str, Any]]) -> Comparison:
+    """Compare two ``fingerprints`` sections part by part; a part missing from either is a note."""
+    notes = []  # type: List[str]
+    parts = {}
+    for part in ("state", "batch"):
+        left = (expected or {}).get(part)
+        right = (actual or {}).get(part)
+        if left is None or right is None:
+            notes.append("{} not compared: not recorded in the {}".format(
+                part, "NPU bundle" if left is None else "this run"))
+            parts[part] = _diff({}, {})
+        else:
+            parts[part] = _diff({e["name"]: e for e in left}, {e["name"]: e for e in right})
+    return Comparison(parts["state"], parts["batch"], notes)
+
+
+def _diff(left: Mapping[str, Mapping[str, Any]], right: Mapping[str, Mapping[str, Any]]) -> Dict[str, List[str]]:
+    result = {"values": [], "missing": [], "extra": [], "mismatched": []}  # type: Dict[str, List[str]]
+    for name in sorted(set(left) | set(right)):
+        if name not in right:
+            result["missing"].append(name)
+        elif name not in left:
+            result["extra"].append(name)
+        elif (left[name].get("dtype"), list(left[name].get("shape") or [])) != (
+                right[name].get("dtype"), list(right[name].get("shape") or [])):
+            result["mismatched"].append(name)
+        elif left[name].get(ALGORITHM) != right[name].get(ALGORITHM):
+            result["values"].append(name)
+    return result
+
+
+# --------------------------------------------------------------------------- shape check (verify)
+
+
+def section_problems(section: Any) -> List[str]:
+    """Problems of a ``fingerprints`` value's shape (bundle.json rule; empty when valid or null)."""
+    if section is None:
+        return []
+    if not isinstance(section, dict):
+        return ["fingerprints is neither null nor an object"]
+    problems = []
+    if section.get("algorithm") != ALGORITHM:
+        problems.append("fingerprints.algorithm is not {!r}".format(ALGORITHM))
+    step = section.get("step")
+    if step is not None and (isinstance(step, bool) or not isinstance(step, int)):
+        problems.append("fingerprints.step is neither null nor an integer")
+    for part, extra in (("state", ()), ("batch", ("source", "op_type"))):
+        entries = section.get(part)
+        if entries is None:
+            continue
+        if not isinstance(entries, list):
+            problems.append("fingerprints.{} is neither null nor a list".format(part))
+            continue
+        for number, entry in enumerate(entries):
+            problems.extend("fingerprints.{}[{}]: {}".format(part, number, p) for p in _entry_problems(entry, extra))
+    if not isinstance(section.get("skipped", []), list):
+        problems.append("fingerprints.skipped is not a list")
+    return problems
+
+
+def _entry_problems(entry: Any, extra: Sequence[str]) -> List[str]:
+    if not isinstance(entry, dict):
+        return ["not an object"]
+    problems = []
+    for key in ("name", "dtype") + tuple(extra):
+        if not isinstance(entry.get(key), str):
+            problems.append("{} missing or not a string".format(key))
+    shape = entry.get("shape")
+    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                                              for d in shape):
+        problems.append("shape missing or not a list of non-negative integers")
+    digest = entry.get(ALGORITHM)
+    if not (isinstance(digest, str) and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)):
+        problems.append("sha256 missing or not 64 lowercase hex digits")
+    return problems
