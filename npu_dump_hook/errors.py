@@ -13,6 +13,7 @@ already catch ``ValueError`` or ``FileNotFoundError`` keep working::
     ├── RandomnessError        (RuntimeError)       randomness policy "error" found random ops
     ├── BackendError           (RuntimeError)       the dump backend could not do its job
     ├── FingerprintMismatchError (RuntimeError)     golden run: not the NPU run's state or batch
+    ├── CompareError           (RuntimeError)       compare could not read or match its inputs
     ├── LocateError            (FileNotFoundError)  graph or dump folder of this run not found
     │   └── AmbiguousGraphError                     several candidate graphs, no rule decides
     └── BundleError            (RuntimeError)       bundle could not be written or read
@@ -34,6 +35,7 @@ __all__ = [
     "StatsFormatError",
     "RandomnessError",
     "BackendError",
+    "CompareError",
     "FingerprintMismatchError",
     "LocateError",
     "AmbiguousGraphError",
@@ -121,6 +123,15 @@ class FingerprintMismatchError(NpuDumpError, RuntimeError):
         super().__init__(message)
         self.target = None if target is None else str(target)
         self.differences = differences or {}
+
+
+class CompareError(NpuDumpError, RuntimeError):
+    """``compare`` could not load or match its inputs (NPU side, golden side, graph); ``path``
+    names the file or folder given."""
+
+    def __init__(self, message: str, path: Any = None) -> None:
+        super().__init__(message)
+        self.path = None if path is None else str(path)
 
 
 class LocateError(NpuDumpError, FileNotFoundError):

@@ -50,6 +50,7 @@ _HANDLERS = {
     "parse": "._parse",
     "demo": "._demo",
     "run": "._run",
+    "compare": "._compare",
 }
 
 _LOGGER = "npu_dump_hook"
@@ -224,6 +225,23 @@ script's process (python -m npu_dump_hook.runner reads the same).""", """
     return p
 
 
+def _add_compare(sub: "argparse._SubParsersAction") -> argparse.ArgumentParser:
+    from ._compare import add_arguments
+
+    p = _sub(sub, "compare", "compare an NPU dump with its golden tensors: first divergence, msaccucmp's metrics", """\
+Compare every dumped NPU tensor with its golden (CPU/GPU) tensor, matched as msaccucmp
+matches them (graph origin attrs, fused nodes, device formats converted), and name the first
+diverging original TF op: the earliest op whose output breaches a threshold while its inputs
+are within them. Later breaches it causes are "propagated". Exit 1 when a threshold is
+breached or the two runs did not see the same input (docs/compare.md).""", """
+  npu-dump-hook compare bundle
+  npu-dump-hook compare npu_bundle.tar.gz golden_bundle --csv result.csv --html report.html
+  npu-dump-hook compare dump/20261201/0/ge_default_1/1/0 golden_npy/ --graph ge_proto_00000001_Build.txt
+""")
+    add_arguments(p)
+    return p
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
@@ -235,7 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version="%(prog)s " + __version__)
     _add_common(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for add in (_add_collect, _add_verify, _add_inspect, _add_parse, _add_demo, _add_run):
+    for add in (_add_collect, _add_verify, _add_inspect, _add_parse, _add_demo, _add_run, _add_compare):
         _add_common(add(sub), top=False)
     return parser
 

@@ -1,0 +1,170 @@
+"""``compare``: argument handling, files and printing over :func:`npu_dump_hook.compare.compare`.
+
+Exit codes (the table is :mod:`._exit`): 0 every compared tensor within the thresholds; 1 a
+threshold breached or the two runs' first inputs differ ("input inconsistent"); 2 usage: a
+bad option value, NPU/GOLDEN/--graph that do not exist, an output file whose folder does not
+exist; 3 anything else (NPU is not a bundle or dump folder, no golden found, unreadable
+graph, writing a report failed).
+
+stdout carries the one-screen summary; ``--csv``/``--json``/``--html`` files are written
+atomically (a reader never sees half a file). Progress goes to stderr when it is a terminal.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from typing import Any, Callable
+
+from .._atomic import atomic_write_bytes
+from ._exit import EXIT_USAGE, CliError, pending
+
+__all__ = ["run", "add_arguments", "threshold_value", "OFF"]
+
+_OFF = ("off", "none")
+#: What a threshold option is when the user turned it off (None means: not given).
+OFF = "off"
+
+
+def threshold_value(text: str) -> Any:
+    """A threshold option value: a finite number >= 0, or "off"/"none" (:data:`OFF`: turned off)."""
+    if text.strip().lower() in _OFF:
+        return OFF
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("{!r} is not a number (or off)".format(text))
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError("{!r} must be a finite number >= 0 (or off)".format(text))
+    return value
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("{!r} is not an integer".format(text))
+    if value < 1:
+        raise argparse.ArgumentTypeError("{!r} must be at least 1".format(text))
+    return value
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("{!r} is not an integer".format(text))
+    if value < 0:
+        raise argparse.ArgumentTypeError("{!r} must be >= 0".format(text))
+    return value
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``compare`` (registered by :func:`npu_dump_hook.cli.build_parser`)."""
+    from ..compare import DEFAULT_THRESHOLDS as D
+
+    p.add_argument("npu", metavar="NPU", help="NPU bundle (folder or .tar/.tar.gz) or a dump step folder (+ --graph)")
+    p.add_argument("golden", metavar="GOLDEN", nargs="?",
+                   help="golden bundle or folder of msaccucmp-named .npy files (default: the NPU bundle's data/golden)")
+    p.add_argument("--graph", help="Build graph, ge_proto_*_Build.txt or its msaccucmp .json (default: the bundle's)")
+    p.add_argument("--csv", metavar="F", help="write msaccucmp's CSV (same header and row order) to F")
+    p.add_argument("--json", metavar="F", help="write the JSON document (rows, summary, first divergence) to F")
+    p.add_argument("--html", metavar="F", help="write a self-contained HTML report to F")
+    p.add_argument("--top", metavar="N", type=_non_negative, default=5, help="worst rows in the summary (default 5)")
+    limits = p.add_argument_group("thresholds (a row breaches when one is crossed; 'off' turns one off)")
+    limits.add_argument("--cosine-min", metavar="X", type=threshold_value,
+                        help="lowest CosineSimilarity (default {})".format(D.cosine_min))
+    limits.add_argument("--magnitude-err-max", metavar="X", type=threshold_value,
+                        help="highest magnitude error, the part of RelativeEuclideanDistance the cosine does not "
+                             "explain, ~ | |npu|/|golden| - 1 | (default {})".format(D.magnitude_err_max))
+    limits.add_argument("--rel-euclid-max", metavar="X", type=threshold_value,
+                        help="highest RelativeEuclideanDistance (default off)")
+    limits.add_argument("--max-rel-err", metavar="X", type=threshold_value,
+                        help="highest MaxRelativeError (default off)")
+    limits.add_argument("--mean-rel-err", metavar="X", type=threshold_value,
+                        help="highest MeanRelativeError (default off)")
+    p.add_argument("--ops", metavar="REGEX", help="only ops whose NPU name or an original op name matches")
+    p.add_argument("--step", metavar="N", type=_non_negative, help="dump step folder to compare (default: the lowest)")
+    p.add_argument("--workers", metavar="N", type=_positive, help="processes (default: every core)")
+
+
+def _check_paths(args: argparse.Namespace) -> None:
+    for label, path in (("NPU", args.npu), ("GOLDEN", args.golden), ("--graph", args.graph)):
+        if path is not None and not os.path.exists(path):
+            raise CliError("compare: {} {}: no such file or folder".format(label, path), EXIT_USAGE)
+    for option in ("csv", "json", "html"):
+        target = getattr(args, option)
+        if target is None:
+            continue
+        folder = os.path.dirname(os.path.abspath(target))
+        if not os.path.isdir(folder) or os.path.isdir(target):
+            raise CliError("compare: --{} {}: {}".format(option, target, "is a folder" if os.path.isdir(target)
+                                                         else "its folder does not exist"), EXIT_USAGE)
+
+
+def _thresholds(args: argparse.Namespace) -> Any:
+    from ..compare import DEFAULT_THRESHOLDS
+
+    fields = DEFAULT_THRESHOLDS.as_dict()
+    for key in fields:
+        value = getattr(args, key, None)
+        if value is not None:
+            fields[key] = None if value == OFF else value
+    return fields
+
+
+class _Progress(object):
+    """``done/total dump files`` on stderr when it is a terminal, at most 10 redraws a second."""
+
+    def __init__(self) -> None:
+        err = sys.stderr
+        self.stream = err if err is not None and hasattr(err, "isatty") and err.isatty() else None
+        self.last = 0.0
+        self.drawn = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.stream is None:
+            return
+        now = time.monotonic()
+        if now - self.last < 0.1 and done != total:
+            return
+        self.last = now
+        self.drawn = True
+        self.stream.write("\rcomparing {}/{} dump files".format(done, total))
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.stream is not None and self.drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _write(option: str, path: str, make: Callable[[], str]) -> None:
+    try:
+        atomic_write_bytes(path, make().encode("utf-8"))
+    except OSError as exc:
+        raise CliError("compare: --{} {}: {}".format(option, path, exc.strerror or exc))
+
+
+def run(args: argparse.Namespace) -> int:
+    _check_paths(args)
+    from ..compare import compare
+
+    progress = _Progress()
+    try:
+        result = compare(args.npu, args.golden, graph=args.graph, thresholds=_thresholds(args), ops=args.ops,
+                         step=args.step, workers=args.workers, progress=progress)
+    finally:
+        progress.close()
+    if args.csv:
+        _write("csv", args.csv, result.csv)
+    if args.json:
+        _write("json", args.json, lambda: json.dumps(result.doc, indent=1, allow_nan=False) + "\n")
+    if args.html:
+        from ..compare._html import render_html
+
+        _write("html", args.html, lambda: render_html(result.doc))
+    pending(args, result.exit_code)
+    print(result.summary_text(args.top))
+    return result.exit_code

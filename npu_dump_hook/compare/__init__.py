@@ -1,0 +1,217 @@
+"""Compare an NPU dump with its golden (CPU/GPU) tensors: msaccucmp's metrics per tensor, and
+the first diverging original TF op (docs/compare.md). TensorFlow-free.
+
+::
+
+    from npu_dump_hook.compare import compare
+    result = compare("bundle")                      # golden: the bundle's own data/golden
+    result = compare("bundle.tar.gz", "golden_bundle", thresholds={"cosine_min": 0.999})
+    result = compare("dump/.../0", "npy_dir", graph="ge_proto_00000001_Build.txt")
+    result.doc           # the JSON document (schema npu_dump_hook/compare@1)
+    result.exit_code     # 0 within thresholds, 1 a threshold breached or input inconsistent
+    result.csv()         # msaccucmp's CSV; result.summary_text() the terminal summary
+
+Modules, one job each::
+
+    _npu.py         the NPU side: bundle folder / archive / dump step folder, its step and graph
+    _graph.py       the Build graph (GE text or msaccucmp JSON) as ops in graph order
+    _golden.py      the golden side: .npy files by msaccucmp key (latest timestamp wins)
+    _match.py       dump file -> graph op, NPU tensor -> golden TF tensor, ground truth, Index
+    _worker.py      one dump file's tensors against their golden files; the process pool
+    _rows.py        rows in msaccucmp's order, execution order
+    _analysis.py    breaches, root causes vs propagated, first divergence, input consistency
+    _thresholds.py  the limits and how a row is checked against them
+    _report.py      CSV, JSON document, terminal summary
+    metrics.py      the ten msaccucmp metrics;  _html.py  the HTML report
+"""
+import logging
+import os
+import re
+import time
+from typing import Any, Callable, Dict, List, Optional
+
+from ..errors import CompareError, OptionError
+from ._analysis import analyse
+from ._golden import GoldenSide
+from ._graph import load_graph
+from ._match import build_plan
+from ._npu import NpuSide, bundle_identity, load_npu
+from ._report import SCHEMA, csv_text, first_divergence_doc, row_doc, summary_doc, terminal_summary
+from ._rows import Row, build_rows
+from ._thresholds import DEFAULT_THRESHOLDS, Thresholds, make_thresholds
+from ._worker import FileResult, run_jobs
+
+__all__ = ["compare", "CompareResult", "Thresholds", "DEFAULT_THRESHOLDS", "SCHEMA", "ProgressFn"]
+
+logger = logging.getLogger(__name__)
+
+#: ``progress(done_files, total_files)``, called after every dump file.
+ProgressFn = Callable[[int, int], None]
+
+
+class CompareResult(object):
+    """``doc``: the JSON document; ``exit_code``: 0 pass, 1 fail; ``rows``: the rows (objects);
+    ``root_causes``: root-cause rows, first divergence first."""
+
+    def __init__(self, doc: Dict[str, Any], rows: List[Row], root_causes: List[Row], thresholds: Thresholds) -> None:
+        self.doc = doc
+        self.rows = rows
+        self.root_causes = root_causes
+        self.thresholds = thresholds
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.doc["summary"]["verdict"] == "pass" else 1
+
+    @property
+    def first_divergence(self) -> Optional[Dict[str, Any]]:
+        return self.doc["first_divergence"]
+
+    def csv(self) -> str:
+        """msaccucmp's CSV of the rows (its header and row order)."""
+        return csv_text(self.rows)
+
+    def summary_text(self, top: int = 5) -> str:
+        """The one-screen terminal summary."""
+        return terminal_summary(self.doc, self.rows, self.root_causes, self.thresholds, top)
+
+
+def _workers(workers: Optional[int]) -> int:
+    if workers is None:
+        return os.cpu_count() or 1
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise OptionError("workers", workers, "must be a positive int")
+    return workers
+
+
+def _ops_pattern(ops: Optional[str]) -> Optional["re.Pattern[str]"]:
+    if ops is None:
+        return None
+    try:
+        return re.compile(ops)
+    except re.error as exc:
+        raise OptionError("ops", ops, "not a regular expression: {}".format(exc))
+
+
+def _golden_side(golden: Optional[str], npu: NpuSide) -> GoldenSide:
+    if golden is None:
+        if npu.golden_dir is None:
+            raise CompareError("NPU {} carries no data/golden folder: give GOLDEN (a golden bundle or a folder "
+                               "of .npy files)".format(npu.path), npu.path)
+        return GoldenSide(npu.path, "embedded", npu.golden_dir, npu.bundle_json)
+    if not os.path.exists(golden):
+        raise CompareError("golden {}: no such file or folder".format(golden), golden)
+    if os.path.isdir(golden) and not os.path.isfile(os.path.join(golden, "data", "bundle.json")):
+        return GoldenSide(golden, "npy_dir", golden)
+    side = load_npu_like_bundle(golden)
+    if side.golden_dir is None:
+        side.close()
+        raise CompareError("golden {}: the bundle has no data/golden folder".format(golden), golden)
+    found = GoldenSide(golden, "bundle", side.golden_dir, side.bundle_json)
+    found.closer = side  # type: ignore[attr-defined]
+    return found
+
+
+def load_npu_like_bundle(path: str) -> NpuSide:
+    """A golden bundle (folder or archive) opened like an NPU bundle, without a dump or graph."""
+    from ._npu import _bundle_root
+    from ..bundle._archive import extract_archive, looks_like_tar
+    from ..bundle.read import read_bundle
+    import tempfile
+
+    if os.path.isdir(path):
+        side = NpuSide(path, "bundle")
+        side.root = path
+    elif os.path.isfile(path) and looks_like_tar(path):
+        side = NpuSide(path, "archive")
+        side._tmp = tempfile.mkdtemp(prefix="npu_dump_hook_golden_")
+        try:
+            extract_archive(path, side._tmp)
+            side.root = _bundle_root(side._tmp, path)
+        except BaseException:
+            side.close()
+            raise
+    else:
+        raise CompareError("golden {}: not a bundle (folder or .tar/.tar.gz) nor a folder of .npy files".format(path),
+                           path)
+    side.bundle_json = read_bundle(side.root)
+    side.bundle_id = bundle_identity(side.root)
+    golden = os.path.join(side.root, "data", "golden")
+    side.golden_dir = golden if os.path.isdir(golden) else None
+    return side
+
+
+def _golden_for_warning(npu: NpuSide, golden: GoldenSide) -> List[str]:
+    made_for = ((golden.bundle_json or {}).get("golden_for") or {}) if golden.kind == "bundle" else {}
+    recorded = made_for.get("bundle_json_sha256") if isinstance(made_for, dict) else None
+    if recorded and npu.bundle_id and recorded != npu.bundle_id:
+        return ["golden {} was made for another NPU bundle (golden_for.bundle_json_sha256 {}, NPU bundle {})".format(
+            golden.path, recorded[:12], npu.bundle_id[:12])]
+    return []
+
+
+def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = None, thresholds: Any = None,
+            ops: Optional[str] = None, step: Optional[int] = None, workers: Optional[int] = None,
+            progress: Optional[ProgressFn] = None) -> CompareResult:
+    """Compare the NPU side ``npu`` with ``golden`` (see the module doc and docs/compare.md).
+
+    ``npu``: bundle folder or archive, or a dump step folder (then ``graph`` is required);
+    ``golden``: golden bundle, folder of msaccucmp-named .npy files, or None for the NPU
+    bundle's own ``data/golden``; ``graph``: Build graph (.txt or msaccucmp .json) overriding
+    the bundle's; ``thresholds``: None, a :class:`Thresholds` or a dict of its fields;
+    ``ops``: regular expression, only ops whose NPU name or an original op name matches;
+    ``step``: the dump step folder to compare (default: the lowest); ``workers``: processes
+    (default: every core); ``progress(done, total)`` after every dump file.
+
+    Raises CompareError / OptionError / BundleError / FormatError for inputs it cannot use;
+    tensors it cannot compare are rows with a reason, never errors.
+    """
+    started = time.monotonic()
+    limits = make_thresholds(thresholds)
+    count = _workers(workers)
+    pattern = _ops_pattern(ops)
+    if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
+        raise OptionError("step", step, "must be a non-negative int")
+    npu_side = load_npu(npu, graph, step)
+    golden_side = None
+    try:
+        golden_side = _golden_side(golden, npu_side)
+        the_graph = load_graph(npu_side.graph_path or "")
+        plan = build_plan(the_graph, npu_side.dumps, pattern)
+        results = {}  # type: Dict[int, FileResult]
+        total = len(plan.jobs)
+
+        def done(result: FileResult) -> None:
+            if progress is not None:
+                progress(len(results) + 1, total)
+
+        for result in run_jobs(plan.jobs, golden_side.files, count, done):
+            results[result.job] = result
+        rows = build_rows(plan.entries, results)
+        analysis = analyse(rows, the_graph, limits, npu_side.bundle_json,
+                           golden_side.bundle_json if golden_side.kind == "bundle" else None)
+        warnings = list(npu_side.warnings) + _golden_for_warning(npu_side, golden_side)
+        if golden_side.skipped:
+            warnings.append("golden {}: {} file(s) skipped (not {{op}}.{{index}}.{{timestamp}}.npy): {}".format(
+                golden_side.path, len(golden_side.skipped), ", ".join(golden_side.skipped[:3])))
+        for warning in warnings:
+            logger.warning("%s", warning)
+        first = analysis.root_causes[0] if analysis.root_causes else None
+        doc = {
+            "schema": SCHEMA,
+            "npu": npu_side.describe(),
+            "golden": golden_side.describe(),
+            "thresholds": limits.as_dict(),
+            "summary": summary_doc(rows, analysis.root_causes, analysis.input_inconsistent, analysis.input_detail,
+                                   time.monotonic() - started),
+            "first_divergence": first_divergence_doc(first),
+            "root_causes": [r.number for r in analysis.root_causes],
+            "rows": [row_doc(r) for r in rows],
+            "warnings": warnings,
+        }
+        return CompareResult(doc, rows, analysis.root_causes, limits)
+    finally:
+        npu_side.close()
+        closer = getattr(golden_side, "closer", None)
+        if closer is not None:
+            closer.close()

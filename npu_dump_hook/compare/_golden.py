@@ -1,0 +1,112 @@
+"""The golden side: msaccucmp-named ``.npy`` files indexed by msaccucmp's look-up key.
+
+Sources (reference ascend-dump-formats.md §6):
+
+* a golden bundle (folder or archive whose ``data/golden/`` holds the reference capture and
+  its ``golden_manifest.json``, :mod:`npu_dump_hook.reference`);
+* a folder of ``{op name with / and . -> _}.{output_index}.{timestamp}.npy`` files (tfdbg's,
+  precision_tool's, ours); other files are skipped (counted in ``skipped``);
+* the NPU bundle's own ``data/golden/`` when no golden is given (emulated runs).
+
+The key of a file is ``{op name}.{output_index}`` (:func:`npu_dump_hook.formats.names.parse_npy_name`);
+when several files share one, the latest timestamp wins, as in msaccucmp (timestamps that
+are not 16 digits sort as 0).
+"""
+import mmap
+import os
+import re
+import struct
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from ..errors import CompareError, NameFormatError
+from ..formats.names import parse_npy_name
+
+__all__ = ["GoldenSide", "index_npy_dir", "golden_key", "load_golden"]
+
+# The header np.save writes: {'descr': '<f4', 'fortran_order': False, 'shape': (16, 32), } + padding.
+_SAVED_HEADER = re.compile(r"\{'descr': '([<>|=]?[a-zA-Z][0-9]*)', 'fortran_order': False, "
+                           r"'shape': \(([0-9, ]*)\), \}[ ]*\n?\Z")
+_READ_WHOLE = 1 << 20  # smaller payloads are read, larger ones memory-mapped
+
+
+def load_golden(path: str) -> np.ndarray:
+    """A golden ``.npy`` as a read-only array: payloads up to 1 MiB are read, larger ones
+    memory-mapped. Headers exactly as ``np.save`` writes them are parsed here (numpy's own
+    reader evaluates the header with ``ast``: a millisecond per file); anything else goes
+    through ``np.load(mmap_mode="r", allow_pickle=False)``. OSError/ValueError for bad files."""
+    with open(path, "rb") as handle:
+        prefix = handle.read(12)
+        if prefix[:6] != b"\x93NUMPY" or len(prefix) < 10:
+            return np.load(path, mmap_mode="r", allow_pickle=False)
+        if prefix[6] == 1:
+            length, start = struct.unpack("<H", prefix[8:10])[0], 10
+        else:
+            length, start = struct.unpack("<I", prefix[8:12])[0], 12
+        handle.seek(start)
+        match = _SAVED_HEADER.match(handle.read(length).decode("latin1"))
+        if match is None or "O" in match.group(1):
+            return np.load(path, mmap_mode="r", allow_pickle=False)
+        dtype = np.dtype(match.group(1))
+        shape = tuple(int(d) for d in match.group(2).split(",") if d.strip())
+        count = 1
+        for dim in shape:
+            count *= dim
+        offset, size = start + length, count * dtype.itemsize
+        if os.fstat(handle.fileno()).st_size < offset + size:
+            return np.load(path, mmap_mode="r", allow_pickle=False)  # numpy names what is wrong
+        if size <= _READ_WHOLE:
+            handle.seek(offset)
+            return np.frombuffer(handle.read(size), dtype=dtype, count=count).reshape(shape)
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        return np.frombuffer(memoryview(mapped), dtype=dtype, count=count, offset=offset).reshape(shape)
+
+
+def golden_key(op_name: str, output_index: int) -> str:
+    """msaccucmp's look-up key of a TF tensor: ``/`` and ``.`` in the name become ``_``."""
+    return "{}.{}".format(op_name.replace("/", "_").replace(".", "_"), output_index)
+
+
+class GoldenSide(object):
+    """``files``: key -> path of the .npy that wins; ``kind``: "bundle" | "npy_dir" | "embedded"."""
+
+    def __init__(self, path: str, kind: str, folder: str, bundle_json: Optional[Dict[str, Any]] = None) -> None:
+        self.path = path
+        self.kind = kind
+        self.folder = folder
+        self.bundle_json = bundle_json
+        self.files, self.skipped = index_npy_dir(folder)
+        if not self.files:
+            raise CompareError("golden {}: {} holds no {{op}}.{{output_index}}.{{timestamp}}.npy file{}".format(
+                path, folder, " ({} other file(s))".format(len(self.skipped)) if self.skipped else ""), path)
+
+    def describe(self) -> Dict[str, Any]:
+        return {"path": self.path, "kind": self.kind}
+
+
+def _sort_stamp(timestamp: int) -> int:
+    return timestamp if len(str(timestamp)) == 16 else 0
+
+
+def index_npy_dir(folder: str) -> Tuple[Dict[str, str], List[str]]:
+    """(key -> path, names skipped) for the ``.npy`` files directly in ``folder``."""
+    if not os.path.isdir(folder):
+        raise CompareError("golden {}: not a folder".format(folder), folder)
+    best = {}  # type: Dict[str, Tuple[int, str]]
+    skipped = []  # type: List[str]
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if not entry.is_file():
+                continue
+            try:
+                parsed = parse_npy_name(entry.name)
+            except NameFormatError:
+                if entry.name != "golden_manifest.json":
+                    skipped.append(entry.name)
+                continue
+            stamp = _sort_stamp(parsed.timestamp)
+            held = best.get(parsed.key)
+            if held is None or (stamp, entry.name) > (held[0], os.path.basename(held[1])):
+                best[parsed.key] = (stamp, entry.path)
+    return {key: path for key, (_, path) in best.items()}, sorted(skipped)

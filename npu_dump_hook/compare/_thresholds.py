@@ -1,0 +1,150 @@
+"""Thresholds a compared row must stay within, and how a row's metrics are checked against them.
+
+A row *breaches* when any enabled threshold is crossed (a metric that is None -- msaccucmp's
+NaN, e.g. the cosine of two all-zero tensors -- is not checked; a NaN or infinite one breaches)::
+
+    CosineSimilarity          <  cosine_min         (default 0.99)   direction
+    MagnitudeError            >  magnitude_err_max  (default 0.01)   size
+    RelativeEuclideanDistance >  rel_euclid_max     (default None: off)
+    MaxRelativeError          >  max_rel_err        (default None: off)
+    MeanRelativeError         >  mean_rel_err       (default None: off)
+
+MagnitudeError is derived from two msaccucmp metrics, not computed on the tensors: with
+cosine c and relative Euclidean distance d = ||x - y|| / ||y||, and r = ||x|| / ||y||,
+d^2 = r^2 - 2 r c + 1, so ``sqrt(max(0, d^2 - (1 - c^2)))`` is the part of d the angle does
+not explain, |r - 1| up to (1 - c) (:func:`magnitude_error`; d alone when c is NaN).
+
+How the defaults were measured (float16 mixed precision must pass, a 5% scale fault must
+fail) is in docs/compare.md, "Thresholds". In short: a scale leaves the cosine at 1.0 and
+puts the magnitude error at 0.05; float16 rounding that flips an argmax (MaxPoolGrad routes a
+gradient to another element of its window) moves direction, not size (relative Euclidean
+distance 0.027, magnitude error under 0.001 on the emulator's CNN); the two relative errors
+are dominated by elements whose golden value is near zero, so propagated float16 reaches a
+mean of 2 and a max of 1.7e4 on healthy tensors.
+"""
+import math
+from typing import Dict, List, NamedTuple, Optional
+
+from ..errors import OptionError
+
+__all__ = ["Thresholds", "DEFAULT_THRESHOLDS", "breaches", "severity", "make_thresholds", "magnitude_error",
+           "checked_values"]
+
+
+class Thresholds(NamedTuple):
+    """Limits per row; None disables one."""
+
+    cosine_min: Optional[float] = 0.99
+    magnitude_err_max: Optional[float] = 0.01
+    rel_euclid_max: Optional[float] = None
+    max_rel_err: Optional[float] = None
+    mean_rel_err: Optional[float] = None
+
+    def as_dict(self) -> Dict[str, Optional[float]]:
+        return dict(self._asdict())
+
+    def describe(self) -> str:
+        """One line for the terminal summary."""
+        parts = []
+        for key, label, sign in _CHECKS_TEXT:
+            value = getattr(self, key)
+            parts.append("{} {}".format(label, "off" if value is None else "{} {:g}".format(sign, value)))
+        return ", ".join(parts)
+
+
+DEFAULT_THRESHOLDS = Thresholds()
+
+# (threshold field, metric, True when a value below the limit breaches)
+_CHECKS = (
+    ("cosine_min", "CosineSimilarity", True),
+    ("magnitude_err_max", "MagnitudeError", False),
+    ("rel_euclid_max", "RelativeEuclideanDistance", False),
+    ("max_rel_err", "MaxRelativeError", False),
+    ("mean_rel_err", "MeanRelativeError", False),
+)
+_CHECKS_TEXT = (("cosine_min", "cosine", ">="), ("magnitude_err_max", "magnitude", "<="),
+                ("rel_euclid_max", "rel. euclidean", "<="),
+                ("max_rel_err", "max rel. err", "<="), ("mean_rel_err", "mean rel. err", "<="))
+
+
+def make_thresholds(value: object = None, **overrides: Optional[float]) -> Thresholds:
+    """A :class:`Thresholds` from None (defaults), a Thresholds, or a mapping of its fields,
+    with ``overrides`` applied; OptionError for unknown keys and values that are not finite
+    numbers >= 0 (cosine_min also <= 1)."""
+    if value is None:
+        fields = DEFAULT_THRESHOLDS.as_dict()
+    elif isinstance(value, Thresholds):
+        fields = value.as_dict()
+    elif isinstance(value, dict):
+        unknown = sorted(set(value) - set(Thresholds._fields))
+        if unknown:
+            raise OptionError("thresholds", unknown, "unknown key(s); known: " + ", ".join(Thresholds._fields))
+        fields = DEFAULT_THRESHOLDS.as_dict()
+        fields.update(value)
+    else:
+        raise OptionError("thresholds", value, "must be None, a Thresholds or a dict of its fields")
+    fields.update({k: v for k, v in overrides.items() if v is not None})
+    for key, limit in fields.items():
+        if limit is None:
+            continue
+        if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not math.isfinite(limit) or limit < 0:
+            raise OptionError(key, limit, "must be a finite number >= 0 (or None to turn it off)")
+        if key == "cosine_min" and limit > 1:
+            raise OptionError(key, limit, "a cosine similarity is at most 1")
+        fields[key] = float(limit)
+    return Thresholds(**fields)
+
+
+def magnitude_error(values: Dict[str, Optional[float]]) -> Optional[float]:
+    """sqrt(max(0, d^2 - (1 - c^2))) from RelativeEuclideanDistance d and CosineSimilarity c
+    (module doc); d when c is None (not computable); None when d is."""
+    distance = values.get("RelativeEuclideanDistance")
+    if distance is None:
+        return None
+    cosine = values.get("CosineSimilarity")
+    if cosine is None or math.isnan(cosine) or math.isnan(distance) or math.isinf(distance):
+        return distance
+    cosine = min(1.0, max(-1.0, cosine))
+    return math.sqrt(max(0.0, distance * distance - (1.0 - cosine * cosine)))
+
+
+def checked_values(values: Dict[str, Optional[float]]) -> Dict[str, Optional[float]]:
+    """The metrics with MagnitudeError added (what the thresholds are checked against)."""
+    found = dict(values)
+    found["MagnitudeError"] = magnitude_error(values)
+    return found
+
+
+def breaches(values: Dict[str, Optional[float]], thresholds: Thresholds) -> List[str]:
+    """Names of the metrics of ``values`` that cross their threshold (empty: within)."""
+    values = checked_values(values)
+    crossed = []
+    for key, metric, below in _CHECKS:
+        limit = getattr(thresholds, key)
+        value = values.get(metric)
+        if limit is None or value is None:
+            continue
+        if math.isnan(value) or (value < limit if below else value > limit):
+            crossed.append(metric)
+    return crossed
+
+
+def severity(values: Dict[str, Optional[float]], thresholds: Thresholds) -> float:
+    """How far a row is from passing: the largest metric/threshold ratio (>1 breaches;
+    cosine counts as (1 - cos) / (1 - cosine_min)). Used to rank the worst rows."""
+    values = checked_values(values)
+    worst = 0.0
+    for key, metric, below in _CHECKS:
+        limit = getattr(thresholds, key)
+        value = values.get(metric)
+        if limit is None or value is None:
+            continue
+        if math.isnan(value):
+            return math.inf
+        if below:
+            gap, allowed = 1.0 - value, 1.0 - limit
+        else:
+            gap, allowed = value, limit
+        ratio = gap / allowed if allowed > 0 else (math.inf if gap > 0 else 0.0)
+        worst = max(worst, ratio)
+    return worst

@@ -1,0 +1,230 @@
+"""Comparing the tensors of one dump file with their golden ``.npy`` files, and the process
+pool that does it for every file.
+
+A :class:`FileJob` names one dump file and, per tensor, the golden tensor it is matched to
+(:mod:`._match`). :func:`compare_file` opens the file (header only; payloads are memory
+maps), and for each input then each output converts the payload to its original shape
+(:meth:`npu_dump_hook.formats.dump_file.DumpFile.array` with ``original_shape=True``),
+memory-maps the golden ``.npy`` and computes msaccucmp's metrics
+(:func:`npu_dump_hook.compare.metrics.compute_metrics`, chunked). One tensor pair is alive
+at a time, so a worker's memory is bounded by the largest pair's chunks plus what the
+kernel keeps mapped.
+
+Anything that stops one tensor from being compared is a :class:`TensorResult` with a
+``reason`` (``"<category>: <detail>"``), never an exception: no golden file, a data type
+numpy cannot hold or that has no values (string, resource, variant), a shape that does not
+match the golden one after conversion, an unreadable dump or golden file.
+
+:func:`run_jobs` runs :func:`compare_file` on a process pool (``fork`` where the platform
+has it): jobs carry file paths and names, never arrays; the golden index is handed to each
+worker once, by the pool initializer.
+"""
+import logging
+import multiprocessing
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..errors import FormatError, NpuDumpError
+from ..formats.dump_file import DumpFile
+from ._golden import golden_key, load_golden
+
+__all__ = ["OutputPlan", "FileJob", "TensorResult", "FileResult", "compare_file", "run_jobs",
+           "REASON_NO_GOLDEN", "REASON_DTYPE", "REASON_SHAPE", "REASON_DUMP", "REASON_GOLDEN_FILE"]
+
+logger = logging.getLogger(__name__)
+
+REASON_NO_GOLDEN = "no golden file"
+REASON_DTYPE = "data type not comparable"
+REASON_SHAPE = "shape mismatch"
+REASON_DUMP = "unreadable dump file"
+REASON_GOLDEN_FILE = "unreadable golden file"
+REASON_NO_PRODUCER = "no producer in the graph"
+#: Data types that hold no values to compare (numpy may still read their bytes).
+_NO_VALUES = frozenset(("DT_STRING", "DT_RESOURCE", "DT_VARIANT", "DT_STRING_REF", "DT_UNDEFINED"))
+
+
+class OutputPlan(NamedTuple):
+    """The golden tensor (``name``, ``index``) one NPU tensor is matched to. ``header_may_override``:
+    the graph said nothing, so the dump header's ``original_op`` wins when it names one."""
+
+    name: str
+    index: int
+    header_may_override: bool = False
+
+
+class FileJob(NamedTuple):
+    """One dump file to compare: ``outputs``/``inputs`` plans by slot (None: no golden to match)."""
+
+    job: int
+    path: str
+    outputs: Tuple[Optional[OutputPlan], ...]
+    inputs: Tuple[Optional[OutputPlan], ...]
+    default_output: Optional[str] = None  # op name for output slots past ``outputs``
+
+
+class TensorResult(NamedTuple):
+    direction: str
+    slot: int
+    npu_dtype: str
+    address: str
+    shape: Tuple[int, ...]
+    npu_format: str
+    original_shape: Tuple[int, ...]
+    golden: Optional[Tuple[str, int]]  # the TF tensor matched (name, output index)
+    golden_path: Optional[str]
+    golden_dtype: str
+    values: Optional[Dict[str, Optional[float]]]
+    std: Any
+    cells: Optional[List[str]]
+    fail_reason: str
+    reason: str  # "" when compared; else "<category>: <detail>"
+    overflow: bool
+
+
+class FileResult(NamedTuple):
+    job: int
+    dump_time: Optional[int]
+    op_name: Optional[str]
+    error: str  # the file could not be read at all
+    tensors: List[TensorResult]
+
+
+_GOLDEN = {}  # type: Dict[str, str]
+
+
+def _init_worker(golden: Dict[str, str]) -> None:
+    global _GOLDEN
+    _GOLDEN = golden
+
+
+def _address(dump: DumpFile, kind: str, slot: int) -> str:
+    proto = (dump.header.output if kind == "output" else dump.header.input)[slot]
+    return str(proto.address) if proto.address else "NaN"
+
+
+def _header_origin(dump: DumpFile, slot: int) -> Optional[Tuple[str, int]]:
+    proto = dump.header.output[slot]
+    if proto.HasField("original_op") and proto.original_op.name:
+        index = int(proto.original_op.output_index)
+        return proto.original_op.name, (index if index < 0x80000000 else index - 0x100000000)
+    return None
+
+
+def _plan_for(job: FileJob, dump: DumpFile, kind: str, slot: int) -> Optional[Tuple[str, int]]:
+    plans = job.outputs if kind == "output" else job.inputs
+    plan = plans[slot] if slot < len(plans) else None
+    if kind == "output":
+        if plan is None and job.default_output is not None:
+            plan = OutputPlan(job.default_output, slot, True)
+        if plan is not None and plan.header_may_override:
+            return _header_origin(dump, slot) or (plan.name, plan.index)
+    return None if plan is None else (plan.name, plan.index)
+
+
+def _empty(direction: str, slot: int, info: Any, address: str, golden: Optional[Tuple[str, int]], reason: str,
+           golden_path: Optional[str] = None, golden_dtype: str = "NaN", npu_dtype: str = "NaN") -> TensorResult:
+    return TensorResult(direction, slot, npu_dtype, address, tuple(info.shape), info.format_name,
+                        tuple(info.original_shape), golden, golden_path, golden_dtype, None, None, None,
+                        reason, reason, False)
+
+
+def _same_shape(a: Tuple[int, ...], b: Tuple[int, ...]) -> bool:
+    return a == b or (tuple(d for d in a if d != 1) == tuple(d for d in b if d != 1))
+
+
+def _has_overflow(npu: np.ndarray, golden: np.ndarray) -> bool:
+    if npu.dtype.kind not in "fc" or npu.size == 0:
+        return False
+    if bool(np.isfinite(npu).all()):
+        return False
+    return golden.dtype.kind not in "fc" or bool(np.isfinite(golden).all())
+
+
+def _compare_tensor(job: FileJob, dump: DumpFile, kind: str, slot: int) -> TensorResult:
+    from .metrics import compute_metrics
+
+    info = dump.tensor(kind, slot)
+    address = _address(dump, kind, slot)
+    golden = _plan_for(job, dump, kind, slot)
+    if golden is None:
+        return _empty(kind, slot, info, address, None, "{}: {} {} of {}".format(
+            REASON_NO_PRODUCER, kind, slot, dump.op_name))
+    key = golden_key(*golden)
+    path = _GOLDEN.get(key)
+    if info.dtype is None or info.dtype_name in _NO_VALUES:
+        return _empty(kind, slot, info, address, golden, "{}: {}".format(REASON_DTYPE, info.dtype_name), path)
+    if path is None:
+        return _empty(kind, slot, info, address, golden, "{}: {}.*.npy (for {}:{})".format(
+            REASON_NO_GOLDEN, key, golden[0], golden[1]))
+    try:
+        npu = dump.array(kind, slot, original_shape=True)
+    except FormatError as exc:
+        return _empty(kind, slot, info, address, golden, "{}: {}".format(REASON_SHAPE, exc.rule), path)
+    try:
+        gold = load_golden(path)
+    except (OSError, ValueError) as exc:
+        return _empty(kind, slot, info, address, golden, "{}: {}: {}".format(REASON_GOLDEN_FILE, path, exc), path,
+                      npu_dtype=npu.dtype.name)
+    if gold.dtype.kind not in "biufc":
+        return _empty(kind, slot, info, address, golden, "{}: golden {}".format(REASON_DTYPE, gold.dtype), path,
+                      gold.dtype.name, npu.dtype.name)
+    if not _same_shape(tuple(npu.shape), tuple(gold.shape)):
+        return _empty(kind, slot, info, address, golden, "{}: NPU {} (original shape, {} on the device) vs golden "
+                      "{}".format(REASON_SHAPE, list(npu.shape), list(info.shape), list(gold.shape)), path,
+                      gold.dtype.name, npu.dtype.name)
+    result = compute_metrics(npu, gold, dump.path, path)
+    return TensorResult(kind, slot, npu.dtype.name, address, tuple(info.shape), info.format_name,
+                        tuple(npu.shape), golden, path, gold.dtype.name, dict(result.values), result.std,
+                        result.csv_cells(), result.fail_reason, "", _has_overflow(npu, gold))
+
+
+def compare_file(job: FileJob) -> FileResult:
+    """Compare every input and output of one dump file (see the module doc); never raises
+    for bad data: an unreadable file is a FileResult with ``error``."""
+    try:
+        dump = DumpFile.open(job.path)
+    except (NpuDumpError, OSError) as exc:
+        return FileResult(job.job, None, None, "{}: {}".format(REASON_DUMP, exc), [])
+    tensors = []
+    with dump:
+        for kind, count in (("input", len(dump.inputs)), ("output", len(dump.outputs))):
+            for slot in range(count):
+                try:
+                    tensors.append(_compare_tensor(job, dump, kind, slot))
+                except (NpuDumpError, OSError) as exc:  # e.g. the file shrank under us
+                    info = dump.tensor(kind, slot)
+                    tensors.append(_empty(kind, slot, info, "NaN", None, "{}: {}".format(REASON_DUMP, exc)))
+        return FileResult(job.job, dump.dump_time or None, dump.op_name, "", tensors)
+
+
+def _context() -> Any:
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+
+
+def run_jobs(jobs: Sequence[FileJob], golden: Dict[str, str], workers: int,
+             done: Optional[Callable[[FileResult], None]] = None) -> Iterator[FileResult]:
+    """:func:`compare_file` over ``jobs``, on ``workers`` processes (in this process for 1 or
+    for a handful of jobs); results in completion order, ``done`` called after each."""
+    if workers <= 1 or len(jobs) < 4:
+        _init_worker(golden)
+        for job in jobs:
+            result = compare_file(job)
+            if done is not None:
+                done(result)
+            yield result
+        return
+    chunk = max(1, min(16, len(jobs) // (workers * 8)))
+    pool = _context().Pool(processes=min(workers, len(jobs)), initializer=_init_worker, initargs=(golden,))
+    try:
+        for result in pool.imap_unordered(compare_file, jobs, chunksize=chunk):
+            if done is not None:
+                done(result)
+            yield result
+        pool.close()
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        pool.join()

@@ -1,0 +1,57 @@
+"""End to end with real TF: the emulated demo run compares clean; the emulator's realistic
+("ascend") profile compared with a golden run from the same state passes, and with a faulted
+kernel names that op as the first divergence."""
+import inspect
+
+import pytest
+
+from npu_dump_hook import NpuDumpHook
+from npu_dump_hook.cli import main
+from npu_dump_hook.compare import compare
+from npu_dump_hook.sample_models import mlp_session
+
+FAULTED = "hidden2/MatMul"
+_REALISTIC = "faults" in inspect.signature(NpuDumpHook).parameters
+
+
+def _train(hook):
+    mlp_session.train(hook.options, hooks=[hook], steps=1000)
+    assert hook.bundle is not None
+    return hook.bundle.location
+
+
+def _npu_and_golden(root, faults=None):
+    npu = _train(NpuDumpHook(output_dir=str(root / "npu"), backend="emulated", emulate_profile="ascend",
+                             faults=faults))
+    golden = _train(NpuDumpHook(output_dir=str(root / "golden"), initial_state=npu))
+    return npu, golden
+
+
+def test_emulated_demo_bundle_compares_clean(in_tmp_cwd, capsys):
+    bundle = _train(NpuDumpHook(output_dir=str(in_tmp_cwd / "out"), backend="emulated"))
+    result = compare(bundle, workers=1)
+    summary = result.doc["summary"]
+    assert result.exit_code == 0, result.summary_text()
+    assert summary["compared"] >= 50 and summary["breached"] == 0 and not summary["input_inconsistent"]
+    assert set(summary["not_compared_reasons"]) <= {"no dump file", "no golden file", "data type not comparable"}
+    assert main(["compare", bundle, "--workers", "1"]) == 0
+    assert "verdict: PASS" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not _REALISTIC, reason="this emulator has no realistic profile / faults")
+def test_realistic_profile_passes_and_a_faulted_kernel_is_the_first_divergence(in_tmp_cwd):
+    npu, golden = _npu_and_golden(in_tmp_cwd / "clean")
+    healthy = compare(npu, golden, workers=1)
+    assert healthy.exit_code == 0, healthy.summary_text()
+    assert any(r["npu_dtype"] == "float16" for r in healthy.doc["rows"])  # float16 really is in there
+
+    npu, golden = _npu_and_golden(in_tmp_cwd / "fault", {FAULTED: "scale=1.05"})
+    result = compare(npu, golden, workers=1)
+    assert result.exit_code == 1
+    first = result.doc["first_divergence"]
+    assert first["npu_op"] == FAULTED and FAULTED in first["original_ops"]
+    assert result.doc["root_causes"] == [first["row"]]
+    assert result.doc["rows"][first["row"]]["magnitude_error"] == pytest.approx(0.05, abs=0.002)
+    before = [r for r in result.doc["rows"] if r["order"] < result.doc["rows"][first["row"]]["order"]]
+    assert before and all(r["status"] in ("ok", "not_compared") for r in before)
+    assert result.doc["summary"]["propagated"] > 5
