@@ -20,7 +20,7 @@ from typing import Any, Callable
 from .._atomic import atomic_write_bytes
 from ._exit import EXIT_USAGE, CliError, pending
 
-__all__ = ["run", "add_arguments", "threshold_value", "OFF"]
+__all__ = ["run", "add_arguments", "threshold_value", "OFF", "HELP_DEFAULTS"]
 
 _OFF = ("off", "none")
 #: What a threshold option is when the user turned it off (None means: not given).
@@ -60,10 +60,13 @@ def _non_negative(text: str) -> int:
     return value
 
 
+#: The defaults shown in --help, as npu_dump_hook.compare.DEFAULT_THRESHOLDS has them (a test
+#: checks they agree); not imported from there, so building the parser loads no numpy.
+HELP_DEFAULTS = {"cosine_min": 0.99, "magnitude_err_max": 0.01}
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``compare`` (registered by :func:`npu_dump_hook.cli.build_parser`)."""
-    from ..compare import DEFAULT_THRESHOLDS as D
-
     p.add_argument("npu", metavar="NPU", help="NPU bundle (folder or .tar/.tar.gz) or a dump step folder (+ --graph)")
     p.add_argument("golden", metavar="GOLDEN", nargs="?",
                    help="golden bundle or folder of msaccucmp-named .npy files (default: the NPU bundle's data/golden)")
@@ -74,10 +77,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top", metavar="N", type=_non_negative, default=5, help="worst rows in the summary (default 5)")
     limits = p.add_argument_group("thresholds (a row breaches when one is crossed; 'off' turns one off)")
     limits.add_argument("--cosine-min", metavar="X", type=threshold_value,
-                        help="lowest CosineSimilarity (default {})".format(D.cosine_min))
+                        help="lowest CosineSimilarity (default {})".format(HELP_DEFAULTS["cosine_min"]))
     limits.add_argument("--magnitude-err-max", metavar="X", type=threshold_value,
                         help="highest magnitude error, the part of RelativeEuclideanDistance the cosine does not "
-                             "explain, ~ | |npu|/|golden| - 1 | (default {})".format(D.magnitude_err_max))
+                             "explain, ~ | |npu|/|golden| - 1 | (default {})".format(HELP_DEFAULTS["magnitude_err_max"]))
     limits.add_argument("--rel-euclid-max", metavar="X", type=threshold_value,
                         help="highest RelativeEuclideanDistance (default off)")
     limits.add_argument("--max-rel-err", metavar="X", type=threshold_value,

@@ -97,3 +97,18 @@ def test_html_report_is_written(tmp_path):
         text = handle.read()
     assert text.lstrip().lower().startswith("<!doctype html") and "op/add_1" in text
     assert not [n for n in os.listdir(str(tmp_path)) if n.startswith(".r.html")]
+
+
+def test_help_shows_the_library_defaults_without_loading_numpy(capsys):
+    import subprocess
+    import sys
+
+    from npu_dump_hook.cli._compare import HELP_DEFAULTS
+    from npu_dump_hook.compare import DEFAULT_THRESHOLDS
+
+    shown = {k: v for k, v in DEFAULT_THRESHOLDS.as_dict().items() if v is not None}
+    assert HELP_DEFAULTS == shown
+    code = ("import sys; from npu_dump_hook.cli import build_parser; build_parser(); "
+            "print('numpy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, check=True).stdout
+    assert out.decode().strip() == "False"

@@ -36,6 +36,7 @@ MINIMAL = {
     "parse": ["parse", "p"],
     "demo": ["demo"],
     "run": ["run", "--", "train.py"],
+    "compare": ["compare", "b"],
 }
 
 
@@ -235,7 +236,7 @@ def test_collect_folders_that_do_not_exist_or_are_files_exit_2(tmp_path, source,
 
 
 @pytest.mark.parametrize("argv, expected", [
-    ([], "npu-dump-hook: a command is required: collect, verify, inspect, parse, demo, run "
+    ([], "npu-dump-hook: a command is required: collect, verify, inspect, parse, demo, run, compare "
          "(see npu-dump-hook --help)"),
     (["verify"], "npu-dump-hook: verify: the following arguments are required: BUNDLE "
                  "(see npu-dump-hook verify --help)"),
