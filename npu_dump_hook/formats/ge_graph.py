@@ -31,6 +31,7 @@ inputs, ``_no_task``, ``_datadump_original_op_names`` and, per output_desc,
 The result is the general path's on every input (tested: fuzzed layouts, same result or
 same error at the same offset), and the work is linear in the input size either way.
 """
+import codecs
 import gc
 import logging
 import mmap
@@ -110,10 +111,38 @@ _SIMPLE_ESCAPES = {
 }
 
 
+#: Escapes ``codecs.escape_decode`` resolves as text format does are all but these: \? \u \U,
+#: an unknown letter, \x without two hex digits, octal above \377 (the search may also hit
+#: the second backslash of \\; that only costs the slower path).
+_NOT_PLAIN_ESCAPE = re.compile(rb'\\(?:[^ntrabfv\\\'"0-7x]|x(?![0-9A-Fa-f]{2})|[4-7][0-7]{2})', re.S)
+_UNESCAPE_PIECE = 1 << 16  # a long string is resolved in pieces of this many bytes
+_LONGEST_ESCAPE = 10  # \U0010FFFF
+
+
 def _unescape(raw: bytes, path: str, offset: int) -> bytes:
-    """Bytes of a text-format string body (without quotes); C escapes resolved."""
+    """Bytes of a text-format string body (without quotes); C escapes resolved, in pieces of
+    at most _UNESCAPE_PIECE bytes cut between escapes (memory: the result and one piece)."""
     if b"\\" not in raw:
         return raw
+    if len(raw) <= _UNESCAPE_PIECE:
+        return _unescape_piece(raw, path, offset)
+    pieces = []
+    start, size = 0, len(raw)
+    while start < size:
+        cut = min(start + _UNESCAPE_PIECE, size)
+        if cut < size:
+            last = raw.rfind(b"\\", cut - _LONGEST_ESCAPE, cut)
+            if last >= 0:  # parity of the run of backslashes ending there, from an escape boundary
+                run = last + 1 - start - len(raw[start:last + 1].rstrip(b"\\"))
+                cut = last if run % 2 else last + 1
+        pieces.append(_unescape_piece(raw[start:cut], path, offset + start))
+        start = cut
+    return b"".join(pieces)
+
+
+def _unescape_piece(raw: bytes, path: str, offset: int) -> bytes:
+    if _NOT_PLAIN_ESCAPE.search(raw) is None:
+        return codecs.escape_decode(raw)[0]
 
     def replace(match: "re.Match[bytes]") -> bytes:
         octal, hex2, u4, u8, simple = match.groups()
@@ -193,15 +222,19 @@ class _OpBuilder(object):
 
 # --------------------------------------------------------------------------- general path
 
-_STR = rb'[^"\\\n]*(?:\\.[^"\\\n]*)*'
 _WORD = rb"[-+]?[\w.]+(?:[-+][\w.]+)?"
+# A repeated group costs the regex engine memory per repetition until the match ends (about
+# 150 bytes each: 3.3M comment lines took 1.3 GB as one skip match, a 10 MB string of escapes
+# 800 MB), so blanks and comments are skipped in matches of at most _SKIP_REPEAT pieces, and a
+# string token is only its opening quote: _string_end finds the rest with bytes.find.
+_SKIP_REPEAT = 64
 _TOKEN_RE = re.compile(
-    rb"(?P<skip>(?:\s+|\#[^\n]*)+)"
-    rb'|(?P<string>"' + _STR + rb'"|\'[^\'\\\n]*(?:\\.[^\'\\\n]*)*\')'
+    rb"(?P<skip>(?:\s+|\#[^\n]*){1,%d})" % _SKIP_REPEAT
+    + rb"|(?P<string>[\"'])"
     rb"|(?P<word>" + _WORD + rb")"
     rb"|(?P<punct>[{}<>:\[\],;])"
 )
-_SKIP_RE = re.compile(rb"(?:\s+|\#[^\n]*)+")
+_SKIP_RE = re.compile(rb"(?:\s+|\#[^\n]*){1,%d}" % _SKIP_REPEAT)
 _IDENT_RE = re.compile(rb"[A-Za-z_]\w*\Z")
 _MAX_DEPTH = 100
 _CLOSER = {b"{": b"}", b"<": b">"}
@@ -234,6 +267,14 @@ class _Tokens(object):
                     self.data[self.pos:self.pos + 1]), self.pos)
             self.pos = match.end()
             kind = match.lastgroup
+            if kind == "string":
+                start = match.start()
+                end = _string_end(self.data, start)
+                if end < 0:  # unterminated, or a raw newline inside
+                    raise GraphFormatError(self._path, "unexpected character {!r}".format(
+                        self.data[start:start + 1]), start)
+                self.pos = end
+                return kind, self.data[start:end], start
             if kind != "skip":
                 return kind, match.group(), match.start()
         return "eof", b"", self._size
@@ -241,8 +282,9 @@ class _Tokens(object):
     def skip(self) -> int:
         """Move past blanks and comments (no token may be peeked); the offset reached."""
         match = _SKIP_RE.match(self.data, self.pos)
-        if match is not None:
+        while match is not None:
             self.pos = match.end()
+            match = _SKIP_RE.match(self.data, self.pos)
         return self.pos
 
     def peek(self) -> _Token:
@@ -254,6 +296,31 @@ class _Tokens(object):
         token = self.peek()
         self.peeked = None
         return token
+
+
+#: What may end a string opened by the key: the same quote after anything but a backslash, the
+#: same quote after two backslashes (closing when the run of them is even), or a newline.
+_STRING_STOP = {b'"': re.compile(rb'(?<!\\)"|(?<=\\\\)"|\n'),
+                b"'": re.compile(rb"(?<!\\)'|(?<=\\\\)'|\n")}
+
+
+def _string_end(data: Any, start: int) -> int:
+    """Offset after the closing quote of the string token opened at ``data[start]`` (the same
+    quote, not escaped, with no newline before it), or -1 when it has none. Quotes after a
+    single backslash are passed over by the regex, the rest are checked here."""
+    search = _STRING_STOP[data[start:start + 1]].search
+    pos = start + 1
+    while True:
+        found = search(data, pos)
+        if found is None or found.group() == b"\n":
+            return -1
+        close = found.start()
+        if data[close - 1:close] != b"\\":
+            return close + 1
+        piece = data[pos:close]  # the run of backslashes before the quote starts after pos
+        if (len(piece) - len(piece.rstrip(b"\\"))) % 2 == 0:
+            return close + 1
+        pos = close + 1
 
 
 class _GeneralScan(object):
