@@ -98,12 +98,15 @@ class MetricResult(NamedTuple):
     joined by ",", "" when none. ``cells``: the ten CSV cells as msaccucmp prints them (they
     are not all derivable from ``values``: a cosine of two all-zero tensors prints "1.0");
     empty when built by hand, then :meth:`csv_cells` derives them from the values.
+    ``finite``: (every NPU value is finite, every golden value is finite), found on the way
+    (a NaN/Inf on the NPU side with a finite golden is a float16 overflow, for instance).
     """
 
     values: Dict[str, Optional[float]]
     std: Optional[Std]
     fail_reason: str
     cells: Tuple[str, ...] = ()
+    finite: Tuple[bool, bool] = (True, True)
 
     def csv_cells(self) -> List[str]:
         """The ten metric cells, in METRIC_NAMES order, exactly as msaccucmp's CSV has them."""
@@ -482,7 +485,9 @@ def _numeric(x: np.ndarray, y: np.ndarray, scalar: bool, npu_file: str, golden_f
             value = values[name]
             cells.append(_NAN_CELL if value is None else _format_value(value))
     reason = ",".join(messages[name] for name in METRIC_NAMES if messages.get(name))
-    return MetricResult(values, std, reason, tuple(cells))
+    # a float64 sum of float32 values cannot overflow: it is finite exactly when every value is
+    finite_sides = (math.isfinite(acc.x.total), math.isfinite(acc.y.total))
+    return MetricResult(values, std, reason, tuple(cells), finite_sides)
 
 
 def _boolean(x: np.ndarray, y: np.ndarray, scalar: bool, npu_file: str, golden_file: str) -> MetricResult:

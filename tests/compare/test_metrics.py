@@ -376,3 +376,14 @@ def test_std_of_values_far_from_zero_is_exact():
     result = compute_metrics(x, x)
     assert result.std[0][0] == pytest.approx(mean, rel=1e-12)
     assert result.std[0][1] == pytest.approx(std, rel=1e-9)
+
+
+def test_finite_flags_say_which_side_has_nan_or_inf():
+    finite = np.array([1.0, 2.0, 3.0], np.float32)
+    assert compute_metrics(finite, finite).finite == (True, True)
+    with np.errstate(over="ignore"):
+        overflowed = np.array([1.0, 70000.0, 3.0], np.float32).astype(np.float16)
+    assert compute_metrics(overflowed, finite).finite == (False, True)
+    assert compute_metrics(finite, np.array([1.0, np.nan, 3.0], np.float32)).finite == (True, False)
+    assert compute_metrics(np.array([True]), np.array([False])).finite == (True, True)
+    assert compute_metrics(np.zeros(0), np.zeros(0)).finite == (True, True)
