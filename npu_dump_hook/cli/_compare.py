@@ -87,6 +87,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         help="highest MaxRelativeError (default off)")
     limits.add_argument("--mean-rel-err", metavar="X", type=threshold_value,
                         help="highest MeanRelativeError (default off)")
+    limits.add_argument("--check-scalars", action="store_true", default=None,
+                        help="also check one-element tensors (default: compared, not checked)")
     p.add_argument("--ops", metavar="REGEX", help="only ops whose NPU name or an original op name matches")
     p.add_argument("--step", metavar="N", type=_non_negative, help="dump step folder to compare (default: the lowest)")
     p.add_argument("--workers", metavar="N", type=_positive, help="processes (default: every core)")

@@ -1,8 +1,8 @@
 """Which rows breach, which breaches are causes and which are inherited, and whether the two
 runs even saw the same input.
 
-* A compared row **breaches** when a threshold is crossed (:func:`._thresholds.breaches`) or
-  it overflows: Inf/NaN on the NPU side where the golden tensor is finite (float16 overflow;
+* A compared row **breaches** when a threshold is crossed (:func:`._thresholds.breaches`;
+  one-element tensors only with ``check_scalars``, :func:`._thresholds.checks_row`) or it overflows: Inf/NaN on the NPU side where the golden tensor is finite (float16 overflow;
   status ``overflow``).
 * The **upstream rows** of a row: for an input row, the output row of its producer; for an
   output row, the op's compared input rows when the inputs were dumped, else the output rows
@@ -24,7 +24,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ._graph import Graph
 from ._match import data_inputs, producer_of
 from ._rows import Row
-from ._thresholds import Thresholds, breaches, magnitude_error
+from ._thresholds import Thresholds, breaches, checks_row, magnitude_error
 
 __all__ = ["INPUT_OP_TYPES", "Analysis", "analyse", "fingerprint_differences"]
 
@@ -76,6 +76,13 @@ def _link_upstream(rows: Sequence[Row], graph: Graph) -> None:
             row.upstream = inputs[row.npu_op]
         else:
             row.upstream = [u for edge in edges for u in _upstream_outputs(graph, outputs, *edge)]
+
+
+def _elements(shape: Sequence[int]) -> int:
+    count = 1
+    for dim in shape:
+        count *= dim
+    return count
 
 
 def _tainted(rows: Sequence[Row]) -> Dict[int, bool]:
@@ -166,7 +173,8 @@ def analyse(rows: Sequence[Row], graph: Graph, thresholds: Thresholds,
     result = Analysis()
     for row in rows:
         if row.compared:
-            row.breached = breaches(row.metrics or {}, thresholds)
+            if checks_row(_elements(row.original_shape), thresholds):
+                row.breached = breaches(row.metrics or {}, thresholds)
             if row.overflow:
                 row.breached.insert(0, "overflow")
     _link_upstream(rows, graph)

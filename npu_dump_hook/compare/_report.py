@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from .metrics import METRIC_NAMES
 from ._rows import Row
-from ._thresholds import Thresholds, magnitude_error, severity
+from ._thresholds import Thresholds, checks_row, magnitude_error, severity
 
 __all__ = ["SCHEMA", "CSV_HEADER", "csv_text", "row_doc", "summary_doc", "first_divergence_doc",
            "terminal_summary"]
@@ -112,6 +112,13 @@ def _metric_line(row: Row) -> str:
         fmt("MeanRelativeError"))
 
 
+def _elements(shape: Sequence[int]) -> int:
+    count = 1
+    for dim in shape:
+        count *= dim
+    return count
+
+
 def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
@@ -148,7 +155,8 @@ def terminal_summary(doc: Dict[str, Any], rows: Sequence[Row], root_causes: Sequ
                 "{} (row {})".format(r.tensor, r.number) for r in root_causes[1:6])
                 + (" ..." if len(root_causes) > 6 else ""), width))
     compared = [r for r in rows if r.compared]
-    ranked = [(severity(r.metrics or {}, thresholds), r) for r in compared]
+    ranked = [(severity(r.metrics or {}, thresholds), r) for r in compared
+              if r.breached or checks_row(_elements(r.original_shape), thresholds)]
     worst = [r for score, r in sorted(ranked, key=lambda item: (-item[0], item[1].order)) if score > 0][:max(0, top)]
     if worst:
         lines.append("top {} worst:".format(len(worst)))

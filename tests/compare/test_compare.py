@@ -360,3 +360,31 @@ def test_an_error_that_hides_under_the_thresholds_and_returns_is_still_propagate
     status = {r["npu_op"]: r["status"] for r in result.doc["rows"]}
     assert status == {"a": "root_cause", "b": "ok", "c": "propagated"}
     assert result.doc["summary"]["root_causes"] == 1
+
+
+def test_scalars_are_compared_but_only_checked_when_asked(tmp_path):
+    synth = Synth(tmp_path)
+    synth.op("loss", "Sum", np.float32(2.0), npu=np.float32(2.1))
+    synth.op("inf", "Sum", np.float32(2.0), npu=np.float32(np.inf))
+    graph, step, golden = synth.write()
+    result = compare(step, golden, graph=graph, workers=1)
+    rows = {r["npu_op"]: r for r in result.doc["rows"]}
+    assert rows["loss"]["status"] == "ok" and rows["loss"]["magnitude_error"] == pytest.approx(0.05, rel=1e-5)
+    assert rows["loss"]["fail_reason"] == "This tensor is scalar."
+    assert rows["inf"]["status"] == "overflow" and result.exit_code == 1  # overflow is still called out
+    checked = compare(step, golden, graph=graph, workers=1, thresholds={"check_scalars": True})
+    assert {r["npu_op"]: r["status"] for r in checked.doc["rows"]}["loss"] == "root_cause"
+    with pytest.raises(OptionError):
+        compare(step, golden, graph=graph, thresholds={"check_scalars": "yes"})
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_progress_is_reported_for_every_dump_file(tmp_path, workers):
+    synth = Synth(tmp_path)
+    start = np.ones(5, np.float32)
+    synth.op("x", "Data", start, no_task=True)
+    chain(synth, 6, start)
+    graph, step, golden = synth.write()
+    seen = []
+    compare(step, golden, graph=graph, workers=workers, progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(i, 6) for i in range(1, 7)]
