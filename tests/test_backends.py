@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from npu_dump_hook.backends import RealNpu, resolve_backend
+from npu_dump_hook.backends import RealNpu, ReferenceOnly, golden_in_run, reference_default, resolve_backend
 from npu_dump_hook.constants import BACKEND_CHOICES, RECORDED_BACKENDS
 from npu_dump_hook.emulator import EmulatedNpu
 from npu_dump_hook.errors import BackendError, OptionError
@@ -11,7 +11,7 @@ from npu_dump_hook.errors import BackendError, OptionError
 PROTOCOL = ("name", "captures", "settles", "begin", "session_started", "write_step", "graph_dirs", "summary")
 
 
-@pytest.mark.parametrize("backend", [RealNpu(), EmulatedNpu()], ids=["npu", "emulated"])
+@pytest.mark.parametrize("backend", [RealNpu(), EmulatedNpu(), ReferenceOnly()], ids=["npu", "emulated", "reference"])
 def test_both_backends_implement_the_protocol(backend):
     assert all(hasattr(backend, name) for name in PROTOCOL)
     assert backend.name in RECORDED_BACKENDS
@@ -48,3 +48,39 @@ def test_resolve_without_npu_bridge():
     with pytest.raises(OptionError) as info:
         resolve_backend("gpu")
     assert info.value.option == "backend" and all(choice in str(info.value) for choice in BACKEND_CHOICES)
+
+
+def test_the_reference_backend_writes_nothing_and_wants_the_golden():
+    reference = resolve_backend("reference")
+    assert isinstance(reference, ReferenceOnly) and "reference" in BACKEND_CHOICES
+    assert (reference.captures, reference.settles, reference.graph_dirs(0), reference.summary()) == (
+        False, False, None, None)
+    with pytest.raises(BackendError, match="writes no dump"):
+        reference.write_step(None, 0)
+    assert reference_default(reference) and golden_in_run(reference)
+
+
+def test_reference_default_follows_the_backend():
+    assert reference_default(EmulatedNpu()) and not reference_default(RealNpu())
+    assert not reference_default(EmulatedNpu(profile="ascend"))  # NPU numerics: no golden in this run
+    assert not reference_default(EmulatedNpu(faults={"op": "nan"}))
+
+
+def test_profile_and_faults_reach_the_emulator_only():
+    emulator = resolve_backend("emulated", "fp32", "ascend", {"op": "scale=1.05"})
+    assert (emulator.profile, emulator.faults, emulator.golden_in_run) == ("ascend", {"op": "scale=1.05"}, False)
+    assert resolve_backend("auto", profile="exact").profile == "exact"  # no npu_bridge: the emulator
+    for backend, profile, faults, option in (("reference", "ascend", None, "emulate_profile"),
+                                             ("reference", None, {"op": "nan"}, "faults"),
+                                             (EmulatedNpu(), "exact", None, "emulate_profile"),
+                                             ("emulated", "fast", None, "emulate_profile"),
+                                             ("emulated", None, ["op"], "faults")):
+        with pytest.raises(OptionError) as info:
+            resolve_backend(backend, "fp32", profile, faults)
+        assert info.value.option == option
+
+
+def test_profile_is_refused_on_the_real_npu(npu_bridge_double):
+    with pytest.raises(OptionError) as info:
+        resolve_backend("npu", "fp32", "ascend")
+    assert info.value.option == "emulate_profile" and "emulated backend only" in str(info.value)
