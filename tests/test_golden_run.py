@@ -154,6 +154,24 @@ def test_golden_run_from_an_archived_npu_bundle(tmp_path, npu_bundle):
         os.path.join(str(tmp_path / "out"), d, ".initial_state"))]  # the extracted checkpoint is removed
 
 
+def test_golden_run_captures_the_npu_runs_step_and_reproduces_its_golden(tmp_path):
+    # An exact-profile NPU run dumping step 2 has its own golden tensors: the golden run, restored
+    # from its checkpoint right before its step 2, must compute the same tensors.
+    (tmp_path / "npu").mkdir()
+    code, npu, err = _probe(tmp_path / "npu", {"backend": "emulated", "output_dir": "out"}, "--dump-step", "2", *FEED)
+    assert code == 0, err[-3000:]
+    assert read_bundle(npu["bundle"])["run"]["captured_step"] == 2
+    code, golden, err = _golden(tmp_path, npu["bundle"], *FEED)
+    assert code == 0 and golden["failures"] == [], err[-3000:]
+    doc = read_bundle(golden["bundle"])
+    assert doc["golden_for"]["match"] and doc["golden_for"]["captured_step"] == 2 and doc["fingerprints"]["step"] == 2
+    assert doc["run"]["steps"] == 3 and doc["run"]["captured_step"] == 2
+    ours, theirs = _golden_files(golden["bundle"]), _golden_files(npu["bundle"])
+    assert set(ours) == set(theirs) and len(ours) > 20
+    for tensor, path in sorted(ours.items()):
+        np.testing.assert_allclose(np.load(path), np.load(theirs[tensor]), rtol=1e-6, atol=1e-7, err_msg=tensor)
+
+
 # --------------------------------------------------------------------------- options, in process
 
 

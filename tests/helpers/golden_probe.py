@@ -1,11 +1,13 @@
 """Run in a fresh process: a small MLP trained in a MonitoredSession with one NpuDumpHook.
 
 usage: golden_probe.py HOOK_KWARGS_JSON [--model-seed N] [--data-seed N] [--feed X] [--extra-variable]
+                        [--dump-step STEPS]
 
 The input pipeline shuffles (the hook's randomness="strip" removes it), ``--data-seed``
 permutes the rows first (another data order), ``--model-seed`` seeds the initializers (the
 hook keeps user seeds), ``--feed`` scales the input through a fed placeholder, and
-``--extra-variable`` adds a variable the other run does not have. The last stdout line is
+``--extra-variable`` adds a variable the other run does not have, ``--dump-step`` passes
+``DumpOptions(enable_dump=True, dump_path="dump", dump_step=STEPS)``. The last stdout line is
 JSON: ``{"bundle", "failures", "warnings"}`` or, when the hook raised, ``{"error", "message"}``
 (exit status 3).
 """
@@ -16,7 +18,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from npu_dump_hook import NpuDumpHook
+from npu_dump_hook import DumpOptions, NpuDumpHook
 from npu_dump_hook.errors import NpuDumpError
 
 v1 = tf.compat.v1
@@ -54,9 +56,13 @@ def main(argv):
     parser.add_argument("--data-seed", type=int, default=None)
     parser.add_argument("--feed", type=float, default=None)
     parser.add_argument("--extra-variable", action="store_true")
+    parser.add_argument("--dump-step", default=None)
     args = parser.parse_args(argv)
     try:
-        hook = NpuDumpHook(**json.loads(args.hook_kwargs))
+        kwargs = json.loads(args.hook_kwargs)
+        if args.dump_step is not None:
+            kwargs["options"] = DumpOptions(enable_dump=True, dump_path="dump", dump_step=args.dump_step)
+        hook = NpuDumpHook(**kwargs)
         with tf.Graph().as_default():
             train_op, feeds = build(args.model_seed, args.data_seed, args.feed, args.extra_variable)
             with v1.train.MonitoredSession(hooks=[hook]) as session:
