@@ -20,6 +20,7 @@ has it): jobs carry file paths and names, never arrays; the golden index is hand
 worker once, by the pool initializer.
 """
 import logging
+import math
 import multiprocessing
 from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -174,9 +175,12 @@ def _compare_tensor(job: FileJob, dump: DumpFile, kind: str, slot: int) -> Tenso
                       "{}".format(REASON_SHAPE, list(npu.shape), list(info.shape), list(gold.shape)), path,
                       gold.dtype.name, npu.dtype.name)
     result = compute_metrics(npu, gold, dump.path, path)
+    worst = result.values.get("MaxAbsoluteError")
+    # Inf/NaN on either side makes the max absolute error non-finite: only then look closer
+    overflow = worst is not None and not math.isfinite(worst) and _has_overflow(npu, gold)
     return TensorResult(kind, slot, npu.dtype.name, address, tuple(info.shape), info.format_name,
                         tuple(npu.shape), golden, path, gold.dtype.name, dict(result.values), result.std,
-                        result.csv_cells(), result.fail_reason, "", _has_overflow(npu, gold))
+                        result.csv_cells(), result.fail_reason, "", overflow)
 
 
 def compare_file(job: FileJob) -> FileResult:
