@@ -191,6 +191,12 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
         analysis = analyse(rows, the_graph, limits, npu_side.bundle_json,
                            golden_side.bundle_json if golden_side.kind == "bundle" else None)
         warnings = list(npu_side.warnings) + _golden_for_warning(npu_side, golden_side)
+        unclaimed = [e.name for e in plan.entries if e.position is None]
+        if unclaimed:
+            warnings.append("{} of {} dump file(s) match no op of the graph {} (compared by their own names; is "
+                            "it this dump's Build graph?): {}".format(
+                                len(unclaimed), len(plan.jobs), npu_side.graph_path, ", ".join(unclaimed[:3])
+                                + (" ..." if len(unclaimed) > 3 else "")))
         if golden_side.skipped:
             warnings.append("golden {}: {} file(s) skipped (not {{op}}.{{index}}.{{timestamp}}.npy): {}".format(
                 golden_side.path, len(golden_side.skipped), ", ".join(golden_side.skipped[:3])))

@@ -92,6 +92,7 @@ class FileResult(NamedTuple):
 
 
 _GOLDEN = {}  # type: Dict[str, str]
+_READ_WHOLE = 1 << 20
 
 
 def _init_worker(golden: Dict[str, str]) -> None:
@@ -159,7 +160,8 @@ def _compare_tensor(job: FileJob, dump: DumpFile, kind: str, slot: int) -> Tenso
         return _empty(kind, slot, info, address, golden, "{}: {}.*.npy (for {}:{})".format(
             REASON_NO_GOLDEN, key, golden[0], golden[1]))
     try:
-        npu = dump.array(kind, slot, original_shape=True)
+        # small payloads are read (a memory map costs more than the bytes), large ones mapped
+        npu = dump.array(kind, slot, original_shape=True, copy=info.size <= _READ_WHOLE)
     except FormatError as exc:
         return _empty(kind, slot, info, address, golden, "{}: {}".format(REASON_SHAPE, exc.rule), path)
     try:

@@ -388,3 +388,20 @@ def test_progress_is_reported_for_every_dump_file(tmp_path, workers):
     seen = []
     compare(step, golden, graph=graph, workers=workers, progress=lambda done, total: seen.append((done, total)))
     assert seen == [(i, 6) for i in range(1, 7)]
+
+
+def test_dump_files_the_graph_does_not_know_are_rows_with_a_warning(tmp_path, caplog):
+    synth = Synth(tmp_path)
+    value = np.ones(3, np.float32)
+    synth.op("known", "Relu", value)
+    synth.op("stranger", "Relu", value)
+    graph, step, golden = synth.write()
+    other = Synth(tmp_path / "other")
+    other.op("known", "Relu", value)
+    other_graph = other.write()[0]
+    result = compare(step, golden, graph=other_graph, workers=1)
+    rows = {r["npu_op"]: r for r in result.doc["rows"]}
+    assert rows["stranger"]["status"] == "ok" and rows["stranger"]["index"] == 1
+    assert any("1 of 2 dump file(s) match no op of the graph" in w and "stranger" in w
+               for w in result.doc["warnings"])
+    assert "match no op of the graph" in caplog.text
