@@ -30,12 +30,12 @@ import re
 import time
 from typing import Any, Callable, Dict, List, Optional
 
-from ..errors import CompareError, OptionError
+from ..errors import OptionError
 from ._analysis import analyse
-from ._golden import GoldenSide
+from ._golden import GoldenSide, load_golden_side
 from ._graph import load_graph
 from ._match import build_plan
-from ._npu import NpuSide, bundle_identity, load_npu
+from ._npu import NpuSide, load_npu
 from ._report import SCHEMA, csv_text, first_divergence_doc, row_doc, summary_doc, terminal_summary
 from ._rows import Row, build_rows
 from ._thresholds import DEFAULT_THRESHOLDS, Thresholds, make_thresholds
@@ -93,54 +93,6 @@ def _ops_pattern(ops: Optional[str]) -> Optional["re.Pattern[str]"]:
         raise OptionError("ops", ops, "not a regular expression: {}".format(exc))
 
 
-def _golden_side(golden: Optional[str], npu: NpuSide) -> GoldenSide:
-    if golden is None:
-        if npu.golden_dir is None:
-            raise CompareError("NPU {} carries no data/golden folder: give GOLDEN (a golden bundle or a folder "
-                               "of .npy files)".format(npu.path), npu.path)
-        return GoldenSide(npu.path, "embedded", npu.golden_dir, npu.bundle_json)
-    if not os.path.exists(golden):
-        raise CompareError("golden {}: no such file or folder".format(golden), golden)
-    if os.path.isdir(golden) and not os.path.isfile(os.path.join(golden, "data", "bundle.json")):
-        return GoldenSide(golden, "npy_dir", golden)
-    side = load_npu_like_bundle(golden)
-    if side.golden_dir is None:
-        side.close()
-        raise CompareError("golden {}: the bundle has no data/golden folder".format(golden), golden)
-    found = GoldenSide(golden, "bundle", side.golden_dir, side.bundle_json)
-    found.closer = side  # type: ignore[attr-defined]
-    return found
-
-
-def load_npu_like_bundle(path: str) -> NpuSide:
-    """A golden bundle (folder or archive) opened like an NPU bundle, without a dump or graph."""
-    from ._npu import _bundle_root
-    from ..bundle._archive import extract_archive, looks_like_tar
-    from ..bundle.read import read_bundle
-    import tempfile
-
-    if os.path.isdir(path):
-        side = NpuSide(path, "bundle")
-        side.root = path
-    elif os.path.isfile(path) and looks_like_tar(path):
-        side = NpuSide(path, "archive")
-        side._tmp = tempfile.mkdtemp(prefix="npu_dump_hook_golden_")
-        try:
-            extract_archive(path, side._tmp)
-            side.root = _bundle_root(side._tmp, path)
-        except BaseException:
-            side.close()
-            raise
-    else:
-        raise CompareError("golden {}: not a bundle (folder or .tar/.tar.gz) nor a folder of .npy files".format(path),
-                           path)
-    side.bundle_json = read_bundle(side.root)
-    side.bundle_id = bundle_identity(side.root)
-    golden = os.path.join(side.root, "data", "golden")
-    side.golden_dir = golden if os.path.isdir(golden) else None
-    return side
-
-
 def _golden_for_warning(npu: NpuSide, golden: GoldenSide) -> List[str]:
     made_for = ((golden.bundle_json or {}).get("golden_for") or {}) if golden.kind == "bundle" else {}
     recorded = made_for.get("bundle_json_sha256") if isinstance(made_for, dict) else None
@@ -175,7 +127,7 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
     npu_side = load_npu(npu, graph, step)
     golden_side = None
     try:
-        golden_side = _golden_side(golden, npu_side)
+        golden_side = load_golden_side(golden, npu_side)
         the_graph = load_graph(npu_side.graph_path or "")
         plan = build_plan(the_graph, npu_side.dumps, pattern)
         results = {}  # type: Dict[int, FileResult]
@@ -218,6 +170,5 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
         return CompareResult(doc, rows, analysis.root_causes, limits)
     finally:
         npu_side.close()
-        closer = getattr(golden_side, "closer", None)
-        if closer is not None:
-            closer.close()
+        if golden_side is not None:
+            golden_side.close()

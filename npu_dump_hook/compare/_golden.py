@@ -23,7 +23,7 @@ import numpy as np
 from ..errors import CompareError, NameFormatError
 from ..formats.names import parse_npy_name
 
-__all__ = ["GoldenSide", "index_npy_dir", "golden_key", "load_golden"]
+__all__ = ["GoldenSide", "index_npy_dir", "golden_key", "load_golden", "load_golden_side"]
 
 # The header np.save writes: {'descr': '<f4', 'fortran_order': False, 'shape': (16, 32), } + padding.
 _SAVED_HEADER = re.compile(r"\{'descr': '([<>|=]?[a-zA-Z][0-9]*)', 'fortran_order': False, "
@@ -69,13 +69,16 @@ def golden_key(op_name: str, output_index: int) -> str:
 
 
 class GoldenSide(object):
-    """``files``: key -> path of the .npy that wins; ``kind``: "bundle" | "npy_dir" | "embedded"."""
+    """``files``: key -> path of the .npy that wins; ``kind``: "bundle" | "npy_dir" | "embedded";
+    ``owner``: the opened golden bundle (its archive extraction), closed by :meth:`close`."""
 
-    def __init__(self, path: str, kind: str, folder: str, bundle_json: Optional[Dict[str, Any]] = None) -> None:
+    def __init__(self, path: str, kind: str, folder: str, bundle_json: Optional[Dict[str, Any]] = None,
+                 owner: Any = None) -> None:
         self.path = path
         self.kind = kind
         self.folder = folder
         self.bundle_json = bundle_json
+        self.owner = owner
         self.files, self.skipped = index_npy_dir(folder)
         if not self.files:
             raise CompareError("golden {}: {} holds no {{op}}.{{output_index}}.{{timestamp}}.npy file{}".format(
@@ -83,6 +86,35 @@ class GoldenSide(object):
 
     def describe(self) -> Dict[str, Any]:
         return {"path": self.path, "kind": self.kind}
+
+    def close(self) -> None:
+        owner, self.owner = self.owner, None
+        if owner is not None:
+            owner.close()
+
+
+def load_golden_side(golden: Optional[str], npu: Any) -> GoldenSide:
+    """The golden side for ``golden`` (a golden bundle folder/archive, a folder of .npy files,
+    or None: the NPU side's own ``data/golden``); CompareError naming what is missing."""
+    from ._npu import open_bundle
+
+    if golden is None:
+        if npu.golden_dir is None:
+            raise CompareError("NPU {} carries no data/golden folder: give GOLDEN (a golden bundle or a folder "
+                               "of .npy files)".format(npu.path), npu.path)
+        return GoldenSide(npu.path, "embedded", npu.golden_dir, npu.bundle_json)
+    if not os.path.exists(golden):
+        raise CompareError("golden {}: no such file or folder".format(golden), golden)
+    if os.path.isdir(golden) and not os.path.isfile(os.path.join(golden, "data", "bundle.json")):
+        return GoldenSide(golden, "npy_dir", golden)
+    bundle = open_bundle(golden)
+    try:
+        if bundle.golden_dir is None:
+            raise CompareError("golden {}: the bundle has no data/golden folder".format(golden), golden)
+        return GoldenSide(golden, "bundle", bundle.golden_dir, bundle.bundle_json, owner=bundle)
+    except BaseException:
+        bundle.close()
+        raise
 
 
 def _sort_stamp(timestamp: int) -> int:

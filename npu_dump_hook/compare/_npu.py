@@ -28,7 +28,7 @@ from ..errors import CompareError, NameFormatError
 from ..formats.mapping_csv import read_mapping
 from ..formats.names import KIND_DUMP, DumpName, parse_dump_name
 
-__all__ = ["DumpRef", "NpuSide", "load_npu"]
+__all__ = ["DumpRef", "NpuSide", "load_npu", "open_bundle", "bundle_identity"]
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +100,36 @@ def load_npu(path: str, graph: Optional[str] = None, step: Optional[int] = None)
     if not os.path.exists(path):
         raise CompareError("NPU {}: no such file or folder".format(path), path)
     raise CompareError("NPU {}: not a bundle (folder or .tar/.tar.gz) nor a dump folder".format(path), path)
+
+
+def open_bundle(path: str, what: str = "golden") -> NpuSide:
+    """A bundle (folder or archive) opened for its ``bundle.json`` and ``data/golden`` only
+    (no dump folder or graph needed): how a golden bundle is read. CompareError naming
+    ``path`` when it is neither."""
+    if os.path.isdir(path):
+        side = NpuSide(path, "bundle")
+        side.root = path
+    elif os.path.isfile(path) and looks_like_tar(path):
+        side = NpuSide(path, "archive")
+        side._tmp = tempfile.mkdtemp(prefix="npu_dump_hook_compare_")
+        try:
+            extract_archive(path, side._tmp)
+            side.root = _bundle_root(side._tmp, path)
+        except BaseException:
+            side.close()
+            raise
+    else:
+        raise CompareError("{} {}: not a bundle (folder or .tar/.tar.gz) nor a folder of .npy files".format(
+            what, path), path)
+    try:
+        side.bundle_json = read_bundle(side.root)
+        side.bundle_id = bundle_identity(side.root)
+    except BaseException:
+        side.close()
+        raise
+    golden = os.path.join(side.root, DATA_DIR, "golden")
+    side.golden_dir = golden if os.path.isdir(golden) else None
+    return side
 
 
 def _bundle_root(extracted: str, archive: str) -> str:

@@ -3,6 +3,7 @@ consistency, on synthetic runs (no TensorFlow)."""
 import json
 import os
 import tarfile
+import tempfile
 
 import numpy as np
 import pytest
@@ -260,11 +261,16 @@ def test_archive_bundle_compares_like_its_folder(tmp_path):
     archive = str(tmp_path / "run.tar.gz")
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(folder, arcname="bundle")
+    before = set(os.listdir(tempfile.gettempdir()))
     from_folder = compare(folder, workers=1)
     from_archive = compare(archive, workers=1)
     assert from_archive.doc["npu"]["kind"] == "archive"
     assert from_archive.csv() == from_folder.csv()
     assert from_archive.doc["npu"]["bundle_id"] == from_folder.doc["npu"]["bundle_id"]
+    golden_archive = compare(folder, archive, workers=1)  # a golden bundle may be an archive too
+    assert golden_archive.doc["golden"]["kind"] == "bundle" and golden_archive.csv() == from_folder.csv()
+    assert not [n for n in os.listdir(tempfile.gettempdir()) if n.startswith("npu_dump_hook_compare_")
+                and n not in before]  # the extractions are gone
 
 
 def test_ops_filter_and_latest_golden_file_wins(tmp_path):
