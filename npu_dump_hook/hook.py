@@ -38,6 +38,10 @@ Failures of the hook's own work (``strict=True``, the default, vs ``strict=False
     initial-state checkpoint (before_run)       raised                    logged; no init/ in the bundle
     capture / emulated dump of a step           raised                    logged; training continues
     run.json, collection, bundle writing        raised                    logged; training code returns
+    golden run, on_mismatch="error":
+      checkpoint names/shapes differ            raised in begin(), before training (both)
+      fingerprints differ after the step        run.json written, no      logged; no bundle
+                                                bundle, raised in end()
 
 Raised errors are the package's own (an ``OSError`` becomes a :class:`BundleError` naming the
 path and what was being done); every failure is also listed in ``hook.failures`` and in
