@@ -47,11 +47,16 @@ class Thresholds(NamedTuple):
 
     def describe(self) -> str:
         """One line for the terminal summary."""
-        parts = []
+        on, off = [], []
         for key, label, sign in _CHECKS_TEXT:
             value = getattr(self, key)
-            parts.append("{} {}".format(label, "off" if value is None else "{} {:g}".format(sign, value)))
-        return ", ".join(parts) + ("" if self.check_scalars else "; scalars not checked")
+            if value is None:
+                off.append(label)
+            else:
+                on.append("{} {} {:g}".format(label, sign, value))
+        if not self.check_scalars:
+            off.append("scalars")
+        return (", ".join(on) or "none") + (" (off: {})".format(", ".join(off)) if off else "")
 
 
 def checks_row(element_count: int, thresholds: "Thresholds") -> bool:

@@ -52,7 +52,8 @@ def test_thresholds_from_the_command_line(tmp_path, capsys):
     assert main(["compare", bundle, "--magnitude-err-max", "0.1", "--workers", "1"]) == 0
     assert main(["compare", bundle, "--magnitude-err-max", "off", "--mean-rel-err", "0.01", "--workers", "1"]) == 1
     out = capsys.readouterr().out
-    assert "magnitude off" in out and "mean rel. err <= 0.01" in out
+    assert "thresholds: cosine >= 0.99, mean rel. err <= 0.01 (off: magnitude, rel. euclidean, max rel. err, " \
+        "scalars)" in out
 
 
 @pytest.mark.parametrize("argv, needle", [
