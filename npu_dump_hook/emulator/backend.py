@@ -43,6 +43,16 @@ Emulated NPU profiles (``profile=``)
     so the error reaches every op downstream, as a wrong NPU kernel's would; with faults the
     golden also comes from a separate run.
 
+Not emulated (real GE does it): BatchNorm *training* (GE splits it into BNTrainingReduce +
+BNTrainingUpdate and fuses the reduce into the convolution before it); fusion patterns beyond
+the documented ones (element-wise chains, Conv2D+Add residuals, BatchMatMul+BiasAdd, L1/L2
+buffer fusion, FFTS+ slicing); 5HD layouts for float32 feature maps and the layouts GE's format
+inference picks for other ops (here only the Cube ops' operands change layout); GE's own
+choice of which side of a Cast a TransData goes; NCHW ``data_format`` convolutions (NHWC is
+assumed); per-iteration dumps of ops inside TF 1.x ``tf.while_loop`` bodies (the capture takes
+no per-iteration values: those ops have no dump file); memory addresses, workspaces and the
+bookkeeping tasks GE adds (atomic clean, memcpy, send/recv).
+
 Both profiles dump the in-place variable updates (``ResourceApply*``/``Apply*``,
 ``Assign*``, ``Assign*VariableOp``): inputs as the update read them (variables before the
 step), outputs the updated variables (see :mod:`npu_dump_hook._capture`), so a training
@@ -96,6 +106,9 @@ class EmulatedNpu(object):
             raise OptionError("model_id", model_id, "must be a non-negative int")
         if profile not in PROFILES:
             raise OptionError("profile", profile, "must be one of " + "|".join(PROFILES))
+        if profile == "ascend" and emulate_precision != "fp32":
+            raise OptionError("emulate_precision", emulate_precision, 'applies to profile="exact" only: the ascend '
+                              "profile computes float16 in the graph (numerics.FP16_OP_TYPES)")
         if faults is not None and not isinstance(faults, Mapping):
             raise OptionError("faults", faults, 'must be a mapping {"op name": "scale=1.05" | ...}')
         self.emulate_precision = emulate_precision

@@ -19,6 +19,7 @@ from typing import Any, Iterable, Sequence
 
 from ..formats import ge_ir_schema
 from ..formats.ge_text import format_model
+from .layout import device_shape
 
 __all__ = ["EMULATED_MARK", "is_emulated_graph", "GE_TYPE_OF", "NO_TASK_TYPES", "ge_type", "is_no_task",
            "build_model", "model_text", "ge_dtype"]
@@ -103,8 +104,6 @@ def _attr_list_s(attrs: Any, key: str, values: Iterable[str]) -> None:
 
 def _fill_desc(desc: Any, tensor: Any, output: bool) -> None:
     """A tensor desc from a :class:`~.npu_graph.NodeTensor` (device dtype/layout/shape, origin attrs)."""
-    from .layout import device_shape  # local: layout imports numpy-only helpers
-
     held = tensor.value.held
     shape = tensor.value.shape
     dtype = ge_dtype(held.dtype)

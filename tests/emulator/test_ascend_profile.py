@@ -280,3 +280,23 @@ def test_fusion_needs_single_consumers_and_known_patterns():
     (group,) = fusion.find_groups(bn, _consumers(bn), set(), lambda n: False)
     assert group.name == "c" and group.members == ["c", "n"]
     assert fusion.fused_name(["a" * 300, "b" * 300], [False, True]) == "a" * 300 + "_ub_fusion"
+
+
+def test_stats_rows_show_device_formats_and_precision_option_is_exact_only(in_tmp_cwd):
+    from npu_dump_hook.formats import stats_csv
+
+    with pytest.raises(OptionError, match="emulate_precision"):
+        EmulatedNpu(profile="ascend", emulate_precision="fp16")
+    hook = NpuDumpHook(DumpOptions(enable_dump=True, dump_path="dump", dump_data="stats", dump_mode="all"),
+                       output_dir="out", backend=EmulatedNpu(profile="ascend"), reference=False, collect=False)
+    with tf.Graph().as_default():
+        train_op = _cnn()
+        with v1.train.MonitoredSession(hooks=[hook]) as session:
+            session.run(train_op)
+    (entry,) = [s for s in hook.summary["emulator"]["steps"] if s["dir"]]
+    (path,) = glob.glob(os.path.join(entry["dir"], "Conv2D.conv1_Conv2Dconv1_Relu.*.csv"))
+    rows = stats_csv.read_stats_csv(path).rows
+    assert [(r.direction, r.format, r.data_type) for r in rows] == [
+        ("Input", "NC1HWC0", "DT_FLOAT16"), ("Input", "FRACTAL_Z", "DT_FLOAT16"), ("Input", "ND", "DT_FLOAT"),
+        ("Output", "ND", "DT_FLOAT")]
+    assert rows[0].shape == (4, 1, 8, 8, 16)
