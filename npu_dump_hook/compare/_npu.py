@@ -11,7 +11,9 @@ Accepted (``kind``):
 
 A step folder is a folder holding dump files (names per reference §5, hashed names through
 its ``mapping.csv``). With several, ``step`` picks the one whose name is that number;
-without ``step`` the lowest-numbered one is used and the others are named in a warning.
+without ``step`` a bundle's captured step (``run.captured_step``, the step its golden tensors
+and a golden run's are of) is used when a folder has that name, else the lowest-numbered
+one; the others are named in a warning.
 Stats CSVs, Opdebug files and anything else are ignored.
 """
 import hashlib
@@ -165,7 +167,9 @@ def _open_bundle(side: NpuSide, root: str, graph: Optional[str], step: Optional[
     dump_root = os.path.join(root, DATA_DIR, "dump")
     if not os.path.isdir(dump_root):
         raise CompareError("NPU {}: the bundle has no data/dump folder".format(side.path), side.path)
-    _pick_step(side, dump_root, step)
+    captured = (side.bundle_json.get("run") or {}).get("captured_step")
+    preferred = str(captured) if isinstance(captured, int) and not isinstance(captured, bool) else None
+    _pick_step(side, dump_root, step, preferred)
 
 
 def _step_folders(root: str) -> List[Tuple[str, List[DumpRef]]]:
@@ -193,7 +197,7 @@ def _step_number(folder: str) -> Tuple[int, str]:
     return (int(base) if base.isdigit() and len(base) < 20 else 1 << 62, folder)
 
 
-def _pick_step(side: NpuSide, root: str, step: Optional[int]) -> None:
+def _pick_step(side: NpuSide, root: str, step: Optional[int], preferred: Optional[str] = None) -> None:
     folders = _step_folders(root)
     if not folders:
         raise CompareError("NPU {}: no dump file found under {}".format(side.path, root), side.path)
@@ -203,7 +207,7 @@ def _pick_step(side: NpuSide, root: str, step: Optional[int]) -> None:
             raise CompareError("NPU {}: no step folder {} (found: {})".format(
                 side.path, step, ", ".join(sorted({os.path.basename(f[0]) for f in folders}))), side.path)
         folders = chosen
-    folders.sort(key=lambda item: _step_number(item[0]))
+    folders.sort(key=lambda item: (os.path.basename(item[0]) != preferred, _step_number(item[0])))
     if len(folders) > 1:
         side.warnings.append("NPU {}: {} step folders hold dump files; comparing {} (pick one with --step): {}".format(
             side.path, len(folders), folders[0][0], ", ".join(f[0] for f in folders[1:4])

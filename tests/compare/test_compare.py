@@ -10,6 +10,7 @@ import pytest
 
 from npu_dump_hook.compare import DEFAULT_THRESHOLDS, compare
 from npu_dump_hook.errors import CompareError, OptionError
+from npu_dump_hook.formats.dump_file import write_dump_file
 
 from helpers.compare_synth import Synth, chain
 
@@ -411,3 +412,22 @@ def test_dump_files_the_graph_does_not_know_are_rows_with_a_warning(tmp_path, ca
     assert any("1 of 2 dump file(s) match no op of the graph" in w and "stranger" in w
                for w in result.doc["warnings"])
     assert "match no op of the graph" in caplog.text
+
+
+def test_several_step_folders_the_captured_step_or_step_picks_one(tmp_path, caplog):
+    value = np.ones(4, np.float32)
+    synth = Synth(tmp_path)
+    synth.op("a", "Relu", value)
+    synth.write()
+    step0 = synth.step_dir
+    step3 = os.path.join(os.path.dirname(step0), "3")
+    os.makedirs(step3)
+    for name in os.listdir(step0):  # step 3 holds a 5% different tensor
+        write_dump_file(os.path.join(step3, name), "a", outputs=[value * np.float32(1.05)])
+    bundle = synth.bundle({"run": {"captured_step": 3}})
+    chosen = compare(bundle, workers=1)
+    assert chosen.doc["npu"]["step_dir"].endswith(os.sep + "3") and chosen.exit_code == 1
+    assert "2 step folders hold dump files" in caplog.text
+    assert compare(bundle, step=0, workers=1).exit_code == 0
+    with pytest.raises(CompareError, match="no step folder 7"):
+        compare(bundle, step=7, workers=1)
