@@ -119,6 +119,13 @@ def test_golden_run_on_another_data_order_fails_naming_the_inputs(tmp_path, npu_
     assert "shuffle not removed" in result["message"] and "initial state" not in result["message"]
 
 
+def test_golden_run_that_keeps_the_shuffle_fails_and_says_the_policies_differ(tmp_path, npu_bundle):
+    # randomness="pin" seeds the shuffle instead of removing it: another order than the NPU run's.
+    code, result, _ = _golden(tmp_path, npu_bundle, *FEED, randomness="pin")
+    assert code == 3 and "batch: 2 input(s) differ in value: IteratorGetNext:0, IteratorGetNext:1" in result["message"]
+    assert "the NPU run used randomness policy='strip', this run 'pin'" in result["message"]
+
+
 def test_golden_run_fed_another_value_fails_naming_the_feed(tmp_path, npu_bundle):
     code, result, _ = _golden(tmp_path, npu_bundle, "--feed", "2.0")
     assert code == 3 and "batch: 1 input(s) differ in value: scale:0" in result["message"]
