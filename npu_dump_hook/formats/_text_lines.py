@@ -9,11 +9,16 @@ few C loops per chunk, not a Python iteration per line. A line longer than ``max
 (final ``\\r`` not counted) raises ``error(path, rule, offset)`` as soon as it is seen.
 Memory: one chunk, the line in progress (at most ``max_line`` + 1 bytes) and the chunk's
 lines while they are yielded (under 40 bytes per line of the chunk).
+
+For protobuf text format (the GE graph readers): :func:`string_end` finds the end of a quoted
+string token without a regex whose repeated group would cost memory per escape, and
+:data:`NOT_PLAIN_ESCAPE` finds the escapes ``codecs.escape_decode`` does not resolve as text
+format does.
 """
 import re
 from typing import Any, Callable, Iterator, Tuple
 
-__all__ = ["nonblank_lines", "CHUNK_BYTES"]
+__all__ = ["nonblank_lines", "CHUNK_BYTES", "string_end", "NOT_PLAIN_ESCAPE"]
 
 CHUNK_BYTES = 256 * 1024
 _NONEMPTY = re.compile(rb"[^\n]+")
@@ -70,3 +75,34 @@ def nonblank_lines(
 
 def _too_long(error: Callable[..., Exception], path: Any, number: int, max_line: int, offset: int) -> Exception:
     return error(path, "line {}: longer than {} bytes".format(number, max_line), offset)
+
+
+#: Escapes ``codecs.escape_decode`` resolves as text format does are all but these: \? \u \U,
+#: an unknown letter, \x without two hex digits, octal above \377 (the search may also hit
+#: the second backslash of \\; that only costs the slower path).
+NOT_PLAIN_ESCAPE = re.compile(rb'\\(?:[^ntrabfv\\\'"0-7x]|x(?![0-9A-Fa-f]{2})|[4-7][0-7]{2})', re.S)
+
+
+#: What may end a string opened by the key: the same quote after anything but a backslash, the
+#: same quote after two backslashes (closing when the run of them is even), or a newline.
+STRING_STOP = {b'"': re.compile(rb'(?<!\\)"|(?<=\\\\)"|\n'),
+               b"'": re.compile(rb"(?<!\\)'|(?<=\\\\)'|\n")}
+
+
+def string_end(data: Any, start: int) -> int:
+    """Offset after the closing quote of the string token opened at ``data[start]`` (the same
+    quote, not escaped, with no newline before it), or -1 when it has none. Quotes after a
+    single backslash are passed over by the regex, the rest are checked here."""
+    search = STRING_STOP[data[start:start + 1]].search
+    pos = start + 1
+    while True:
+        found = search(data, pos)
+        if found is None or found.group() == b"\n":
+            return -1
+        close = found.start()
+        if data[close - 1:close] != b"\\":
+            return close + 1
+        piece = data[pos:close]  # the run of backslashes before the quote starts after pos
+        if (len(piece) - len(piece.rstrip(b"\\"))) % 2 == 0:
+            return close + 1
+        pos = close + 1

@@ -43,6 +43,7 @@ from typing import (Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, S
 
 from ..errors import GraphFormatError
 from . import ge_ir_schema as ge_schema  # the GE-IR (ge.proto) messages
+from ._text_lines import NOT_PLAIN_ESCAPE as _NOT_PLAIN_ESCAPE, string_end as _string_end
 # The rest of the GE-graph API, in modules of their own, importable from here as before:
 from .ge_build import make_model, make_op, make_tensor_desc, set_attr
 from .ge_json import JSON_BLACK_FIELDS, to_msaccucmp_json, write_msaccucmp_json
@@ -111,10 +112,6 @@ _SIMPLE_ESCAPES = {
 }
 
 
-#: Escapes ``codecs.escape_decode`` resolves as text format does are all but these: \? \u \U,
-#: an unknown letter, \x without two hex digits, octal above \377 (the search may also hit
-#: the second backslash of \\; that only costs the slower path).
-_NOT_PLAIN_ESCAPE = re.compile(rb'\\(?:[^ntrabfv\\\'"0-7x]|x(?![0-9A-Fa-f]{2})|[4-7][0-7]{2})', re.S)
 _UNESCAPE_PIECE = 1 << 16  # a long string is resolved in pieces of this many bytes
 _LONGEST_ESCAPE = 10  # \U0010FFFF
 
@@ -296,31 +293,6 @@ class _Tokens(object):
         token = self.peek()
         self.peeked = None
         return token
-
-
-#: What may end a string opened by the key: the same quote after anything but a backslash, the
-#: same quote after two backslashes (closing when the run of them is even), or a newline.
-_STRING_STOP = {b'"': re.compile(rb'(?<!\\)"|(?<=\\\\)"|\n'),
-                b"'": re.compile(rb"(?<!\\)'|(?<=\\\\)'|\n")}
-
-
-def _string_end(data: Any, start: int) -> int:
-    """Offset after the closing quote of the string token opened at ``data[start]`` (the same
-    quote, not escaped, with no newline before it), or -1 when it has none. Quotes after a
-    single backslash are passed over by the regex, the rest are checked here."""
-    search = _STRING_STOP[data[start:start + 1]].search
-    pos = start + 1
-    while True:
-        found = search(data, pos)
-        if found is None or found.group() == b"\n":
-            return -1
-        close = found.start()
-        if data[close - 1:close] != b"\\":
-            return close + 1
-        piece = data[pos:close]  # the run of backslashes before the quote starts after pos
-        if (len(piece) - len(piece.rstrip(b"\\"))) % 2 == 0:
-            return close + 1
-        pos = close + 1
 
 
 class _GeneralScan(object):

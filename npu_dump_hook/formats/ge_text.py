@@ -6,6 +6,7 @@ fields and extensions skipped); :func:`format_model` prints a message in the can
 :mod:`.ge_graph`'s scanner reads fastest.
 """
 import bisect
+import codecs
 import logging
 import math
 import os
@@ -18,6 +19,7 @@ from google.protobuf.descriptor import FieldDescriptor as _FD
 
 from ..errors import GraphFormatError
 from . import ge_ir_schema as ge_schema
+from ._text_lines import NOT_PLAIN_ESCAPE as _NOT_PLAIN_ESCAPE, string_end as _ge_string_end
 
 __all__ = ["MAX_NESTING", "parse_model", "parse_model_text", "format_model", "write_graph_text", "is_repeated", "c_escape"]
 
@@ -298,12 +300,21 @@ def parse_model_text(text: Union[str, bytes], path: str = "<text>",
     newer GE) are skipped; unknown *enum value names* still fail, as in protobuf itself.
     Raises GraphFormatError with the byte offset protobuf reported.
     """
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise GraphFormatError(path, "text is not UTF-8", exc.start) from None
+    data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+    try:
+        text = data.decode("utf-8") if isinstance(text, bytes) else text
+    except UnicodeDecodeError as exc:
+        raise GraphFormatError(path, "text is not UTF-8", exc.start) from None
     model = ge_schema.ModelDef()
+    wire = _fast_wire(data, allow_unknown)
+    del data
+    if wire is not None:
+        try:
+            model.ParseFromString(wire)
+            return model
+        except Exception:  # (a nesting limit of the C decoder): text_format decides
+            _LOG.debug("fast parse of %s not decodable; using text_format", path)
+            model.Clear()
     _parse_lines(text, model, allow_unknown, path)
     return model
 
@@ -314,6 +325,243 @@ def parse_model(path: PathLike, allow_unknown: bool = True) -> Any:
     with open(path, "rb") as handle:
         data = handle.read()
     return parse_model_text(data, path, allow_unknown)
+
+
+# --------------------------------------------------------------------------- fast full parse
+#
+# Text laid out one field per line (as GE writes it) is encoded straight into the protobuf wire
+# format, line by line, and decoded by the C backend in one ParseFromString: about 20x faster
+# than text_format, which tokenizes in Python. The fast path only takes what it can encode
+# exactly as text_format would parse it, and declines (returns None: text_format then parses,
+# with its own result or error) anything else: several fields or a comment on a line, `<>`,
+# `[...]`, `name: {`, adjacent strings, escapes outside the subset codecs.escape_decode shares
+# with text format, strings that are not UTF-8, numbers that are not plain decimal (or 0x hex
+# for integers), out of range or enum names unknown, a singular field, oneof or map key given
+# twice, unknown fields (unless skipped: then their values must be plain too), lines over
+# _LONG_LINE bytes, nesting over MAX_NESTING.
+
+_FD_VARINT, _FD_FIXED64, _FD_BYTES, _FD_FIXED32 = 0, 1, 2, 5
+_INT_RANGES = {_FD.TYPE_INT32: (-(1 << 31), (1 << 31) - 1), _FD.TYPE_INT64: (-(1 << 63), (1 << 63) - 1),
+               _FD.TYPE_UINT32: (0, (1 << 32) - 1), _FD.TYPE_UINT64: (0, (1 << 64) - 1)}
+_FIELD_HEAD = re.compile(rb"[ \t]*([A-Za-z_]\w*)(?:[ \t]*(\{)|:)")
+_BLANK_OR_COMMENT = re.compile(rb"[ \t\r]*(?:#[^\n]*)?\Z")
+_CLOSE = re.compile(rb"[ \t]*\}[ \t\r]*\Z")
+_DECIMAL = re.compile(rb"-?(?:0|[1-9][0-9]{0,19})\Z")
+_HEX = re.compile(rb"0[xX][0-9a-fA-F]{1,16}\Z")
+_FLOAT = re.compile(rb"-?(?:[0-9]{1,40}(?:\.[0-9]{0,40})?|\.[0-9]{1,40})(?:[eE][-+]?[0-9]{1,3})?\Z")
+_FLOAT_WORDS = {b"inf": float("inf"), b"-inf": float("-inf"), b"nan": float("nan")}
+_IDENT = re.compile(rb"[A-Za-z_]\w*\Z")
+_BOOLS = {b"true": 1, b"True": 1, b"t": 1, b"1": 1, b"false": 0, b"False": 0, b"f": 0, b"0": 0}
+_FIELD_TABLES: Dict[Any, Dict[bytes, Any]] = {}
+
+
+class _Decline(Exception):
+    """The fast parse leaves this text to text_format."""
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _field_table(descriptor: Any) -> Dict[bytes, Any]:
+    """name -> (kind, tag bytes, repeated, oneof, detail) for the fields of a message type."""
+    table = _FIELD_TABLES.get(descriptor)
+    if table is not None:
+        return table
+    table = {}
+    for field in descriptor.fields:
+        kind = field.type
+        if kind == _FD.TYPE_MESSAGE:
+            wire, detail = _FD_BYTES, field.message_type
+        elif kind in _INT_RANGES:
+            wire, detail = _FD_VARINT, _INT_RANGES[kind]
+        elif kind == _FD.TYPE_ENUM:
+            wire, detail = _FD_VARINT, {value.name.encode(): value.number for value in field.enum_type.values}
+        elif kind == _FD.TYPE_BOOL:
+            wire, detail = _FD_VARINT, None
+        elif kind == _FD.TYPE_FLOAT:
+            wire, detail = _FD_FIXED32, struct.Struct("<f")
+        elif kind == _FD.TYPE_DOUBLE:
+            wire, detail = _FD_FIXED64, struct.Struct("<d")
+        elif kind in (_FD.TYPE_STRING, _FD.TYPE_BYTES):
+            wire, detail = _FD_BYTES, None
+        else:  # (sint, fixed, sfixed: not in ge.proto) left to text_format
+            kind, wire, detail = None, 0, None
+        oneof = field.containing_oneof.name if field.containing_oneof is not None else None
+        table[field.name.encode()] = (kind, _varint(field.number << 3 | wire), is_repeated(field), oneof, detail)
+    _FIELD_TABLES[descriptor] = table
+    return table
+
+
+def _scalar_bytes(kind: int, detail: Any, value: bytes) -> bytes:
+    """The wire bytes (after the tag) of a scalar, as text_format would set it; _Decline else."""
+    if kind in _INT_RANGES:
+        number = int(value) if _DECIMAL.match(value) else (int(value, 16) if _HEX.match(value) else None)
+        if number is None or not detail[0] <= number <= detail[1]:
+            raise _Decline()
+        return _varint(number & 0xFFFFFFFFFFFFFFFF)
+    if kind == _FD.TYPE_STRING or kind == _FD.TYPE_BYTES:
+        if value[:1] != b'"' or _ge_string_end(value, 0) != len(value):
+            raise _Decline()
+        body = value[1:-1]
+        if b"\\" in body:
+            if _NOT_PLAIN_ESCAPE.search(body) is not None:
+                raise _Decline()
+            body = codecs.escape_decode(body)[0]
+        if kind == _FD.TYPE_STRING:
+            try:
+                body.decode("utf-8")
+            except UnicodeDecodeError:
+                raise _Decline() from None
+        return _varint(len(body)) + body
+    if kind == _FD.TYPE_ENUM:
+        number = detail.get(value)
+        if number is None:
+            raise _Decline()
+        return _varint(number & 0xFFFFFFFFFFFFFFFF)
+    if kind == _FD.TYPE_BOOL:
+        flag = _BOOLS.get(value)
+        if flag is None:
+            raise _Decline()
+        return b"\x01" if flag else b"\x00"
+    number = _FLOAT_WORDS.get(value)
+    if number is None:
+        if not _FLOAT.match(value):
+            raise _Decline()
+        number = float(value)
+    try:
+        return detail.pack(number)
+    except (OverflowError, struct.error):
+        raise _Decline() from None
+
+
+def _plain_value(value: bytes) -> None:
+    """A value of an unknown field, which text_format skips: only plain ones are passed over."""
+    if value[:1] == b'"':
+        if _ge_string_end(value, 0) != len(value) or _NOT_PLAIN_ESCAPE.search(value[1:-1]) is not None:
+            raise _Decline()
+    elif not (_IDENT.match(value) or _DECIMAL.match(value) or _FLOAT.match(value)):
+        raise _Decline()
+
+
+class _Frame(object):
+    """An open message: its field table (None: an unknown field being skipped), the wire bytes
+    so far, the singular fields, oneofs and map keys already given, its tag in the parent."""
+
+    __slots__ = ("table", "out", "seen", "tag", "keys", "key", "map_field")
+
+    def __init__(self, table: Optional[Dict[bytes, Any]], tag: bytes) -> None:
+        self.table = table
+        self.out = bytearray()
+        self.seen: set = set()
+        self.tag = tag
+        self.keys: Dict[bytes, set] = {}
+        self.key: Optional[bytes] = None  # a map entry's key (wire bytes; b"" until given)
+        self.map_field: Optional[bytes] = None  # the map field a map entry belongs to
+
+
+def _fast_wire(data: bytes, allow_unknown: bool) -> Optional[bytes]:
+    """The wire bytes of the ModelDef ``data`` spells, or None (see the section comment)."""
+    try:
+        return _encode_lines(data, allow_unknown)
+    except _Decline:
+        return None
+
+
+def _encode_lines(data: bytes, allow_unknown: bool) -> bytes:
+    frame = _Frame(_field_table(ge_schema.ModelDef.DESCRIPTOR), b"")
+    stack: List[_Frame] = []
+    head_match, close_match, blank_match = _FIELD_HEAD.match, _CLOSE.match, _BLANK_OR_COMMENT.match
+    size, start = len(data), 0
+    while start < size:
+        end = data.find(b"\n", start + _CHUNK_CHARS)
+        end = size if end < 0 else end + 1
+        lines = data[start:end].split(b"\n")
+        start = end
+        for line in lines:
+            if len(line) > _LONG_LINE:
+                raise _Decline()
+            head = head_match(line)
+            if head is None:
+                if close_match(line):
+                    if not stack:
+                        raise _Decline()
+                    frame = _close_frame(frame, stack.pop())
+                elif not blank_match(line):
+                    raise _Decline()
+                continue
+            name = head.group(1)
+            table = frame.table
+            info = table.get(name) if table is not None else None
+            if head.group(2) is not None:  # name {
+                if line[head.end():].strip(b" \t\r") or len(stack) >= MAX_NESTING:
+                    raise _Decline()
+                stack.append(frame)
+                frame = _open_frame(frame, name, info, allow_unknown)
+                continue
+            value = line[head.end():].strip(b" \t\r")
+            if info is None:
+                if table is not None and not allow_unknown:
+                    raise _Decline()
+                _plain_value(value)
+                continue
+            kind, tag, repeated, oneof, detail = info
+            if kind == _FD.TYPE_MESSAGE or kind is None or not value:
+                raise _Decline()
+            if not repeated:
+                _mark_singular(frame, name, oneof)
+            encoded = _scalar_bytes(kind, detail, value)
+            if name == b"key" and frame.key is not None:
+                frame.key = encoded
+            frame.out += tag
+            frame.out += encoded
+    if stack:
+        raise _Decline()
+    return bytes(frame.out)
+
+
+def _mark_singular(frame: _Frame, name: bytes, oneof: Optional[str]) -> None:
+    if name in frame.seen or (oneof is not None and oneof in frame.seen):
+        raise _Decline()
+    frame.seen.add(name)
+    if oneof is not None:
+        frame.seen.add(oneof)
+
+
+def _open_frame(parent: _Frame, name: bytes, info: Any, allow_unknown: bool) -> _Frame:
+    if info is None:
+        if parent.table is not None and not allow_unknown:
+            raise _Decline()
+        return _Frame(None, b"")
+    kind, tag, repeated, oneof, detail = info
+    if kind != _FD.TYPE_MESSAGE:
+        raise _Decline()
+    if not repeated:
+        _mark_singular(parent, name, oneof)
+    child = _Frame(_field_table(detail), tag)
+    if detail.GetOptions().map_entry:
+        child.key = b""
+        child.map_field = name
+    return child
+
+
+def _close_frame(frame: _Frame, parent: _Frame) -> _Frame:
+    if frame.table is None:
+        return parent
+    if frame.map_field is not None:  # a map entry: a key given twice is left to text_format
+        keys = parent.keys.setdefault(frame.map_field, set())
+        if frame.key in keys:
+            raise _Decline()
+        keys.add(frame.key)
+    parent.out += frame.tag
+    parent.out += _varint(len(frame.out))
+    parent.out += frame.out
+    return parent
 
 
 # --------------------------------------------------------------------------- text writer
