@@ -1,7 +1,9 @@
 """``compare``: argument handling, files and printing over :func:`npu_dump_hook.compare.compare`.
 
-Exit codes (the table is :mod:`._exit`): 0 every compared tensor within the thresholds; 1 a
-threshold breached or the two runs' first inputs differ ("input inconsistent"); 2 usage: a
+Exit codes (the table is :mod:`._exit`): 0 no root cause (every compared tensor within the
+thresholds, or inheriting its error from upstream); 1 a root cause (an op that breaches a
+threshold or overflows while nothing it depends on does) or the two runs' first inputs differ
+("input inconsistent"); 2 usage: a
 bad option value, NPU/GOLDEN/--graph that do not exist, an output file whose folder does not
 exist; 3 anything else (NPU is not a bundle or dump folder, no golden found, unreadable
 graph, writing a report failed).

@@ -8,7 +8,7 @@ the first diverging original TF op (docs/compare.md). TensorFlow-free.
     result = compare("bundle.tar.gz", "golden_bundle", thresholds={"cosine_min": 0.999})
     result = compare("dump/.../0", "npy_dir", graph="ge_proto_00000001_Build.txt")
     result.doc           # the JSON document (schema npu_dump_hook/compare@1)
-    result.exit_code     # 0 within thresholds, 1 a threshold breached or input inconsistent
+    result.exit_code     # 0 no root cause, 1 a root cause (breach or overflow) or input inconsistent
     result.csv()         # msaccucmp's CSV; result.summary_text() the terminal summary
 
 Modules, one job each::

@@ -89,7 +89,7 @@ def summary_doc(rows: Sequence[Row], root_causes: Sequence[Row], inconsistent: b
         if not row.compared:
             reasons[row.reason_category] = reasons.get(row.reason_category, 0) + 1
     breached = [r for r in rows if r.breached]
-    failed = bool(breached) or inconsistent
+    failed = bool(root_causes) or inconsistent
     return {"rows": len(rows), "compared": sum(1 for r in rows if r.compared),
             "not_compared": sum(reasons.values()), "not_compared_reasons": reasons,
             "breached": len(breached), "root_causes": len(root_causes),
@@ -138,6 +138,9 @@ def terminal_summary(doc: Dict[str, Any], rows: Sequence[Row], root_causes: Sequ
     verdict = "PASS" if s["verdict"] == "pass" else "FAIL"
     lines.append("verdict: {}: {} row(s) breach: {} root cause(s), {} propagated, {} overflow ({:.2f} s)".format(
         verdict, s["breached"], s["root_causes"], s["propagated"], s["overflow"], s["elapsed_s"]))
+    if s["breached"] and not s["root_causes"]:
+        lines.append("  no root cause: every breach inherits an upstream error at least as large (within thresholds "
+                     "there, e.g. float16 ties flipping MaxPoolGrad)")
     if s["input_inconsistent"]:
         lines.append("INPUT INCONSISTENT: the two runs did not see the same first inputs; nothing downstream is "
                      "meaningful:")

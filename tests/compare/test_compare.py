@@ -431,3 +431,34 @@ def test_several_step_folders_the_captured_step_or_step_picks_one(tmp_path, capl
     assert compare(bundle, step=0, workers=1).exit_code == 0
     with pytest.raises(CompareError, match="no step folder 7"):
         compare(bundle, step=7, workers=1)
+
+
+def _reduction_after_a_direction_error(root, scale):
+    """g: a gradient whose direction the NPU changed by ~7% (moved elements, same size: within
+    the thresholds); s: a reduction of it, ``scale`` off on the NPU."""
+    rng = np.random.default_rng(5)
+    g = rng.standard_normal(4000).astype(np.float32)
+    moved = g.copy()
+    picks = rng.choice(g.size, size=(2, 6), replace=False)
+    moved[picks[0]], moved[picks[1]] = g[picks[1]], g[picks[0]]
+    s = rng.standard_normal(8).astype(np.float32)
+    synth = Synth(root)
+    synth.op("g", "ReluGrad", g, npu=moved)
+    synth.op("s", "BiasAddGrad", s, inputs=["g:0"], npu=s * np.float32(scale))
+    graph, step, golden = synth.write()
+    return compare(step, golden, graph=graph, workers=1)
+
+
+def test_a_breach_explained_by_a_larger_upstream_error_is_propagated_and_passes(tmp_path):
+    result = _reduction_after_a_direction_error(tmp_path, 1.014)
+    rows = {r["npu_op"]: r for r in result.doc["rows"]}
+    assert rows["g"]["status"] == "ok" and rows["g"]["metrics"]["RelativeEuclideanDistance"] > 0.05
+    assert rows["s"]["breached"] == ["MagnitudeError"] and rows["s"]["status"] == "propagated"
+    assert result.doc["root_causes"] == [] and result.exit_code == 0
+    assert "no root cause: every breach inherits" in result.summary_text()
+
+
+def test_an_error_larger_than_the_inherited_one_is_a_root_cause(tmp_path):
+    result = _reduction_after_a_direction_error(tmp_path, 1.10)
+    assert [result.doc["rows"][i]["npu_op"] for i in result.doc["root_causes"]] == ["s"]
+    assert result.exit_code == 1

@@ -55,3 +55,25 @@ def test_realistic_profile_passes_and_a_faulted_kernel_is_the_first_divergence(i
     before = [r for r in result.doc["rows"] if r["order"] < result.doc["rows"][first["row"]]["order"]]
     assert before and all(r["status"] in ("ok", "not_compared") for r in before)
     assert result.doc["summary"]["propagated"] > 5
+
+
+@pytest.mark.skipif(not _REALISTIC, reason="this emulator has no realistic profile / faults")
+def test_realistic_cnn_with_fusion_and_device_formats_compares_clean(in_tmp_cwd):
+    """Fused Conv2D+BiasAdd+Relu nodes, NC1HWC0/FRACTAL_Z/FRACTAL_NZ payloads and float16
+    propagating through the graph (MaxPoolGrad sends some gradients elsewhere: a relative
+    Euclidean distance of ~0.02, which the default thresholds must not call a fault)."""
+    from npu_dump_hook.sample_models import cnn_estimator
+
+    npu_hook = NpuDumpHook(output_dir=str(in_tmp_cwd / "npu"), backend="emulated", emulate_profile="ascend")
+    cnn_estimator.train(str(in_tmp_cwd / "m1"), hooks=[npu_hook], steps=1000)
+    golden_hook = NpuDumpHook(output_dir=str(in_tmp_cwd / "golden"), initial_state=npu_hook.bundle.location)
+    cnn_estimator.train(str(in_tmp_cwd / "m2"), hooks=[golden_hook], steps=1000)
+    result = compare(npu_hook.bundle.location, golden_hook.bundle.location, workers=1)
+    assert result.exit_code == 0, result.summary_text()
+    rows = result.doc["rows"]
+    formats = {r["npu_format"] for r in rows if r["status"] == "ok"}
+    assert {"NC1HWC0", "FRACTAL_Z", "FRACTAL_NZ"} <= formats
+    fused = [r for r in rows if len(r["ground_truth"]) == 3 and r["direction"] == "output"]
+    assert fused and all(r["status"] == "ok" for r in fused)
+    assert all(r["ground_truth"][-1].endswith("/Relu") and r["golden_tensor"] == r["ground_truth"][-1] + ":0"
+               for r in fused)
