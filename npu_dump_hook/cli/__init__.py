@@ -232,8 +232,8 @@ def _add_compare(sub: "argparse._SubParsersAction") -> argparse.ArgumentParser:
 Compare every dumped NPU tensor with its golden (CPU/GPU) tensor, matched as msaccucmp
 matches them (graph origin attrs, fused nodes, device formats converted), and name the first
 diverging original TF op: the earliest op whose output breaches a threshold while its inputs
-are within them. Later breaches it causes are "propagated". Exit 1 when a threshold is
-breached or the two runs did not see the same input (docs/compare.md).""", """
+are within them. Later breaches it causes are "propagated". Exit 1 when there is such a
+root cause or the two runs did not see the same input (docs/compare.md).""", """
   npu-dump-hook compare bundle
   npu-dump-hook compare npu_bundle.tar.gz golden_bundle --csv result.csv --html report.html
   npu-dump-hook compare dump/20261201/0/ge_default_1/1/0 golden_npy/ --graph ge_proto_00000001_Build.txt
