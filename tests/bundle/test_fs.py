@@ -563,3 +563,13 @@ def test_bundle_left_aside_by_an_interrupted_swap_is_put_back(tmp_path):
         _staging.Staging(str(tmp_path / "out"))
     assert (tmp_path / "out" / "f").read_bytes() == b"old"
     assert sorted(os.listdir(str(tmp_path))) == ["out"]
+
+
+@pytest.mark.parametrize("size", [0, 1, _fs._FIRST_READ - 1, _fs._FIRST_READ, _fs._FIRST_READ + 1,
+                                  _fs.CHUNK_SIZE + _fs._FIRST_READ, 3 * _fs.CHUNK_SIZE + 7])
+@pytest.mark.parametrize("chunk", [_fs.CHUNK_SIZE, 4096])
+def test_sha256_file_at_the_first_read_and_chunk_boundaries(tmp_path, size, chunk):
+    data = os.urandom(size)
+    path = tmp_path / "f"
+    path.write_bytes(data)
+    assert _fs.sha256_file(str(path), chunk) == (size, hashlib.sha256(data).hexdigest())
