@@ -29,7 +29,11 @@ inputs, ``_no_task``, ``_datadump_original_op_names`` and, per output_desc,
   is declined and read by the general path, from where the declined op starts.
 
 The result is the general path's on every input (tested: fuzzed layouts, same result or
-same error at the same offset), and the work is linear in the input size either way.
+same error at the same offset), and the work is linear in the input size either way. Peak
+memory stays under 16 x the file size + 64 MB: the tokenizer matches no regex whose repeated
+group grows with the input (blanks and comments are skipped 64 pieces per match, a string's
+end is found with bytes.find, escapes are resolved in 64 KiB pieces), so what is held is the
+file's bytes and one OpSummary per op (for 100,000 empty ``op {}`` blocks, ~17x their text).
 """
 import codecs
 import gc

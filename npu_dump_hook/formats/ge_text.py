@@ -1,8 +1,14 @@
 """GE graph text (``ge_proto_*.txt``) both ways: the full parse into ``ge.proto.ModelDef`` and the
 text GE writes (C++ ``TextFormat::Print`` layout), for the emulator and round trips.
 
-:func:`parse_model` builds the whole message with ``google.protobuf.text_format`` (unknown
-fields and extensions skipped); :func:`format_model` prints a message in the canonical layout
+:func:`parse_model` encodes text laid out one field per line (what GE writes) straight into the
+protobuf wire format and lets the C backend decode it; any other text, and anything that path
+cannot encode exactly as ``google.protobuf.text_format`` parses it, goes to text_format (unknown
+fields and extensions skipped), fed line by line with its costs guarded (see "full parse"
+below). Bounds: blocks nested deeper than :data:`MAX_NESTING` are a GraphFormatError naming the
+file, line, column and the limit; peak memory stays under 32 x the file size + 64 MB (the text,
+its str, and the ModelDef, which for millions of tiny messages is ~20x the text), and time is
+linear in the input. :func:`format_model` prints a message in the canonical layout
 :mod:`.ge_graph`'s scanner reads fastest.
 """
 import bisect
