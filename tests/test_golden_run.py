@@ -229,6 +229,36 @@ def test_reference_is_off_when_the_emulator_computes_npu_numerics(tmp_path):
         NpuDumpHook(DumpOptions(), output_dir=str(tmp_path), backend="reference", reference=False)
 
 
+def _train_probe_model(hook, model_seed=1, feed=1.0):
+    import tensorflow as tf
+
+    from helpers.golden_probe import build
+
+    with tf.Graph().as_default():
+        train_op, feeds = build(model_seed, None, feed, False)
+        with tf.compat.v1.train.MonitoredSession(hooks=[hook]) as session:
+            while not session.should_stop():
+                session.run(train_op, feed_dict=feeds)
+
+
+def test_not_strict_mismatch_writes_run_json_and_no_bundle(in_tmp_cwd, npu_bundle):
+    hook = NpuDumpHook(output_dir="out", initial_state=npu_bundle, restore_initial_state=False, strict=False)
+    _train_probe_model(hook, model_seed=2)
+    assert hook.bundle is None and hook.failures[-1]["error"].startswith("FingerprintMismatchError")
+    with open(os.path.join(hook.run_dir, "run.json")) as handle:
+        recorded = json.load(handle)
+    assert recorded["golden_for"]["differences"]["state"]["values"] == ["hidden/kernel", "logits/kernel"]
+    assert recorded["fingerprints"]["state"] and not os.listdir(os.path.join("out", "bundles"))
+
+
+def test_a_reference_run_without_npu_bundle_writes_a_golden_bundle_for_nothing(in_tmp_cwd):
+    hook = NpuDumpHook(output_dir="out", backend="reference")
+    _train_probe_model(hook)
+    doc = read_bundle(hook.bundle.path)
+    assert doc["backend"] == "reference" and "golden_for" not in doc and verify_bundle(hook.bundle.path) == []
+    assert doc["fingerprints"]["batch"] and {f["kind"] for f in doc["files"]} == {"golden", "tf_graph"}
+
+
 def test_mismatch_error_carries_the_differences():
     error = FingerprintMismatchError("differs", "/b", {"state": {"values": ["w"]}})
     assert (error.target, error.differences["state"]["values"]) == ("/b", ["w"])
