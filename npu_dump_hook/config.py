@@ -182,24 +182,24 @@ def estimator_config(
         _warn_iterations(getattr(base, "iterations_per_loop", 1))
         result = base.replace(session_config=session_config(options, base.session_config,
                                                             deterministic=deterministic))
-    if keep_checkpoints:
-        return result
+    if keep_checkpoints or not result.model_dir:
+        return result  # without a model_dir the Estimator trains in a new temporary folder anyway
     target = os.path.abspath(model_dir or os.path.join(
         DUMP_RUN_MODEL_DIRS, "model_dir-" + time.strftime("%Y%m%d-%H%M%S")))
     return result.replace(model_dir=dump_run_model_dir(result.model_dir, target))
 
 
 def dump_run_model_dir(source: Optional[str], target: str) -> str:
-    """Create ``target`` holding (hard links to, else copies of) the files of ``source``'s latest
+    """Seed ``target`` with (hard links to, else copies of) the files of ``source``'s latest
     checkpoint, so a dump run starts where ``source`` is but writes its own checkpoints there.
 
     ``source`` is never written to. Returns ``target``; logs (WARNING) where the checkpoints go.
     """
     if source and os.path.abspath(source) == os.path.abspath(target):
         return target
-    os.makedirs(target, exist_ok=True)
     prefix = _tf.latest_checkpoint(source) if source and os.path.isdir(source) else None
-    if prefix:
+    if prefix:  # else the Estimator creates the folder when it first writes
+        os.makedirs(target, exist_ok=True)
         folder, base = os.path.split(prefix)
         for name in os.listdir(folder):
             if name.startswith(base + "."):

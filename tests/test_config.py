@@ -103,8 +103,10 @@ def test_estimator_config_trains_in_its_own_model_dir_unless_asked(dump_opts, tm
     assert (config.model_dir, config.save_checkpoints_steps, config.keep_checkpoint_max) == (
         str(tmp_path / "dump_model"), 3, 2)
     assert user.model_dir == str(tmp_path / "m") and not (tmp_path / "m").exists()
+    assert not (tmp_path / "dump_model").exists()  # nothing to seed: the Estimator creates it
     kept = estimator_config(dump_opts, user, keep_checkpoints=True)
     assert kept.model_dir == str(tmp_path / "m")
+    assert estimator_config(dump_opts, tf.estimator.RunConfig()).model_dir is None  # a temporary folder anyway
 
 
 def test_npu_run_config_trains_in_its_own_model_dir(npu_bridge_double, dump_opts, tmp_path):
@@ -183,15 +185,15 @@ def test_npu_run_config_through_double(npu_bridge_double, dump_opts):
     assert proto.allow_soft_placement
 
 
-def test_npu_run_config_overrides_iterations_with_warning(npu_bridge_double, dump_opts, caplog):
+def test_npu_run_config_overrides_iterations_with_warning(npu_bridge_double, dump_opts, caplog, tmp_path):
     from npu_bridge.estimator.npu.npu_config import NPURunConfig
 
     user = NPURunConfig(iterations_per_loop=10, precision_mode="allow_mix_precision", model_dir="/tmp/n")
     with caplog.at_level(logging.WARNING, logger="npu_dump_hook.config"):
-        config = estimator_config(dump_opts, user)
+        config = estimator_config(dump_opts, user, model_dir=str(tmp_path / "dump_model"))
     assert "iterations_per_loop=10 overridden to 1" in caplog.text
     assert config.iterations_per_loop == 1 and user.iterations_per_loop == 10
-    assert config._precision_mode == "allow_mix_precision" and config.model_dir == "/tmp/n"
+    assert config._precision_mode == "allow_mix_precision" and config.model_dir == str(tmp_path / "dump_model")
     assert config._dump_config._dump_path == dump_opts.dump_path
 
 
