@@ -641,7 +641,11 @@ class TensorCapture(object):
             return {}
         if session is None:
             raise BackendError("TensorCapture.finish(): no session from run_args() to read the updated variables")
-        values = self._snapshot_variables(session, reads, "u")
+        try:
+            values = self._snapshot_variables(session, reads, "u")
+        except _tf.tf_v1().errors.OpError as exc:
+            raise BackendError("TensorCapture.finish(): reading the variables the step updated failed: {}".format(
+                exc.message))
         result, position = {}, 0  # type: Dict[str, List[Any]], int
         for op, variables in updates:
             result[op.name] = [values[position + k] for k in range(len(variables))]
