@@ -16,7 +16,7 @@ PY37    ?= $(shell for p in python3.7 "$$(pyenv root 2>/dev/null)"/versions/3.7*
              command -v "$$p" >/dev/null 2>&1 && "$$p" -c 'import sys; assert sys.version_info[:2] == (3, 7)' \
                >/dev/null 2>&1 && { command -v "$$p"; break; }; done)
 
-.PHONY: demo test chromium test-unit test-unit-tf115 test-protobuf-matrix check-py37 check-import-no-tf check-python37-found bench clean
+.PHONY: demo test chromium test-unit test-unit-tf115 test-protobuf-matrix check-py37 check-import-no-tf check-python37-found bench bench-compare clean
 
 $(STAMP): setup.cfg setup.py
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
@@ -91,6 +91,10 @@ test-protobuf-matrix: .venv-pb-old/.installed .venv-pb-new/.installed
 
 bench: $(STAMP)
 	for f in benchmarks/bench_*.py; do echo "== $$f"; $(VPY) $$f || exit 1; done
+
+# npu-dump-hook compare vs msaccucmp (mindstudio-probe in its own .venv-msprobe, made when missing).
+bench-compare: $(STAMP)
+	$(VPY) benchmarks/bench_compare.py
 
 clean:
 	rm -rf $(VENV) $(VENV115) .venv-pb-old .venv-pb-new demo_out *.egg-info .pytest_cache .hypothesis
