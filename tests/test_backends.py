@@ -1,5 +1,4 @@
 """backends: one protocol for the real NPU and the emulator; the user's choice resolved once."""
-import os
 
 import pytest
 
