@@ -20,7 +20,15 @@ Variables read by :mod:`npu_dump_hook.runner` (``npu-dump-hook run`` sets them f
     NPU_DUMP_HOOK_<KEYWORD>  an NpuDumpHook keyword, one variable each (ENV_RUN_HOOK_OPTIONS):
                              MAX_STEPS, RANDOMNESS, SEED, BACKEND, EMULATE_PRECISION, REFERENCE,
                              SAVE_INITIAL_STATE, OUTPUT_DIR, BUNDLE_DIR, STRICT, RANKS ("0,1"),
-                             GRAPH_KEYWORD, LINK, CHECKSUM, ARCHIVE
+                             GRAPH_KEYWORD, LINK, CHECKSUM, ARCHIVE, EMULATE_PROFILE (exact|ascend),
+                             FAULTS (below), INITIAL_STATE (an NPU bundle: the golden run, the
+                             CLI's --golden-for), ON_MISMATCH (error|warn)
+    NPU_DUMP_HOOK_FAULTS     the emulated backend's ``faults=`` in one variable: entries
+                             ``OP=SPEC`` separated by ``;``, e.g. "conv2/Conv2D=scale=1.05;fc1/MatMul=nan".
+                             OP is the TF op name, everything before the entry's first ``=`` (TF op
+                             names hold neither ``=`` nor ``;``); SPEC is the rest: scale=X,
+                             add_noise=S, overflow or nan. Blanks around OP and SPEC and empty
+                             entries are ignored; an op given twice is an error
     NPU_DUMP_HOOK_STOP       plain tf.compat.v1.Session scripts: "exit" (default: the process ends
                              with status 0 after the dumped step) or "continue"
     NPU_DUMP_HOOK_LOG_LEVEL  DEBUG/INFO/WARNING/ERROR: the runner prints the package's log records
@@ -40,6 +48,8 @@ __all__ = [
     "ENV_RUN",
     "ENV_RUN_HOOK_OPTIONS",
     "ENV_RUN_STOP",
+    "FAULTS_SEPARATOR",
+    "FAULT_OP_SEPARATOR",
     "STOP_MODES",
     "ENV_RUN_LOG_LEVEL",
     "ENV_RUN_KEEP_CHECKPOINTS",
@@ -96,7 +106,14 @@ ENV_RUN_HOOK_OPTIONS = {
     "link": "NPU_DUMP_HOOK_LINK",
     "checksum": "NPU_DUMP_HOOK_CHECKSUM",
     "archive": "NPU_DUMP_HOOK_ARCHIVE",
+    "emulate_profile": "NPU_DUMP_HOOK_EMULATE_PROFILE",
+    "faults": "NPU_DUMP_HOOK_FAULTS",
+    "initial_state": "NPU_DUMP_HOOK_INITIAL_STATE",
+    "on_mismatch": "NPU_DUMP_HOOK_ON_MISMATCH",
 }
+#: NPU_DUMP_HOOK_FAULTS: what separates its ``OP=SPEC`` entries, and an entry's op from its spec.
+FAULTS_SEPARATOR = ";"
+FAULT_OP_SEPARATOR = "="
 #: Plain-session scripts under the runner: ``exit`` (default) or ``continue`` after the dumped steps.
 ENV_RUN_STOP = "NPU_DUMP_HOOK_STOP"
 #: What ``NpuDumpSession(stop=)``, ``--stop`` and NPU_DUMP_HOOK_STOP accept.

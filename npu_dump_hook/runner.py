@@ -101,7 +101,10 @@ from .constants import (
     ENV_RUN_KEEP_CHECKPOINTS,
     ENV_RUN_LOG_LEVEL,
     ENV_RUN_STOP,
+    FAULT_OP_SEPARATOR,
+    FAULTS_SEPARATOR,
     LINK_MODES,
+    ON_MISMATCH,
     NPU_OPTIMIZER_NAME,
     STOP_MODES,
 )
@@ -109,7 +112,7 @@ from .errors import NpuDumpError, OptionError
 from .options import DumpOptions, parse_flag
 
 __all__ = ["RunSettings", "Injection", "install", "installed", "start", "site_dir", "bootstrap_command", "main",
-           "PROG"]
+           "PROG", "parse_faults", "format_faults"]
 
 logger = logging.getLogger(__name__)
 
@@ -178,6 +181,75 @@ def _precisions() -> Sequence[str]:
     return PRECISIONS
 
 
+def _profiles() -> Sequence[str]:
+    from .emulator.backend import PROFILES
+
+    return PROFILES
+
+
+def _existing_path(var: str, raw: str) -> str:
+    """A path that exists now, made absolute (the script may change directory before the hook reads it)."""
+    if not raw.strip():
+        raise OptionError(var, raw, "must not be blank")
+    if not os.path.exists(raw):
+        raise OptionError(var, raw, "no such file or folder (an NPU bundle folder or .tar/.tar.gz archive)")
+    return os.path.abspath(raw)
+
+
+def parse_faults(raw: str, var: str = ENV_RUN_HOOK_OPTIONS["faults"]) -> Dict[str, str]:
+    """``{"op name": spec}`` from the one-variable encoding of ``faults=`` (see
+    :mod:`npu_dump_hook.constants`, NPU_DUMP_HOOK_FAULTS): ``OP=SPEC`` entries separated by
+    ``;``, OP everything before an entry's first ``=``. Each spec is checked as the emulator
+    checks it; an :class:`OptionError` on ``var`` names the entry and the rule it breaks."""
+    from .emulator.numerics import parse_fault  # numpy: loaded only when the variable is set
+
+    faults = {}  # type: Dict[str, str]
+    for entry in raw.split(FAULTS_SEPARATOR):
+        if not entry.strip():
+            continue
+        op, sep, spec = (part.strip() for part in entry.partition(FAULT_OP_SEPARATOR))
+        if not sep or not op or not spec:
+            raise OptionError(var, raw, "entry {!r} is not OP=SPEC (e.g. conv2/Conv2D=scale=1.05; entries "
+                                        "separated by '{}')".format(entry.strip(), FAULTS_SEPARATOR))
+        if op in faults:
+            raise OptionError(var, raw, "op {!r} is given twice".format(op))
+        try:
+            parse_fault(op, spec)
+        except OptionError as exc:
+            raise OptionError(var, raw, "entry {!r}: {}".format(entry.strip(), exc.rule)) from None
+        faults[op] = spec
+    if not faults:
+        raise OptionError(var, raw, "names no fault: give OP=SPEC entries separated by '{}'".format(FAULTS_SEPARATOR))
+    return faults
+
+
+def format_faults(faults: Mapping[str, str]) -> str:
+    """The NPU_DUMP_HOOK_FAULTS text of ``faults`` (the inverse of :func:`parse_faults`); an op
+    name holding ``;`` or ``=`` cannot be encoded (no TF op name does): OptionError("faults")."""
+    entries = []
+    for op, spec in faults.items():
+        if FAULTS_SEPARATOR in op or FAULT_OP_SEPARATOR in op or FAULTS_SEPARATOR in spec:
+            raise OptionError("faults", {op: spec}, "an op name holds neither '{}' nor '{}', a spec no '{}'".format(
+                FAULTS_SEPARATOR, FAULT_OP_SEPARATOR, FAULTS_SEPARATOR))
+        entries.append(op + FAULT_OP_SEPARATOR + spec)
+    return FAULTS_SEPARATOR.join(entries)
+
+
+def _check_together(hook_options: Mapping[str, Any], env: Mapping[str, str]) -> None:
+    """Hook keywords that cannot go together, refused before the script starts (named by variable)."""
+    backend = hook_options.get("backend")
+    if "initial_state" in hook_options and backend not in (None, "auto", "reference"):
+        var = ENV_RUN_HOOK_OPTIONS["initial_state"]
+        raise OptionError(var, env[var], "is for the golden run, whose backend is reference, not {} ({}={})".format(
+            backend, ENV_RUN_HOOK_OPTIONS["backend"], backend))
+    golden = "initial_state" in hook_options or backend == "reference"
+    for keyword in ("emulate_profile", "faults"):
+        if keyword in hook_options and (golden or backend == "npu"):
+            var = ENV_RUN_HOOK_OPTIONS[keyword]
+            raise OptionError(var, env[var], "applies to the emulated NPU run only, not to {}".format(
+                "the golden run" if golden else "the real NPU"))
+
+
 _HOOK_PARSERS = {
     "max_steps": _integer(1),
     "randomness": _one_of(_policies),
@@ -194,6 +266,10 @@ _HOOK_PARSERS = {
     "link": _one_of(lambda: LINK_MODES),
     "checksum": _one_of(lambda: CHECKSUMS),
     "archive": _one_of(lambda: ARCHIVES),
+    "emulate_profile": _one_of(_profiles),
+    "faults": lambda var, raw: parse_faults(raw, var),
+    "initial_state": _existing_path,
+    "on_mismatch": _one_of(lambda: ON_MISMATCH),
 }  # type: Dict[str, Callable[[str, str], Any]]
 
 
@@ -231,6 +307,7 @@ class RunSettings:
             raw = env.get(var)
             if raw:
                 hook_options[keyword] = _HOOK_PARSERS[keyword](var, raw)
+        _check_together(hook_options, env)
         stop = _one_of(lambda: STOP_MODES)(ENV_RUN_STOP, env[ENV_RUN_STOP]) if env.get(ENV_RUN_STOP) else "exit"
         level = env.get(ENV_RUN_LOG_LEVEL) or None
         if level is not None:

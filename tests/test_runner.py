@@ -213,20 +213,29 @@ def test_environment_only_start_chains_the_sitecustomize_it_hides(tmp_path):
 # -- settings (no process needed) ----------------------------------------------------------------
 
 
-def test_settings_read_every_hook_variable():
+def test_settings_read_every_hook_variable(tmp_path):
     env = {"NPU_DUMP_HOOK_MAX_STEPS": "3", "NPU_DUMP_HOOK_RANDOMNESS": "pin", "NPU_DUMP_HOOK_SEED": "-7",
            "NPU_DUMP_HOOK_BACKEND": "emulated", "NPU_DUMP_HOOK_EMULATE_PRECISION": "fp16",
            "NPU_DUMP_HOOK_REFERENCE": "no", "NPU_DUMP_HOOK_SAVE_INITIAL_STATE": "0",
            "NPU_DUMP_HOOK_OUTPUT_DIR": "out", "NPU_DUMP_HOOK_BUNDLE_DIR": "b", "NPU_DUMP_HOOK_STRICT": "false",
            "NPU_DUMP_HOOK_RANKS": "0,2", "NPU_DUMP_HOOK_GRAPH_KEYWORD": "IteratorV2",
            "NPU_DUMP_HOOK_LINK": "copy", "NPU_DUMP_HOOK_CHECKSUM": "none", "NPU_DUMP_HOOK_ARCHIVE": "tar",
-           "NPU_DUMP_HOOK_STOP": "continue", "NPU_DUMP_HOOK_LOG_LEVEL": "info"}
+           "NPU_DUMP_HOOK_STOP": "continue", "NPU_DUMP_HOOK_LOG_LEVEL": "info",
+           "NPU_DUMP_HOOK_EMULATE_PROFILE": "ascend", "NPU_DUMP_HOOK_FAULTS": " conv2/Conv2D = scale=1.05;fc/MatMul=nan;",
+           "NPU_DUMP_HOOK_ON_MISMATCH": "warn"}
     settings = runner.RunSettings.from_env(env)
-    assert sorted(settings.hook_options) == sorted(constants.ENV_RUN_HOOK_OPTIONS)
+    assert sorted(settings.hook_options) == sorted(set(constants.ENV_RUN_HOOK_OPTIONS) - {"initial_state"})
     assert settings.hook_options == {
         "max_steps": 3, "randomness": "pin", "seed": -7, "backend": "emulated", "emulate_precision": "fp16",
         "reference": False, "save_initial_state": False, "output_dir": "out", "bundle_dir": "b", "strict": False,
-        "ranks": (0, 2), "graph_keyword": "IteratorV2", "link": "copy", "checksum": "none", "archive": "tar"}
+        "ranks": (0, 2), "graph_keyword": "IteratorV2", "link": "copy", "checksum": "none", "archive": "tar",
+        "emulate_profile": "ascend", "faults": {"conv2/Conv2D": "scale=1.05", "fc/MatMul": "nan"},
+        "on_mismatch": "warn"}
+    # the golden run: initial_state (made absolute: the script may change directory), backend unset or reference
+    (tmp_path / "npu_bundle").mkdir()
+    for backend in ({}, {"NPU_DUMP_HOOK_BACKEND": "reference"}):
+        golden = runner.RunSettings.from_env(dict(backend, NPU_DUMP_HOOK_INITIAL_STATE=str(tmp_path / "npu_bundle")))
+        assert golden.hook_options["initial_state"] == str(tmp_path / "npu_bundle")
     assert (settings.stop, settings.log_level, settings.enabled) == ("continue", "INFO", True)
     assert runner.RunSettings.from_env({}) == runner.RunSettings()
 
@@ -239,6 +248,20 @@ def test_settings_read_every_hook_variable():
     ("NPU_DUMP_HOOK_STOP", "later", "must be one of exit|continue"),
     ("NPU_DUMP_HOOK_RUN", "2", "must be one of 1/true/yes/on or 0/false/no/off"),
     ("NPU_DUMP_STEP", "0|", None),
+    ("NPU_DUMP_HOOK_EMULATE_PROFILE", "gpu", "must be one of exact|ascend"),
+    ("NPU_DUMP_HOOK_ON_MISMATCH", "ignore", "must be one of error|warn"),
+    ("NPU_DUMP_HOOK_INITIAL_STATE", "no/such/bundle",
+     "no such file or folder (an NPU bundle folder or .tar/.tar.gz archive)"),
+    ("NPU_DUMP_HOOK_FAULTS", "conv2/Conv2D", "entry 'conv2/Conv2D' is not OP=SPEC (e.g. conv2/Conv2D=scale=1.05; "
+                                             "entries separated by ';')"),
+    ("NPU_DUMP_HOOK_FAULTS", "a=nan; =nan", "entry '=nan' is not OP=SPEC (e.g. conv2/Conv2D=scale=1.05; "
+                                            "entries separated by ';')"),
+    ("NPU_DUMP_HOOK_FAULTS", "a=nan;a=overflow", "op 'a' is given twice"),
+    ("NPU_DUMP_HOOK_FAULTS", "a=scale=x", "entry 'a=scale=x': scale needs a number: expected scale=X, "
+                                          "add_noise=S (X, S finite > 0), overflow or nan"),
+    ("NPU_DUMP_HOOK_FAULTS", "a=nan=1", "entry 'a=nan=1': nan takes no value: expected scale=X, "
+                                        "add_noise=S (X, S finite > 0), overflow or nan"),
+    ("NPU_DUMP_HOOK_FAULTS", " ; ", "names no fault: give OP=SPEC entries separated by ';'"),
 ])
 def test_settings_errors_name_the_variable(var, value, rule):
     with pytest.raises(OptionError) as raised:
@@ -246,6 +269,33 @@ def test_settings_errors_name_the_variable(var, value, rule):
     assert raised.value.option == var
     if rule is not None:
         assert raised.value.rule == rule
+
+
+@pytest.mark.parametrize("env, var, rule", [
+    ({"NPU_DUMP_HOOK_BACKEND": "emulated"}, "NPU_DUMP_HOOK_INITIAL_STATE",
+     "is for the golden run, whose backend is reference, not emulated (NPU_DUMP_HOOK_BACKEND=emulated)"),
+    ({"NPU_DUMP_HOOK_FAULTS": "a=nan"}, "NPU_DUMP_HOOK_FAULTS",
+     "applies to the emulated NPU run only, not to the golden run"),
+    ({"NPU_DUMP_HOOK_EMULATE_PROFILE": "ascend"}, "NPU_DUMP_HOOK_EMULATE_PROFILE",
+     "applies to the emulated NPU run only, not to the golden run"),
+])
+def test_golden_run_settings_that_cannot_go_together(tmp_path, env, var, rule):
+    with pytest.raises(OptionError) as raised:
+        runner.RunSettings.from_env(dict(env, NPU_DUMP_HOOK_INITIAL_STATE=str(tmp_path)))
+    assert (raised.value.option, raised.value.rule) == (var, rule)
+    with pytest.raises(OptionError) as raised:
+        runner.RunSettings.from_env({"NPU_DUMP_HOOK_BACKEND": "npu", "NPU_DUMP_HOOK_FAULTS": "a=nan"})
+    assert raised.value.rule == "applies to the emulated NPU run only, not to the real NPU"
+
+
+def test_faults_round_trip_through_their_variable():
+    faults = {"conv2/Conv2D": "scale=1.05", "block_1/dense/MatMul": "add_noise=0.01", "x": "overflow"}
+    text = runner.format_faults(faults)
+    assert text == "conv2/Conv2D=scale=1.05;block_1/dense/MatMul=add_noise=0.01;x=overflow"
+    assert runner.parse_faults(text) == faults
+    with pytest.raises(OptionError) as raised:
+        runner.format_faults({"a;b": "nan"})
+    assert raised.value.option == "faults"
 
 
 def test_a_bad_variable_exits_with_the_command_lines_usage_status():

@@ -34,7 +34,7 @@ import sys
 from typing import Any, List, Optional
 
 from .._version import __version__
-from ..constants import ARCHIVES, BACKEND_CHOICES, CHECKSUMS, LINK_MODES, STOP_MODES
+from ..constants import ARCHIVES, BACKEND_CHOICES, CHECKSUMS, LINK_MODES, ON_MISMATCH, STOP_MODES
 from ..errors import NpuDumpError, OptionError
 from ._exit import EXIT_CHECK_FAILED, EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
 
@@ -182,6 +182,8 @@ script's process (python -m npu_dump_hook.runner reads the same).""", """
   npu-dump-hook run -- python train.py --epochs 10
   npu-dump-hook run --dump-mode all --dump-step 0 --output-dir out -- python train.py
   npu-dump-hook run --dump-debug --no-strict -- train.py --data /data
+  npu-dump-hook run --backend emulated --emulate-profile ascend --fault conv2/Conv2D=scale=1.05 -- train.py
+  npu-dump-hook run --golden-for npu_dump_hook_out/bundles/BUNDLE -- python train.py   # on the CPU/GPU machine
 """)
     p.usage = "{} run [options] -- [python [PYTHON_OPTIONS]] SCRIPT|-m MODULE [ARGS...]".format(PROG)
     dump = p.add_argument_group("dump options (NPU_DUMP_*; default: a data dump of the outputs into the run folder)")
@@ -201,6 +203,17 @@ script's process (python -m npu_dump_hook.runner reads the same).""", """
     hook.add_argument("--backend", choices=BACKEND_CHOICES,
                       help="npu, emulated, or auto (default: npu when npu_bridge imports)")
     hook.add_argument("--emulate-precision", help="emulated backend: fp32 (default) or fp16")
+    hook.add_argument("--emulate-profile", help="emulated backend: exact (default: fp32, everything equal) or "
+                                                "ascend (float16 Cube ops, GE fusion, device formats)")
+    hook.add_argument("--fault", dest="faults", action="append", metavar="OP=SPEC",
+                      help="emulated backend: a wrong kernel in op OP, SPEC scale=X, add_noise=S, overflow or "
+                           "nan (repeat for more ops; e.g. conv2/Conv2D=scale=1.05)")
+    hook.add_argument("--golden-for", dest="initial_state", metavar="NPU_BUNDLE",
+                      help="the golden run of NPU_BUNDLE: backend reference, its initial state restored before "
+                           "its captured step, fingerprints checked (same script, on a CPU/GPU machine)")
+    hook.add_argument("--on-mismatch", choices=ON_MISMATCH,
+                      help="golden run whose state or batch differs from NPU_BUNDLE's: fail before writing "
+                           "(error, default) or write the bundle with the differences (warn)")
     hook.add_argument("--reference", action="store_true", default=None,
                       help="capture the golden (CPU/GPU) tensors (default: with the emulated backend)")
     hook.add_argument("--no-reference", dest="reference", action="store_false", help="do not capture them")

@@ -21,12 +21,13 @@ import subprocess
 import sys
 from typing import Any, Dict, List, Sequence, Tuple
 
-from ..constants import ENV_OPTIONS, ENV_RUN, ENV_RUN_HOOK_OPTIONS, ENV_RUN_LOG_LEVEL, ENV_RUN_STOP
+from ..constants import (ENV_OPTIONS, ENV_RUN, ENV_RUN_HOOK_OPTIONS, ENV_RUN_LOG_LEVEL, ENV_RUN_STOP,
+                         FAULTS_SEPARATOR)
 from ..errors import OptionError
-from ..runner import RunSettings, bootstrap_command
+from ..runner import RunSettings, bootstrap_command, parse_faults
 from ._exit import EXIT_USAGE, CliError
 
-__all__ = ["run", "split_command"]
+__all__ = ["run", "split_command", "faults_from_flags"]
 
 _INTERPRETER = re.compile(r"^(?:python|pypy)[0-9.]*[a-z]?(?:\.exe)?$")
 _PYTHON_FLAGS = set("bBdEiIOPqRsSuvx")  # interpreter options without a value
@@ -38,11 +39,14 @@ _DUMP_FLAGS = (("dump_path", "--dump-path"), ("dump_step", "--dump-step"), ("dum
 # hook keyword -> its flag when it is not "--" + keyword with dashes (which sets True or a value)
 _NEGATIVE_FLAGS = {"save_initial_state": "--no-initial-state", "reference": "--no-reference",
                    "strict": "--no-strict"}
+# hook keyword -> its flag when the flag is not named after the keyword
+_FLAG_NAMES = {"initial_state": "--golden-for", "faults": "--fault"}
 _NO_SCRIPT = "give the script to run after -- (e.g. npu-dump-hook run -- python train.py)"
 
 
 def run(args: argparse.Namespace) -> int:
     python, python_options, target = split_command(args.target)
+    faults_from_flags(getattr(args, "faults", None))
     env, flags = _environment(args)
     try:
         RunSettings.from_env(env)
@@ -92,6 +96,25 @@ def split_command(words: Sequence[str]) -> Tuple[str, List[str], List[str]]:
     return python, options, ["--"] + words
 
 
+def faults_from_flags(entries: Any) -> Dict[str, str]:
+    """``{"op": spec}`` of the ``--fault OP=SPEC`` flags (None: none), each checked on its own so
+    an error (exit 2) shows the flag as typed: one op per flag, a spec the emulator accepts,
+    no op twice."""
+    faults = {}  # type: Dict[str, str]
+    for entry in entries or ():
+        if FAULTS_SEPARATOR in entry:
+            raise CliError("option --fault={!r}: one OP=SPEC per --fault (give --fault again for another op)".format(
+                entry), EXIT_USAGE)
+        try:
+            ((op, spec),) = parse_faults(entry, "--fault").items()
+        except OptionError as exc:
+            raise CliError("option --fault={!r}: {}".format(entry, exc.rule), EXIT_USAGE) from None
+        if op in faults:
+            raise CliError("option --fault={!r}: op {!r} is given twice".format(entry, op), EXIT_USAGE)
+        faults[op] = spec
+    return faults
+
+
 def _environment(args: argparse.Namespace) -> Tuple[Dict[str, str], Dict[str, str]]:
     """The child's environment, and which flag set each variable (for error messages)."""
     env = dict(os.environ)
@@ -121,7 +144,10 @@ def _environment(args: argparse.Namespace) -> Tuple[Dict[str, str], Dict[str, st
             continue
         if keyword in ("output_dir", "bundle_dir"):
             value = os.path.abspath(value)
-        flag = _NEGATIVE_FLAGS[keyword] if value is False else "--" + keyword.replace("_", "-")
+        elif keyword == "faults":  # the --fault flags, in one variable (NPU_DUMP_HOOK_FAULTS)
+            value = FAULTS_SEPARATOR.join(value)
+        flag = _NEGATIVE_FLAGS[keyword] if value is False else _FLAG_NAMES.get(keyword,
+                                                                                 "--" + keyword.replace("_", "-"))
         put(var, value, flag)
     if args.stop is not None:
         put(ENV_RUN_STOP, args.stop, "--stop")

@@ -157,6 +157,24 @@ def test_flags_become_the_scripts_variables(tmp_path, monkeypatch):
     assert seen["command"][0] == sys.executable and seen["command"][-3:] == ["train.py", "--lr", "1"]
 
 
+def test_workflow_flags_become_the_scripts_variables(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    seen = {}
+    monkeypatch.setattr(cli_run, "_run_child", lambda command, env: seen.update(env=env) or 0)
+    (tmp_path / "train.py").write_text("")
+    assert main(["run", "--backend", "emulated", "--emulate-profile", "ascend", "--fault", "conv2/Conv2D=scale=1.05",
+                 "--fault", " fc1/MatMul = nan", "--", "train.py"]) == 0
+    env = seen["env"]
+    assert (env["NPU_DUMP_HOOK_EMULATE_PROFILE"], env["NPU_DUMP_HOOK_FAULTS"]) == (
+        "ascend", "conv2/Conv2D=scale=1.05; fc1/MatMul = nan")
+    assert "NPU_DUMP_HOOK_INITIAL_STATE" not in env and "NPU_DUMP_HOOK_ON_MISMATCH" not in env
+    (tmp_path / "npu_bundle").mkdir()
+    assert main(["run", "--golden-for", "npu_bundle", "--on-mismatch", "warn", "--", "train.py"]) == 0
+    env = seen["env"]
+    assert (env["NPU_DUMP_HOOK_INITIAL_STATE"], env["NPU_DUMP_HOOK_ON_MISMATCH"]) == ("npu_bundle", "warn")
+    assert "NPU_DUMP_HOOK_FAULTS" not in env and "NPU_DUMP_HOOK_BACKEND" not in env
+
+
 def test_split_command_rejects_what_it_cannot_run():
     for words in (["python", "-"], ["python", "-m"], ["python", "-W"], ["python", "--version"]):
         with pytest.raises(CliError) as raised:
