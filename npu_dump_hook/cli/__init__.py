@@ -157,13 +157,29 @@ or a malformed file is one line on stderr and exit 1; the other paths are still 
 def _add_demo(sub: "argparse._SubParsersAction") -> argparse.ArgumentParser:
     p = _sub(sub, "demo", "train a bundled sample model one step with the hook and write a bundle", """\
 Train a bundled sample model for one step with the hook (on the emulated NPU when no NPU
-is present) and write its bundle: a quick look at what the hook produces.""", """
+is present) and write its bundle: a quick look at what the hook produces.
+
+--compare, the second act: the emulated NPU run with the realistic profile (float16 Cube
+ops, GE fusion, device formats) and one injected kernel fault (cnn: conv2/Conv2D=scale=1.05,
+mlp: hidden2/MatMul, text: logits/MatMul), then the golden run in a second process (backend
+reference, initial state from the NPU bundle: what --golden-for runs), then the comparison of
+the two bundles: its summary, OUT/compare.html and the command that repeats it. Exit 1 when
+the first divergence is not the faulted op.""", """
   npu-dump-hook demo
   npu-dump-hook demo --model mlp --out /tmp/demo
+  npu-dump-hook demo --compare
+  npu-dump-hook demo --compare --model mlp --fault hidden1/MatMul=nan
+  npu-dump-hook demo --golden-for demo_out/npu/bundles/BUNDLE --out golden   # the golden run alone
 """)
     p.add_argument("--out", default="demo_out", help="output folder (default: ./demo_out)")
     p.add_argument("--model", choices=("cnn", "mlp", "text"), default="cnn")
     p.add_argument("--backend", choices=BACKEND_CHOICES, default="auto")
+    p.add_argument("--compare", action="store_true",
+                   help="second act: faulted emulated NPU run, golden run in a second process, comparison")
+    p.add_argument("--fault", dest="faults", action="append", metavar="OP=SPEC",
+                   help="with --compare: the fault to inject instead of the model's default (repeatable)")
+    p.add_argument("--golden-for", dest="initial_state", metavar="NPU_BUNDLE",
+                   help="train the model in the golden run of NPU_BUNDLE (the second process of --compare)")
     return p
 
 
