@@ -9,9 +9,9 @@ import pytest
 import tensorflow as tf
 
 from npu_dump_hook import DumpOptions, NpuDumpHook, OptionError
-from npu_dump_hook.emulator import fusion
+from npu_dump_hook.emulator import fusion, layout
 from npu_dump_hook.emulator.backend import NUMERICS_NOTE, PROFILES, EmulatedNpu
-from npu_dump_hook.formats import ge_graph
+from npu_dump_hook.formats import device_format, ge_graph
 from npu_dump_hook.formats.dump_file import DumpFile
 
 from helpers.hooks import FetchHook, VariablesAtEndHook
@@ -300,3 +300,21 @@ def test_stats_rows_show_device_formats_and_precision_option_is_exact_only(in_tm
         ("Input", "NC1HWC0", "DT_FLOAT16"), ("Input", "FRACTAL_Z", "DT_FLOAT16"), ("Input", "ND", "DT_FLOAT"),
         ("Output", "ND", "DT_FLOAT")]
     assert rows[0].shape == (4, 1, 8, 8, 16)
+
+
+@pytest.mark.parametrize("shape, held", [
+    ((4, 8, 8, 3), layout.Held("float16", "NC1HWC0", "NHWC")),
+    ((2, 5, 5, 33), layout.Held("float16", "NC1HWC0", "NHWC")),
+    ((3, 3, 3, 20), layout.Held("float16", "FRACTAL_Z", "HWCN")),
+    ((4, 320), layout.Held("float16", "FRACTAL_NZ", "ND")),
+    ((2, 7, 17, 5), layout.Held("float16", "FRACTAL_NZ", "NHWC")),
+    ((6,), layout.Held("float32", "ND", "ND")),
+])
+def test_graph_desc_shapes_are_the_dumped_payload_shapes(shape, held):
+    """The Build graph's desc dims (device_shape) equal the shape of the payload device_array writes,
+    and the reader's conversion gives the framework array back."""
+    array = np.random.RandomState(0).rand(*shape).astype(np.float32)
+    device = layout.device_array(array, held)
+    assert device.shape == layout.device_shape(shape, held) and device.dtype == np.dtype(held.dtype)
+    back = device_format.to_original(device, held.format, shape, held.origin_format if held.format != "ND" else None)
+    np.testing.assert_array_equal(back, array.astype(held.dtype))
