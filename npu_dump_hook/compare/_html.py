@@ -7,19 +7,29 @@ style is fetched, and the page holds no ``http(s)://`` address of its own.
 
 What the page shows:
 
-- written here, so it reads without JavaScript: the verdict, the NPU and golden paths, the
-  thresholds (the keys of THRESHOLD_METRICS; a None is a check that is off), the summary counts (with the reasons rows were not compared, "input
-  inconsistent" and float16 overflow called out), the first divergence (NPU node, its original
-  TF ops, tensor, metrics and the metrics of its inputs) and the further root causes;
-- drawn by the inline script from the embedded document: an SVG plot of CosineSimilarity
-  (linear) and MaxRelativeError / MeanRelativeError / RelativeEuclideanDistance (log scale)
-  along execution order (the rows' ``order``), with the active thresholds dashed, the first divergence as a red line, propagated
-  rows shaded, root causes and overflows marked, a hover read-out and click-to-select; a table
-  of the rows, sortable by any column, filtered by text and status, 100 rows a page; and the
-  detail of the row clicked (original ops, shapes, formats, dtypes, every metric at full
+- written here, so it reads without JavaScript: the verdict, the NPU side (path, kind, graph,
+  bundle, the dump step folder compared: ``npu.step_dir``) and the golden side, the thresholds
+  (the limits of THRESHOLD_METRICS in force, then what is off: a limit that is None, and
+  ``check_scalars`` when False -- a switch, not a limit), the document's ``warnings``, the
+  summary counts (with the reasons rows were not compared, "input inconsistent" and float16
+  overflow called out), the first divergence (NPU node, its original TF ops, tensor, golden
+  tensor, what it breached, its metrics and the metrics of its inputs) and the further root
+  causes;
+- drawn by the inline script from the embedded document: an SVG plot along execution order
+  (the rows' ``order``) of CosineSimilarity (linear) and MagnitudeError / MaxRelativeError /
+  MeanRelativeError / RelativeEuclideanDistance (one log axis), with the active thresholds
+  dashed, the first divergence as a red line, propagated rows shaded, root causes and overflows
+  marked, a hover read-out and click-to-select; a table of the rows, sortable by any column,
+  filtered by text and status, 100 rows a page; and the detail of the row clicked (original
+  ops, golden tensor, shapes, formats, dtypes, what it breached, every metric at full
   precision, mean/std, fail reason). The view state lives in the address fragment
   (``#row=12&sort=MaxRelativeError&dir=desc&status=propagated&q=conv&page=2``), so a link
   reopens the same view.
+
+MagnitudeError is no msaccucmp metric: the row's ``magnitude_error`` (compare/_thresholds.py
+derives it from cosine and relative Euclidean distance); for a document without that key it
+is derived here the same way. A status ``breach`` (the first contract's; compare() no longer
+writes it) is still drawn and sorted.
 
 Scale: the plot is drawn from arrays; a series with more points than twice the plot's width
 in pixels keeps the lowest and highest point of each pixel column (every extreme stays
@@ -46,14 +56,18 @@ import math
 from typing import Any, Dict, List, Optional
 
 from ..errors import FormatError
+from ._thresholds import magnitude_error
 
 __all__ = ["render_html", "SCHEMA", "PLOT_METRICS", "TABLE_METRICS", "THRESHOLD_METRICS"]
 
 SCHEMA = "npu_dump_hook/compare@1"
 
-# The nine numeric metrics of a row, in msaccucmp's CSV order, with the short table headers.
+# The metrics of a row with the short table headers: CosineSimilarity, then MagnitudeError
+# (derived from cosine and relative Euclidean distance, the row's ``magnitude_error``; see
+# compare/_thresholds.py), then msaccucmp's other eight numeric metrics in its CSV order.
 TABLE_METRICS = (
     ("CosineSimilarity", "Cos"),
+    ("MagnitudeError", "Mag"),
     ("MaxAbsoluteError", "MaxAbs"),
     ("AccumulatedRelativeError", "AccRel"),
     ("RelativeEuclideanDistance", "RelEuc"),
@@ -63,10 +77,14 @@ TABLE_METRICS = (
     ("MaxRelativeError", "MaxRel"),
     ("MeanRelativeError", "MeanRel"),
 )
-PLOT_METRICS = ("CosineSimilarity", "MaxRelativeError", "MeanRelativeError", "RelativeEuclideanDistance")
-# Threshold keys of the document, the metric each bounds and how (a value None: that check is off).
-THRESHOLD_METRICS = (("cosine_min", "CosineSimilarity", "&ge;"), ("rel_euclid_max", "RelativeEuclideanDistance", "&le;"),
+PLOT_METRICS = ("CosineSimilarity", "MagnitudeError", "MaxRelativeError", "MeanRelativeError",
+                "RelativeEuclideanDistance")
+# Threshold keys of the document, the metric each bounds and how (a value None: that check is off),
+# in the order of compare/_thresholds.py. ``check_scalars`` (bool) is no limit: see _thresholds_text.
+THRESHOLD_METRICS = (("cosine_min", "CosineSimilarity", "&ge;"), ("magnitude_err_max", "MagnitudeError", "&le;"),
+                     ("rel_euclid_max", "RelativeEuclideanDistance", "&le;"),
                      ("max_rel_err", "MaxRelativeError", "&le;"), ("mean_rel_err", "MeanRelativeError", "&le;"))
+_FLAG_THRESHOLDS = {"check_scalars": "scalars"}   # boolean switches of the thresholds and their short name
 
 _MAX_LISTED_ROOT_CAUSES = 200
 _NON_FINITE = {"inf": "Infinity", "-inf": "-Infinity", "nan": "NaN"}
@@ -209,6 +227,7 @@ def _header_html(doc: Dict[str, Any]) -> str:
         notes.append("<div class=\"alert\" id=\"input-inconsistent\"><b>Input inconsistent</b>: the two runs "
                      "did not start from the same inputs, so nothing downstream is meaningful.<ul>{}</ul>"
                      "</div>".format("".join("<li>{}</li>".format(_esc(item)) for item in detail)))
+    notes.append(_warnings_html(doc.get("warnings")))
     if summary.get("overflow"):
         notes.append("<div class=\"alert overflow\"><b>float16 overflow</b>: {} tensors are Inf/NaN on the "
                      "NPU where the golden is finite.</div>".format(_esc(summary.get("overflow"))))
@@ -220,16 +239,54 @@ def _header_html(doc: Dict[str, Any]) -> str:
                 _esc(verdict.lower()), _esc(verdict.upper()), sides, counts, "".join(notes), footer)
 
 
+def _warnings_html(warnings: Any) -> str:
+    """The document's ``warnings`` (what compare() logged: another run's golden, skipped files...)."""
+    if isinstance(warnings, str):
+        warnings = [warnings]
+    if not isinstance(warnings, list) or not warnings:
+        return ""
+    return ("<div class=\"alert warn\" id=\"warnings\"><b>{} warning{}</b><ul>{}</ul></div>".format(
+        len(warnings), "" if len(warnings) == 1 else "s", "".join("<li>{}</li>".format(_esc(w)) for w in warnings)))
+
+
 def _thresholds_text(thresholds: Dict[str, Any]) -> str:
-    """Active checks as ``Metric &ge; x``; checks set to None are listed as off; unknown keys as they are."""
-    known = {key for key, _, _ in THRESHOLD_METRICS}
+    """Active checks as ``Metric &ge; x``, then unknown keys as they are; checks set to None and
+    switches set to False (``check_scalars``: one-element tensors are checked too) listed as off."""
+    known = {key for key, _, _ in THRESHOLD_METRICS} | set(_FLAG_THRESHOLDS)
     active = ["{} {} {}".format(metric, op, _esc(_fmt(thresholds[key])))
               for key, metric, op in THRESHOLD_METRICS if thresholds.get(key) is not None]
+    active += ["{} checked".format(label) for key, label in sorted(_FLAG_THRESHOLDS.items())
+               if thresholds.get(key) is not None and thresholds.get(key) is not False]
     active += ["{} = {}".format(_esc(key), _esc(_fmt(value)))
                for key, value in sorted(thresholds.items()) if key not in known]
     off = [metric for key, metric, _ in THRESHOLD_METRICS if key in thresholds and thresholds[key] is None]
+    off += [label for key, label in sorted(_FLAG_THRESHOLDS.items()) if thresholds.get(key) is False]
     text = " &middot; ".join(active) or "none"
     return text + (" <span class=\"muted\">(off: {})</span>".format(", ".join(off)) if off else "")
+
+
+def _number(value: Any) -> Optional[float]:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _with_magnitude(metrics: Any, row: Any = None) -> Dict[str, Any]:
+    """``metrics`` with MagnitudeError: the row's ``magnitude_error`` when the document gives one,
+    else derived from the metrics as the thresholds do (documents written before it existed)."""
+    found = dict(metrics) if isinstance(metrics, dict) else {}
+    if isinstance(row, dict) and "magnitude_error" in row:
+        found["MagnitudeError"] = row["magnitude_error"]
+    elif "MagnitudeError" not in found:
+        numbers = {name: _number(found.get(name)) for name in ("CosineSimilarity", "RelativeEuclideanDistance")}
+        found["MagnitudeError"] = magnitude_error(numbers)
+    return found
+
+
+def _doc_row(doc: Dict[str, Any], row: Any) -> Optional[Dict[str, Any]]:
+    if isinstance(row, int) and not isinstance(row, bool) and 0 <= row < len(doc["rows"]):
+        return doc["rows"][row]
+    return None
 
 
 def _metrics_table(metrics: Any) -> str:
@@ -256,20 +313,24 @@ def _first_divergence_html(doc: Dict[str, Any]) -> str:
         ("tensor", "<code>{}</code>".format(_esc(first.get("tensor")))),
         ("row", _row_link(doc, first.get("row"))),
     ]
+    first_row = _doc_row(doc, first.get("row"))
+    if first_row is not None and first_row.get("golden_tensor"):
+        items.append(("golden tensor", "<code>{}</code>".format(_esc(first_row["golden_tensor"]))))
     if isinstance(first.get("breached"), list):
         items.append(("breached", _esc(", ".join(str(item) for item in first["breached"]) or "-")))
     inputs = first.get("inputs") or []
     input_rows = "".join(
         "<tr><td><code>{}</code></td><td>{}</td>{}</tr>".format(
             _esc(item.get("tensor")), _row_link(doc, item.get("row")),
-            "".join("<td>{}</td>".format(_esc(_fmt((item.get("metrics") or {}).get(name))))
-                    for name, _ in TABLE_METRICS))
-        for item in inputs if isinstance(item, dict))
+            "".join("<td>{}</td>".format(_esc(_fmt(values.get(name)))) for name, _ in TABLE_METRICS))
+        for item, values in ((item, _with_magnitude(item.get("metrics"), _doc_row(doc, item.get("row"))))
+                             for item in inputs if isinstance(item, dict)))
     inputs_html = ("<h3>Its inputs</h3><table class=\"metrics\"><tr><th>tensor</th><th>row</th>{}</tr>{}</table>"
                    .format("".join("<th title=\"{}\">{}</th>".format(_esc(n), _esc(s)) for n, s in TABLE_METRICS),
                            input_rows) if input_rows else "<p class=\"muted\">No compared inputs.</p>")
     return ("<section id=\"first-divergence\" class=\"box\"><h2>First divergence</h2>\n{}\n<h3>Metrics</h3>{}"
-            "\n{}</section>\n").format(_dl(items), _metrics_table(first.get("metrics")), inputs_html)
+            "\n{}</section>\n").format(_dl(items), _metrics_table(_with_magnitude(first.get("metrics"), first_row)),
+                                   inputs_html)
 
 
 def _root_causes_html(doc: Dict[str, Any]) -> str:
@@ -280,9 +341,10 @@ def _root_causes_html(doc: Dict[str, Any]) -> str:
     items = []
     for row in causes[:_MAX_LISTED_ROOT_CAUSES]:
         record = doc["rows"][row]
-        items.append("<li>{} <code>{}</code> &middot; {} &middot; cos {}</li>".format(
+        values = _with_magnitude(record.get("metrics"), record)
+        items.append("<li>{} <code>{}</code> &middot; {} &middot; cos {} &middot; mag {}</li>".format(
             _row_link(doc, row), _esc(record.get("npu_op")), _esc(record.get("tensor")),
-            _esc(_fmt((record.get("metrics") or {}).get("CosineSimilarity")))))
+            _esc(_fmt(values.get("CosineSimilarity"))), _esc(_fmt(values.get("MagnitudeError")))))
     more = len(causes) - len(items)
     tail = "<p class=\"muted\">and {} more (status root_cause in the table)</p>".format(more) if more > 0 else ""
     return ("<section id=\"root-causes\" class=\"box\"><h2>Further root causes ({})</h2><ol>{}</ol>{}</section>\n"
@@ -293,7 +355,8 @@ def _root_causes_html(doc: Dict[str, Any]) -> str:
 
 _BODY_SKELETON = """<noscript><p class="alert">The plot, the table and the row detail need JavaScript.</p></noscript>
 <section class="box" id="plot-box"><h2>Along execution order</h2>
-<div class="legend"><span class="sw cos"></span>CosineSimilarity <span class="sw maxrel"></span>MaxRelativeError
+<div class="legend"><span class="sw cos"></span>CosineSimilarity <span class="sw mag"></span>MagnitudeError
+<span class="sw maxrel"></span>MaxRelativeError
 <span class="sw meanrel"></span>MeanRelativeError <span class="sw releuc"></span>RelativeEuclideanDistance
 <span class="sw fd"></span>first divergence
 <span class="sw prop"></span>propagated <span class="muted">(dashed: thresholds; 0 is drawn on the floor of the
@@ -303,7 +366,7 @@ log axis, inf on its ceiling; click a point to open its row)</span></div>
 <section class="box" id="table-box"><h2>Rows</h2>
 <div class="controls"><input id="filter" type="search" placeholder="filter: op, type, tensor, original op">
 <select id="status-filter"><option value="">every status</option><option value="!ok">not ok</option>
-<option>root_cause</option><option>propagated</option><option>breach</option><option>overflow</option>
+<option>root_cause</option><option>propagated</option><option>overflow</option>
 <option>not_compared</option><option>ok</option></select>
 <span id="pager"><button id="first" type="button">&laquo;</button><button id="prev" type="button">&lsaquo;</button>
 <span id="page-info"></span><button id="next" type="button">&rsaquo;</button>
@@ -328,7 +391,8 @@ code{font:12px/1.3 ui-monospace,Menlo,Consolas,monospace;word-break:break-all}
 .box{background:#fff;border:1px solid #e0e0e0;border-radius:6px;padding:10px 14px;margin:12px 0}
 #first-divergence{border-left:5px solid var(--bad)}#first-divergence.none{border-left-color:var(--ok)}
 .alert{background:#ffebee;border:1px solid #ef9a9a;border-radius:4px;padding:6px 10px;margin:6px 0}
-.alert.overflow{background:#f3e5f5;border-color:#ce93d8}.render-error{background:#b71c1c;color:#fff;padding:8px}
+.alert.overflow{background:#f3e5f5;border-color:#ce93d8}.alert.warn{background:#fff8e1;border-color:#ffe082}
+.alert ul{margin:2px 0;padding-left:20px}.render-error{background:#b71c1c;color:#fff;padding:8px}
 .muted{color:#757575}ul.ops{margin:0;padding-left:18px}
 table{border-collapse:collapse}td,th{padding:2px 6px;border-bottom:1px solid #eee;text-align:left}
 table.metrics td{font-variant-numeric:tabular-nums}th{background:#f5f5f5;white-space:nowrap}
@@ -347,11 +411,11 @@ table.metrics td{font-variant-numeric:tabular-nums}th{background:#f5f5f5;white-s
 .tip{position:absolute;pointer-events:none;background:rgba(33,33,33,.92);color:#fff;font-size:12px;
 padding:4px 8px;border-radius:4px;white-space:pre;z-index:2}
 .legend{font-size:12px;margin-bottom:4px}.sw{display:inline-block;width:14px;height:3px;margin:0 4px 3px 10px;
-vertical-align:middle}.sw.cos{background:#1565c0}.sw.maxrel{background:#c62828}.sw.meanrel{background:#2e7d32}.sw.releuc{background:#00838f}
+vertical-align:middle}.sw.cos{background:#1565c0}.sw.mag{background:#8e24aa}.sw.maxrel{background:#c62828}.sw.meanrel{background:#2e7d32}.sw.releuc{background:#00838f}
 .sw.fd{background:#d50000;width:3px;height:12px}.sw.prop{background:rgba(239,108,0,.25);height:10px}
 svg text{font:11px system-ui,sans-serif;fill:#424242}svg .grid{stroke:#eee}svg .axis{stroke:#9e9e9e}
 svg .series{fill:none;stroke-width:1.2}svg .cos{stroke:#1565c0}svg .maxrel{stroke:#c62828}
-svg .meanrel{stroke:#2e7d32}svg .releuc{stroke:#00838f}svg .thr{stroke-dasharray:5 4;stroke-width:1}
+svg .meanrel{stroke:#2e7d32}svg .mag{stroke:#8e24aa;stroke-width:1.6}svg .releuc{stroke:#00838f}svg .thr{stroke-dasharray:5 4;stroke-width:1}
 svg .prop{fill:rgba(239,108,0,.18)}svg .fd{stroke:#d50000;stroke-width:2}svg .cross{stroke:#616161}
 svg .mark{cursor:pointer}svg .mark.root{fill:#d50000}svg .mark.ovf{fill:#6a1b9a}svg .mark.breach{fill:#ff7043}
 .detail-grid{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px}
@@ -389,7 +453,17 @@ function num(v) {
   if (v === "NaN") { return NaN; }
   return null;
 }
-function metric(row, name) { return num((row.metrics || {})[name]); }
+// MagnitudeError is the row's magnitude_error (CORE derives it from cosine c and relative Euclidean
+// distance d); a document without it gets sqrt(max(0, d^2 - (1 - c^2))), d when c is unknown.
+function magnitude(row) {
+  if (row.magnitude_error !== undefined) { return num(row.magnitude_error); }
+  var m = row.metrics || {}, d = num(m.RelativeEuclideanDistance), c = num(m.CosineSimilarity);
+  if (d === null) { return null; }
+  if (c === null || isNaN(c) || isNaN(d) || !isFinite(d)) { return d; }
+  c = Math.min(1, Math.max(-1, c));
+  return Math.sqrt(Math.max(0, d * d - (1 - c * c)));
+}
+function metric(row, name) { return name === "MagnitudeError" ? magnitude(row) : num((row.metrics || {})[name]); }
 function orderOf(i) { var o = num(rows[i].order); return o === null ? i : o; }
 function fmt(v) {
   v = num(v);
@@ -444,8 +518,9 @@ function writeHash() {
 
 // ---- plot ----------------------------------------------------------------------------------
 var REL_SERIES = [["MaxRelativeError", "maxrel"], ["MeanRelativeError", "meanrel"],
-                  ["RelativeEuclideanDistance", "releuc"]];
-var REL_THRESHOLDS = [["max_rel_err", "maxrel"], ["mean_rel_err", "meanrel"], ["rel_euclid_max", "releuc"]];
+                  ["RelativeEuclideanDistance", "releuc"], ["MagnitudeError", "mag"]];   // the last drawn on top
+var REL_THRESHOLDS = [["max_rel_err", "maxrel"], ["mean_rel_err", "meanrel"], ["rel_euclid_max", "releuc"],
+                      ["magnitude_err_max", "mag"]];
 var X0 = 70, X1 = 985, COS = [18, 198], REL = [238, 418], AXIS_Y = 440;
 var plotRows = [];
 var xScale = null;
@@ -603,7 +678,8 @@ function drawAxes(list, cd, rd) {
 function rowTitle(i) {
   var row = rows[i];
   return text(row.npu_op) + " (" + text(row.op_type) + ")\n" + text(row.tensor) + "\norder " + orderOf(i) +
-    " \u00b7 " + text(row.status) + "\ncos " + fmt(metric(row, "CosineSimilarity")) + " \u00b7 max rel " +
+    " \u00b7 " + text(row.status) + "\ncos " + fmt(metric(row, "CosineSimilarity")) + " \u00b7 mag " +
+    fmt(metric(row, "MagnitudeError")) + " \u00b7 max rel " +
     fmt(metric(row, "MaxRelativeError")) + " \u00b7 mean rel " + fmt(metric(row, "MeanRelativeError")) +
     " \u00b7 rel eucl " + fmt(metric(row, "RelativeEuclideanDistance"));
 }
@@ -805,15 +881,16 @@ function renderDetail(i) {
     "NPU " + fmt(std[0][0]) + " / " + fmt(std[0][1]) + " \u00b7 golden " + fmt(std[1][0]) + " / " + fmt(std[1][1]) : "NaN"));
   detailItem(grid, "fail reason", el("span", {id: "detail-fail-reason"}, text(row.fail_reason) || "-"));
   if (row.golden_tensor !== undefined) { detailItem(grid, "golden tensor", el("code", {}, text(row.golden_tensor) || "-")); }
-  if (Array.isArray(row.breached)) { detailItem(grid, "breached", el("span", {}, row.breached.join(", ") || "-")); }
+  if (Array.isArray(row.breached)) { detailItem(grid, "breached", el("span", {id: "detail-breached"}, row.breached.join(", ") || "-")); }
+  else if (typeof row.breached === "boolean") { detailItem(grid, "breached", el("span", {id: "detail-breached"}, row.breached ? "yes" : "no")); }
   box.appendChild(grid);
-  var table = el("table", {"class": "metrics"}), metrics = row.metrics || {};
+  var table = el("table", {"class": "metrics", id: "detail-metrics"}), metrics = row.metrics || {};
   var names = METRICS.map(function (m) { return m[0]; });
   Object.keys(metrics).forEach(function (k) { if (names.indexOf(k) < 0) { names.push(k); } });
   names.forEach(function (k) {
-    var tr = el("tr");
+    var tr = el("tr", {"data-metric": k});
     tr.appendChild(el("th", {}, k));
-    var v = num(metrics[k]);
+    var v = metric(row, k);
     tr.appendChild(el("td", {}, v === null || isNaN(v) ? "NaN" : String(v)));
     table.appendChild(tr);
   });
@@ -823,8 +900,9 @@ function renderDetail(i) {
     box.appendChild(el("h3", {}, "Inputs of the first divergence"));
     var ul = el("ul");
     first.inputs.forEach(function (inp) {
+      var src = typeof inp.row === "number" && rows[inp.row] ? rows[inp.row] : {metrics: inp.metrics};
       var li = el("li", {}, text(inp.tensor) + ": cos " + fmt(num((inp.metrics || {}).CosineSimilarity)) +
-                  ", max rel " + fmt(num((inp.metrics || {}).MaxRelativeError)));
+                  ", mag " + fmt(magnitude(src)) + ", max rel " + fmt(num((inp.metrics || {}).MaxRelativeError)));
       ul.appendChild(li);
     });
     box.appendChild(ul);

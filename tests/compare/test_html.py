@@ -1,6 +1,7 @@
 """The --html report: its text (escaping, no network, the embedded document) and the page as a
 real headless Chromium renders it (plot, first divergence, sorted table, row detail, no script
-error). Documents are built by hand (tests/helpers/compare_docs.py); no TensorFlow."""
+error). Documents are built by hand (tests/helpers/compare_docs.py) or written by compare() on a
+synthetic bundle (tests/helpers/compare_synth.py); no TensorFlow."""
 import html
 import json
 import math
@@ -9,10 +10,14 @@ import shutil
 import subprocess
 from html.parser import HTMLParser
 
+import numpy as np
 import pytest
 
-from helpers.compare_docs import HOSTILE, synthetic_doc
+from helpers.compare_docs import HOSTILE, WARNING, synthetic_doc
+from helpers.compare_synth import Synth, chain
+from npu_dump_hook.compare import compare
 from npu_dump_hook.compare._html import render_html
+from npu_dump_hook.compare._thresholds import magnitude_error
 from npu_dump_hook.errors import FormatError
 
 EMBEDDED = re.compile(r'<script type="application/json" id="compare-doc">(.*?)</script>', re.S)
@@ -108,8 +113,11 @@ def test_header_holds_verdict_paths_thresholds_and_counts():
     header = page[page.index("<header>"):page.index("</header>")]
     assert '<span class="verdict verdict-fail" id="verdict">FAIL</span>' in header
     assert doc["npu"]["path"] in header and doc["golden"]["path"] in header
-    assert ("CosineSimilarity &ge; 0.99 &middot; RelativeEuclideanDistance &le; 0.05 &middot; "
-            "MaxRelativeError &le; 0.5 &middot; MeanRelativeError &le; 0.05") in header
+    assert "<dt>NPU step</dt><dd><code>{}</code></dd>".format(doc["npu"]["step_dir"]) in header
+    assert ("CosineSimilarity &ge; 0.99 &middot; MagnitudeError &le; 0.01 &middot; RelativeEuclideanDistance "
+            "&le; 0.05 &middot; MaxRelativeError &le; 0.5 &middot; MeanRelativeError &le; 0.05 "
+            '<span class="muted">(off: scalars)</span>') in header
+    assert '<div class="alert warn" id="warnings"><b>1 warning</b><ul><li>{}</li></ul></div>'.format(WARNING) in header
     for key, label in (("rows", "rows"), ("not_compared", "not compared"), ("root_causes", "root causes"),
                        ("propagated", "propagated"), ("overflow", "overflow")):
         assert "<b>{}</b><span>{}</span>".format(doc["summary"][key], label) in header
@@ -118,10 +126,55 @@ def test_header_holds_verdict_paths_thresholds_and_counts():
 
 def test_thresholds_that_are_off_are_said_so():
     doc = synthetic_doc(20)
-    doc["thresholds"].update(max_rel_err=None, mean_rel_err=None, kld_max=0.25)
+    doc["thresholds"].update(magnitude_err_max=None, max_rel_err=None, mean_rel_err=None, kld_max=0.25)
     header = render_html(doc).split("</header>")[0]
     assert ("CosineSimilarity &ge; 0.99 &middot; RelativeEuclideanDistance &le; 0.05 &middot; kld_max = 0.25 "
-            '<span class="muted">(off: MaxRelativeError, MeanRelativeError)</span>') in header
+            '<span class="muted">(off: MagnitudeError, MaxRelativeError, MeanRelativeError, scalars)</span>') in header
+
+
+def test_check_scalars_is_a_switch_not_a_limit():
+    doc = synthetic_doc(20, warnings=())
+    doc["thresholds"].update(check_scalars=True, rel_euclid_max=None, max_rel_err=None, mean_rel_err=None,
+                             strict=False)
+    header = render_html(doc).split("</header>")[0]
+    assert ("CosineSimilarity &ge; 0.99 &middot; MagnitudeError &le; 0.01 &middot; scalars checked &middot; "
+            "strict = False "
+            '<span class="muted">(off: RelativeEuclideanDistance, MaxRelativeError, MeanRelativeError)</span>') in header
+    assert 'id="warnings"' not in header
+
+
+def test_several_warnings_are_listed_escaped():
+    doc = synthetic_doc(20, warnings=("3 of 9 dump file(s) match no op <of the graph>", WARNING))
+    header = render_html(doc).split("</header>")[0]
+    assert "<b>2 warnings</b><ul><li>3 of 9 dump file(s) match no op &lt;of the graph&gt;</li><li>" in header
+
+
+def test_magnitude_error_in_the_boxes_written_here():
+    doc = synthetic_doc(80)
+    page = render_html(doc)
+    box = page[page.index('<section id="first-divergence"'):]
+    box = box[:box.index("</section>")]
+    fd_row = doc["rows"][doc["first_divergence"]["row"]]
+    assert '<th title="MagnitudeError">Mag</th>' in box
+    assert "<td>{:.7g}</td>".format(fd_row["magnitude_error"]) in box
+    assert "<dt>golden tensor</dt><dd><code>{}</code></dd>".format(fd_row["golden_tensor"]) in box
+    second = doc["rows"][doc["root_causes"][1]]
+    assert "&middot; mag {:.7g}</li>".format(second["magnitude_error"]) in page   # further root causes
+
+
+def test_document_without_magnitude_error_derives_it():
+    """A document written before rows carried magnitude_error: derived as the thresholds do."""
+    doc = synthetic_doc(40, warnings=())
+    for row in doc["rows"]:
+        del row["magnitude_error"]
+    for key in ("magnitude_err_max", "check_scalars"):
+        del doc["thresholds"][key]
+    del doc["warnings"], doc["npu"]["step_dir"]
+    page = render_html(doc)
+    metrics = doc["first_divergence"]["metrics"]
+    box = page[page.index('<section id="first-divergence"'):]
+    assert "<td>{:.7g}</td>".format(magnitude_error(metrics)) in box[:box.index("</section>")]
+    assert "scalars" not in page.split("</header>")[0] and "NPU step" not in page
 
 
 def test_first_divergence_box_lists_node_ops_metrics_and_inputs():
@@ -138,7 +191,8 @@ def test_first_divergence_box_lists_node_ops_metrics_and_inputs():
     cos = first["metrics"]["CosineSimilarity"]
     assert "<td>{}</td>".format("{:.7g}".format(cos)) in box
     assert first["inputs"][0]["tensor"] in box and first["inputs"][1]["tensor"] in box
-    assert "<dt>breached</dt><dd>cosine_min, max_rel_err</dd>" in box
+    assert "<dt>breached</dt><dd>{}</dd>".format(", ".join(first["breached"])) in box
+    assert "MagnitudeError" in first["breached"]
 
 
 def test_pass_document_without_divergence_or_rows():
@@ -268,10 +322,11 @@ def test_chromium_draws_the_plot(rendered):
     plotted = [r for r in doc["rows"] if r["direction"] == "output"]
     paths = {node.attrs["class"].split()[1]: node for node in tree.find("path") if "series" in node.attrs.get("class", "")}
     series = {"cos": "CosineSimilarity", "maxrel": "MaxRelativeError", "meanrel": "MeanRelativeError",
-              "releuc": "RelativeEuclideanDistance"}
+              "releuc": "RelativeEuclideanDistance", "mag": "MagnitudeError"}
     assert sorted(paths) == sorted(series)
     for name, metric in series.items():
-        drawn = [r for r in plotted if r["status"] != "not_compared" and r["metrics"][metric] is not None]
+        drawn = [r for r in plotted if r["status"] != "not_compared" and
+                 (r["magnitude_error"] if metric == "MagnitudeError" else r["metrics"][metric]) is not None]
         points = int(paths[name].attrs["data-points"])
         assert int(paths[name].attrs["data-rows"]) == len(drawn)
         assert 0 < points < len(drawn)          # thinned to about 2 points per pixel column
@@ -285,7 +340,7 @@ def test_chromium_draws_the_plot(rendered):
     # The band starts right after the first divergence (only the overflow row sits between them).
     assert abs(float(bands[0].attrs["x"]) - float(marker.attrs["x1"])) < 3
     thresholds = sorted(n.attrs["class"] for n in tree.find("line") if "thr" in n.attrs.get("class", "").split())
-    assert thresholds == ["thr cos", "thr maxrel", "thr meanrel", "thr releuc"]
+    assert thresholds == ["thr cos", "thr mag", "thr maxrel", "thr meanrel", "thr releuc"]
     roots = [n for n in tree.find("circle") if "root" in n.attrs.get("class", "")]
     assert sorted(int(n.attrs["data-row"]) for n in roots) == sorted(doc["root_causes"])
 
@@ -323,7 +378,8 @@ def test_chromium_sorted_page_and_row_detail(rendered):
     assert "NC1HWC0" in text and "[1,8,8,32]" in text and "DT_FLOAT16 / DT_FLOAT" in text
     assert repr(doc["rows"][fd_row]["metrics"]["MaxRelativeError"]) in text   # full precision
     assert "Inputs of the first divergence" in text
-    assert "cosine_min, max_rel_err" in text and doc["rows"][fd_row]["golden_tensor"] in text
+    assert ", ".join(doc["rows"][fd_row]["breached"]) in text and doc["rows"][fd_row]["golden_tensor"] in text
+    assert repr(doc["rows"][fd_row]["magnitude_error"]) in text
 
 
 @needs_chromium
@@ -418,4 +474,74 @@ def test_chromium_clicks_sort_select_page_hover_and_filter(tmp_path):
     assert len(layer_12) == 2 and out["filtered"] == layer_12
     assert "q=LAYER_12/" in out["hash"] and "sort=npu_op" in out["hash"]
     thresholds = sorted(n.attrs["class"] for n in tree.find("line") if "thr" in n.attrs.get("class", "").split())
-    assert thresholds == ["thr cos", "thr meanrel", "thr releuc"]
+    assert thresholds == ["thr cos", "thr mag", "thr meanrel", "thr releuc"]
+
+
+# ---- a document compare() wrote ------------------------------------------------------------
+
+def _real_bundle(tmp_path):
+    """x -> pre (float16 on the NPU) -> head/add_0..3 -> a fused Conv2D+BiasAdd (NC1HWC0) whose NPU
+    output is 5% too large -> an op without golden file -> tail/add_0..4 inheriting the error; a
+    stray file in data/golden makes compare() warn."""
+    rng = np.random.default_rng(11)
+    synth = Synth(tmp_path)
+    x = rng.standard_normal((2, 4, 4, 16)).astype(np.float32)
+    synth.op("x", "Data", x, no_task=True)
+    pre = x * np.float32(2)
+    synth.op("pre", "Mul", pre, inputs=["x:0"], dtype=np.float16)
+    chain(synth, 4, pre, prefix="head", first_input="pre:0")
+    conv = pre + np.float32(2.0)
+    synth.golden_value("scope/Conv2D", conv)
+    fused = conv + np.float32(0.1)
+    synth.op("scope/conv_fused", "Conv2D", fused, inputs=["head/add_3:0"], npu=fused * np.float32(1.05),
+             original_names=["scope/Conv2D", "scope/BiasAdd"], origin=("scope/BiasAdd", 0), fmt=("NC1HWC0", "NHWC"))
+    synth.op("no_golden", "Relu", np.maximum(fused, 0), inputs=["scope/conv_fused:0"], golden=False)
+    chain(synth, 5, fused, prefix="tail", first_input="scope/conv_fused:0", npu_start=fused * np.float32(1.05))
+    bundle = synth.bundle()
+    with open(str(tmp_path / "bundle" / "data" / "golden" / "notes.txt"), "w") as handle:
+        handle.write("not a golden tensor")
+    return bundle
+
+
+def _points(path_node):
+    return [(float(x), float(y)) for x, y in re.findall(r"[ML](-?[\d.]+) (-?[\d.]+)", path_node.attrs["d"])]
+
+
+@needs_chromium
+def test_chromium_renders_a_document_compare_wrote(tmp_path):
+    doc = compare(_real_bundle(tmp_path), workers=1).doc
+    first = doc["first_divergence"]
+    assert first["npu_op"] == "scope/conv_fused" and doc["warnings"]      # the run is what the test needs
+    page = tmp_path / "real.html"
+    page.write_text(render_html(doc), encoding="ascii")
+    tree, console = _chromium_dom(page, tmp_path, "#row={}".format(first["row"]))
+    body = tree.find("body")[0]
+    assert console == [] and "data-render-error" not in body.attrs and body.attrs.get("data-rendered") == "1"
+    assert tree.by_id("fd-op").text() == "scope/conv_fused"
+    header = tree.find("header")[0].text()
+    assert doc["npu"]["step_dir"] in header and "notes.txt" in tree.by_id("warnings").text()
+    assert "MagnitudeError \u2264 0.01" in header and "scalars" in header and "check_scalars" not in header
+    # The MagnitudeError series: a point per compared output row, the fault's above its dashed
+    # threshold on the log axis, the clean rows before it below.
+    mag = [n for n in tree.find("path") if n.attrs.get("class") == "series mag"]
+    assert len(mag) == 1
+    drawn = [r for r in doc["rows"] if r["direction"] == "output" and r["magnitude_error"] is not None]
+    points = _points(mag[0])
+    assert int(mag[0].attrs["data-rows"]) == len(drawn) == len(points)
+    threshold = [n for n in tree.find("line") if n.attrs.get("class") == "thr mag"]
+    assert len(threshold) == 1
+    limit_y = float(threshold[0].attrs["y1"])
+    fd_x = float(tree.by_id("fd-marker").attrs["x1"])
+    fd_point = min(points, key=lambda p: abs(p[0] - fd_x))
+    assert abs(fd_point[0] - fd_x) < 0.2 and fd_point[1] < limit_y
+    assert all(y > limit_y for x, y in points if x < fd_x - 1)
+    assert sorted(n.attrs["class"] for n in tree.find("line") if "thr" in n.attrs.get("class", "").split()) == \
+        ["thr cos", "thr mag"]                       # the relative errors are off by default
+    assert [n for n in tree.find("th") if n.attrs.get("data-key") == "MagnitudeError"]
+    detail = tree.by_id("detail")
+    assert detail.attrs.get("data-row") == str(first["row"])
+    fd_row = doc["rows"][first["row"]]
+    assert tree.by_id("detail-breached").text() == "MagnitudeError" == ", ".join(fd_row["breached"])
+    assert fd_row["golden_tensor"] == "scope/BiasAdd:0" and fd_row["golden_tensor"] in detail.text()
+    magnitude_cell = [n for n in tree.by_id("detail-metrics").walk() if n.attrs.get("data-metric") == "MagnitudeError"]
+    assert magnitude_cell[0].text() == "MagnitudeError" + repr(fd_row["magnitude_error"])
