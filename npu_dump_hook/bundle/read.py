@@ -1,6 +1,6 @@
 """Reading a bundle: its ``bundle.json`` from a folder or an archive, and the human summary."""
 import os
-from typing import Any, Dict, Mapping
+from typing import Any, Dict, List, Mapping
 
 from ..errors import BundleError
 from ._archive import iter_members
@@ -56,11 +56,33 @@ def summarize(bundle: Mapping[str, Any]) -> str:
             run.get("rank"), run.get("device_id"), run.get("steps"), run.get("global_step")),
         "files     {} ({} bytes): {}".format(len(files), sum(int(f.get("size") or 0) for f in files),
                                            ", ".join("{} {}".format(n, k) for k, n in sorted(kinds.items())) or "none"),
-        "coverage  {}/{} ops of the graph have dump files{}".format(
-            cov.get("dumped"), cov.get("expected"),
-            "; missing: " + ", ".join(cov["missing"][:10]) + (" ..." if len(cov["missing"]) > 10 else "")
-            if cov.get("missing") else ""),
+        _coverage_line(cov),
     ]
+    lines.extend(_golden_lines(bundle))
     for warning in bundle.get("warnings") or []:
         lines.append("warning   {}".format(warning))
     return "\n".join(lines)
+
+
+def _coverage_line(cov: Mapping[str, Any]) -> str:
+    if cov.get("not_applicable"):
+        return "coverage  not applicable: {}".format(cov["not_applicable"])
+    missing = cov.get("missing") or []
+    return "coverage  {}/{} ops of the graph have dump files{}".format(
+        cov.get("dumped"), cov.get("expected"),
+        "; missing: " + ", ".join(missing[:10]) + (" ..." if len(missing) > 10 else "") if missing else "")
+
+
+def _golden_lines(bundle: Mapping[str, Any]) -> List[str]:
+    """The fingerprints' size and, in a golden bundle, the NPU bundle it was made for."""
+    lines = []
+    prints = bundle.get("fingerprints")
+    if isinstance(prints, dict):
+        lines.append("prints    step {}: state of {} variable(s), batch of {} tensor(s) (sha256)".format(
+            prints.get("step"), len(prints.get("state") or []), len(prints.get("batch") or [])))
+    target = bundle.get("golden_for")
+    if isinstance(target, dict):
+        lines.append("golden    for {} (bundle.json sha256 {}, created {}); fingerprints {}".format(
+            target.get("path"), str(target.get("bundle_json_sha256"))[:16], target.get("created"),
+            "match" if target.get("match") else "DIFFER (on_mismatch={})".format(target.get("on_mismatch"))))
+    return lines

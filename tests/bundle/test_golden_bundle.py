@@ -68,3 +68,18 @@ def test_verify_refuses_golden_for_outside_reference_bundles_and_dumps_inside_th
     assert sorted(check_bundle_json(doc)) == sorted([
         "golden_for: missing key 'path'", "golden_for.captured_step has type bool",
         "golden_for.bundle_json_sha256 is not 64 lowercase hex digits"])
+
+
+def test_inspect_text_names_the_npu_bundle_and_says_coverage_does_not_apply(tmp_path):
+    from npu_dump_hook.bundle import summarize
+
+    result = write(tmp_path / "b", None, backend="reference", golden_dir=_golden_folder(tmp_path / "src"),
+                   fingerprints=_fingerprints(), golden_for=TARGET)
+    lines = summarize(read_bundle(result.path)).splitlines()
+    assert "coverage  not applicable: " + NOT_APPLICABLE in lines
+    assert "prints    step 0: state of 1 variable(s), batch of 1 tensor(s) (sha256)" in lines
+    assert ("golden    for /npu/bundle (bundle.json sha256 aaaaaaaaaaaaaaaa, created 2026-12-01T12:00:00+00:00); "
+            "fingerprints match") in lines
+    differing = dict(TARGET, match=False, on_mismatch="warn")
+    text = summarize(dict(read_bundle(result.path), golden_for=differing))
+    assert "fingerprints DIFFER (on_mismatch=warn)" in text
