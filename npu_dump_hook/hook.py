@@ -520,7 +520,11 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
 
     def _restore_graph_env(self) -> None:
         """Unset the DUMP_GRAPH_PATH this run set, so a later run in the same process (a second
-        hook, a notebook cell) gets its own graph folder instead of sharing this one."""
+        hook, a notebook cell) gets its own graph folder instead of sharing this one. A golden
+        run (nothing writes a graph or a dump) leaves no empty graph/ and dump/ folders behind."""
+        if self.golden_only:
+            for folder in (self.layout.graph_dir, self.layout.dump_dir):
+                _remove_if_empty(folder)
         env = self._graph_env
         if env.get("set_by_npu_dump_hook") and os.environ.get(env["variable"]) == env["value"]:
             del os.environ[env["variable"]]
@@ -644,6 +648,13 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
             return int(session.run(self._global_step_tensor))
         except _tf.tf_v1().errors.FailedPreconditionError:
             return None
+
+
+def _remove_if_empty(folder: str) -> None:
+    try:
+        os.rmdir(folder)
+    except OSError:  # not empty (the user's own dump_path, say) or already gone
+        pass
 
 
 def _golden_backend(backend: Any, initial_state: Any) -> Any:

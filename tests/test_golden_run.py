@@ -95,6 +95,7 @@ def test_golden_run_matches_the_npu_run_and_names_it(tmp_path, npu_bundle):
     assert array_digest(np.load(files["hidden/kernel:0"]))["sha256"] == state["hidden/kernel"]["sha256"]
     assert "hidden/MatMul:0" in files  # the faulted op's golden value, for the comparison
     assert "golden bundle {}".format(golden) in err and "fingerprints match" in err
+    assert not {"dump", "graph"} & set(os.listdir(result["run_dir"]))  # nothing wrote there: no empty folders
 
 
 def test_golden_run_from_another_initial_state_fails_naming_the_variables(tmp_path, npu_bundle):
