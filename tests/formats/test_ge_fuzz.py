@@ -403,14 +403,15 @@ def test_peak_memory_of_the_graph_readers_stays_within_its_bound(tmp_path):
 # --------------------------------------------------------------------------- linear time
 
 def _best_time(call, path, repeat=5):
+    """Best CPU time of ``call(path)`` (CPU, not wall: the suite runs beside other jobs on 2 cores)."""
     best = float("inf")
     for _ in range(repeat):
-        start = time.perf_counter()
+        start = time.process_time()
         try:
             call(path)
         except NpuDumpError:
             pass
-        best = min(best, time.perf_counter() - start)
+        best = min(best, time.process_time() - start)
     return best
 
 
@@ -423,9 +424,9 @@ LINEAR = {  # what: (reader, text of size ~n, n)
     "parse_model (blank line)": (ge_graph.parse_model, lambda n: b"graph {" + b" " * n + b"}\n", MB),
     "parse_model (string of escapes)": (ge_graph.parse_model,
                                         lambda n: b'graph { name: "' + b"\\t" * (n // 2) + b'" }\n', MB // 2),
-    "parse_model (canonical graph)": (ge_graph.parse_model, graph_of_ops, 30000),
-    "iter_graphs (escaped quotes)": (_scan, lambda n: b'graph { name: "' + b'\\"' * (n // 2) + b'" }\n', 200000),
-    "iter_graphs (comment lines)": (_scan, lambda n: b"graph {\n" + b"# c\n" * (n // 4) + b"}\n", 200000),
+    "parse_model (canonical graph)": (ge_graph.parse_model, graph_of_ops, 120000),
+    "iter_graphs (escaped quotes)": (_scan, lambda n: b'graph { name: "' + b'\\"' * (n // 2) + b'" }\n', 800000),
+    "iter_graphs (comment lines)": (_scan, lambda n: b"graph {\n" + b"# c\n" * (n // 4) + b"}\n", 800000),
     "iter_graphs (non-canonical ops)": (_scan, lambda n: graph_of_ops(n).replace(b"\n  }\n", b"\n  } # op\n"),
                                         300000),
 }
