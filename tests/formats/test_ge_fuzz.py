@@ -322,16 +322,18 @@ for reader, arg in json.loads(sys.argv[1]):
 print(json.dumps(results))
 """
 
-#: Documented bounds (README, ge_text / ge_graph docs): the scanner holds the file's bytes and
-#: one OpSummary per op; the full parse holds the text, its str and the ModelDef, which for
-#: millions of tiny messages (``op {}`` is 5 bytes) is ~20x the text on protobuf's C backends.
-SCAN_BOUND = (16, 64 * MIB)
-PARSE_BOUND = (32, 64 * MIB)
+#: Documented bounds (ge_text / ge_graph docs): the scanner holds the file's bytes and one
+#: OpSummary per op; the full parse holds the text, its str and the ModelDef, whose messages cost
+#: protobuf's C++ backend (TF 1.15 images) ~550 bytes each even when empty (``op {}`` is 10).
+SCAN_BOUND = (16, 0, 64 * MIB)
+PARSE_BOUND = (32, 640, 64 * MIB)  # x file size, bytes per block ("{"), fixed
 
 
-def bound(reader, size):
-    factor, extra = SCAN_BOUND if reader == "iter_graphs" else PARSE_BOUND
-    return factor * size + extra
+def bound(reader, path):
+    factor, per_block, extra = SCAN_BOUND if reader == "iter_graphs" else PARSE_BOUND
+    with open(path, "rb") as handle:
+        data = handle.read()
+    return factor * len(data) + per_block * data.count(b"{") + extra
 
 
 def measure(cases):
@@ -386,7 +388,7 @@ def test_peak_memory_of_the_graph_readers_stays_within_its_bound(tmp_path):
     lines = []
     for (reader, path, note), (peak, seconds, outcome) in zip(cases, results):
         lines.append("{:<18} {:<48} size {:>6.1f} MB  peak +{:>6.1f} MB  bound {:>6.1f} MB  {:5.2f} s  {}".format(
-            reader, note, os.path.getsize(path) / 1e6, peak / 1e6, bound(reader, os.path.getsize(path)) / 1e6,
+            reader, note, os.path.getsize(path) / 1e6, peak / 1e6, bound(reader, path) / 1e6,
             seconds, outcome[:60]))
     report = "\n".join(lines)
     if os.environ.get("NPU_FUZZ_REPORT"):
@@ -395,7 +397,7 @@ def test_peak_memory_of_the_graph_readers_stays_within_its_bound(tmp_path):
     print("\n" + report)
     for (reader, path, note), (peak, seconds, outcome) in zip(cases, results):
         assert not outcome.startswith("ESCAPE"), (reader, note, outcome)
-        assert peak <= bound(reader, os.path.getsize(path)), "{} {}\n{}".format(reader, note, report)
+        assert peak <= bound(reader, path), "{} {}\n{}".format(reader, note, report)
     assert all(outcome.startswith("GraphFormatError") and "nest" in outcome
                for (reader, _, note), (_, _, outcome) in zip(cases, results) if note == "300 nested blocks")
 
