@@ -14,10 +14,11 @@ the first diverging original TF op (docs/compare.md). TensorFlow-free.
 Modules, one job each::
 
     _npu.py         the NPU side: bundle folder / archive / dump step folder, its step and graph
-    _graph.py       the Build graph (GE text or msaccucmp JSON) as ops in graph order
+    _graph.py       the Build graph (GE text or msaccucmp JSON) as ops in graph order, origin formats
     _golden.py      the golden side: .npy files by msaccucmp key (latest timestamp wins)
     _match.py       dump file -> graph op, NPU tensor -> golden TF tensor, ground truth, Index
     _worker.py      one dump file's tensors against their golden files; the process pool
+    _blas.py        one OpenBLAS thread while comparing
     _rows.py        rows in msaccucmp's order, execution order
     _analysis.py    breaches, root causes vs propagated, first divergence, input consistency
     _thresholds.py  the limits and how a row is checked against them

@@ -31,36 +31,67 @@ _SAVED_HEADER = re.compile(r"\{'descr': '([<>|=]?[a-zA-Z][0-9]*)', 'fortran_orde
 _READ_WHOLE = 1 << 20  # smaller payloads are read, larger ones memory-mapped
 
 
-def load_golden(path: str) -> np.ndarray:
-    """A golden ``.npy`` as a read-only array: payloads up to 1 MiB are read, larger ones
-    memory-mapped. Headers exactly as ``np.save`` writes them are parsed here (numpy's own
-    reader evaluates the header with ``ast``: a millisecond per file); anything else goes
-    through ``np.load(mmap_mode="r", allow_pickle=False)``. OSError/ValueError for bad files."""
-    with open(path, "rb") as handle:
-        prefix = handle.read(12)
-        if prefix[:6] != b"\x93NUMPY" or len(prefix) < 10:
+def load_golden(path: str, buffer: Optional[bytearray] = None) -> np.ndarray:
+    """A golden ``.npy`` as an array: payloads up to 1 MiB are read, larger ones
+    memory-mapped (read-only). Headers exactly as ``np.save`` writes them are parsed here
+    (numpy's own reader evaluates the header with ``ast``: a millisecond per file); anything
+    else goes through ``np.load(mmap_mode="r", allow_pickle=False)``. With ``buffer``, a file
+    that fits is read into it in one call and the array is a view of it, valid until the
+    buffer is reused. OSError/ValueError for bad files."""
+    with open(path, "rb", buffering=0) as handle:
+        file_size = os.fstat(handle.fileno()).st_size
+        if buffer is not None and 12 <= file_size <= len(buffer):
+            view = memoryview(buffer)[:file_size]
+            got = 0
+            while got < file_size:
+                step = handle.readinto(view[got:])
+                if not step:
+                    break
+                got += step
+            layout = _saved_layout(bytes(view[:12]), lambda start, length: bytes(view[start:start + length]))
+            if layout is not None and got >= layout[2] + layout[3]:
+                dtype, shape, offset, size = layout
+                return np.frombuffer(buffer, dtype=dtype, count=_count(shape), offset=offset).reshape(shape)
             return np.load(path, mmap_mode="r", allow_pickle=False)
-        if prefix[6] == 1:
-            length, start = struct.unpack("<H", prefix[8:10])[0], 10
-        else:
-            length, start = struct.unpack("<I", prefix[8:12])[0], 12
-        handle.seek(start)
-        match = _SAVED_HEADER.match(handle.read(length).decode("latin1"))
-        if match is None or "O" in match.group(1):
-            return np.load(path, mmap_mode="r", allow_pickle=False)
-        dtype = np.dtype(match.group(1))
-        shape = tuple(int(d) for d in match.group(2).split(",") if d.strip())
-        count = 1
-        for dim in shape:
-            count *= dim
-        offset, size = start + length, count * dtype.itemsize
-        if os.fstat(handle.fileno()).st_size < offset + size:
+
+        def header(start: int, length: int) -> bytes:
+            handle.seek(start)
+            return handle.read(length)
+
+        layout = _saved_layout(handle.read(12), header)
+        if layout is None or file_size < layout[2] + layout[3]:
             return np.load(path, mmap_mode="r", allow_pickle=False)  # numpy names what is wrong
+        dtype, shape, offset, size = layout
         if size <= _READ_WHOLE:
             handle.seek(offset)
-            return np.frombuffer(handle.read(size), dtype=dtype, count=count).reshape(shape)
+            return np.frombuffer(handle.read(size), dtype=dtype, count=_count(shape)).reshape(shape)
         mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-        return np.frombuffer(memoryview(mapped), dtype=dtype, count=count, offset=offset).reshape(shape)
+        return np.frombuffer(memoryview(mapped), dtype=dtype, count=_count(shape),
+                             offset=offset).reshape(shape)
+
+
+def _saved_layout(prefix: bytes, header: Any) -> Optional[Tuple[np.dtype, Tuple[int, ...], int, int]]:
+    """(dtype, shape, payload offset, payload bytes) of a .npy whose header is np.save's;
+    None for anything else. ``header(start, length)`` returns those bytes of the file."""
+    if prefix[:6] != b"\x93NUMPY" or len(prefix) < 12:
+        return None
+    if prefix[6] == 1:
+        length, start = struct.unpack("<H", prefix[8:10])[0], 10
+    else:
+        length, start = struct.unpack("<I", prefix[8:12])[0], 12
+    match = _SAVED_HEADER.match(header(start, length).decode("latin1"))
+    if match is None or "O" in match.group(1):
+        return None
+    dtype = np.dtype(match.group(1))
+    shape = tuple(int(d) for d in match.group(2).split(",") if d.strip())
+    return dtype, shape, start + length, _count(shape) * dtype.itemsize
+
+
+def _count(shape: Tuple[int, ...]) -> int:
+    count = 1
+    for dim in shape:
+        count *= dim
+    return count
 
 
 def golden_key(op_name: str, output_index: int) -> str:

@@ -11,6 +11,9 @@ define it (reference ascend-dump-formats.md §2.4, §2.5, §6.2).
 * Input ``j`` of X is matched to the origin of the output that produces it (the ``j``-th
   non-control entry of X's inputs, ``src:idx``; ``src:-1`` control inputs are skipped),
   walking through Cast/TransData producers the same way.
+* The graph's origin format of each tensor (used when the dump header has none): output
+  ``i``: X's ``output_desc[i]``; input ``j``: X's ``input_desc[j]``, else the producer's
+  output_desc (:attr:`._graph.Graph.formats`).
 * ``ground_truth`` of X: its ``_datadump_original_op_names`` when present (empty names
   dropped: GE gives inserted nodes ``[""]``, shown as ``*``), else ``[X]``.
 * ``index`` is msaccucmp's: the position of X's fusion group (ops sharing one single original
@@ -117,6 +120,18 @@ def _input_plans(graph: Graph, op: OpSummary) -> Tuple[Optional[OutputPlan], ...
     return tuple(plans)
 
 
+def _formats(graph: Graph, op: OpSummary) -> Tuple[Tuple[Optional[str], ...], Tuple[Optional[str], ...]]:
+    outputs, inputs = graph.formats.get(op.name, ((), ()))
+    merged = []
+    for slot, (src, src_slot) in enumerate(data_inputs(op)):
+        layout = inputs[slot] if slot < len(inputs) else None
+        if layout is None:
+            produced = graph.formats.get(src, ((), ()))[0]
+            layout = produced[src_slot] if src_slot < len(produced) else None
+        merged.append(layout)
+    return outputs, tuple(merged)
+
+
 def _newest(dumps: Sequence[DumpRef]) -> Tuple[Dict[str, DumpRef], int]:
     newest = {}  # type: Dict[str, DumpRef]
     for ref in dumps:
@@ -147,7 +162,8 @@ def build_plan(graph: Graph, dumps: Sequence[DumpRef], ops: Optional["re.Pattern
             continue
         job = None
         if ref is not None:
-            job = FileJob(len(jobs), ref.path, _output_plans(graph, op), _input_plans(graph, op), op.name)
+            job = FileJob(len(jobs), ref.path, _output_plans(graph, op), _input_plans(graph, op), op.name,
+                          _formats(graph, op))
             jobs.append(job)
         entries.append(OpEntry(position, indexes[position], op.name, op.type, truth, ref, job))
     extra = len(set(indexes))

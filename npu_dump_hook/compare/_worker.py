@@ -2,13 +2,22 @@
 pool that does it for every file.
 
 A :class:`FileJob` names one dump file and, per tensor, the golden tensor it is matched to
-(:mod:`._match`). :func:`compare_file` opens the file (header only; payloads are memory
-maps), and for each input then each output converts the payload to its original shape
-(:meth:`npu_dump_hook.formats.dump_file.DumpFile.array` with ``original_shape=True``),
-memory-maps the golden ``.npy`` and computes msaccucmp's metrics
-(:func:`npu_dump_hook.compare.metrics.compute_metrics`, chunked). One tensor pair is alive
-at a time, so a worker's memory is bounded by the largest pair's chunks plus what the
-kernel keeps mapped.
+(:mod:`._match`). :func:`compare_file` opens the file (header only), and for each input then
+each output reads the payload (up to 1 MiB into a buffer the process reuses, larger ones
+memory-mapped), converts it from its device format to its original shape
+(:func:`npu_dump_hook.formats.device_format.to_original`) in the framework layout
+:func:`origin_format` picks, loads the golden ``.npy`` the same way and computes
+msaccucmp's metrics (:func:`npu_dump_hook.compare.metrics.compute_metrics`, chunked). One
+tensor pair is alive at a time, so a worker's memory is bounded by the largest pair's
+chunks plus what the kernel keeps mapped.
+
+The framework layout of a device-format tensor (:func:`origin_format`): the dump header's
+``original_op.format`` when it names a layout (NHWC, HWCN, ...), else the Build graph's
+origin format of that tensor desc (``FileJob.formats``: ``_datadump_origin_format`` /
+``origin_format``, what msaccucmp converts by), else the header's NCHW, else none: then
+:func:`~npu_dump_hook.formats.device_format.to_original` picks the layout the original shape
+fits (TensorFlow's first). NCHW in the header comes after the graph because it is also what
+an unset field reads as (value 0), and inputs never carry an ``original_op``.
 
 Anything that stops one tensor from being compared is a :class:`TensorResult` with a
 ``reason`` (``"<category>: <detail>"``), never an exception: no golden file, a data type
@@ -20,17 +29,19 @@ has it): jobs carry file paths and names, never arrays; the golden index is hand
 worker once, by the pool initializer.
 """
 import logging
-import math
 import multiprocessing
 from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..errors import FormatError, NpuDumpError
-from ..formats.dump_file import DumpFile
+from ..errors import DumpFileError, FormatError, NpuDumpError
+from ..formats import device_format
+from ..formats.dump_file import DumpFile, TensorInfo
+from ._blas import limit_blas_threads, single_blas_thread
 from ._golden import golden_key, load_golden
+from ._graph import FRAMEWORK_LAYOUTS
 
-__all__ = ["OutputPlan", "FileJob", "TensorResult", "FileResult", "compare_file", "run_jobs",
+__all__ = ["OutputPlan", "FileJob", "TensorResult", "FileResult", "compare_file", "run_jobs", "origin_format",
            "REASON_NO_GOLDEN", "REASON_DTYPE", "REASON_SHAPE", "REASON_DUMP", "REASON_GOLDEN_FILE"]
 
 logger = logging.getLogger(__name__)
@@ -55,13 +66,15 @@ class OutputPlan(NamedTuple):
 
 
 class FileJob(NamedTuple):
-    """One dump file to compare: ``outputs``/``inputs`` plans by slot (None: no golden to match)."""
+    """One dump file to compare: ``outputs``/``inputs`` plans by slot (None: no golden to match);
+    ``formats``: the graph's origin formats (outputs by slot, inputs by slot; None: unknown)."""
 
     job: int
     path: str
     outputs: Tuple[Optional[OutputPlan], ...]
     inputs: Tuple[Optional[OutputPlan], ...]
     default_output: Optional[str] = None  # op name for output slots past ``outputs``
+    formats: Tuple[Tuple[Optional[str], ...], Tuple[Optional[str], ...]] = ((), ())
 
 
 class TensorResult(NamedTuple):
@@ -93,11 +106,70 @@ class FileResult(NamedTuple):
 
 _GOLDEN = {}  # type: Dict[str, str]
 _READ_WHOLE = 1 << 20
+# Per process: payloads up to _READ_WHOLE bytes are read into these, reused for every tensor
+# (fresh memory costs a page fault per 4 KiB; a memory map more). The arrays made over them
+# live until the tensor's metrics are computed, before the next read.
+_NPU_SCRATCH = bytearray(0)
+_GOLDEN_SCRATCH = bytearray(0)
+_GOLDEN_SCRATCH_SIZE = _READ_WHOLE + (64 << 10)  # the payload and its .npy header
 
 
-def _init_worker(golden: Dict[str, str]) -> None:
+def _scratch_buffers() -> Tuple[bytearray, bytearray]:
+    global _NPU_SCRATCH, _GOLDEN_SCRATCH
+    if not _NPU_SCRATCH:
+        _NPU_SCRATCH = bytearray(_READ_WHOLE)
+        _GOLDEN_SCRATCH = bytearray(_GOLDEN_SCRATCH_SIZE)
+    return _NPU_SCRATCH, _GOLDEN_SCRATCH
+
+
+class _ScratchDumpFile(DumpFile):
+    """A DumpFile whose ``copy=True`` payload reads of v2 files go into the process's scratch
+    buffer (valid until the next read) instead of fresh memory."""
+
+    def _storage(self, info: TensorInfo, storage: np.dtype, copy: bool) -> np.ndarray:
+        buffer = _scratch_buffers()[0]
+        if not copy or self.version == "legacy" or info.size == 0 or info.size > len(buffer) \
+                or info.offset is None:
+            return DumpFile._storage(self, info, storage, copy)
+        with open(self.path, "rb", buffering=0) as fileobj:
+            fileobj.seek(info.offset)
+            got = fileobj.readinto(memoryview(buffer)[:info.size])
+        if got != info.size:
+            raise DumpFileError(self.path, "file shrank while reading {}[{}]".format(info.kind, info.index),
+                                info.offset)
+        return np.frombuffer(buffer, dtype=storage, count=info.size // storage.itemsize)
+
+
+def origin_format(job: "FileJob", info: TensorInfo, kind: str, slot: int) -> Optional[str]:
+    """The framework layout to convert ``kind`` ``slot`` of ``job``'s dump from (see the module doc)."""
+    header = info.original_format if info.original_format in FRAMEWORK_LAYOUTS else None
+    if header is not None and header != "NCHW":
+        return header
+    layouts = job.formats[0 if kind == "output" else 1] if job.formats else ()
+    graph = layouts[slot] if slot < len(layouts) else None
+    return graph or header
+
+
+def _npu_array(job: "FileJob", dump: DumpFile, info: TensorInfo, kind: str, slot: int) -> np.ndarray:
+    """The payload in its original shape (FormatError when it does not convert)."""
+    # small payloads are read (a memory map costs more than the bytes), large ones mapped
+    array = dump.array(kind, slot, copy=info.size <= _READ_WHOLE)
+    if array.shape != info.shape or kind not in ("input", "output"):
+        return array  # no shape applied (unsized types, "no data" scalars): as DumpFile.array
+    try:
+        return device_format.to_original(array, info.format_name, info.original_shape,
+                                         origin_format(job, info, kind, slot), source=dump.path)
+    except DumpFileError:
+        raise
+    except FormatError as exc:  # name the tensor and where its payload is
+        raise DumpFileError(dump.path, "{}[{}]: {}".format(kind, slot, exc.rule), info.offset)
+
+
+def _init_worker(golden: Dict[str, str], pooled: bool = False) -> None:
     global _GOLDEN
     _GOLDEN = golden
+    if pooled:
+        limit_blas_threads()  # a pool process: one BLAS thread for good (see ._blas)
 
 
 def _address(dump: DumpFile, kind: str, slot: int) -> str:
@@ -135,12 +207,9 @@ def _same_shape(a: Tuple[int, ...], b: Tuple[int, ...]) -> bool:
     return a == b or (tuple(d for d in a if d != 1) == tuple(d for d in b if d != 1))
 
 
-def _has_overflow(npu: np.ndarray, golden: np.ndarray) -> bool:
-    if npu.dtype.kind not in "fc" or npu.size == 0:
-        return False
-    if bool(np.isfinite(npu).all()):
-        return False
-    return golden.dtype.kind not in "fc" or bool(np.isfinite(golden).all())
+def _has_overflow(npu: np.ndarray, finite: Tuple[bool, bool]) -> bool:
+    """Inf/NaN on the NPU side of a floating tensor while every golden value is finite."""
+    return npu.dtype.kind in "fc" and npu.size > 0 and not finite[0] and finite[1]
 
 
 def _compare_tensor(job: FileJob, dump: DumpFile, kind: str, slot: int) -> TensorResult:
@@ -160,12 +229,11 @@ def _compare_tensor(job: FileJob, dump: DumpFile, kind: str, slot: int) -> Tenso
         return _empty(kind, slot, info, address, golden, "{}: {}.*.npy (for {}:{})".format(
             REASON_NO_GOLDEN, key, golden[0], golden[1]))
     try:
-        # small payloads are read (a memory map costs more than the bytes), large ones mapped
-        npu = dump.array(kind, slot, original_shape=True, copy=info.size <= _READ_WHOLE)
+        npu = _npu_array(job, dump, info, kind, slot)
     except FormatError as exc:
         return _empty(kind, slot, info, address, golden, "{}: {}".format(REASON_SHAPE, exc.rule), path)
     try:
-        gold = load_golden(path)
+        gold = load_golden(path, _scratch_buffers()[1])
     except (OSError, ValueError) as exc:
         return _empty(kind, slot, info, address, golden, "{}: {}: {}".format(REASON_GOLDEN_FILE, path, exc), path,
                       npu_dtype=npu.dtype.name)
@@ -177,9 +245,7 @@ def _compare_tensor(job: FileJob, dump: DumpFile, kind: str, slot: int) -> Tenso
                       "{}".format(REASON_SHAPE, list(npu.shape), list(info.shape), list(gold.shape)), path,
                       gold.dtype.name, npu.dtype.name)
     result = compute_metrics(npu, gold, dump.path, path)
-    worst = result.values.get("MaxAbsoluteError")
-    # Inf/NaN on either side makes the max absolute error non-finite: only then look closer
-    overflow = worst is not None and not math.isfinite(worst) and _has_overflow(npu, gold)
+    overflow = _has_overflow(npu, result.finite)
     return TensorResult(kind, slot, npu.dtype.name, address, tuple(info.shape), info.format_name,
                         tuple(npu.shape), golden, path, gold.dtype.name, dict(result.values), result.std,
                         result.csv_cells(), result.fail_reason, "", overflow)
@@ -189,7 +255,7 @@ def compare_file(job: FileJob) -> FileResult:
     """Compare every input and output of one dump file (see the module doc); never raises
     for bad data: an unreadable file is a FileResult with ``error``."""
     try:
-        dump = DumpFile.open(job.path)
+        dump = _ScratchDumpFile.open(job.path)
     except (NpuDumpError, OSError) as exc:
         return FileResult(job.job, None, None, "{}: {}".format(REASON_DUMP, exc), [])
     tensors = []
@@ -216,13 +282,14 @@ def run_jobs(jobs: Sequence[FileJob], golden: Dict[str, str], workers: int,
     if workers <= 1 or len(jobs) < 4:
         _init_worker(golden)
         for job in jobs:
-            result = compare_file(job)
+            with single_blas_thread():  # not across the yield: the caller's code runs there
+                result = compare_file(job)
             if done is not None:
                 done(result)
             yield result
         return
     chunk = max(1, min(16, len(jobs) // (workers * 8)))
-    pool = _context().Pool(processes=min(workers, len(jobs)), initializer=_init_worker, initargs=(golden,))
+    pool = _context().Pool(processes=min(workers, len(jobs)), initializer=_init_worker, initargs=(golden, True))
     try:
         for result in pool.imap_unordered(compare_file, jobs, chunksize=chunk):
             if done is not None:

@@ -462,3 +462,103 @@ def test_an_error_larger_than_the_inherited_one_is_a_root_cause(tmp_path):
     result = _reduction_after_a_direction_error(tmp_path, 1.10)
     assert [result.doc["rows"][i]["npu_op"] for i in result.doc["root_causes"]] == ["s"]
     assert result.exit_code == 1
+
+
+def _layout_ambiguous_run(root, graph_kind):
+    """a (Relu, NC1HWC0 output) -> b (Neg, dump_mode all: NC1HWC0 input), NCHW tensors (1, 4, 4, 4) that also
+    fit NHWC. The headers name no framework layout (a's original_op.format is ND, inputs have no original_op):
+    only the graph's origin_format (NCHW) converts them right."""
+    from npu_dump_hook.formats.device_format import from_original
+    from npu_dump_hook.formats.dump_file import DumpTensor
+    from npu_dump_hook.formats.ge_build import make_model, make_op, make_tensor_desc
+    from npu_dump_hook.formats.ge_json import write_msaccucmp_json
+    from npu_dump_hook.formats.ge_text import format_model
+    from npu_dump_hook.formats.names import format_dump_name, format_npy_name
+
+    rng = np.random.default_rng(3)
+    a_value = np.abs(rng.standard_normal((1, 4, 4, 4))).astype(np.float32)
+    b_value = -a_value
+    device = from_original(a_value, "NC1HWC0", "NCHW")
+
+    def desc(name):
+        return make_tensor_desc("DT_FLOAT", device.shape, layout="NC1HWC0", origin_format="NCHW",
+                                origin_shape=a_value.shape, origin_name=name, origin_output_index=0)
+
+    ops = [make_op("a", "Relu", 0, output_descs=[desc("a")]),
+           make_op("b", "Neg", 1, inputs=["a:0"], input_descs=[desc("a")],
+                   output_descs=[make_tensor_desc("DT_FLOAT", b_value.shape, layout="NCHW", origin_name="b")])]
+    model = make_model([("g", ops)], name="g")
+    step, golden = os.path.join(str(root), "step"), os.path.join(str(root), "golden")
+    os.makedirs(step)
+    os.makedirs(golden)
+    graph = os.path.join(str(root), "ge_proto_00000001_Build.txt")
+    text = format_model(model)
+    if graph_kind == "json":
+        graph = os.path.join(str(root), "build.json")
+        write_msaccucmp_json(model, graph)
+    else:
+        with open(graph, "w", newline="") as handle:  # CRLF: not the canonical layout, parsed in full
+            handle.write(text.replace("\n", "\r\n") if graph_kind == "crlf" else text)
+    nc1hwc0 = DumpTensor(device, format="NC1HWC0", original_shape=a_value.shape)
+    write_dump_file(os.path.join(step, format_dump_name("Relu", "a", 2, 0, 1700000000000000)), "a",
+                    outputs=[DumpTensor(device, format="NC1HWC0", original_shape=a_value.shape, original_name="a",
+                                        original_format="ND")], dump_time=1700000000000000)
+    write_dump_file(os.path.join(step, format_dump_name("Neg", "b", 3, 0, 1700000000000010)), "b",
+                    outputs=[DumpTensor(b_value, format="NCHW", original_name="b")], inputs=[nc1hwc0],
+                    dump_time=1700000000000010)
+    for name, value in (("a", a_value), ("b", b_value)):
+        np.save(os.path.join(golden, format_npy_name(name, 0, 1700000000000000)), value)
+    return step, golden, graph
+
+
+@pytest.mark.parametrize("graph_kind", ["canonical", "crlf", "json"])
+def test_device_format_without_a_header_layout_converts_from_the_graphs_origin_format(tmp_path, graph_kind):
+    step, golden, graph = _layout_ambiguous_run(tmp_path, graph_kind)
+    result = compare(step, golden, graph=graph, workers=1)
+    rows = {r["tensor"]: r for r in result.doc["rows"]}
+    assert set(rows) == {"a:output:0", "b:input:0", "b:output:0"}
+    for tensor in ("a:output:0", "b:input:0"):
+        row = rows[tensor]
+        assert row["npu_format"] == "NC1HWC0" and row["original_shape"] == [1, 4, 4, 4]
+        assert row["status"] == "ok" and row["metrics"]["CosineSimilarity"] == pytest.approx(1.0, abs=1e-6)
+        assert row["metrics"]["MaxAbsoluteError"] == 0.0
+    assert result.exit_code == 0
+
+
+def test_a_header_layout_wins_over_the_graphs(tmp_path):
+    """The header's NHWC is used even where the graph says NCHW: the NCHW data then reads wrong."""
+    step, golden, graph = _layout_ambiguous_run(tmp_path, "canonical")
+    from npu_dump_hook.formats.dump_file import DumpFile, DumpTensor
+    path = [os.path.join(step, n) for n in os.listdir(step) if ".a." in n][0]
+    with DumpFile.open(path) as dump:
+        device, stamp = np.array(dump.array("output", 0)), dump.dump_time
+    write_dump_file(path, "a", outputs=[DumpTensor(device, format="NC1HWC0", original_shape=(1, 4, 4, 4),
+                                                   original_name="a", original_format="NHWC")], dump_time=stamp)
+    rows = {r["tensor"]: r for r in compare(step, golden, graph=graph, workers=1).doc["rows"]}
+    assert rows["a:output:0"]["metrics"]["MaxAbsoluteError"] > 0.1
+    assert rows["b:input:0"]["metrics"]["MaxAbsoluteError"] == 0.0
+
+
+def test_comparing_in_process_leaves_the_callers_blas_threads_as_they_were(tmp_path):
+    from npu_dump_hook.compare import _blas
+
+    calls = _blas._openblas()
+    if calls is None:
+        pytest.skip("numpy is not linked with OpenBLAS here")
+    getter, setter = calls
+    before = getter()
+    seen = []
+    try:
+        setter(2)
+        synth = Synth(tmp_path)
+        synth.op("x", "Data", np.arange(8, dtype=np.float32), no_task=True)
+        chain(synth, 4, np.arange(8, dtype=np.float32))
+        graph, step, golden = synth.write()
+        result = compare(step, golden, graph=graph, workers=1, progress=lambda done, total: seen.append(getter()))
+        assert result.exit_code == 0 and seen and set(seen) == {2}  # the caller's count between files
+        assert getter() == 2
+        with _blas.single_blas_thread():
+            assert getter() == 1
+        assert getter() == 2
+    finally:
+        setter(before)
