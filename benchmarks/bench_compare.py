@@ -49,6 +49,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, REPO)
 
+from npu_dump_hook.compare._blas import single_blas_thread  # noqa: E402
 from npu_dump_hook.compare.metrics import METRIC_NAMES, compute_metrics  # noqa: E402
 from npu_dump_hook.formats.device_format import from_original  # noqa: E402
 from npu_dump_hook.formats.dump_file import DumpFile, DumpTensor, write_dump_file  # noqa: E402
@@ -291,6 +292,11 @@ def run_ours(info: dict, csv_path: str, workers) -> dict:
 def run_direct(info: dict) -> tuple:
     """compute_metrics on every manifest pair in this process: ({(npu_op, tensor): (cells, reason)}, wall s, cpu s)."""
     rows = {}
+    with single_blas_thread():  # as the command's workers run it
+        return _direct(info, rows)
+
+
+def _direct(info: dict, rows: dict) -> tuple:
     started, cpu = time.perf_counter(), time.process_time()
     for pair in info["pairs"]:
         with DumpFile.open(pair["dump"]) as dump:

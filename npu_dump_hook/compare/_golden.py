@@ -29,6 +29,9 @@ __all__ = ["GoldenSide", "index_npy_dir", "golden_key", "load_golden", "load_gol
 _SAVED_HEADER = re.compile(r"\{'descr': '([<>|=]?[a-zA-Z][0-9]*)', 'fortran_order': False, "
                            r"'shape': \(([0-9, ]*)\), \}[ ]*\n?\Z")
 _READ_WHOLE = 1 << 20  # smaller payloads are read, larger ones memory-mapped
+# header text -> (dtype, shape, payload bytes): most golden files share a few headers
+_LAYOUTS = {}  # type: Dict[bytes, Tuple[np.dtype, Tuple[int, ...], int]]
+_MAX_LAYOUTS = 4096
 
 
 def load_golden(path: str, buffer: Optional[bytearray] = None) -> np.ndarray:
@@ -79,12 +82,19 @@ def _saved_layout(prefix: bytes, header: Any) -> Optional[Tuple[np.dtype, Tuple[
         length, start = struct.unpack("<H", prefix[8:10])[0], 10
     else:
         length, start = struct.unpack("<I", prefix[8:12])[0], 12
-    match = _SAVED_HEADER.match(header(start, length).decode("latin1"))
-    if match is None or "O" in match.group(1):
-        return None
-    dtype = np.dtype(match.group(1))
-    shape = tuple(int(d) for d in match.group(2).split(",") if d.strip())
-    return dtype, shape, start + length, _count(shape) * dtype.itemsize
+    text = header(start, length)
+    found = _LAYOUTS.get(text)
+    if found is None:
+        match = _SAVED_HEADER.match(text.decode("latin1"))
+        if match is None or "O" in match.group(1):
+            return None
+        dtype = np.dtype(match.group(1))
+        shape = tuple(int(d) for d in match.group(2).split(",") if d.strip())
+        if len(_LAYOUTS) >= _MAX_LAYOUTS:
+            _LAYOUTS.clear()
+        found = _LAYOUTS[text] = (dtype, shape, _count(shape) * dtype.itemsize)
+    dtype, shape, size = found
+    return dtype, shape, start + length, size
 
 
 def _count(shape: Tuple[int, ...]) -> int:

@@ -114,6 +114,17 @@ _GOLDEN_SCRATCH = bytearray(0)
 _GOLDEN_SCRATCH_SIZE = _READ_WHOLE + (64 << 10)  # the payload and its .npy header
 
 
+_DTYPE_NAMES = {}  # type: Dict[np.dtype, str]
+
+
+def _dtype_name(dtype: np.dtype) -> str:
+    """``dtype.name``, cached (numpy computes it in Python: ~20 us a call)."""
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = dtype.name
+    return name
+
+
 def _scratch_buffers() -> Tuple[bytearray, bytearray]:
     global _NPU_SCRATCH, _GOLDEN_SCRATCH
     if not _NPU_SCRATCH:
@@ -236,18 +247,18 @@ def _compare_tensor(job: FileJob, dump: DumpFile, kind: str, slot: int) -> Tenso
         gold = load_golden(path, _scratch_buffers()[1])
     except (OSError, ValueError) as exc:
         return _empty(kind, slot, info, address, golden, "{}: {}: {}".format(REASON_GOLDEN_FILE, path, exc), path,
-                      npu_dtype=npu.dtype.name)
+                      npu_dtype=_dtype_name(npu.dtype))
     if gold.dtype.kind not in "biufc":
         return _empty(kind, slot, info, address, golden, "{}: golden {}".format(REASON_DTYPE, gold.dtype), path,
-                      gold.dtype.name, npu.dtype.name)
+                      _dtype_name(gold.dtype), _dtype_name(npu.dtype))
     if not _same_shape(tuple(npu.shape), tuple(gold.shape)):
         return _empty(kind, slot, info, address, golden, "{}: NPU {} (original shape, {} on the device) vs golden "
                       "{}".format(REASON_SHAPE, list(npu.shape), list(info.shape), list(gold.shape)), path,
-                      gold.dtype.name, npu.dtype.name)
+                      _dtype_name(gold.dtype), _dtype_name(npu.dtype))
     result = compute_metrics(npu, gold, dump.path, path)
     overflow = _has_overflow(npu, result.finite)
-    return TensorResult(kind, slot, npu.dtype.name, address, tuple(info.shape), info.format_name,
-                        tuple(npu.shape), golden, path, gold.dtype.name, dict(result.values), result.std,
+    return TensorResult(kind, slot, _dtype_name(npu.dtype), address, tuple(info.shape), info.format_name,
+                        tuple(npu.shape), golden, path, _dtype_name(gold.dtype), dict(result.values), result.std,
                         result.csv_cells(), result.fail_reason, "", overflow)
 
 

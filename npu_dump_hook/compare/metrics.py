@@ -204,8 +204,8 @@ class _Moments(object):
         n = chunk64.size
         total = float(np.add.reduce(chunk64))
         self.total += total
-        self.min = min(self.min, float(chunk32.min()))
-        self.max = max(self.max, float(chunk32.max()))
+        self.min = min(self.min, float(np.minimum.reduce(chunk32)))
+        self.max = max(self.max, float(np.maximum.reduce(chunk32)))
         if not math.isfinite(total):
             self.count += n
             return
@@ -267,7 +267,7 @@ class _Pass1(object):
         self.n += m
         space = self.space
         rel = _relative_errors(x, y, space.f32[2][:m], space.f32[3][:m], space.mask[:m])
-        self.max_rel.append(float(rel.max()))
+        self.max_rel.append(float(np.maximum.reduce(rel)))
         self.sum_rel += float(np.add.reduce(rel, dtype=np.float64))
         x64, y64, diff = (buf[:m] for buf in space.f64)
         np.copyto(x64, x)
@@ -280,7 +280,7 @@ class _Pass1(object):
         np.subtract(x64, y64, out=diff)
         self.sum_sq += float(np.dot(diff, diff))
         np.abs(diff, out=diff)
-        self.max_abs.append(float(diff.max()))
+        self.max_abs.append(float(np.maximum.reduce(diff)))
         self.sum_abs += float(np.add.reduce(diff))
         self.x.add(x, x64, xx)
         self.y.add(y, y64, yy)
