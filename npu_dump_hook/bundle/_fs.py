@@ -329,6 +329,9 @@ def parallel_map(fn: Callable[[Any], Any], items: Iterable[Any], workers: Option
         try:
             for item in items:
                 if inline is not None and inline(item):
+                    if not pending:  # nothing earlier to wait for: its result (or error) is next in order
+                        yield fn(item)
+                        continue
                     pending.append(_RanInline(fn, item))
                 else:
                     pending.append(pool.submit(fn, item))

@@ -349,7 +349,10 @@ def _write_payload_and_json(stage: str, head: Dict[str, Any], plan: List[_Planne
 
 
 def _place_one(data: str, item: _Planned, link: str, checksum: str) -> Tuple[_Planned, _fs.PlacedFile, Dict[str, Any]]:
-    target = _fs.safe_join(data, item.rel)
+    # item.rel was checked by _fs.safe_relpath (prefix) and built from directory entry names
+    # (never "", "." or ".."), all with "/": a plain join is the same path, without re-checking
+    # every file (about 5 us of 100k small files' per-file cost)
+    target = data + os.sep + item.rel if os.sep == "/" else _fs.safe_join(data, item.rel)
     try:
         if item.staged:
             size, digest = _fs.sha256_file(target)
