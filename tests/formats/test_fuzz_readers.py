@@ -12,11 +12,8 @@ Peak memory is measured as RSS growth (``ru_maxrss``) in a forked child of a fre
 interpreter, so protobuf's C allocations count too; time linearity compares n against 4n.
 """
 import collections
-import json
 import os
 import struct
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -24,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers import forked_rss
 from npu_dump_hook.errors import NpuDumpError
 from npu_dump_hook.formats import device_format, mapping_csv, names, stats_csv
 from npu_dump_hook.formats.dump_file import DumpFile, DumpTensor, KINDS, dtype_info, read_header, write_dump_file
@@ -556,16 +554,8 @@ def test_debug_event_with_a_shape_numpy_cannot_hold_is_refused(tmp_path, enum):
 
 # --- peak memory -------------------------------------------------------------------
 
-_PROBE = r"""
-import gc, json, os, resource, sys, time
-from npu_dump_hook.errors import NpuDumpError
+_READERS = r"""
 from npu_dump_hook.formats import dump_file, mapping_csv, names, npy, opdebug, stats_csv
-
-def vmrss_kib():
-    with open("/proc/self/status") as handle:
-        for line in handle:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
 
 def run(reader, arg):
     if reader == "read_header":
@@ -586,45 +576,12 @@ def run(reader, arg):
         with open(arg) as handle:
             text = handle.read()
         names.parse_dump_name("1", {"1": text})
-
-results = []
-for reader, arg in json.loads(sys.argv[1]):
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        gc.collect()
-        base = vmrss_kib()
-        start = time.perf_counter()
-        try:
-            run(reader, arg)
-            outcome = "ok"
-        except NpuDumpError as exc:
-            outcome = type(exc).__name__ + ": " + str(exc)[-120:]
-        except BaseException as exc:
-            outcome = "ESCAPE " + type(exc).__name__ + ": " + str(exc)[-120:]
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        os.write(write, json.dumps([peak - base, time.perf_counter() - start, outcome]).encode())
-        os._exit(0)
-    os.close(write)
-    os.waitpid(pid, 0)
-    chunks = []
-    while True:
-        chunk = os.read(read, 65536)
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(read)
-    results.append(json.loads(b"".join(chunks).decode()))
-print(json.dumps(results))
 """
 
 
 def measure(cases):
     """[(peak RSS growth in bytes, seconds, outcome)] for (reader, path) cases, each in a fork of one fresh child."""
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    out = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(cases)], stdout=subprocess.PIPE,
-                         check=True, env=env, timeout=600).stdout
-    return [(kib * 1024, seconds, outcome) for kib, seconds, outcome in json.loads(out.decode().splitlines()[-1])]
+    return forked_rss.measure(_READERS, cases)
 
 
 def _write(path, data):

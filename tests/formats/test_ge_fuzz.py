@@ -9,17 +9,15 @@ its blank/comment and string regexes (3.3M comment lines: 1.3 GB; a 10 MB string
 allocations count), as in test_fuzz_readers. Fixed budget: derandomized, no example database.
 """
 import collections
-import json
 import os
 import re
-import subprocess
-import sys
 import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers import forked_rss
 from npu_dump_hook.errors import GraphFormatError, NpuDumpError
 from npu_dump_hook.formats import ge_graph, ge_text
 
@@ -271,16 +269,8 @@ def test_special_graph_texts(tmp_path, name):
 
 # --------------------------------------------------------------------------- peak memory
 
-_PROBE = r"""
-import gc, json, os, resource, sys, time
-from npu_dump_hook.errors import NpuDumpError
+_READERS = r"""
 from npu_dump_hook.formats import ge_graph
-
-def vmrss_kib():
-    with open("/proc/self/status") as handle:
-        for line in handle:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
 
 def run(reader, arg):
     if reader == "parse_model":
@@ -290,36 +280,6 @@ def run(reader, arg):
     elif reader == "iter_graphs":
         for graph in ge_graph.iter_graphs(arg):
             pass
-
-results = []
-for reader, arg in json.loads(sys.argv[1]):
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        gc.collect()
-        base = vmrss_kib()
-        start = time.perf_counter()
-        try:
-            run(reader, arg)
-            outcome = "ok"
-        except NpuDumpError as exc:
-            outcome = type(exc).__name__ + ": " + str(exc)[-120:]
-        except BaseException as exc:
-            outcome = "ESCAPE " + type(exc).__name__ + ": " + str(exc)[-120:]
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        os.write(write, json.dumps([peak - base, time.perf_counter() - start, outcome]).encode())
-        os._exit(0)
-    os.close(write)
-    os.waitpid(pid, 0)
-    chunks = []
-    while True:
-        chunk = os.read(read, 65536)
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(read)
-    results.append(json.loads(b"".join(chunks).decode()))
-print(json.dumps(results))
 """
 
 #: Documented bounds (ge_text / ge_graph docs): the scanner holds the file's bytes and one
@@ -338,10 +298,7 @@ def bound(reader, path):
 
 def measure(cases):
     """[(peak RSS growth in bytes, seconds, outcome)] for (reader, path) cases, each in a fork of one fresh child."""
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    out = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(cases)], stdout=subprocess.PIPE,
-                         check=True, env=env, timeout=600).stdout
-    return [(kib * 1024, seconds, outcome) for kib, seconds, outcome in json.loads(out.decode().splitlines()[-1])]
+    return forked_rss.measure(_READERS, cases)
 
 
 def graph_of_ops(size):
