@@ -44,11 +44,11 @@ import copy
 import inspect
 import logging
 import os
-import shutil
 import time
 from typing import Any, Dict, MutableMapping, Optional, Sequence
 
 from . import _tf
+from .bundle._fs import place_file
 from .constants import ENV_DUMP_GRAPH_PATH, ENV_RUN_KEEP_CHECKPOINTS, NPU_OPTIMIZER_NAME
 from .options import DumpOptions
 from .run_record import dumps_on_this_rank
@@ -203,7 +203,8 @@ def dump_run_model_dir(source: Optional[str], target: str) -> str:
         folder, base = os.path.split(prefix)
         for name in os.listdir(folder):
             if name.startswith(base + "."):
-                _link_or_copy(os.path.join(folder, name), os.path.join(target, name))
+                if not os.path.exists(os.path.join(target, name)):  # hard link, else copy
+                    place_file(os.path.join(folder, name), os.path.join(target, name), checksum=False)
         with open(os.path.join(target, "checkpoint"), "w") as handle:
             handle.write('model_checkpoint_path: "{0}"\nall_model_checkpoint_paths: "{0}"\n'.format(base))
     logger.warning("npu_dump_hook: the Estimator trains in %s for this dump run%s; %s is left as it was "
@@ -211,15 +212,6 @@ def dump_run_model_dir(source: Optional[str], target: str) -> str:
                    " (starting from {})".format(prefix) if prefix else "", source or "its temporary model_dir",
                    ENV_RUN_KEEP_CHECKPOINTS)
     return target
-
-
-def _link_or_copy(source: str, target: str) -> None:
-    if os.path.exists(target):
-        return
-    try:
-        os.link(source, target)
-    except OSError:  # another file system, or links not allowed
-        shutil.copy2(source, target)
 
 
 def _npu_run_config(options: DumpOptions, run_config: Optional[Any], deterministic: bool) -> Any:
