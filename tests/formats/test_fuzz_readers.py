@@ -21,7 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import forked_rss
+from helpers import forked_rss, fuzz_outcomes
+from helpers.wire import ld, varint, vi
 from npu_dump_hook.errors import NpuDumpError
 from npu_dump_hook.formats import device_format, mapping_csv, names, stats_csv
 from npu_dump_hook.formats.dump_file import DumpFile, DumpTensor, KINDS, dtype_info, read_header, write_dump_file
@@ -34,21 +35,12 @@ FUZZ = dict(deadline=None, derandomize=True, database=None,
                                    HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much])
 
 #: reader -> Counter of outcomes: "ok", "NpuDumpError subclass name", or "ESCAPE <type>"
-OUTCOMES = collections.defaultdict(collections.Counter)
+OUTCOMES = fuzz_outcomes.new_tally()
 
 
 def attempt(reader, call, *args, **kwargs):
-    """Run ``call``; our errors are expected outcomes, anything else is recorded and re-raised."""
-    try:
-        result = call(*args, **kwargs)
-    except NpuDumpError as exc:
-        OUTCOMES[reader][type(exc).__name__] += 1
-        return None
-    except BaseException as exc:
-        OUTCOMES[reader]["ESCAPE " + type(exc).__name__] += 1
-        raise
-    OUTCOMES[reader]["ok"] += 1
-    return result
+    """Run ``call``, tallied in OUTCOMES (helpers.fuzz_outcomes)."""
+    return fuzz_outcomes.attempt(OUTCOMES, reader, call, *args, **kwargs)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -75,23 +67,6 @@ def scratch(tmp_path_factory):
 
 
 # --- protobuf wire format ----------------------------------------------------------
-
-def varint(value):
-    out = bytearray()
-    while True:
-        byte, value = value & 0x7F, value >> 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
-def ld(field, payload):
-    return varint(field << 3 | 2) + varint(len(payload)) + payload
-
-
-def vi(field, value):
-    return varint(field << 3) + varint(value)
-
 
 INTERESTING = [0, 1, 2, 3, 4, 7, 16, 17, 127, 128, 255, 256, 2047, 2048, 2 ** 31 - 1, 2 ** 31, 2 ** 32 - 1, 2 ** 32,
                2 ** 62, 2 ** 63 - 1, 2 ** 63, 2 ** 64 - 1]

@@ -16,30 +16,15 @@ from npu_dump_hook.formats import device_format, mapping_csv, stats_csv
 from npu_dump_hook.formats.dump_file import DumpFile, read_header, write_dump_file
 from npu_dump_hook.formats.names import parse_dump_name, parse_graph_file_name, parse_npy_name
 
+from helpers.wire import ld, varint, vi
+
 MIB = 1024 * 1024
 LIMIT_TENSORS = 65536  # dump_file.MAX_TENSORS
 LIMIT_DIMS = 64  # dump_file.MAX_DIMS
 LIMIT_ITEMS = 1 << 20  # dump_file.MAX_HEADER_ITEMS (a dim counts two)
 
 
-# --- hand-encoded DumpData wire format --------------------------------------------
-
-def varint(value):
-    out = bytearray()
-    while True:
-        byte, value = value & 0x7F, value >> 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
-def ld(field, payload):
-    return varint(field << 3 | 2) + varint(len(payload)) + payload
-
-
-def vi(field, value):
-    return varint(field << 3) + varint(value)
-
+# --- hand-encoded DumpData wire format (helpers.wire) -------------------------------
 
 def shape(dims):
     return ld(1, b"".join(varint(d) for d in dims))
