@@ -8,7 +8,6 @@ its blank/comment and string regexes (3.3M comment lines: 1.3 GB; a 10 MB string
 810 MB). Peak memory is RSS growth in a forked child of a fresh interpreter (protobuf's C
 allocations count), as in test_fuzz_readers. Fixed budget: derandomized, no example database.
 """
-import collections
 import os
 import re
 import time
@@ -17,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import forked_rss
+from helpers import forked_rss, fuzz_outcomes
 from npu_dump_hook.errors import GraphFormatError, NpuDumpError
 from npu_dump_hook.formats import ge_graph, ge_text
 
@@ -28,7 +27,7 @@ MIB = 1024 * 1024
 FUZZ = dict(deadline=None, derandomize=True, database=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                    HealthCheck.function_scoped_fixture])
-OUTCOMES = collections.defaultdict(collections.Counter)
+OUTCOMES = fuzz_outcomes.new_tally()
 
 
 def golden_bytes():
@@ -129,18 +128,9 @@ def test_a_number_longer_than_4096_characters_is_refused():
 
 # --------------------------------------------------------------------------- fuzzing
 
-def attempt(reader, call, *args):
-    """Run ``call``; our errors are expected outcomes, anything else is recorded and re-raised."""
-    try:
-        result = call(*args)
-    except NpuDumpError as exc:
-        OUTCOMES[reader][type(exc).__name__] += 1
-        return None
-    except BaseException as exc:
-        OUTCOMES[reader]["ESCAPE " + type(exc).__name__] += 1
-        raise
-    OUTCOMES[reader]["ok"] += 1
-    return result
+def attempt(reader, call, *args, **kwargs):
+    """Run ``call``, tallied in OUTCOMES (helpers.fuzz_outcomes)."""
+    return fuzz_outcomes.attempt(OUTCOMES, reader, call, *args, **kwargs)
 
 
 @pytest.fixture(scope="module", autouse=True)
