@@ -29,6 +29,7 @@ import numpy as np
 
 from ..errors import FormatError, NameFormatError
 from ..formats import ge_graph, names
+from ..formats._forked import usable_cores
 from ..formats.device_format import to_original
 from ..formats.dump_file import DumpFile, bfloat16_bits_to_float32
 from ..formats.mapping_csv import MAPPING_FILE_NAME, read_mapping
@@ -227,8 +228,9 @@ def _fill_graphs(entry: Dict[str, Any], path: str, graph: names.GraphFileName) -
     """Graph names and op counts; graphs read before a malformed part stay in ``entry``."""
     entry["graph_file"] = _graph_file_fields(graph)
     entry["graphs"] = graphs = []  # type: List[Dict[str, Any]]
-    for found in ge_graph.iter_graphs(path):
-        graphs.append({"name": found.name, "op_count": len(found.ops)})
+    # a CLI process runs no TensorFlow: a large graph is read on every core (forked workers)
+    for found in ge_graph.iter_graph_counts(path, workers=usable_cores()):
+        graphs.append({"name": found.name, "op_count": found.op_count})
 
 
 def _stats_entry(path: str) -> Dict[str, Any]:

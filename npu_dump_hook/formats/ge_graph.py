@@ -47,6 +47,7 @@ from typing import (Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, S
 
 from ..errors import GraphFormatError
 from . import ge_ir_schema as ge_schema  # the GE-IR (ge.proto) messages
+from ._forked import ForkedCall, fork_is_safe
 from ._text_lines import NOT_PLAIN_ESCAPE as _NOT_PLAIN_ESCAPE, string_end as _string_end
 # The rest of the GE-graph API, in modules of their own, importable from here as before:
 from .ge_build import make_model, make_op, make_tensor_desc, set_attr
@@ -57,7 +58,9 @@ __all__ = [
     "OutputOrigin",
     "OpSummary",
     "GraphSummary",
+    "GraphCount",
     "iter_graphs",
+    "iter_graph_counts",
     "scan_graph",
     "first_graph_name",
     "op_types",
@@ -104,6 +107,13 @@ class GraphSummary(NamedTuple):
 
     name: str
     ops: List[OpSummary]
+
+
+class GraphCount(NamedTuple):
+    """One GraphDef's name and number of ops (see :func:`iter_graph_counts`)."""
+
+    name: str
+    op_count: int
 
 
 # --------------------------------------------------------------------------- strings
@@ -518,6 +528,9 @@ _OP_LINE_RE = re.compile(rb"\n  op \{[ \t\r]*\n")  # an op line; _OP_LINE as GE 
 _OP_CLOSE_RE = re.compile(rb"\n  \}[ \t\r]*\n")
 _LINE_END_BLANKS_RE = re.compile(rb"[ \t\r]+(?=\n)")
 _WINDOW = 1 << 20  # bytes of data split at a time
+#: Below this file size a scan is not shared with forked workers: a fork and the hand-back of
+#: the results cost more than the share saves.
+_PARALLEL_MIN_BYTES = 4 << 20
 #: The digits of a skeleton all become 0. Whether a conversion of the general path succeeds
 #: does not depend on digit values except for a bool made of digits or an int with the base
 #: prefix -0 (see _digit_sensitive): those are converted again for each op.
@@ -864,10 +877,14 @@ class _FastOps(object):
     ops cost linear time too.
     """
 
-    def __init__(self, data: Any, path: str) -> None:
+    def __init__(self, data: Any, path: str, count_only: bool = False) -> None:
         self.data = data
         self.size = len(data)
         self.path = path
+        self.count_only = count_only  # True stands for each op's summary (see _summary)
+        # op word offset -> the ForkedCall reading the canonical ops from there (hand_off)
+        self.handoffs = {}  # type: Dict[int, ForkedCall]
+        self._breaks = set()  # type: set  # piece starts where ops_at stops: a handoff follows
         # skeleton length -> [(skeleton, _Shape or _BAIL)]
         self.shapes = {}  # type: Dict[int, List[Tuple[bytes, Any]]]
         self._shapes_of_length = self.shapes.get
@@ -908,6 +925,10 @@ class _FastOps(object):
         canonical (or if no op starts there)."""
         if pos == self._declined or pos < 3:
             return None
+        if self.handoffs:
+            found = self._handed_back(pos)
+            if found is not None:
+                return found
         line = self.data[pos - 3:pos + 5]
         if line != _OP_LINE:  # blanks or CR at the end of the op line?
             newline = self.data.find(b"\n", pos, pos + 64)
@@ -917,7 +938,7 @@ class _FastOps(object):
         at = pos - 3 + len(line)  # where the op's second line starts
         if not self._seek(at, line):
             self._load(pos - 3, line)
-        pieces, index, summary_of = self._pieces, self._next, self._summary
+        pieces, index, summary_of, breaks = self._pieces, self._next, self._summary, self._breaks
         strip = line != _OP_LINE  # then other lines likely end with blanks or CR too
         ops = []  # type: List[OpSummary]
         append = ops.append
@@ -938,6 +959,9 @@ class _FastOps(object):
                         break
                 append(summary)
                 at += len(piece) + len(line)  # where the next piece starts
+                if breaks and at in breaks:  # a worker has read on from the next op
+                    index += 1
+                    break
             else:
                 index = len(pieces)
         finally:
@@ -1003,10 +1027,63 @@ class _FastOps(object):
         try:
             if escaped:
                 _unescape(joined, self.path, 0)
+                if self.count_only:
+                    return shape.checks == [] or build(parts, strings, _escaped) is not None
                 return build(parts, strings, _escaped)
+            if self.count_only:  # the builder runs only for the checks it makes
+                return shape.checks == [] or build(parts, strings, None) is not None
             return build(parts, strings, None)
         except GraphFormatError:
             return None  # the general path reports it, at its offset
+
+    # ---- sharing the scan with forked workers
+    def hand_off(self, workers: int) -> None:
+        """Fork ``workers - 1`` children, each reading the canonical ops that follow one
+        another from an op line near the start of its share of the file (where this scan
+        will stop and take their result instead: :meth:`_handed_back`). What a child hands
+        back is what :meth:`ops_at` here would give from that op on, so the result is the
+        same whether or not a child succeeds, is used, or is abandoned."""
+        if workers < 2 or self.size < _PARALLEL_MIN_BYTES or not fork_is_safe():
+            return
+        cuts = []  # type: List[int]  # offsets of the "\n" of op lines
+        for share in range(1, workers):
+            cut = self.data.find(_OP_LINE, self.size * share // workers)
+            if cut < 0:
+                break
+            if not cuts or cut > cuts[-1]:
+                cuts.append(cut)
+        for cut, limit in zip(cuts, cuts[1:] + [self.size]):
+            try:
+                call = ForkedCall(_read_share, self.data, self.path, cut, limit, self.count_only)
+            except OSError:  # no fork (limits, memory): this scan reads the rest itself
+                break
+            self.handoffs[cut + 3] = call
+            self._breaks.add(cut + len(_OP_LINE))
+
+    def abandon_handoffs(self) -> None:
+        """Stop and reap the children whose share was not taken."""
+        calls, self.handoffs = list(self.handoffs.values()), {}
+        self._breaks = set()
+        for call in calls:
+            call.abandon()
+
+    def _handed_back(self, pos: int) -> Optional[Tuple[List[Any], int]]:
+        """A child's (summaries, offset after the last) for the op at ``pos``, or None (no
+        child started there, or it failed or found no canonical op: this scan reads on)."""
+        call = self.handoffs.pop(pos, None)
+        if call is None:
+            return None
+        self._breaks.discard(pos - 3 + len(_OP_LINE))
+        ok, found = call.result()
+        if not ok or found is None:
+            return None
+        ops, stop = found
+        if self.count_only:
+            return [True] * ops, stop
+        new = tuple.__new__
+        return [new(OpSummary, (name, op_type, op_id, inputs, no_task, names,
+                                tuple([new(OutputOrigin, output) for output in outputs])))
+                for name, op_type, op_id, inputs, no_task, names, outputs in ops], stop
 
     def _new_shape(self, skeleton: bytes) -> Any:
         shape = _Shape.of(skeleton) or _BAIL
@@ -1017,8 +1094,64 @@ class _FastOps(object):
         return shape
 
 
-def _scan_graphs(data: Any, path: str, fast_ops: bool = True) -> Iterator[GraphSummary]:
-    scan = _GeneralScan(data, path, _FastOps(data, path) if fast_ops else None)
+def _read_share(data: Any, path: str, cut: int, limit: int,
+                count_only: bool) -> Optional[Tuple[Any, int]]:
+    """In a forked child (see _FastOps.hand_off): the canonical ops that follow one another
+    from the op line at ``cut`` up to the op line at ``limit`` (or the end), chained as the
+    general path chains ops_at calls: (count or plain-tuple summaries, offset after the
+    last); None if the first op is not canonical."""
+    gc.disable()  # as in _scan_steps; this process ends after the share
+    if not count_only:  # the builders make plain tuples (marshal takes no namedtuple)
+        _FACTORIES.clear()
+        _BUILD_GLOBALS["new_"] = _plain_tuple
+    fast = _FastOps(data, path, count_only)
+    if limit < len(data):
+        fast._breaks.add(limit + len(_OP_LINE))
+    tokens = _Tokens(data, path)
+    ops = []  # type: List[Any]
+    stop = None  # type: Optional[int]
+    pos = cut + 3
+    while True:
+        found = fast.ops_at(pos)
+        if found is None:
+            break
+        ops.extend(found[0])
+        stop = found[1]
+        if stop == limit + 1:  # the next op is the next share's
+            break
+        tokens.pos = stop
+        pos = tokens.skip()  # what the general path does before offering the next op
+    if stop is None:
+        return None
+    if count_only:
+        return len(ops), stop
+    # (only the fast path made these ops, with the plain-tuple builders)
+    return ops, stop
+
+
+def _plain_tuple(cls: Any, fields: Tuple[Any, ...]) -> Tuple[Any, ...]:
+    """The builders' ``tuple.__new__(cls, fields)`` in a forked worker: ``fields`` itself."""
+    return fields
+
+
+def _scan_graphs(data: Any, path: str, fast_ops: bool = True, workers: int = 1,
+                 count_only: bool = False) -> Iterator[GraphSummary]:
+    """The graphs of ``data``; ``workers`` > 1 shares the fast path's work with forked
+    children where that is safe; with ``count_only`` each op of a graph's ``ops`` may be
+    True instead of its summary (for counting)."""
+    fast = _FastOps(data, path, count_only) if fast_ops else None
+    scan = _GeneralScan(data, path, fast)
+    if fast is not None:
+        fast.hand_off(workers)
+    try:
+        for graph in _scan_steps(scan):
+            yield graph
+    finally:
+        if fast is not None:
+            fast.abandon_handoffs()
+
+
+def _scan_steps(scan: "_GeneralScan") -> Iterator[GraphSummary]:
     more = True
     while more:
         # The scan allocates only what it keeps and temporaries that refcounting frees: the
@@ -1064,15 +1197,26 @@ class _Mapped(object):
         self._file.close()
 
 
-def iter_graphs(path: PathLike) -> Iterator[GraphSummary]:
+def iter_graphs(path: PathLike, workers: int = 1) -> Iterator[GraphSummary]:
     """Yield each graph of a ge_proto text file in file order, one at a time.
 
     Raises GraphFormatError (path, byte offset, rule) on malformed text; graphs before the
-    fault have been yielded by then.
+    fault have been yielded by then. ``workers`` > 1 shares the reading of a large file
+    (4 MB and more) with that many processes in all, forked from this one, where forking is
+    safe (:func:`._forked.fork_is_safe`: no other Python thread; never pass it in a process
+    that runs TensorFlow); the result is the same.
     """
     with _Mapped(path) as mapped:
-        for graph in _scan_graphs(mapped.data, mapped.path):
+        for graph in _scan_graphs(mapped.data, mapped.path, workers=workers):
             yield graph
+
+
+def iter_graph_counts(path: PathLike, workers: int = 1) -> Iterator[GraphCount]:
+    """Yield each graph's name and op count, as :func:`iter_graphs` would give them (the same
+    errors, at the same points), without building the op summaries."""
+    with _Mapped(path) as mapped:
+        for graph in _scan_graphs(mapped.data, mapped.path, workers=workers, count_only=True):
+            yield GraphCount(graph.name, len(graph.ops))
 
 
 def scan_graph(path: PathLike) -> List[GraphSummary]:
