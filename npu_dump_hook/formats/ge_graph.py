@@ -618,8 +618,12 @@ class _Shape(object):
         strings = 0  # strings before the current line
         segment = 0  # offset in the skeleton of the current segment between strings
         offset = 0
+        lines = skeleton[:-3].split(b"\n")[:-1]
+        index = 0
         try:
-            for line in skeleton[:-3].split(b"\n")[:-1]:
+            while index < len(lines):
+                line = lines[index]
+                index += 1
                 end = offset + len(line)
                 last = line[-1:]
                 if last == b"}":  # (a canonical line ends with "", a word, { or })
@@ -631,7 +635,8 @@ class _Shape(object):
                     elif name == b"attr" and where == (b"output_desc",):
                         shape.outputs[-1].append((entry[0], entry[1], entry[3], entry[4]))
                 elif last == b"{":
-                    name = line[len(line) - len(line.lstrip(b" ")):-2]
+                    indent = len(line) - len(line.lstrip(b" "))
+                    name = line[indent:-2]
                     if acts:
                         if name == b"attr" and (where == () or where == (b"output_desc",)):
                             entry = [None, None, None, None, None, []]
@@ -640,8 +645,20 @@ class _Shape(object):
                         elif where == (b"attr", b"value") or where == (
                                 b"output_desc", b"attr", b"value"):
                             entry[1] = name if entry[1] is None else entry[1]
+                    if where + (name,) not in _ACTING:
+                        # Nothing inside is acted on (every prefix of an acting path acts):
+                        # count its strings and go on after its closing line, which in
+                        # canonical layout is the first line after it that has its indent.
+                        close = skeleton.find(b"\n" + line[:indent] + b"}\n", end)
+                        found = skeleton.count(b'""', end, close)
+                        if found:
+                            strings += found
+                            segment = skeleton.find(b"\n", skeleton.rfind(b'""', end, close))
+                        index += skeleton.count(b"\n", end + 1, close + 1) + 1
+                        offset = close + indent + 3
+                        continue
                     where += (name,)
-                    acts = where in _ACTING
+                    acts = True
                 elif acts:
                     name, value = line.lstrip(b" ").split(b": ", 1)
                     string = strings if value == b'""' else None
