@@ -1,0 +1,69 @@
+"""formats._forked: a function run in a forked child hands back its result or (False, None)."""
+import os
+import threading
+import time
+
+import pytest
+
+from npu_dump_hook.formats import _forked
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX fork")
+
+
+def _pid_and(value):
+    return os.getpid(), value
+
+
+def test_result_comes_from_the_child():
+    call = _forked.ForkedCall(_pid_and, [1, ("two", None, b"3")])
+    ok, (pid, value) = call.result()
+    assert ok and pid != os.getpid() and value == [1, ("two", None, b"3")]
+    assert call.result() == (False, None)  # taken once; the child is reaped
+
+
+def test_large_results_pass_the_pipe():
+    call = _forked.ForkedCall(lambda: b"x" * (5 << 20))
+    assert call.result() == (True, b"x" * (5 << 20))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda: 1 // 0,                      # raises
+    lambda: os._exit(7),                 # exits without a result
+    lambda: object(),                    # not marshal-able
+    lambda: os.kill(os.getpid(), 9),     # killed
+], ids=["raises", "exits", "unmarshalable", "killed"])
+def test_a_failing_child_gives_false_and_never_raises(fn):
+    assert _forked.ForkedCall(fn).result() == (False, None)
+
+
+def test_abandon_stops_a_child_that_still_runs():
+    call = _forked.ForkedCall(time.sleep, 60)
+    start = time.monotonic()
+    call.abandon()
+    assert time.monotonic() - start < 10
+    with pytest.raises(ChildProcessError):
+        os.waitpid(call._pid, os.WNOHANG)
+    assert call.result() == (False, None)
+
+
+def test_child_never_runs_the_parents_code_after_the_call(tmp_path):
+    # a child that returned into the caller would write this file too
+    marker = tmp_path / "after"
+    call = _forked.ForkedCall(int, "5")
+    with open(str(marker), "a") as handle:
+        handle.write("{}\n".format(os.getpid()))
+    assert call.result() == (True, 5)
+    assert marker.read_text().split() == [str(os.getpid())]
+
+
+def test_fork_is_safe_only_without_other_threads():
+    assert _forked.fork_is_safe()
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert not _forked.fork_is_safe()
+    finally:
+        stop.set()
+        thread.join()
+    assert _forked.usable_cores() >= 1
