@@ -3,7 +3,7 @@ read of one file over the cores (the child shares the parent's memory map copy-o
 
 Contract::
 
-    call = ForkedCall(fn, *args)     # forks; the child runs fn(*args) and exits
+    call = ForkedCall(fn, *args)     # forks (OSError if it cannot); the child runs fn(*args)
     ...                              # the parent goes on with its own share
     ok, value = call.result()        # waits; (False, None) if the child failed in any way
     call.abandon()                   # or: kill it (never waits for its work)
@@ -45,7 +45,12 @@ class ForkedCall(object):
 
     def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
         read_fd, write_fd = os.pipe()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:  # no process left (limits, memory): the caller does the work
+            os.close(read_fd)
+            os.close(write_fd)
+            raise
         if pid == 0:  # the child: never returns into the parent's code
             try:
                 os.close(read_fd)

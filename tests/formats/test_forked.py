@@ -67,3 +67,15 @@ def test_fork_is_safe_only_without_other_threads():
         stop.set()
         thread.join()
     assert _forked.usable_cores() >= 1
+
+
+def test_a_fork_that_fails_leaves_no_descriptor(monkeypatch):
+    def no_fork():
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    before = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+    monkeypatch.setattr(os, "fork", no_fork)
+    with pytest.raises(OSError):
+        _forked.ForkedCall(int, "1")
+    if before is not None:
+        assert len(os.listdir("/proc/self/fd")) == before

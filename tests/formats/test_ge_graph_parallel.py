@@ -182,3 +182,13 @@ def test_cli_parse_counts_ops_of_a_shared_scan(tmp_path, capsys):
     assert main(["parse", "--json", str(path)]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["files"][0]["graphs"] == expected
+
+
+def test_scan_without_a_fork_left_reads_everything_itself(monkeypatch, handed_back):
+    def no_fork():
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    data = _many_ops_bytes(30)
+    assert _scan(data, 3) == _scan(data, fast=False)
+    assert handed_back == []
