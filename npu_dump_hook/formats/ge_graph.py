@@ -531,6 +531,11 @@ _WINDOW = 1 << 20  # bytes of data split at a time
 #: Below this file size a scan is not shared with forked workers: a fork and the hand-back of
 #: the results cost more than the share saves.
 _PARALLEL_MIN_BYTES = 4 << 20
+#: Summaries are handed back from a worker at about the cost of scanning a 1 KB op, so a scan
+#: that builds them is shared only when the file's ops are larger than that on average (GE
+#: Build graphs: about 1.5 KB); an op count is always worth sharing.
+_PARALLEL_MIN_OP_BYTES = 1 << 10
+_SAMPLE_BYTES = 1 << 20  # where the average op size is estimated
 #: The digits of a skeleton all become 0. Whether a conversion of the general path succeeds
 #: does not depend on digit values except for a bool made of digits or an int with the base
 #: prefix -0 (see _digit_sensitive): those are converted again for each op.
@@ -1062,6 +1067,10 @@ class _FastOps(object):
         same whether or not a child succeeds, is used, or is abandoned."""
         if workers < 2 or self.size < _PARALLEL_MIN_BYTES or not fork_is_safe():
             return
+        if not self.count_only:
+            ops_in_sample = self.data[:_SAMPLE_BYTES].count(_OP_LINE)
+            if ops_in_sample * _PARALLEL_MIN_OP_BYTES > min(self.size, _SAMPLE_BYTES):
+                return
         cuts = []  # type: List[int]  # offsets of the "\n" of op lines
         for share in range(1, workers):
             cut = self.data.find(_OP_LINE, self.size * share // workers)

@@ -20,8 +20,9 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="workers are for
 
 @pytest.fixture(autouse=True)
 def share_small_files(monkeypatch):
-    """Workers for files of any size (the real threshold is 4 MB)."""
+    """Workers for files and ops of any size (the real thresholds: 4 MB, 1 KB per op)."""
     monkeypatch.setattr(ge_graph, "_PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(ge_graph, "_PARALLEL_MIN_OP_BYTES", 0)
 
 
 @pytest.fixture
@@ -192,3 +193,15 @@ def test_scan_without_a_fork_left_reads_everything_itself(monkeypatch, handed_ba
     data = _many_ops_bytes(30)
     assert _scan(data, 3) == _scan(data, fast=False)
     assert handed_back == []
+
+
+def test_summaries_of_small_ops_are_not_shared_but_their_count_is(monkeypatch, handed_back):
+    # handing back a summary costs about what scanning a 1 KB op does
+    monkeypatch.setattr(ge_graph, "_PARALLEL_MIN_OP_BYTES", 1024)
+    small = ge_graph.format_model(ge_graph.make_model([("g", [
+        ge_graph.make_op("op_{}".format(i), "Conv2D", i) for i in range(400)])])).encode()
+    assert len(small) < 400 * 1024
+    assert _scan(small, 2) == _scan(small, fast=False)
+    assert handed_back == []
+    assert _counts(_scan(small, 2, count_only=True)) == [("g", 400)]
+    assert handed_back
