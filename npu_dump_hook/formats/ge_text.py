@@ -652,14 +652,11 @@ def is_repeated(field: Any) -> bool:
     return bool(flag() if callable(flag) else flag)
 
 
+#: code point (a byte decoded as latin-1) -> its C escape, for the bytes c_escape escapes
+_C_ESCAPE_TABLE = {byte: _C_ESCAPES.get(byte, "\\{:03o}".format(byte)) for byte in range(256)
+                   if byte in _C_ESCAPES or byte not in _PRINTABLE}
+
+
 def c_escape(raw: bytes) -> str:
     """C-style escape as protobuf's CEscape: \\n \\r \\t \\" \\' \\\\, other non-printables octal."""
-    out = []
-    for byte in bytearray(raw):
-        if byte in _C_ESCAPES:
-            out.append(_C_ESCAPES[byte])
-        elif byte in _PRINTABLE:
-            out.append(chr(byte))
-        else:
-            out.append("\\{:03o}".format(byte))
-    return "".join(out)
+    return bytes(raw).decode("latin-1").translate(_C_ESCAPE_TABLE)
