@@ -44,6 +44,8 @@ __all__ = [
     "PlacedFile",
     "place_file",
     "sha256_file",
+    "sha256_file_head",
+    "HEAD_BYTES",
     "parallel_map",
     "default_workers",
     "atomic_write_bytes",
@@ -58,6 +60,8 @@ CHUNK_SIZE = 1 << 20
 INLINE_BYTES = 256 << 10
 _INLINE_BACKLOG = 1024  # inline results held back behind one slow worker item
 _FIRST_READ = 64 << 10  # sha256_file's first read (os.read: 8 instead of 12 us for a small file)
+#: How many first bytes of a file :func:`sha256_file_head` and ``place_file(keep_head=True)`` return.
+HEAD_BYTES = _FIRST_READ
 # errno values meaning "a hard link is not possible here", for link="auto" fallback.
 _LINK_FALLBACK_ERRNOS = frozenset(
     e for e in (errno.EXDEV, errno.EPERM, errno.EACCES, errno.EMLINK, errno.ENOTSUP,
@@ -125,17 +129,48 @@ def walk_files(root: str, warnings: Optional[List[str]] = None, in_tree_links: b
     stack = [("", root)]
     while stack:
         rel_dir, abs_dir = stack.pop()
-        with os.scandir(abs_dir) as it:
-            entries = sorted(it, key=lambda e: e.name)
         subdirs = []
-        for entry in entries:
-            rel = entry.name if not rel_dir else rel_dir + "/" + entry.name
-            found = _classify_entry(entry, rel, real_root, warnings, in_tree_links)
-            if found == "dir":
-                subdirs.append((rel, entry.path))
-            elif found is not None:
+        for name, found in _classified_entries(abs_dir, rel_dir, real_root, in_tree_links):
+            if isinstance(found, int):  # a regular file's size
+                yield SourceFile(name if not rel_dir else rel_dir + "/" + name, os.path.join(abs_dir, name), found)
+            elif isinstance(found, SourceFile):
                 yield found
+            elif isinstance(found, _Folder):
+                subdirs.append(found)
+            else:
+                warn(warnings, found.message)
         stack.extend(reversed(subdirs))
+
+
+class _Folder(NamedTuple):
+    """A folder found by :func:`walk_files`, to walk after its parent's files."""
+
+    rel: str
+    path: str
+
+
+class _Skipped(NamedTuple):
+    """An entry :func:`walk_files` does not yield, and why (reported in name order)."""
+
+    message: str
+
+
+def _classified_entries(abs_dir: str, rel_dir: str, real_root: str, in_tree_links: bool) -> List[Tuple[str, Any]]:
+    """(name, what) of the entries of one folder, sorted by name; ``what`` is the size of a regular
+    file, else a SourceFile (an in-tree link), _Folder or _Skipped. Each directory entry is
+    classified as it is listed and then dropped: a folder of 100,000 files never holds 100,000
+    ``os.DirEntry`` objects, or their full paths, at once (the caller builds those one by one)."""
+    found = []  # type: List[Tuple[str, Any]]
+    with os.scandir(abs_dir) as it:
+        for entry in it:
+            name = entry.name
+            if entry.is_file(follow_symlinks=False):
+                found.append((name, entry.stat(follow_symlinks=False).st_size))
+            else:
+                found.append((name, _classify_entry(entry, name if not rel_dir else rel_dir + "/" + name,
+                                                    real_root, in_tree_links)))
+    found.sort(key=lambda pair: pair[0])
+    return found
 
 
 def _readlink(path: str) -> str:
@@ -145,8 +180,7 @@ def _readlink(path: str) -> str:
         return "?"
 
 
-def _classify_entry(entry: "os.DirEntry", rel: str, real_root: str,
-                    warnings: Optional[List[str]], in_tree_links: bool) -> Any:
+def _classify_entry(entry: "os.DirEntry", rel: str, real_root: str, in_tree_links: bool) -> Any:
     if entry.is_symlink():
         target = os.path.realpath(entry.path)
         if (in_tree_links and is_within(target, real_root) and os.path.isfile(target)
@@ -156,14 +190,12 @@ def _classify_entry(entry: "os.DirEntry", rel: str, real_root: str,
             why = "a folder, missing, or outside the source tree"
         else:
             why = "no symlink may be inside a bundle; not followed"
-        warn(warnings, "skipped symlink {} -> {} ({})".format(entry.path, _readlink(entry.path), why))
-        return None
+        return _Skipped("skipped symlink {} -> {} ({})".format(entry.path, _readlink(entry.path), why))
     if entry.is_dir(follow_symlinks=False):
-        return "dir"
+        return _Folder(rel, entry.path)
     if entry.is_file(follow_symlinks=False):
         return SourceFile(rel, entry.path, entry.stat(follow_symlinks=False).st_size)
-    warn(warnings, "skipped special file {} (not a regular file)".format(entry.path))
-    return None
+    return _Skipped("skipped special file {} (not a regular file)".format(entry.path))
 
 
 def warn(warnings: Optional[List[str]], message: str) -> None:
@@ -174,12 +206,14 @@ def warn(warnings: Optional[List[str]], message: str) -> None:
 
 # -- placing (link or copy) and hashing ---------------------------------------------------
 class PlacedFile(NamedTuple):
-    """Outcome of :func:`place_file`: bytes placed, sha256 hex (or None), and ``how``
-    (``"hardlink"`` or ``"copy"``)."""
+    """Outcome of :func:`place_file`: bytes placed, sha256 hex (or None), ``how``
+    (``"hardlink"`` or ``"copy"``) and, with ``keep_head``, the file's first bytes
+    (at most HEAD_BYTES: what the hashing read; None when nothing was read)."""
 
     size: int
     sha256: Optional[str]
     how: str
+    head: Optional[bytes] = None
 
 
 _thread_state = threading.local()
@@ -201,6 +235,14 @@ def sha256_file(path: str, chunk_size: int = CHUNK_SIZE) -> Tuple[int, str]:
     The first _FIRST_READ bytes come from one ``os.read`` (most dump files end there: no file
     object, no buffer to fill), the rest are read into this thread's reused buffer.
     """
+    size, digest, _head = sha256_file_head(path, chunk_size)
+    return size, digest
+
+
+def sha256_file_head(path: str, chunk_size: int = CHUNK_SIZE) -> Tuple[int, str, bytes]:
+    """(size, sha256 hex, first bytes) of the file at ``path``: :func:`sha256_file` plus the
+    first HEAD_BYTES bytes (the whole file when smaller), from the same read: a dump file's
+    header can then be decoded without opening the file again."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
         first = os.read(fd, _FIRST_READ)
@@ -220,14 +262,15 @@ def sha256_file(path: str, chunk_size: int = CHUNK_SIZE) -> Tuple[int, str]:
                 size += n
     finally:
         os.close(fd)
-    return size, digest.hexdigest()
+    return size, digest.hexdigest(), first
 
 
-def place_file(src: str, dst: str, link: str = "auto", checksum: bool = True) -> PlacedFile:
+def place_file(src: str, dst: str, link: str = "auto", checksum: bool = True, keep_head: bool = False) -> PlacedFile:
     """Put the bytes of ``src`` at ``dst`` (which must not exist) by ``link`` mode.
 
     With ``checksum`` the sha256 is computed from the single read that also copies
-    (copy), or from one read of the linked inode (hardlink).
+    (copy), or from one read of the linked inode (hardlink). With ``keep_head`` (and
+    ``checksum``) ``head`` holds the first HEAD_BYTES bytes of that read.
     """
     if link not in LINK_MODES:
         raise BundleError("link mode {!r} is not one of {}".format(link, ", ".join(LINK_MODES)), dst)
@@ -240,26 +283,29 @@ def place_file(src: str, dst: str, link: str = "auto", checksum: bool = True) ->
             logger.debug("hard link %s -> %s impossible (%s); copying", src, dst, exc.strerror)
         else:
             if checksum:
-                size, digest = sha256_file(dst)
-                return PlacedFile(size, digest, "hardlink")
+                size, digest, head = sha256_file_head(dst)
+                return PlacedFile(size, digest, "hardlink", head if keep_head else None)
             return PlacedFile(os.stat(dst).st_size, None, "hardlink")
-    return _copy(src, dst, checksum)
+    return _copy(src, dst, checksum, keep_head)
 
 
-def _copy(src: str, dst: str, checksum: bool) -> PlacedFile:
+def _copy(src: str, dst: str, checksum: bool, keep_head: bool = False) -> PlacedFile:
     st = os.stat(src)
+    head = None  # type: Optional[bytes]
     if not checksum:
         shutil.copyfile(src, dst)  # kernel fast path (sendfile / copy_file_range)
         size, digest = os.stat(dst).st_size, None
     else:
-        size, digest = _copy_hashing(src, dst)
+        size, digest, head = _copy_hashing(src, dst)
     os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))  # keep the dump's timestamps
-    return PlacedFile(size, digest, "copy")
+    return PlacedFile(size, digest, "copy", head if keep_head else None)
 
 
-def _copy_hashing(src: str, dst: str) -> Tuple[int, str]:
+def _copy_hashing(src: str, dst: str) -> Tuple[int, str, bytes]:
+    """(size, sha256 hex, first HEAD_BYTES bytes) of ``src``, copied to ``dst`` in one read."""
     digest = hashlib.sha256()
     size = 0
+    head = b""
     buf, view = _chunk_buffer()
     fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
@@ -269,6 +315,8 @@ def _copy_hashing(src: str, dst: str) -> Tuple[int, str]:
                 if not n:
                     break
                 chunk = view[:n]
+                if not size:
+                    head = bytes(view[:min(n, HEAD_BYTES)])
                 digest.update(chunk)  # releases the GIL for large buffers
                 written = 0
                 while written < n:
@@ -276,7 +324,7 @@ def _copy_hashing(src: str, dst: str) -> Tuple[int, str]:
                 size += n
     finally:
         os.close(fd)
-    return size, digest.hexdigest()
+    return size, digest.hexdigest(), head
 
 
 def default_workers() -> int:

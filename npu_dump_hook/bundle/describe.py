@@ -5,16 +5,17 @@ here): ``mapping.csv``; hashed all-digit names resolved through the folder's map
 stats and Opdebug names (:mod:`npu_dump_hook.formats.names`); everything else is ``other``.
 Graph files are summarised as the ops coverage counts (:func:`graph_ops`).
 """
+import bisect
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Set
 
 from ..errors import FormatError
 from ..formats import ge_graph
-from ..formats.dump_file import read_header
+from ..formats.dump_file import read_header, read_header_bytes
 from ..formats.names import DumpName, is_hashed_name, parse_dump_name, sanitize
 from ._spec import MAPPING_FILE
 
 __all__ = ["describe_dump_folder_file", "dump_folder_kind", "header_summary", "GraphOps", "graph_ops",
-           "coverage", "not_applicable_coverage", "NOT_APPLICABLE"]
+           "coverage", "CoverageTally", "not_applicable_coverage", "NOT_APPLICABLE"]
 
 #: ``coverage.not_applicable`` of a bundle that holds no NPU dump by definition (golden bundles).
 NOT_APPLICABLE = "reference bundle: golden tensors only, no NPU graph or dump to cover"
@@ -33,9 +34,11 @@ def dump_folder_kind(base: str, mapping: Optional[Mapping[str, str]]) -> "tuple"
     return name.kind, name, None
 
 
-def describe_dump_folder_file(rel: str, path: str, mapping: Optional[Mapping[str, str]]) -> Dict[str, Any]:
+def describe_dump_folder_file(rel: str, path: str, mapping: Optional[Mapping[str, str]],
+                              head: Optional[bytes] = None, size: Optional[int] = None) -> Dict[str, Any]:
     """The bundle.json entry fields (``kind``, name fields, ``header``) of dump-folder file ``rel``
-    placed at ``path``; a ``_warning`` key carries what the writer must report."""
+    placed at ``path``; a ``_warning`` key carries what the writer must report. ``head`` and
+    ``size``: the file's first bytes and size, already read (see :func:`header_summary`)."""
     kind, name, warning = dump_folder_kind(rel.rpartition("/")[2], mapping)
     if name is None:
         entry = {"kind": kind}  # type: Dict[str, Any]
@@ -45,7 +48,7 @@ def describe_dump_folder_file(rel: str, path: str, mapping: Optional[Mapping[str
     entry = _name_fields(name)
     if name.kind in ("dump", "opdebug"):
         try:
-            entry["header"] = header_summary(path)
+            entry["header"] = header_summary(path) if head is None else header_summary(path, head, size)
         except FormatError as exc:  # e.g. a 0-byte file: described as unreadable, and reported
             entry["header"] = None
             entry["parse_error"] = exc.rule
@@ -64,10 +67,14 @@ def _name_fields(name: DumpName) -> Dict[str, Any]:
     return entry
 
 
-def header_summary(path: str) -> Dict[str, Any]:
+def header_summary(path: str, head: Optional[bytes] = None, size: Optional[int] = None) -> Dict[str, Any]:
     """``{"format": "v2"|"legacy", "inputs": [...], "outputs": [...]}`` of a dump file's header,
-    each tensor as ``{"dtype", "shape", "format"}`` (plus ``original_shape`` when recorded)."""
-    header = read_header(path)
+    each tensor as ``{"dtype", "shape", "format"}`` (plus ``original_shape`` when recorded).
+
+    With ``head`` (the file's first bytes, e.g. from hashing it) and ``size`` (its size) the
+    header is decoded from them when they hold it (:func:`read_header_bytes`: the same result
+    and errors), else the file is read."""
+    header = read_header(path) if head is None or size is None else read_header_bytes(path, head, size)
     return {"format": header.version,
             "inputs": [_tensor_summary(t) for t in header.inputs],
             "outputs": [_tensor_summary(t) for t in header.outputs]}
@@ -75,7 +82,7 @@ def header_summary(path: str) -> Dict[str, Any]:
 
 def _tensor_summary(info: Any) -> Dict[str, Any]:
     summary = {"dtype": info.dtype_name, "shape": list(info.shape), "format": info.format_name}  # type: Dict[str, Any]
-    if info.original_shape and tuple(info.original_shape) != tuple(info.shape):
+    if info.original_shape and info.original_shape != info.shape:  # TensorInfo shapes are tuples
         summary["original_shape"] = list(info.original_shape)
     return summary
 
@@ -99,8 +106,11 @@ def graph_ops(path: str) -> GraphOps:
     return GraphOps(sorted(expected), names, count)
 
 
-def coverage(ops: Optional[GraphOps], dumped: Dict[str, int]) -> Dict[str, Any]:
-    """bundle.json's ``coverage``: ops of the graph that get a task vs. ops with dump files."""
+def coverage(ops: Optional[GraphOps], dumped: Any) -> Dict[str, Any]:
+    """bundle.json's ``coverage``: ops of the graph that get a task vs. ops with dump files
+    (``dumped``: the dumped base op names, a mapping or set, or a :class:`CoverageTally` of ``ops``)."""
+    if isinstance(dumped, CoverageTally):
+        return dumped.result()
     if ops is None:
         return {"expected": None, "dumped": len(dumped), "missing": [], "not_in_graph": []}
     missing = [name for name in ops.expected if name not in dumped]
@@ -110,6 +120,41 @@ def coverage(ops: Optional[GraphOps], dumped: Dict[str, int]) -> Dict[str, Any]:
         "missing": missing,
         "not_in_graph": sorted(name for name in dumped if name not in ops.names),
     }
+
+
+class CoverageTally(object):
+    """:func:`coverage` of op names given one by one, without keeping every name: with the graph's
+    ops, one flag per expected op plus the names the graph lacks; without them, the distinct names
+    (``tally.add(name)`` for each dumped file's base op name, then ``tally.result()``)."""
+
+    def __init__(self, ops: Optional[GraphOps]) -> None:
+        self._ops = ops
+        self._hit = bytearray(len(ops.expected)) if ops is not None else bytearray()
+        self._other = set()  # type: Set[str]  # not in the graph (all names when there is no graph)
+
+    def add(self, name: str) -> None:
+        ops = self._ops
+        if ops is not None:
+            at = bisect.bisect_left(ops.expected, name)
+            if at < len(ops.expected) and ops.expected[at] == name:
+                self._hit[at] = 1
+                return
+            if name in ops.names:
+                return
+        self._other.add(name)
+
+    def result(self) -> Dict[str, Any]:
+        """What ``coverage(ops, dumped)`` returns for the names added."""
+        ops = self._ops
+        if ops is None:
+            return {"expected": None, "dumped": len(self._other), "missing": [], "not_in_graph": []}
+        missing = [name for name, hit in zip(ops.expected, self._hit) if not hit]
+        return {
+            "expected": len(ops.expected),
+            "dumped": len(ops.expected) - len(missing),
+            "missing": missing,
+            "not_in_graph": sorted(self._other),
+        }
 
 
 def not_applicable_coverage() -> Dict[str, Any]:

@@ -28,7 +28,8 @@ from ._archive import archive_format, pack_archive, strip_archive_ext
 from ._progress import ProgressFn, make_progress
 from ._staging import Staging, is_nonempty
 from ._spec import BACKENDS, BUNDLE_JSON, BUNDLE_JSON_PATH, DATA_DIR, MAPPING_FILE, REFERENCE_BACKEND
-from .describe import GraphOps, coverage, describe_dump_folder_file, graph_ops, not_applicable_coverage
+from .describe import (CoverageTally, GraphOps, coverage, describe_dump_folder_file, graph_ops,
+                       not_applicable_coverage)
 
 __all__ = ["BundleResult", "write_bundle"]
 
@@ -65,13 +66,52 @@ class _Planned(NamedTuple):
     parse_error: Optional[str] = None  # why the file did not parse (recorded in its entry)
 
 
+class _DumpFolder(object):
+    """One folder of a dump step: its bundle path, its source path and its mapping.csv (shared by
+    the folder's :class:`_PlannedDump` items)."""
+
+    __slots__ = ("rel", "src", "mapping", "mapping_error")
+
+    def __init__(self, rel: str, src: str, mapping: Optional[Dict[str, str]], mapping_error: Optional[str]) -> None:
+        self.rel, self.src, self.mapping, self.mapping_error = rel, src, mapping, mapping_error
+
+
+class _PlannedDump(object):
+    """A dump-folder file in the plan, read like a :class:`_Planned`: its paths are built from its
+    folder's when asked for, so 100,000 planned files hold one name each, not two full paths
+    (the plan was half of the peak memory of 100,000 small files)."""
+
+    __slots__ = ("folder", "name", "size")
+    kind = "dump"
+    staged = False
+
+    def __init__(self, folder: _DumpFolder, name: str, size: int) -> None:
+        self.folder, self.name, self.size = folder, name, size
+
+    @property
+    def rel(self) -> str:
+        return self.folder.rel + "/" + self.name
+
+    @property
+    def src(self) -> str:
+        return self.folder.src + os.sep + self.name
+
+    @property
+    def mapping(self) -> Optional[Dict[str, str]]:
+        return self.folder.mapping
+
+    @property
+    def parse_error(self) -> Optional[str]:
+        return self.folder.mapping_error if self.name == MAPPING_FILE else None
+
+
 class _Tally(object):
-    """What placement accumulates: BagIt payload rows, link/copy counts, dumped op names."""
+    """What placement accumulates: BagIt payload rows, link/copy counts, the dumped op names' coverage."""
 
     def __init__(self) -> None:
         self.payload = []  # type: List[Tuple[str, int, str]]
         self.counts = {"hardlink": 0, "copy": 0, "staged": 0}
-        self.dumped = {}  # type: Dict[str, int]
+        self.dumped = CoverageTally(None)  # the graph's once known
         self.coverage = {}  # type: Dict[str, Any]
 
 
@@ -174,6 +214,9 @@ def _write(dest: str, located: Any, doing: _Doing, archive_only: bool, archive_p
         tally = _write_payload_and_json(stage.path, head, plan, ops, link, checksum, report, workers, warnings,
                                         dumps=backend != REFERENCE_BACKEND)
         report.close()
+        # what only placement needed goes before the tag files are built (about 100 bytes a file)
+        plan[:] = []
+        ops = tally.dumped = None  # the graph's op names (the tally holds them too)
         doing("writing the BagIt tag files in", stage.path)
         _bagit.write_tag_files(stage.path, tally.payload, "npu_dump_hook {}".format(__version__),
                                datetime.date.today().isoformat(),
@@ -215,8 +258,9 @@ def _pack_to(src_dir: str, archive_path: str, fmt: str, arcroot: str, force: boo
 
 # -- planning: what goes where -----------------------------------------------------------------
 def _plan(located: Any, tf_graph: Optional[str], golden_dir: Optional[str], init_dir: Optional[str],
-          warnings: List[str]) -> List[_Planned]:
-    plan = []  # type: List[_Planned]
+          warnings: List[str]) -> List[Any]:
+    """What goes where: a _Planned (or, for dump-folder files, a _PlannedDump) per file."""
+    plan = []  # type: List[Any]
     graph_file = getattr(located, "graph_file", None)
     if graph_file:
         plan.append(_single("graph/" + os.path.basename(graph_file), graph_file, "graph"))
@@ -268,31 +312,60 @@ def _single(rel: str, src: str, kind: str) -> _Planned:
     return _Planned(_fs.safe_relpath(rel), os.path.realpath(src), os.path.getsize(src), kind)
 
 
-def _dump_files(prefix: str, folder: str, warnings: List[str]) -> Iterator[_Planned]:
-    mappings = {}  # type: Dict[str, Optional[Dict[str, str]]]
-    mapping_error = None  # type: Optional[str]
+def _dump_files(prefix: str, folder: str, warnings: List[str]) -> Iterator[Any]:
+    """The planned files of one dump step folder: a :class:`_PlannedDump` each (a _Planned for
+    the rare file read from elsewhere: an in-tree symlink's target)."""
+    folder = os.path.abspath(folder)  # as walk_files builds the paths it yields
+    current = None  # type: Optional[_DumpFolder]
+    current_dir = None  # type: Optional[str]
     for found in _fs.walk_files(folder, warnings):
         rel_dir, _, base = found.rel.rpartition("/")
-        if rel_dir not in mappings:
-            mappings.clear()  # walk_files yields a folder's files together: keep only the current one
-            mapping_error = None
-            mapping_csv = os.path.join(folder, rel_dir, MAPPING_FILE)
-            try:
-                mappings[rel_dir] = read_mapping(mapping_csv) if os.path.isfile(mapping_csv) else None
-            except FormatError as exc:
-                warnings.append("unreadable mapping.csv: {}".format(exc))
-                mappings[rel_dir] = None
-                mapping_error = exc.rule
-        yield _Planned(prefix + "/" + found.rel, found.path, found.size, "dump", mappings[rel_dir],
-                       parse_error=mapping_error if base == MAPPING_FILE else None)
+        if current is None or rel_dir != current_dir:
+            # walk_files yields a folder's files together: one mapping.csv read per folder
+            current, current_dir = _dump_folder(prefix, folder, rel_dir, warnings), rel_dir
+        if found.path == current.src + os.sep + base:
+            yield _PlannedDump(current, base, found.size)
+        else:
+            yield _Planned(prefix + "/" + found.rel, found.path, found.size, "dump", current.mapping,
+                           parse_error=current.mapping_error if base == MAPPING_FILE else None)
 
 
-def _reject_duplicates(plan: List[_Planned]) -> None:
+def _dump_folder(prefix: str, folder: str, rel_dir: str, warnings: List[str]) -> _DumpFolder:
+    src = os.path.join(folder, rel_dir) if rel_dir else folder
+    mapping_csv = os.path.join(src, MAPPING_FILE)
+    mapping = mapping_error = None
+    try:
+        mapping = read_mapping(mapping_csv) if os.path.isfile(mapping_csv) else None
+    except FormatError as exc:
+        warnings.append("unreadable mapping.csv: {}".format(exc))
+        mapping_error = exc.rule
+    return _DumpFolder(prefix + "/" + rel_dir if rel_dir else prefix, src, mapping, mapping_error)
+
+
+def _reject_duplicates(plan: List[Any]) -> None:
+    """BundleError when two planned files have one bundle path. The files of one walked dump
+    folder have distinct names, so when no two folders share a bundle path and no other file
+    lies in one, only the other files are compared (not a set of 100,000 paths)."""
+    folders = {}  # type: Dict[str, _DumpFolder]
+    others = []  # type: List[_Planned]
+    for item in plan:
+        if isinstance(item, _PlannedDump):
+            if folders.setdefault(item.folder.rel, item.folder) is not item.folder:
+                return _reject_duplicate_paths(plan)
+        else:
+            others.append(item)
+    if any(item.rel.rpartition("/")[0] in folders for item in others):
+        return _reject_duplicate_paths(plan)
+    return _reject_duplicate_paths(others)
+
+
+def _reject_duplicate_paths(plan: List[Any]) -> None:
     seen = set()
     for item in plan:
-        if item.rel in seen:
-            raise BundleError("two sources map to bundle path data/{}".format(item.rel), item.src)
-        seen.add(item.rel)
+        rel = item.rel
+        if rel in seen:
+            raise BundleError("two sources map to bundle path data/{}".format(rel), item.src)
+        seen.add(rel)
 
 
 # -- placing files and streaming bundle.json ---------------------------------------------------
@@ -325,6 +398,7 @@ def _write_payload_and_json(stage: str, head: Dict[str, Any], plan: List[_Planne
     for rel_dir in sorted({p.rel.rpartition("/")[0] for p in plan}):
         os.makedirs(_fs.safe_join(data, rel_dir), exist_ok=True)
     tally = _Tally()
+    tally.dumped = CoverageTally(ops)
     out = _HashingWriter(os.path.join(data, BUNDLE_JSON))
     try:
         out.write("{\n")
@@ -358,14 +432,17 @@ def _place_one(data: str, item: _Planned, link: str, checksum: str) -> Tuple[_Pl
             size, digest = _fs.sha256_file(target)
             placed = _fs.PlacedFile(size, digest, "staged")
         else:
-            placed = _fs.place_file(item.src, target, link=link, checksum=True)  # the manifest needs digests
+            # the manifest needs digests; a dump file's header is then decoded from the bytes hashed
+            placed = _fs.place_file(item.src, target, link=link, checksum=True, keep_head=item.kind == "dump")
     except OSError as exc:
         if item.staged:
             raise _FileError(exc, "hashing", target) from exc
         action = "copying" if link == "copy" else "linking or copying"
         raise _FileError(exc, "{} {} to".format(action, item.src), target) from exc
     entry = {"path": item.rel, "size": placed.size, "sha256": placed.sha256 if checksum == "sha256" else None}
-    entry.update(_describe(item, target))
+    entry.update(_describe(item, target, placed.head, placed.size))
+    if placed.head is not None:  # results wait in a window: keep no file bytes there
+        placed = placed._replace(head=None)
     return item, placed, entry
 
 
@@ -377,16 +454,16 @@ def _tally_one(tally: _Tally, item: _Planned, placed: _fs.PlacedFile, entry: Dic
     if warning:
         warnings.append(warning)
     if entry.get("kind") in ("dump", "stats") and entry.get("op_name"):
-        key = base_op_name(entry["op_name"])
-        tally.dumped[key] = tally.dumped.get(key, 0) + 1
+        tally.dumped.add(base_op_name(entry["op_name"]))
 
 
-def _describe(item: _Planned, placed_path: str) -> Dict[str, Any]:
-    """``kind`` plus, for dump-folder files, the parsed name and header summary."""
+def _describe(item: _Planned, placed_path: str, head: Optional[bytes] = None, size: Optional[int] = None) -> Dict[str, Any]:
+    """``kind`` plus, for dump-folder files, the parsed name and header summary (decoded from
+    ``head``, the file's first bytes, when it holds the header)."""
     if item.kind != "dump":
         entry = {"kind": item.kind}  # type: Dict[str, Any]
     else:
-        entry = describe_dump_folder_file(item.rel, placed_path, item.mapping)
+        entry = describe_dump_folder_file(item.rel, placed_path, item.mapping, head, size)
     if item.parse_error is not None:
         entry["parse_error"] = item.parse_error
     return entry
@@ -409,7 +486,7 @@ def _graph_section(located: Any, stage: str, plan: List[_Planned],
         ops = graph_ops(graph_file)
     except FormatError as exc:
         warnings.append("graph not scannable, coverage unknown: {}".format(exc))
-        plan[:] = [p._replace(parse_error=exc.rule) if p.rel == rel and p.kind == "graph" else p for p in plan]
+        plan[:] = [p._replace(parse_error=exc.rule) if p.kind == "graph" and p.rel == rel else p for p in plan]
         return section, None
     section["op_count"] = ops.count
     section["json"] = _export_graph_json(graph_file, rel, stage, plan, warnings)

@@ -56,7 +56,11 @@ with a zero dim) raise :class:`DumpFileError` from ``array()``, and so do origin
 that do not fit (``original_shape=True``).
 
 Reading the header (:func:`read_header`, :meth:`DumpFile.open`) reads exactly 8 bytes
-plus the header. Payloads come out of :meth:`DumpFile.array` as read-only numpy views
+plus the header; :func:`read_header_bytes` decodes it from bytes the caller already read
+(the bundle writer's hashing read), with the same rules, limits and errors. A header of up to
+128 KiB, too small to reach the tensor, attr or item limits, is first walked by a quick check
+that accepts only plainly well-formed fields and shapes within MAX_DIMS; anything else gets the
+full walk of rules 4 and 5, which names the rule broken and its offset. Payloads come out of :meth:`DumpFile.array` as read-only numpy views
 of a memory map (``copy=True`` reads them into fresh memory instead). Data types map
 to numpy as §1.8 says; types numpy lacks (DT_BF16 and DT_FLOAT8_* without the
 optional ``ml_dtypes``; DT_HIFLOAT8, DT_INT4, DT_UINT1, DT_COMPLEX32, ... always) raise
@@ -104,6 +108,7 @@ __all__ = [
     "DumpHeader",
     "DumpFile",
     "read_header",
+    "read_header_bytes",
     "build_header",
     "encode_header",
     "write_dump_file",
@@ -268,11 +273,31 @@ def _tensor_info(kind: str, index: int, proto: Any, offset: Optional[int], size:
     if kind == "output" and proto.HasField("original_op"):
         original_name = proto.original_op.name
         original_format = dump_schema.format_name(proto.original_op.format)
+    fmt = proto.format
     return TensorInfo(
-        kind, index, dump_schema.data_type_name(data_type), dtype_info(data_type)[2],
-        dump_schema.format_name(proto.format), tuple(proto.shape.dim), tuple(proto.original_shape.dim),
-        size, offset, original_name, original_format, data_type,
+        kind, index, _DATA_TYPE_NAMES.get(data_type) or dump_schema.data_type_name(data_type),
+        dtype_info(data_type)[2], _FORMAT_NAMES.get(fmt) or dump_schema.format_name(fmt),
+        tuple(proto.shape.dim), tuple(proto.original_shape.dim), size, offset, original_name, original_format,
+        data_type,
     )
+
+
+_DATA_TYPE_NAMES = dict(dump_schema.DATA_TYPES)  # the names of every defined value (a miss asks dump_schema)
+_FORMAT_NAMES = dict(dump_schema.FORMATS)
+
+
+def _tensor_infos(kind: str, protos: Any, offset: Optional[int]) -> Tuple[List[TensorInfo], Optional[int]]:
+    """TensorInfos of the repeated field ``protos`` of one kind, and the offset after their payloads
+    (v2; None in legacy files, whose tensors carry their bytes)."""
+    infos = []  # type: List[TensorInfo]
+    if not protos:
+        return infos, offset
+    for index, proto in enumerate(protos):
+        size = int(proto.size) if offset is not None else len(proto.data)
+        infos.append(_tensor_info(kind, index, proto, offset, size))
+        if offset is not None:
+            offset += size
+    return infos, offset
 
 
 _FIELD_OF_KIND = {"input": "input", "output": "output", "buffer": "buffer", "workspace": "space"}
@@ -298,19 +323,10 @@ class DumpHeader(object):
         self.file_size = file_size
         self.warnings = list(warnings)
         offset = 8 + header_len if header_len is not None else None
-        tensors = {}  # type: Dict[str, List[TensorInfo]]
-        for kind in KINDS:
-            infos = []
-            for index, proto in enumerate(_repeated(header, kind)):
-                size = int(proto.size) if offset is not None else len(proto.data)
-                infos.append(_tensor_info(kind, index, proto, offset, size))
-                if offset is not None:
-                    offset += size
-            tensors[kind] = infos
-        self.inputs = tensors["input"]
-        self.outputs = tensors["output"]
-        self.buffers = tensors["buffer"]
-        self.workspaces = tensors["workspace"]
+        self.inputs, offset = _tensor_infos("input", header.input, offset)
+        self.outputs, offset = _tensor_infos("output", header.output, offset)
+        self.buffers, offset = _tensor_infos("buffer", header.buffer, offset)
+        self.workspaces, offset = _tensor_infos("workspace", header.space, offset)
 
     @property
     def op_name(self) -> str:
@@ -560,6 +576,139 @@ def _scan_dump_data(buf: Any, start: int, end: int, base: int) -> None:
             _scan_flat(scan, value_at, pos, "OpAttr")
 
 
+# --- quick scan: the common small header in a few C-level steps --------------------------
+#
+# A header of at most _QUICK_MAX bytes cannot reach MAX_TENSORS, the attr limit or
+# MAX_HEADER_ITEMS (a tensor or attr field takes at least 2 bytes, an item at least half a
+# byte), so only the wire format and the per-shape dim counts decide. _quick_scan accepts a
+# header only when every field is plainly well formed and no shape or dim_range is over
+# MAX_DIMS; anything else (including every header _scan_dump_data refuses) goes to
+# _scan_dump_data, which finds the rule broken and its offset. So a True here never accepts
+# what the full walk would refuse.
+_QUICK_MAX = min(2 * MAX_TENSORS, MAX_HEADER_ITEMS // 2)
+_HIGH_BYTES = bytes(range(0x80, 0x100))
+_NO_FIELDS = frozenset()  # type: frozenset
+_QUICK_DUMP_DATA = frozenset((3, 4, 5, 7, 8))  # output, input, buffer, attr, space: walked inside
+_QUICK_OUTPUT = frozenset((3, 4, 7, 10))  # shape, original_op, original_shape, dim_range
+_QUICK_INPUT = frozenset((3, 6))  # shape, original_shape
+_QUICK_SHAPE = frozenset((1,))  # dim
+_QUICK_TENSOR_FIELDS = {3: _QUICK_OUTPUT, 4: _QUICK_INPUT}
+_QUICK_SHAPE_FIELDS = {3: (3, 7), 4: (3, 6)}  # tensor field -> its Shape fields
+
+
+def _quick_varint(buf: Any, pos: int, end: int) -> Tuple[int, int]:
+    """(value, position after it) of the varint at ``pos``; (-1, pos) when truncated or over 10 bytes."""
+    value = shift = 0
+    stop = min(end, pos + 10)
+    while pos < stop:
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+    return -1, pos
+
+
+def _quick_walk(buf: Any, pos: int, end: int, wanted: Any) -> Optional[List[Tuple[int, int, int]]]:
+    """(number, start, stop) of the fields numbered in ``wanted`` (start = -1 for a varint) of
+    the message in ``buf[pos:end]``; None when a field is not plainly well formed."""
+    found = []  # type: List[Tuple[int, int, int]]
+    while pos < end:
+        key = buf[pos]
+        pos += 1
+        if key >= 0x80:
+            key, pos = _quick_varint(buf, pos - 1, end)
+        wire = key & 7
+        if key < 8:  # field number 0, or a broken varint (-1)
+            return None
+        if wire == 0:
+            stop = pos + 10 if pos + 10 < end else end  # a varint ends within 10 bytes
+            while pos < stop and buf[pos] >= 0x80:
+                pos += 1
+            if pos >= stop:
+                return None
+            pos += 1
+            if key >> 3 in wanted:
+                found.append((key >> 3, -1, -1))
+        elif wire == 2:
+            if pos >= end:
+                return None
+            length = buf[pos]
+            pos += 1
+            if length >= 0x80:
+                length, pos = _quick_varint(buf, pos - 1, end)
+                if length < 0:
+                    return None
+            stop = pos + length
+            if stop > end:
+                return None
+            if key >> 3 in wanted:
+                found.append((key >> 3, pos, stop))
+            pos = stop
+        elif wire == 1 or wire == 5:
+            pos += 8 if wire == 1 else 4
+            if pos > end:
+                return None
+        else:
+            return None
+    return found
+
+
+def _quick_dims(buf: Any, start: int, stop: int) -> int:
+    """Dims of the Shape message ``buf[start:stop]``; -1 when it is not plainly well formed."""
+    fields = _quick_walk(buf, start, stop, _QUICK_SHAPE)
+    if fields is None:
+        return -1
+    dims = 0
+    for _number, begin, end in fields:
+        if begin < 0:
+            dims += 1
+        elif end > begin:
+            if buf[end - 1] >= 0x80 or end - begin > 10 * (MAX_DIMS + 1):
+                return -1
+            dims += len(buf[begin:end].translate(None, _HIGH_BYTES))
+    return dims
+
+
+def _quick_tensor(buf: Any, start: int, stop: int, number: int) -> bool:
+    """True when the tensor (DumpData field ``number``) in ``buf[start:stop]`` is plainly well
+    formed and within MAX_DIMS."""
+    fields = _quick_walk(buf, start, stop, _QUICK_TENSOR_FIELDS.get(number, _NO_FIELDS))
+    if fields is None:
+        return False
+    shapes = _QUICK_SHAPE_FIELDS.get(number, ())
+    counts = {}  # type: Dict[int, int]  # a Shape (or dim_range) given twice: its dims add up
+    for sub, begin, end in fields:
+        if begin < 0:
+            continue
+        if sub in shapes:
+            dims = _quick_dims(buf, begin, end)
+            if dims < 0:
+                return False
+        elif _quick_walk(buf, begin, end, _NO_FIELDS) is None:  # original_op, dim_range
+            return False
+        else:
+            dims = 1 if sub == 10 else 0
+        counts[sub] = counts.get(sub, 0) + dims
+        if counts[sub] > MAX_DIMS:
+            return False
+    return True
+
+
+def _quick_scan(buf: Any, start: int, end: int) -> bool:
+    """True when _scan_dump_data(buf, start, end, ...) certainly raises nothing (see above)."""
+    if end - start > _QUICK_MAX:
+        return False
+    fields = _quick_walk(buf, start, end, _QUICK_DUMP_DATA)
+    if fields is None:
+        return False
+    for number, begin, stop in fields:
+        if begin >= 0 and not _quick_tensor(buf, begin, stop, number):
+            return False
+    return True
+
+
 def _scan_error(path: str, exc: Exception, what: str) -> DumpFileError:
     rule, offset = exc.args
     if isinstance(exc, _LimitError):
@@ -642,7 +791,8 @@ def _read_v2_prefix(path: str, fileobj: Any, file_size: int) -> Tuple[Optional[A
     if len(data) != header_len:
         return None, header_len, DumpFileError(path, "file shrank while reading its header", 8 + len(data))
     try:
-        _scan_dump_data(data, 0, header_len, 8)
+        if not _quick_scan(data, 0, header_len):
+            _scan_dump_data(data, 0, header_len, 8)
     except (_WireError, _LimitError) as exc:
         return None, header_len, _scan_error(path, exc, "header")
     try:
@@ -694,6 +844,33 @@ def read_header(path: Union[str, "os.PathLike[str]"], strict: bool = False) -> D
     path = os.fspath(path)
     with open(path, "rb", buffering=0) as fileobj:
         return _parse(path, fileobj, strict)
+
+
+def read_header_bytes(path: Union[str, "os.PathLike[str]"], head: bytes, file_size: int,
+                      strict: bool = False) -> DumpHeader:
+    """:func:`read_header` of ``path`` from ``head``, its first bytes, already read (e.g. while hashing
+    it), and its size ``file_size``: the same header, warnings and errors (every rule and limit).
+
+    The common file, a v2 file of version "2.0" whose prefix and header lie within ``head`` and
+    which passes the quick wire check, is decoded from ``head`` without opening the file; any other
+    (legacy files, refused or unusual headers, a header longer than ``head``) is read by
+    :func:`read_header`, which opens ``path``. ``head`` must be what the file held: the caller
+    read it, so a file changed since then is described as it was when read.
+    """
+    path = os.fspath(path)
+    header_len = _PREFIX.unpack_from(head)[0] if len(head) >= 12 and file_size > 8 else 0
+    if (1 <= header_len <= MAX_READ_HEADER_LEN and 8 + header_len <= min(file_size, len(head))
+            and head[8:12] != _NANO_MAGIC):
+        data = head[8:8 + header_len]
+        if _quick_scan(data, 0, header_len):
+            message = dump_schema.DumpData()
+            try:
+                message.ParseFromString(data)
+            except Exception:  # read_header raises the rule (_decode)
+                message = None
+            if message is not None and message.version == _V2:
+                return _finish_v2(path, message, header_len, file_size, strict, [])
+    return read_header(path, strict)
 
 
 class DumpFile(DumpHeader):

@@ -218,6 +218,10 @@ def _parse_plain(base: str) -> DumpName:
         kind = KIND_STATS
         stem = stem[: -len(_STATS_SUFFIX)]
     fields = stem.split(".", 9)  # at most 10 pieces: a name of a million dots costs no more
+    if len(fields) == 5:
+        quick = _parse_plain_five(fields, kind)
+        if quick is not None:
+            return quick
     if len(fields) not in (4, 5, 8, 9):
         raise NameFormatError(
             base, "expected 4, 5, 8 or 9 dot-separated fields (optionally + .csv), found {}".format(
@@ -247,6 +251,21 @@ def _parse_plain(base: str) -> DumpName:
         thread_id=values.get("thread_id"),
         device_id=values.get("device_id"),
     )
+
+
+def _parse_plain_five(fields: List[str], kind: str) -> Optional[DumpName]:
+    """The common ``{op_type}.{op_name}.{task_id}.{stream_id}.{timestamp}`` name when every field is
+    plainly valid (ASCII digits within the cap, clean non-empty op fields), else None: the general
+    parser then finds the rule broken."""
+    op_type, op_name, task_id, stream_id, timestamp = fields
+    for text in (task_id, stream_id, timestamp):
+        if not (text.isdecimal() and text.isascii() and len(text) <= _MAX_DIGITS):
+            return None
+    if not op_type or not op_name or _BAD_FIELD_CHAR.search(op_type) or _BAD_FIELD_CHAR.search(op_name):
+        return None
+    if kind == KIND_DUMP and op_type == OPDEBUG_OP_TYPE and op_name == OPDEBUG_OP_NAME:
+        kind = KIND_OPDEBUG
+    return DumpName(op_type, op_name, int(task_id), int(stream_id), int(timestamp), kind)
 
 
 def _number_labels(field_count: int) -> List[str]:

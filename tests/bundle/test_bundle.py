@@ -308,6 +308,36 @@ def test_symlink_out_of_tree_not_followed(tmp_path, run):
                    for d, _s, fs in os.walk(str(tmp_path / "b")) for f in fs if f.endswith((".txt", "leak")))
 
 
+def test_in_tree_links_and_subfolders_of_a_dump_folder_are_bundled_with_their_headers(tmp_path, run):
+    step = run.steps[0].path
+    os.symlink(CONV, os.path.join(step, "Conv2D.alias.9.0.1700000000000009"))  # in-tree link: its target is read
+    sub = os.path.join(step, "sub")
+    os.mkdir(sub)
+    write_dump_file(os.path.join(sub, "Relu.deep.3.0.1700000000000003"), "deep", outputs=[np.zeros(2, np.int8)])
+    write(tmp_path / "b", run)
+    doc = bundle.read_bundle(str(tmp_path / "b"))
+    by = entries_by_name(doc)
+    assert by["Conv2D.alias.9.0.1700000000000009"]["header"] == by[CONV]["header"] is not None
+    assert by["Conv2D.alias.9.0.1700000000000009"]["sha256"] == by[CONV]["sha256"]
+    deep = by["Relu.deep.3.0.1700000000000003"]
+    assert deep["path"].endswith("/0/sub/Relu.deep.3.0.1700000000000003") and deep["op_name"] == "deep"
+    assert deep["header"]["outputs"] == [{"dtype": "DT_INT8", "shape": [2], "format": "ND"}]
+    assert [f["path"] for f in doc["files"]] == sorted(f["path"] for f in doc["files"])
+    assert bundle.verify_bundle(str(tmp_path / "b")) == []
+
+
+def test_two_located_steps_with_one_chain_are_refused(tmp_path, run):
+    twin = tmp_path / "twin"
+    twin.mkdir()
+    write_dump_file(str(twin / RELU), "relu1", outputs=[np.zeros(3, np.int32)])
+    step = run.steps[0]
+    doubled = LocatedRun(run.graph_file, run.graph_name, {}, run.dump_path,
+                         [step, StepDir(step.time_dir, step.device_id, step.model_name, step.model_id, step.step,
+                                        str(twin))])
+    with pytest.raises(BundleError, match="two sources map to bundle path data/dump/.*/" + RELU):
+        write(tmp_path / "b", doubled)
+
+
 @pytest.mark.parametrize("level", [5, 4, 1], ids=["step", "model_id", "time"])
 def test_symlinked_dump_chain_folder_is_never_bundled(tmp_path, run, level):
     # A LocatedRun whose chain goes through a symlink (built by hand, or the tree changed after
@@ -499,7 +529,7 @@ def test_verify_unparsable_dump_file_described_as_readable(tmp_path, run, monkey
 
     with open(os.path.join(run.steps[0].path, RELU), "r+b") as fh:
         fh.write(b"\xff" * 8)
-    monkeypatch.setattr(describe, "header_summary", lambda path: {"format": "v2", "inputs": [], "outputs": []})
+    monkeypatch.setattr(describe, "header_summary", lambda path, *read: {"format": "v2", "inputs": [], "outputs": []})
     result = write(tmp_path / "b", run)
     monkeypatch.undo()
     assert not any("header not readable" in w for w in result.warnings)

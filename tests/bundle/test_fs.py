@@ -195,7 +195,7 @@ def test_hashing_reuses_buffer_without_stale_bytes(tmp_path):
     assert _fs.sha256_file(str(tmp_path / "big")) == (len(big), hashlib.sha256(big).hexdigest())
     assert _fs.sha256_file(str(tmp_path / "small")) == (4, hashlib.sha256(small).hexdigest())
     placed = _fs.place_file(str(tmp_path / "small"), str(tmp_path / "copy"), link="copy")
-    assert placed == (4, hashlib.sha256(small).hexdigest(), "copy")
+    assert (placed.size, placed.sha256, placed.how, placed.head) == (4, hashlib.sha256(small).hexdigest(), "copy", None)
     assert (tmp_path / "copy").read_bytes() == small
 
 

@@ -153,6 +153,56 @@ def test_read_header_reads_only_prefix_and_header(tmp_path, monkeypatch):
     assert sum(reads) <= 12 + header_len  # prefix (+4 bytes of magic check) and the header
 
 
+def test_read_header_bytes_decodes_a_common_file_without_opening_it(tmp_path):
+    path = tmp_path / "dump"
+    write_dump_file(path, "op", outputs=[np.arange(6, dtype=np.float32).reshape(2, 3)], dump_time=T0)
+    data = path.read_bytes()
+    header = dfm.read_header_bytes(str(tmp_path / "gone"), data, len(data))  # no such file: never opened
+    assert header.summary() == dict(read_header(path).summary(), warnings=[])
+    assert header.path == str(tmp_path / "gone")
+
+
+def test_read_header_bytes_reads_the_file_when_the_head_lacks_the_header(tmp_path):
+    path = tmp_path / "dump"
+    write_dump_file(path, "op", outputs=[np.zeros(4, dtype=np.float32)], dump_time=T0)
+    data = path.read_bytes()
+    header_len = struct.unpack("<Q", data[:8])[0]
+    got = dfm.read_header_bytes(path, data[:8 + header_len - 1], len(data))
+    assert got.summary() == read_header(path).summary()
+    with pytest.raises(FileNotFoundError):  # it needed the file: the head holds only part of the header
+        dfm.read_header_bytes(tmp_path / "gone", data[:8 + header_len - 1], len(data))
+
+
+@pytest.mark.parametrize("content, strict", [
+    (b"", False), (b"\x01" * 8, False),  # too small
+    (struct.pack("<Q", 4) + b"\x5a\x5a\x5a\x5a" + b"\0" * 8, False),  # Nano
+    (struct.pack("<Q", 2 ** 40) + b"\0" * 8, False),  # forged length: nothing allocated
+    (struct.pack("<Q", 3) + b"\x0a\x05\x32", False),  # field past its message
+    (struct.pack("<Q", 2) + b"\x0b\x0c", False),  # a group (wire type 3)
+    (None, True),  # trailing bytes, strict
+])
+def test_read_header_bytes_refuses_as_read_header_does(tmp_path, content, strict):
+    path = tmp_path / "dump"
+    if content is None:
+        write_dump_file(path, "op", outputs=[np.zeros(4, dtype=np.float32)], dump_time=T0)
+        content = path.read_bytes() + b"tail"
+    path.write_bytes(content)
+    with pytest.raises(DumpFileError) as expected:
+        read_header(path, strict=strict)
+    with pytest.raises(DumpFileError) as got:
+        dfm.read_header_bytes(path, content, len(content), strict=strict)
+    assert (got.value.rule, got.value.offset) == (expected.value.rule, expected.value.offset)
+
+
+def test_read_header_bytes_reads_legacy_files_from_the_file(tmp_path):
+    legacy = dump_schema.DumpData(version="1.0", op_name="old")
+    legacy.output.add(data_type=1, size=8, data=b"\0" * 8).shape.dim.extend([2])
+    path = tmp_path / "legacy"
+    path.write_bytes(legacy.SerializeToString())
+    data = path.read_bytes()
+    assert dfm.read_header_bytes(path, data, len(data)).version == "legacy"
+
+
 # --- validation, in documented order -------------------------------------------
 
 def _header_bytes(**fields):

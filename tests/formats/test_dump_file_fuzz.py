@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from npu_dump_hook.errors import FormatError
-from npu_dump_hook.formats.dump_file import DumpFile, DumpTensor, KINDS, write_dump_file
+from npu_dump_hook.formats import dump_file
+from npu_dump_hook.formats.dump_file import DumpFile, DumpTensor, KINDS, read_header, read_header_bytes, write_dump_file
 
 DTYPES = ["<f2", "<f4", "<f8", "i1", "u1", "<i2", "<u2", "<i4", "<u4", "<i8", "<u8", "?", "<c8", "<c16"]
 FORMATS = ["ND", "NCHW", "NHWC", "HWCN", "NC1HWC0", "FRACTAL_NZ", "FRACTAL_Z"]
@@ -138,3 +139,31 @@ def test_mutated_files_fail_only_with_format_errors(scratch, seed, mutations):
                         pass
     except FormatError:
         pass  # DumpFileError (a FormatError) or a FormatError from the device-format conversion
+
+
+def _outcome(read, *args):
+    """What a header reader made of a file: its summary, or the error's type, rule and offset."""
+    try:
+        return read(*args).summary()
+    except FormatError as exc:
+        return type(exc).__name__, exc.rule, getattr(exc, "offset", None)
+
+
+@settings(max_examples=400, **SETTINGS)
+@given(seed=st.sampled_from(range(len(SEEDS))), mutations=st.lists(mutation, min_size=1, max_size=4),
+       strict=st.booleans())
+def test_reading_a_header_from_bytes_already_read_matches_reading_the_file(scratch, seed, mutations, strict):
+    data = _mutate(SEEDS[seed], mutations)
+    scratch.write_bytes(data)
+    assert _outcome(read_header_bytes, scratch, data, len(data), strict) == _outcome(read_header, scratch, strict)
+
+
+@settings(max_examples=600, **SETTINGS)
+@given(seed=st.sampled_from(range(len(SEEDS))), mutations=st.lists(mutation, min_size=0, max_size=4),
+       noise=st.binary(max_size=64))
+def test_the_quick_header_check_never_accepts_what_the_full_walk_refuses(seed, mutations, noise):
+    data = _mutate(SEEDS[seed], mutations)
+    header_len = min(struct.unpack("<Q", data[:8].ljust(8, b"\0"))[0], max(len(data) - 8, 0))
+    for header in (data[8:8 + header_len], noise, data[8:8 + header_len] + noise):
+        if dump_file._quick_scan(header, 0, len(header)):
+            dump_file._scan_dump_data(header, 0, len(header), 8)  # raises when the quick check was wrong
