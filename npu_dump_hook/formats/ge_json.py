@@ -13,7 +13,7 @@ the direct path: the file's bytes, a 256 KiB chunk of its lines, the JSON of one
 other field of a graph or of the model) and a 1 MiB output buffer: never the whole document.
 """
 import codecs
-import collections
+import gc
 import json
 import logging
 import os
@@ -318,11 +318,13 @@ class _Message(object):
     items of the repeated field being read, whether it serializes to anything."""
 
     __slots__ = ("table", "level", "entries", "last", "items", "item_key", "nonempty", "oneof",
-                 "parent", "field", "stream", "committed", "count", "streamed", "last_key", "entry", "block")
+                 "parent", "field", "stream", "committed", "count", "streamed", "last_key", "entry", "block",
+                 "memo", "heads")
 
     def __init__(self, table: Dict[bytes, Tuple[Any, ...]], level: int, parent: Optional["_Message"],
-                 field: Any, stream: bool, entry: bool) -> None:
+                 field: Any, stream: bool, entry: bool, memos: "_LineMemo") -> None:
         self.table = table
+        self.memo, self.heads = memos.of(table)  # (see _convert_lines)
         self.level = level
         self.entries = []  # type: List[str]
         self.last = -1
@@ -339,6 +341,20 @@ class _Message(object):
         self.last_key = None  # type: Optional[str]  # the previous key of the map being read
         self.entry = entry  # a map entry
         self.block = None  # type: Optional[Tuple[bytes, int, Dict[bytes, Any]]]  # for _BlockMemo
+
+
+class _LineMemo(object):
+    """Per message type (field table): line -> _classify result, and the heads _classify
+    remembers; made on first use, kept for one conversion."""
+
+    def __init__(self) -> None:
+        self.memos = {}  # type: Dict[int, Tuple[Dict[bytes, Any], Dict[bytes, Any]]]
+
+    def of(self, table: Dict[bytes, Tuple[Any, ...]]) -> Tuple[Dict[bytes, Any], Dict[bytes, Any]]:
+        memos = self.memos.get(id(table))
+        if memos is None:
+            memos = self.memos[id(table)] = ({}, {})
+        return memos
 
 
 class _Sink(object):
@@ -508,7 +524,7 @@ def _classify(line: bytes, table: Dict[bytes, Tuple[Any, ...]],
             raise _Decline()
         # the line that closes the block in the canonical layout (for _BlockMemo)
         closer = b"\n" + line[:len(line) - len(line.lstrip(b" \t"))] + (b"}\r\n" if line[-1:] == b"\r" else b"}\n")
-        return _OPEN_LINE, info, closer, None
+        return _OPEN_LINE, info, closer, _json_table(info[8].message_type)
     if not rest or info[1] != _SCALAR:
         raise _Decline()
     if line[head.end() - 1:head.end() + 1] == b": ":
@@ -559,11 +575,10 @@ def _convert_lines(data: bytes, out: _Sink) -> None:
     """Write the JSON of ge_proto text ``data`` to ``out``; _Decline if not sure of it.
     Each line's meaning is remembered per message type (lines repeat: keys, types, shapes),
     and so is each block's JSON (_BlockMemo)."""
-    root = frame = _Message(_json_table(ge_schema.ModelDef.DESCRIPTOR), 0, None, None, True, False)
+    memos = _LineMemo()
+    root = frame = _Message(_json_table(ge_schema.ModelDef.DESCRIPTOR), 0, None, None, True, False, memos)
     stack = []  # type: List[_Message]
-    memos = {}  # type: Dict[int, Dict[bytes, Tuple[int, Any, Any]]]
-    memo = memos.setdefault(id(frame.table), {})
-    heads = collections.defaultdict(dict)  # type: Dict[int, Dict[bytes, Tuple[Any, ...]]]
+    memo = frame.memo
     blocks = _BlockMemo()
     size, start = len(data), 0
     while start < size:
@@ -576,7 +591,7 @@ def _convert_lines(data: bytes, out: _Sink) -> None:
             pos += len(line) + 1
             hit = memo.get(line)
             if hit is None:
-                hit = _classify(line, frame.table, heads[id(frame.table)])
+                hit = _classify(line, frame.table, frame.heads)
                 if len(memo) >= _MEMO_LINES:
                     memo.clear()
                 memo[line] = hit
@@ -637,12 +652,10 @@ def _convert_lines(data: bytes, out: _Sink) -> None:
                             continue
                         block = (key, close_at + 1, block_memo)
                 stack.append(frame)
-                frame = _Message(_json_table(info[8].message_type), frame.level + (2 if info[2] else 1),
-                                 frame, info, stream, info[1] == _MAP)
+                frame = _Message(entry, frame.level + (2 if info[2] else 1), frame, info, stream,
+                                 info[1] == _MAP, memos)
                 frame.block = block
-                memo = memos.get(id(frame.table))
-                if memo is None:
-                    memo = memos[id(frame.table)] = {}
+                memo = frame.memo
             elif action == _CLOSE_LINE:
                 if not stack:
                     raise _Decline()
@@ -651,7 +664,7 @@ def _convert_lines(data: bytes, out: _Sink) -> None:
                 if child.block is not None and child.block[1] == line_start:
                     blocks.remember(child.block, text, map_key)
                 _put_child(frame, child.field, text, map_key, out)
-                memo = memos[id(frame.table)]
+                memo = frame.memo
     if stack:
         raise _Decline()
     text = _message_text(root, out)
@@ -669,6 +682,10 @@ def _write_direct(data: bytes, tmp_path: str) -> bool:
     except OSError:
         return False
     done = False
+    # Refcounting frees all the conversion allocates (no cycles): the cycle collector would
+    # only go over the line memos again and again (as in ge_graph's scan); paused meanwhile.
+    collect = gc.isenabled()
+    gc.disable()
     try:
         with handle:
             _convert_lines(data, _Sink(handle))
@@ -676,6 +693,8 @@ def _write_direct(data: bytes, tmp_path: str) -> bool:
     except _Decline:
         _LOG.debug("direct msaccucmp JSON declined %s; parsing it", tmp_path)
     finally:
+        if collect:
+            gc.enable()
         if not done:
             os.remove(tmp_path)
     return done
