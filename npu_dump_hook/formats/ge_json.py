@@ -8,9 +8,13 @@ ge_proto text file first tries a direct, streaming conversion (see "direct text 
 laid out one field per line, as GE writes it, becomes JSON text line by line without protobuf
 messages, and each op is written out as soon as its block closes. Text it cannot convert
 exactly as the full parse would is parsed (:func:`.ge_text.parse_model_text`), with that
-path's result or GraphFormatError. The file is byte-identical either way (tested). Memory of
-the direct path: the file's bytes, a 256 KiB chunk of its lines, the JSON of one op (or of one
-other field of a graph or of the model) and a 1 MiB output buffer: never the whole document.
+path's result or GraphFormatError. The file is byte-identical either way (tested against the
+parse path on fixed and fuzzed inputs). Memory of the direct path, never the whole document:
+the file's bytes, a 256 KiB chunk of its lines, the JSON of one op (or of one other field of a
+graph or of the model), a 1 MiB output buffer, and its memos of fixed size: up to 8,192 lines
+per message type, 8 MB of repeated blocks, 4,096 leaf layouts (about 16 MB at most in all,
+typically 2-10 MB). Time: linear in the input (each byte is read by a few C scans and one
+Python step per line, or per leaf block or repeated block).
 """
 import codecs
 import gc
@@ -144,12 +148,16 @@ def to_msaccucmp_json(path_or_model: Any) -> Dict[str, Any]:
 # the fast parse would encode give the same JSON. A stack of open messages (_Message) collects
 # the JSON entries of each; a message's text is made when its block closes. The op items of a
 # graph and the graph items of the model are written out as they close instead (the graph's
-# and the model's earlier entries first), so memory holds one op. Declined (_Decline: the
-# fallback then parses the file), besides what the fast parse declines: fields out of
-# declaration order or a repeated field's items not together (the JSON groups them), map keys
-# not strictly ascending, unknown fields, comments, messages nested deeper than the JSON
-# depth limit, a singular float or double outside a oneof (none in ge.proto), and escapes or
-# bytes the raw text does not allow (its UTF-8 is checked string by string).
+# and the model's earlier entries first), so memory holds one op. Three memos skip work:
+# each line's meaning per message type (_LineMemo: keys, types, shapes repeat), the JSON of
+# each block seen before where it closes as the canonical layout does (_BlockMemo), and one
+# regex per layout for an op made of plain scalar lines (_Leaves: the small graphs of many
+# dump files). Declined (_Decline: the fallback then parses the file), besides what the fast
+# parse declines: fields out of declaration order or a repeated field's items not together
+# (the JSON groups them), map keys not strictly ascending, unknown fields, comments, messages
+# nested deeper than the JSON depth limit, a singular float or double outside a oneof (none
+# in ge.proto), and escapes or bytes the raw text does not allow (its UTF-8 is checked string
+# by string).
 
 _Decline = _ge_text._Decline
 _encode_string = json.encoder.encode_basestring  # what json.dump(ensure_ascii=False) uses
@@ -571,6 +579,143 @@ _MEMO_BYTES = 8 << 20
 _MEMO_BLOCK = 16 << 10
 
 
+_LEAF_SHAPE = re.compile(r"(?m):.*$")  # cut away: what is left of a leaf's lines is their indented names
+_MAX_LEAF_SHAPES = 4096  # leaf shapes kept per conversion (then all are forgotten)
+_PLAIN_TEXT = r'"[ !#-\[\]-~]%s"'  # (see _PLAIN_STRING; %s: * or +)
+_PLAIN_BYTES_TEXT = r'"[ !#-&(-\[\]-~]%s"'
+
+
+def _plain_pattern(info: Tuple[Any, ...]) -> Optional[Tuple[str, str]]:
+    """(regex, JSON template) of the values of a scalar field whose JSON text is the value
+    itself (enum names: quoted), set (a value that is not the default, unless in a oneof or
+    repeated) and spelled the one way the fast parse reads it; None for the other kinds."""
+    kind, repeated, oneof, detail = info[8].type, info[2], info[3] is not None, info[5]
+    given = not repeated and not oneof  # then the default value is left out of the JSON
+    if kind == _FD.TYPE_STRING or (kind == _FD.TYPE_BYTES and repeated):
+        return _PLAIN_TEXT % ("+" if given else "*"), "%s"
+    if kind == _FD.TYPE_BYTES:
+        return _PLAIN_BYTES_TEXT % ("+" if given else "*"), "%s"
+    if kind in _ge_text._INT_RANGES:
+        number = ("-?" if detail[0] < 0 else "") + "[1-9][0-9]{0,8}"
+        return (number if given else "(?:0|" + number + ")"), "%s"
+    if kind == _FD.TYPE_BOOL:
+        return ("true" if given else "(?:true|false)"), "%s"
+    if kind == _FD.TYPE_ENUM:
+        names = [value.name for value in info[8].enum_type.values if not (given and value.number == 0)]
+        return "(?:" + "|".join(re.escape(name) for name in sorted(names, key=len, reverse=True)) + ")", '"%s"'
+    return None
+
+
+class _Leaves(object):
+    """Leaf blocks (only scalar lines) read with one regex: for each leaf shape (the lines'
+    indented names) seen in a message type at a JSON level, a regex that matches the block's
+    lines when every value is plain (_plain_pattern) and a template that makes its JSON from
+    the values. Built once per shape, with the checks of _convert_lines that depend on the
+    names only (known scalar fields, declaration order, given once, one oneof member); a shape
+    that fails them, or a block that does not match, is read line by line."""
+
+    def __init__(self) -> None:
+        self.plans = {}  # type: Dict[Tuple[int, int, str], Any]
+        self.recent = {}  # type: Dict[Tuple[bytes, int, int], Any]  # open line -> last plan
+
+    def read(self, inner: bytes, line: bytes, table: Dict[bytes, Tuple[Any, ...]],
+             level: int) -> Optional[Tuple[Any, int]]:
+        """(JSON text (None: nothing set), lines of ``inner``) of the block opened by ``line``
+        whose inner lines are ``inner``, or None if it is not a plain leaf."""
+        try:
+            text = inner.decode("ascii")
+        except UnicodeDecodeError:
+            return None
+        where = (line, id(table), level)
+        plan = self.recent.get(where)
+        if plan is not None:
+            match = plan[0].fullmatch(text)
+            if match is not None:
+                return (plan[1] % match.groups() if plan[1] is not None else None), plan[2]
+        shape = _LEAF_SHAPE.sub("", text)
+        key = (id(table), level, shape)
+        plan = self.plans.get(key, False)
+        if plan is False:
+            if len(self.plans) >= _MAX_LEAF_SHAPES:
+                self.plans.clear()
+                self.recent.clear()
+            plan = self.plans[key] = _leaf_plan(shape, table, level)
+        if plan is None:
+            return None
+        match = plan[0].fullmatch(text)
+        if match is None:
+            return None
+        self.recent[where] = plan
+        return (plan[1] % match.groups() if plan[1] is not None else None), plan[2]
+
+
+def _leaf_plan(shape: str, table: Dict[bytes, Tuple[Any, ...]], level: int) -> Optional[Tuple[Any, Any, int]]:
+    """(compiled regex, JSON template, number of lines) for a leaf shape (_Leaves); None if
+    the shape is not one of plain values."""
+    lines = shape.split("\n")
+    if lines.pop() != "":
+        return None
+    pattern = []  # type: List[str]
+    entries = []  # type: List[Tuple[str, List[str], bool]]  # (key, value templates, repeated)
+    last, oneof, previous = -1, False, None
+    for line in lines:
+        name = line.lstrip(" ")
+        if not re.match(r" *[A-Za-z_]\w*\Z", line):
+            return None
+        info = table.get(name.encode("ascii"))
+        if info is None or info[1] != _SCALAR or info[10]:
+            return None
+        plain = _plain_pattern(info)
+        if plain is None:
+            return None
+        value, template = plain
+        if not (info is previous and info[2]):  # (else: the next item of a repeated field)
+            if info[0] <= last:  # out of order, or given twice
+                return None
+            if info[3] is not None:
+                if oneof:
+                    return None
+                oneof = True
+            last, previous = info[0], info
+            if info[6] is not None:
+                entries.append((info[6].replace("%", "%%"), [], info[2]))
+        pattern.append(re.escape(line + ": ") + (value if info[6] is None else "(" + value + ")") + "\n")
+        if info[6] is not None:
+            entries[-1][1].append(template)
+    if not lines:  # nothing set
+        return re.compile(""), None, 0
+    texts = []
+    for key, values, repeated in entries:
+        if repeated:
+            inner = _INDENT[level + 2]
+            texts.append(key + "[" + inner + ("," + inner).join(values) + _INDENT[level + 1] + "]")
+        else:
+            texts.append(key + values[0])
+    inner = _INDENT[level + 1]
+    template = "{" + inner + ("," + inner).join(texts) + _INDENT[level] + "}" if texts else "null"
+    return re.compile("".join(pattern)), template, len(lines)
+
+
+class _Closers(object):
+    """The next canonical closing line of a block, found with one scan per occurrence: for
+    each closing line (one per indentation), the offset searched from and what was found
+    there (-1: none up to the chunk end), so text whose blocks close otherwise (trailing
+    blanks) is not scanned again for every block."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.known = {}  # type: Dict[bytes, Tuple[int, int, int]]  # closer -> (from, found, end)
+
+    def find(self, closer: bytes, start: int, end: int) -> int:
+        """``data.find(closer, start, end)``."""
+        known = self.known.get(closer)
+        if known is not None and known[0] <= start and known[2] == end and (known[1] < 0 or start <= known[1]):
+            return known[1]
+        found = self.data.find(closer, start, end)
+        self.known[closer] = (start, found, end)
+        return found
+
+
 def _convert_lines(data: bytes, out: _Sink) -> None:
     """Write the JSON of ge_proto text ``data`` to ``out``; _Decline if not sure of it.
     Each line's meaning is remembered per message type (lines repeat: keys, types, shapes),
@@ -580,6 +725,8 @@ def _convert_lines(data: bytes, out: _Sink) -> None:
     stack = []  # type: List[_Message]
     memo = frame.memo
     blocks = _BlockMemo()
+    leaves = _Leaves()
+    closers = _Closers(data)
     size, start = len(data), 0
     while start < size:
         end = data.find(b"\n", start + _ge_text._CHUNK_CHARS)
@@ -629,6 +776,7 @@ def _convert_lines(data: bytes, out: _Sink) -> None:
                     frame.nonempty = True
                     frame.last_key = text
             elif action == _OPEN_LINE:
+                closer, child_table = text, entry
                 if info[0] != frame.last:
                     _start_field(frame, info, out)
                 elif not info[2]:
@@ -638,22 +786,30 @@ def _convert_lines(data: bytes, out: _Sink) -> None:
                     raise _Decline()
                 frame.nonempty = True  # a message given, even empty, serializes its tag
                 stream = frame.stream and info[9]
+                level = frame.level + (2 if info[2] else 1)
                 block = None
-                if not stream:
-                    close_at = data.find(text, line_start, end)
-                    if close_at >= 0:
-                        key = data[line_start:close_at + len(text)]
+                close_at = closers.find(closer, line_start, end)  # where the canonical layout closes it
+                if close_at >= 0 and close_at - line_start <= _MEMO_BLOCK:
+                    block_end = close_at + len(closer)
+                    if not stream:  # seen before?
+                        key = data[line_start:block_end]
                         block_memo = blocks.memo(frame, depth)
                         known = block_memo.get(key)
                         if known is not None:
                             _put_child(frame, info, known[0], known[1], out)
                             next(islice(lines, known[2] - 1, known[2]), None)  # the block's other lines
-                            pos = line_start + len(key)
+                            pos = block_end
                             continue
                         block = (key, close_at + 1, block_memo)
+                    elif info[1] != _MAP and data.find(b"{", pos, close_at) < 0:  # a streamed leaf?
+                        found = leaves.read(data[pos:close_at + 1], line, child_table, level)
+                        if found is not None:
+                            _put_child(frame, info, found[0], None, out)
+                            next(islice(lines, found[1], found[1] + 1), None)  # the block's other lines
+                            pos = block_end
+                            continue
                 stack.append(frame)
-                frame = _Message(entry, frame.level + (2 if info[2] else 1), frame, info, stream,
-                                 info[1] == _MAP, memos)
+                frame = _Message(child_table, level, frame, info, stream, info[1] == _MAP, memos)
                 frame.block = block
                 memo = frame.memo
             elif action == _CLOSE_LINE:

@@ -273,3 +273,50 @@ def test_the_fuzzed_inputs_took_both_paths_and_both_outcomes():
         pytest.skip("the fuzz test did not run")
     for key in (("ok", "direct"), ("ok", "declined"), ("error", "declined")):
         assert OUTCOMES[key] >= 10, dict(OUTCOMES)
+
+
+# op blocks of scalar lines only (read with one regex per layout when every value is plain)
+LEAF_LINES = [  # (field, values), in declaration order
+    ("name", [b'"a"', b'""', b'"q\\"x"', b'"\xe6\x97\xa5"', b"'s'"]),
+    ("type", [b'"Conv2D"', b'""']),
+    ("input", [b'"x:0"', b'""', b'"a\\\\b"']),
+    ("has_out_attr", [b"true", b"false", b"t", b"1"]),
+    ("id", [b"0", b"5", b"-3", b"123456789", b"4294967296", b"-0", b"007", b"0x1F", b"99999999999999999999"]),
+    ("stream_id", [b"-1", b"0"]),
+    ("src_index", [b"0", b"-7"]),
+    ("workspace", [b"4", b"0"]),  # black-listed
+    ("is_input_const", [b"false", b"true"]),
+    ("subgraph_name", [b'"s"']),
+]
+
+
+@settings(max_examples=200, **FUZZ)
+@given(ops=st.lists(st.lists(st.tuples(st.integers(0, len(LEAF_LINES) - 1), st.integers(0, 8), st.integers(1, 3)),
+                             max_size=6), min_size=1, max_size=4),
+       model_version=st.sampled_from([b"", b"version: 3\n", b"version: -3\n", b"version: 0\n"]))
+def test_leaf_ops_give_the_same_bytes_or_the_same_error(tmp_path, ops, model_version):
+    blocks = []
+    for lines in ops:
+        body = []
+        for field, value, repeat in sorted(lines):
+            name, values = LEAF_LINES[field]
+            body += [b"    %s: %s\n" % (name.encode(), values[value % len(values)])] * repeat
+        blocks.append(b"  op {\n" + b"".join(body) + b"  }\n")
+    data = b'name: "m"\n' + model_version + b'graph {\n  name: "g"\n' + b"".join(blocks) + b"}\ngraph {\n  name: \"h\"\n}\n"
+    compare(tmp_path, data)
+
+
+def test_leaf_ops_with_plain_values_take_the_direct_path(tmp_path):
+    data = (b'graph {\n  op {\n    name: "a"\n    type: "T"\n    input: "x:0"\n    input: ""\n    has_out_attr: true\n'
+            b'    id: -3\n    workspace: 4\n    is_input_const: false\n  }\n  op {\n    id: 0\n  }\n  op {\n  }\n}\n'
+            b'graph {\n  name: "h"\n}\n')
+    now, direct = compare(tmp_path, data)
+    assert direct and b"null" in now[1] and b'"workspace"' not in now[1]
+
+
+def test_blocks_closed_with_trailing_blanks_are_read_line_by_line(tmp_path):
+    data = golden_bytes()
+    head, body = data[:data.index(b"  op {")], data[data.index(b"  op {"):data.rindex(b"}")]
+    data = re.sub(rb"(?m)^( *)\}$", rb"\g<0> \t", head + body * 3 + b"}\n")
+    now, direct = compare(tmp_path, data)
+    assert direct and now[0] == "ok"
