@@ -77,32 +77,68 @@ def decode_path(text: str) -> str:
     return re.sub(r"%0[dD]", "\r", re.sub(r"%0[aA]", "\n", text)).replace("%25", "%")
 
 
-def _sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def write_tag_files(bag_dir: str, payload: Iterable[Tuple[str, int, str]], agent: str,
                     bagging_date: str, description: str) -> None:
     """Write manifest, bag-info, bagit.txt and tag manifest for ``payload`` rows
-    ``(path relative to data/, size, sha256 hex)``."""
-    lines = []
+    ``(path relative to data/, size, sha256 hex)``. The manifest is written and hashed line
+    by line (100,000 rows would otherwise be ~35 MB of text held at once)."""
+    digests = {}  # type: Dict[str, str]
     octets = count = 0
-    for rel, size, digest in sorted(payload):
-        lines.append("{}  data/{}\n".format(digest, encode_path(rel)))
-        octets += size
-        count += 1
+    with _HashingFile(os.path.join(bag_dir, MANIFEST)) as out:
+        for rel, size, digest in sorted(payload):
+            out.write("{}  data/{}\n".format(digest, encode_path(rel)))
+            octets += size
+            count += 1
+    digests[MANIFEST] = out.hexdigest
     bodies = [
-        (MANIFEST, "".join(lines).encode("utf-8")),
         (BAG_INFO, "Bag-Software-Agent: {}\nBagging-Date: {}\nPayload-Oxum: {}.{}\nExternal-Description: {}\n".format(
-            agent, bagging_date, octets, count, description).encode("utf-8")),
-        (BAGIT_TXT, _BAGIT_BODY.encode("utf-8")),
+            agent, bagging_date, octets, count, description)),
+        (BAGIT_TXT, _BAGIT_BODY),
     ]
     for name, body in bodies:
-        with open(os.path.join(bag_dir, name), "wb") as out:
+        with _HashingFile(os.path.join(bag_dir, name)) as out:
             out.write(body)
-    tag_lines = "".join("{}  {}\n".format(_sha256_bytes(body), name) for name, body in sorted(bodies))
+        digests[name] = out.hexdigest
+    tag_lines = "".join("{}  {}\n".format(digests[name], name) for name in sorted(digests))
     with open(os.path.join(bag_dir, TAGMANIFEST), "wb") as out:
         out.write(tag_lines.encode("utf-8"))
+
+
+class _HashingFile(object):
+    """A new file that UTF-8 text is written to through a buffer, hashed as it is written;
+    ``hexdigest`` is set when the ``with`` block ends."""
+
+    _FLUSH = 1 << 16
+
+    def __init__(self, path: str) -> None:
+        self._out = open(path, "wb")
+        self._digest = hashlib.sha256()
+        self._pending = []  # type: List[str]
+        self._size = 0
+        self.hexdigest = ""
+
+    def write(self, text: str) -> None:
+        self._pending.append(text)
+        self._size += len(text)
+        if self._size >= self._FLUSH:
+            self._flush()
+
+    def _flush(self) -> None:
+        data = "".join(self._pending).encode("utf-8")
+        self._pending, self._size = [], 0
+        self._out.write(data)
+        self._digest.update(data)
+
+    def __enter__(self) -> "_HashingFile":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if exc[0] is None:
+                self._flush()
+                self.hexdigest = self._digest.hexdigest()
+        finally:
+            self._out.close()
 
 
 def read_manifest(path: str, problems: List[Problem], label: str) -> Dict[str, str]:
