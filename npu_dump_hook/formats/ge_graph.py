@@ -61,6 +61,7 @@ __all__ = [
     "GraphCount",
     "iter_graphs",
     "iter_graph_counts",
+    "iter_ops",
     "scan_graph",
     "first_graph_name",
     "op_types",
@@ -1177,7 +1178,10 @@ def _scan_graphs(data: Any, path: str, fast_ops: bool = True, workers: int = 1,
             fast.abandon_handoffs()
 
 
-def _scan_steps(scan: "_GeneralScan") -> Iterator[GraphSummary]:
+def _scan_steps(scan: "_GeneralScan", batch: int = 0) -> Iterator[GraphSummary]:
+    """The finished graphs of ``scan``; with ``batch``, also every ``batch`` or so ops of the
+    graph being read as a GraphSummary of those ops alone (the graph's summary then holds
+    only the ops after them)."""
     more = True
     while more:
         # The scan allocates only what it keeps and temporaries that refcounting frees: the
@@ -1187,9 +1191,14 @@ def _scan_steps(scan: "_GeneralScan") -> Iterator[GraphSummary]:
         collect = gc.isenabled()
         gc.disable()
         try:
-            while not scan.finished and more:
+            while not scan.finished and more and not (batch and len(scan.ops) >= batch):
                 more = scan.step()
             finished, scan.finished = scan.finished, []
+            if batch and finished and scan.ops is finished[-1].ops:
+                scan.ops = []  # (the next graph's block gives it a new list anyway)
+            elif batch and len(scan.ops) >= batch:
+                finished.append(GraphSummary(scan.graph_name, scan.ops))
+                scan.ops = []  # close_block and the fast path go on with this list
         finally:
             if collect:
                 gc.enable()
@@ -1235,6 +1244,20 @@ def iter_graphs(path: PathLike, workers: int = 1) -> Iterator[GraphSummary]:
     with _Mapped(path) as mapped:
         for graph in _scan_graphs(mapped.data, mapped.path, workers=workers):
             yield graph
+
+
+_OP_BATCH = 4096  # ops iter_ops holds at most (besides a window's worth from the fast path)
+
+
+def iter_ops(path: PathLike) -> Iterator[OpSummary]:
+    """Every op of every graph of the file in file order, as :func:`iter_graphs` reads them
+    (the same errors, at the same points), without holding a graph's ops: memory stays that of
+    a batch of ops, not of 100,000 summaries."""
+    with _Mapped(path) as mapped:
+        scan = _GeneralScan(mapped.data, mapped.path, _FastOps(mapped.data, mapped.path))
+        for part in _scan_steps(scan, _OP_BATCH):
+            for op in part.ops:
+                yield op
 
 
 def iter_graph_counts(path: PathLike, workers: int = 1) -> Iterator[GraphCount]:

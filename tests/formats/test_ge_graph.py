@@ -781,3 +781,38 @@ def test_scan_leaves_the_cycle_collector_as_it_found_it():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("batch", [1, 3, 4096])
+def test_iter_ops_gives_every_op_in_order_without_holding_them(tmp_path, monkeypatch, batch):
+    monkeypatch.setattr(ge_graph, "_OP_BATCH", batch)
+    for data in (golden_bytes(), _many_ops_bytes(25), _many_ops_bytes(7).replace(b"\n  }\n", b"\n  } \n")):
+        path = write(tmp_path, data)
+        expected = [op for graph in ge_graph.scan_graph(path) for op in graph.ops]
+        assert list(ge_graph.iter_ops(path)) == expected
+    held = []
+    original = ge_graph._scan_steps
+
+    def spy(scan, size=0):
+        for part in original(scan, size):
+            held.append(len(part.ops))
+            yield part
+
+    monkeypatch.setattr(ge_graph, "_scan_steps", spy)
+    monkeypatch.setattr(ge_graph, "_WINDOW", 300)  # the fast path gives a window's ops at once
+    tiny = ge_graph.format_model(ge_graph.make_model([("g", [
+        ge_graph.make_op("op_{}".format(i), "Add", i) for i in range(50)])])).encode()
+    assert len(list(ge_graph.iter_ops(write(tmp_path, tiny)))) == 50
+    assert sum(held) == 50
+    if batch < 50:  # parts of a batch plus at most a window's ops (300 bytes: 6 ops)
+        assert max(held) <= batch + 6
+
+
+def test_iter_ops_raises_where_iter_graphs_does(tmp_path):
+    bad = golden_bytes().replace(b"    id: 5\n", b"    id: five\n")
+    path = write(tmp_path, bad)
+    with pytest.raises(GraphFormatError) as expected:
+        list(ge_graph.iter_graphs(path))
+    with pytest.raises(GraphFormatError) as got:
+        list(ge_graph.iter_ops(path))
+    assert (got.value.offset, got.value.rule) == (expected.value.offset, expected.value.rule)
