@@ -12,8 +12,8 @@ path's result or GraphFormatError. The file is byte-identical either way (tested
 parse path on fixed and fuzzed inputs). Memory of the direct path, never the whole document:
 the file's bytes, a 256 KiB chunk of its lines, the JSON of one op (or of one other field of a
 graph or of the model), a 1 MiB output buffer, and its memos of fixed size: up to 8,192 lines
-per message type, 8 MB of repeated blocks, 4,096 leaf layouts (about 16 MB at most in all,
-typically 2-10 MB). Time: linear in the input (each byte is read by a few C scans and one
+per message type, 8 MB of block text with its JSON, 4,096 leaf layouts (about 30 MB at most
+in all; 40 MB over the file's size for a 50 MB Build graph, 4 MB for 100,000 small ops). Time: linear in the input (each byte is read by a few C scans and one
 Python step per line, or per leaf block or repeated block).
 """
 import codecs
