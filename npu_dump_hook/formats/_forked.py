@@ -12,13 +12,15 @@ The result must be marshal-able (tuples, lists, str, bytes, int, bool, None). A 
 child (an exception, a kill, a result that does not decode) is never raised in the parent: the
 caller does that share itself instead, so the outcome never depends on the child.
 
-Forking is only offered (:func:`fork_is_safe`) where the process has one Python thread and
-the platform has ``os.fork``: a process with other threads (TensorFlow's, a thread pool) may
-hold locks the child would inherit held, so callers there do the work in-process.
+Forking is only offered (:func:`fork_is_safe`) where the platform has ``os.fork``, the process
+has one Python thread and has not loaded TensorFlow: a process with other threads (a thread
+pool, TensorFlow's native ones) may hold locks the child would inherit held, so callers there
+do the work in-process.
 """
 import marshal
 import os
 import signal
+import sys
 import threading
 from typing import Any, Callable, Tuple
 
@@ -28,8 +30,10 @@ _READ_CHUNK = 1 << 20
 
 
 def fork_is_safe() -> bool:
-    """Whether this process may fork a worker: POSIX fork and no other Python thread."""
-    return hasattr(os, "fork") and threading.active_count() == 1
+    """Whether this process may fork a worker: POSIX fork, no other Python thread, and no
+    TensorFlow loaded (its native threads are invisible to ``threading``)."""
+    return (hasattr(os, "fork") and threading.active_count() == 1
+            and "tensorflow" not in sys.modules)
 
 
 def usable_cores() -> int:

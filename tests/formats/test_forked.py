@@ -1,5 +1,7 @@
 """formats._forked: a function run in a forked child hands back its result or (False, None)."""
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -56,8 +58,11 @@ def test_child_never_runs_the_parents_code_after_the_call(tmp_path):
     assert marker.read_text().split() == [str(os.getpid())]
 
 
-def test_fork_is_safe_only_without_other_threads():
-    assert _forked.fork_is_safe()
+def test_fork_is_safe_in_a_fresh_process_only_without_other_threads():
+    # (this test process may have TensorFlow loaded or threads left by other tests)
+    fresh = subprocess.run([sys.executable, "-c", "from npu_dump_hook.formats import _forked; "
+                            "print(_forked.fork_is_safe())"], stdout=subprocess.PIPE, check=True)
+    assert fresh.stdout.split() == [b"True"]
     stop = threading.Event()
     thread = threading.Thread(target=stop.wait)
     thread.start()
@@ -79,3 +84,10 @@ def test_a_fork_that_fails_leaves_no_descriptor(monkeypatch):
         _forked.ForkedCall(int, "1")
     if before is not None:
         assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_fork_is_not_safe_once_tensorflow_is_loaded(monkeypatch):
+    import types
+
+    monkeypatch.setitem(__import__("sys").modules, "tensorflow", types.ModuleType("tensorflow"))
+    assert not _forked.fork_is_safe()

@@ -20,9 +20,12 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="workers are for
 
 @pytest.fixture(autouse=True)
 def share_small_files(monkeypatch):
-    """Workers for files and ops of any size (the real thresholds: 4 MB, 1 KB per op)."""
+    """Workers for files and ops of any size (the real thresholds: 4 MB, 1 KB per op), also
+    in a test process that other tests left with TensorFlow loaded or threads running (the
+    children here run only the scanner; fork_is_safe itself is tested in test_forked)."""
     monkeypatch.setattr(ge_graph, "_PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(ge_graph, "_PARALLEL_MIN_OP_BYTES", 0)
+    monkeypatch.setattr(ge_graph, "fork_is_safe", lambda: True)
 
 
 @pytest.fixture
@@ -131,6 +134,7 @@ def test_no_fork_while_another_thread_runs(monkeypatch):
         raise AssertionError("forked with another thread running")
 
     monkeypatch.setattr(ge_graph, "ForkedCall", no_fork)
+    monkeypatch.setattr(ge_graph, "fork_is_safe", _forked.fork_is_safe)  # the real check
     stop = threading.Event()
     thread = threading.Thread(target=stop.wait)
     thread.start()
