@@ -658,11 +658,9 @@ _MUTATIONS = st.lists(st.tuples(st.sampled_from(["space", "tab", "cr", "blank", 
                                 st.integers(0, 10 ** 6)), min_size=1, max_size=6)
 
 
-@settings(max_examples=60, derandomize=True, deadline=None)
-@given(mutations=_MUTATIONS)
-def test_random_layout_changes_give_the_general_result(mutations):
-    """Fast path == general path (same result or same error) whatever is changed where."""
-    lines = _many_ops_bytes(4).split(b"\n")
+def mutated(data, mutations):
+    """``data`` with each (kind, where) of _MUTATIONS applied at line ``where`` (modulo)."""
+    lines = data.split(b"\n")
     for kind, where in mutations:
         at = where % len(lines)
         if kind == "space":
@@ -681,7 +679,14 @@ def test_random_layout_changes_give_the_general_result(mutations):
             lines[at:at + 2] = [lines[at] + b" " + lines[at + 1].lstrip(b" ")]
         elif kind == "brace_string":
             lines[at] = lines[at].replace(b'"', b'"} {\\" ', 1).replace(b'\\" "', b'\\" x"', 1)
-    data = b"\n".join(lines)
+    return b"\n".join(lines)
+
+
+@settings(max_examples=60, derandomize=True, deadline=None)
+@given(mutations=_MUTATIONS)
+def test_random_layout_changes_give_the_general_result(mutations):
+    """Fast path == general path (same result or same error) whatever is changed where."""
+    data = mutated(_many_ops_bytes(4), mutations)
     try:
         expected = _general(data)
     except GraphFormatError as error:

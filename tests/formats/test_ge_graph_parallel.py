@@ -13,7 +13,7 @@ from npu_dump_hook.cli import main
 from npu_dump_hook.errors import GraphFormatError
 from npu_dump_hook.formats import _forked, ge_graph
 
-from .test_ge_graph import _MUTATIONS, _many_ops_bytes, golden_bytes
+from .test_ge_graph import _MUTATIONS, _many_ops_bytes, golden_bytes, mutated
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="workers are forked")
 
@@ -89,22 +89,7 @@ def test_iter_graphs_and_counts_with_workers_on_a_file(tmp_path):
 def test_layout_changes_give_the_single_process_outcome(mutations, workers):
     """Whatever is changed where (before, at or after a share's first op), workers and the
     count scan give the general path's result or its error at the same offset."""
-    lines = _many_ops_bytes(8).split(b"\n")
-    for kind, where in mutations:
-        at = where % len(lines)
-        if kind in ("space", "tab", "cr"):
-            lines[at] += {"space": b" ", "tab": b"\t", "cr": b"\r"}[kind]
-        elif kind == "blank":
-            lines.insert(at, b"")
-        elif kind == "comment":
-            lines.insert(at, b'  # "x" } op {')
-        elif kind == "indent":
-            lines[at] = lines[at].lstrip(b" ") if where % 2 else b"  " + lines[at]
-        elif kind == "join" and at + 1 < len(lines):
-            lines[at:at + 2] = [lines[at] + b" " + lines[at + 1].lstrip(b" ")]
-        elif kind == "brace_string":
-            lines[at] = lines[at].replace(b'"', b'"} {\\" ', 1)
-    data = b"\n".join(lines)
+    data = mutated(_many_ops_bytes(8), mutations)
     expected = _outcome(data, fast=False)
     assert _outcome(data, workers=workers) == expected
     expected_counts = expected if expected[0] == "error" else _counts(expected)
