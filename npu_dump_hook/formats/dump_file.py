@@ -409,20 +409,12 @@ class _Scan(object):
 
 
 def _scan_varint(scan: _Scan, pos: int, end: int) -> Tuple[int, int]:
-    buf = scan.buf
-    value = shift = 0
-    start = pos
-    while True:
-        if pos >= end:
-            raise _WireError("truncated varint", scan.base + start)
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
-        if shift >= 70:
-            raise _WireError("varint longer than 10 bytes", scan.base + start)
+    value, after = _quick_varint(scan.buf, pos, end)
+    if value >= 0:
+        return value, after
+    if after - pos >= 10:  # ten bytes, each with its continuation bit
+        raise _WireError("varint longer than 10 bytes", scan.base + pos)
+    raise _WireError("truncated varint", scan.base + pos)
 
 
 def _scan_field(scan: _Scan, pos: int, end: int, message: str) -> Tuple[int, int, int, int]:

@@ -413,3 +413,18 @@ def test_tensor_index_out_of_range(tmp_path):
             dump.array("output", 1)
         with pytest.raises(OptionError, match="kind"):
             dump.tensors("outputs")
+
+
+@pytest.mark.parametrize("varint, rule", [
+    (b"\xff" * 11 + b"\x01", "varint longer than 10 bytes"),
+    (b"\xff" * 10, "varint longer than 10 bytes"),   # ten continuation bytes, nothing after
+    (b"\xff" * 9, "truncated varint"),
+    (b"\xff\xff", "truncated varint"),
+])
+def test_broken_varints_are_named_at_their_offset(tmp_path, varint, rule):
+    header = b"\x08" + varint  # field 1 (varint) whose value never ends
+    path = tmp_path / "Add.add.1.2.1700000000000000"
+    path.write_bytes(struct.pack("<Q", len(header)) + header)
+    with pytest.raises(DumpFileError) as error:
+        read_header(str(path))
+    assert rule in error.value.rule and error.value.offset == 9
