@@ -26,8 +26,12 @@ compact-plan change (f446b61):
 i.e. 2.1-2.2x the coreutils time per file, peak RSS under the 150 MB target; the 50 us/file
 target is NOT met: a file's link, open, read, close and stat alone take ~35-50 us here, and
 the Python per-file work (name, header decode and checks, bundle.json entry) ~100 us on one core.
-Most of the remaining peak at 100k is the BagIt tag-file step (manifest lines joined and encoded
-in memory: ~35 MB) and the graph scan's transient op objects.
+Most of the remaining peak at 100k was the BagIt tag-file step (manifest lines joined and encoded
+in memory: ~35 MB) and the graph scan's transient op objects; with the manifest streamed
+(2570f0c) and the graph's ops streamed (6746c5f), idle machine, best of 2 (benchmarks/README.md):
+
+    10,000    160 us/file,  56 MB     cp -r + sha256sum 70 us/file; cp -al + xargs -P2 sha256sum 49
+    100,000   168 us/file, 112 MB     81; 44
 """
 import argparse
 import json
