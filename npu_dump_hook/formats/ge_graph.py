@@ -537,6 +537,9 @@ _PARALLEL_MIN_BYTES = 4 << 20
 #: Build graphs: about 1.5 KB); an op count is always worth sharing.
 _PARALLEL_MIN_OP_BYTES = 1 << 10
 _SAMPLE_BYTES = 1 << 20  # where the average op size is estimated
+#: At most this many processes share a scan, and one more than the file has _PARALLEL_MIN_BYTES:
+#: more only add forks and shape caches built again (a 64-core host, a 60 MB graph).
+_MAX_WORKERS = 8
 #: The digits of a skeleton all become 0. Whether a conversion of the general path succeeds
 #: does not depend on digit values except for a bool made of digits or an int with the base
 #: prefix -0 (see _digit_sensitive): those are converted again for each op.
@@ -1066,7 +1069,10 @@ class _FastOps(object):
         will stop and take their result instead: :meth:`_handed_back`). What a child hands
         back is what :meth:`ops_at` here would give from that op on, so the result is the
         same whether or not a child succeeds, is used, or is abandoned."""
-        if workers < 2 or self.size < _PARALLEL_MIN_BYTES or not fork_is_safe():
+        if self.size < _PARALLEL_MIN_BYTES:
+            return
+        workers = min(workers, _MAX_WORKERS, 1 + self.size // max(1, _PARALLEL_MIN_BYTES))
+        if workers < 2 or not fork_is_safe():
             return
         if not self.count_only:
             ops_in_sample = self.data[:_SAMPLE_BYTES].count(_OP_LINE)

@@ -194,3 +194,22 @@ def test_summaries_of_small_ops_are_not_shared_but_their_count_is(monkeypatch, h
     assert handed_back == []
     assert _counts(_scan(small, 2, count_only=True)) == [("g", 400)]
     assert handed_back
+
+
+def test_workers_are_capped_by_size_and_count(monkeypatch):
+    calls = []
+    original = ge_graph.ForkedCall
+
+    def recording(*args):
+        calls.append(args[3])  # the share's first op line
+        return original(*args)
+
+    monkeypatch.setattr(ge_graph, "ForkedCall", recording)
+    data = _many_ops_bytes(80)
+    monkeypatch.setattr(ge_graph, "_PARALLEL_MIN_BYTES", len(data) // 3)
+    assert _scan(data, 64) == _scan(data, fast=False)
+    assert len(calls) == 3  # 1 + (three minimum sizes) processes: three workers
+    del calls[:]
+    monkeypatch.setattr(ge_graph, "_PARALLEL_MIN_BYTES", 1)
+    assert _scan(data, 64) == _scan(data, fast=False)
+    assert 0 < len(calls) <= ge_graph._MAX_WORKERS - 1
