@@ -1243,7 +1243,8 @@ def iter_graphs(path: PathLike, workers: int = 1) -> Iterator[GraphSummary]:
 
     Raises GraphFormatError (path, byte offset, rule) on malformed text; graphs before the
     fault have been yielded by then. ``workers`` > 1 shares the reading of a large file
-    (4 MB and more) with that many processes in all, forked from this one, where forking is
+    (4 MB and more) with that many processes in all (at most 8, one more than the file has
+    4 MB shares; with ops of 1 KB on average or more), forked from this one, where forking is
     safe (:func:`._forked.fork_is_safe`: no other Python thread; never pass it in a process
     that runs TensorFlow); the result is the same.
     """
