@@ -11,19 +11,16 @@ to 30 s (3.7) on 2 cores.
 Peak memory is measured as RSS growth (``ru_maxrss``) in a forked child of a fresh
 interpreter, so protobuf's C allocations count too; time linearity compares n against 4n.
 """
-import collections
 import os
 import struct
-import time
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import forked_rss, fuzz_outcomes
+from helpers import forked_rss, fuzz_outcomes, timing
 from helpers.wire import ld, varint, vi
-from npu_dump_hook.errors import NpuDumpError
 from npu_dump_hook.formats import device_format, mapping_csv, names, stats_csv
 from npu_dump_hook.formats.dump_file import DumpFile, DumpTensor, KINDS, dtype_info, read_header, write_dump_file
 from npu_dump_hook.formats.npy import NUMPY_OF_TF_ENUM, debug_event_to_npy
@@ -46,19 +43,7 @@ def attempt(reader, call, *args, **kwargs):
 @pytest.fixture(scope="module", autouse=True)
 def fuzz_totals():
     yield
-    total = sum(sum(counter.values()) for counter in OUTCOMES.values())
-    escapes = collections.Counter()
-    for counter in OUTCOMES.values():
-        for key, count in counter.items():
-            if key.startswith("ESCAPE "):
-                escapes[key[7:]] += count
-    lines = ["fuzz totals: {} reader calls, escapes: {}".format(total, dict(escapes) or 0)]
-    lines += ["  {:<22} {}".format(reader, dict(counter)) for reader, counter in sorted(OUTCOMES.items())]
-    report = os.environ.get("NPU_FUZZ_REPORT")
-    if report:
-        with open(report, "a") as handle:
-            handle.write("\n".join(lines) + "\n")
-    print("\n" + "\n".join(lines))
+    fuzz_outcomes.report(OUTCOMES, "fuzz totals")
 
 
 @pytest.fixture(scope="module")
@@ -668,22 +653,10 @@ def test_peak_memory_of_every_reader_stays_within_its_bound(tmp_path):
 
 # --- linear time -------------------------------------------------------------------
 
-def _best_time(call, arg, repeat=3):
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        try:
-            call(arg)
-        except NpuDumpError:
-            pass
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
 def _ratio(tmp_path, make, call, n):
     small, large = make(tmp_path / "small", n), make(tmp_path / "large", 4 * n)
     call(small)  # warm up (imports, caches)
-    return _best_time(call, large) / _best_time(call, small)
+    return timing.best_time(call, large) / timing.best_time(call, small)
 
 
 def _header_file(path, n):

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import forked_rss, fuzz_outcomes
-from npu_dump_hook.errors import GraphFormatError, NpuDumpError
+from helpers import forked_rss, fuzz_outcomes, timing
+from npu_dump_hook.errors import GraphFormatError
 from npu_dump_hook.formats import ge_graph, ge_text
 
 DATA = os.path.join(os.path.dirname(__file__), os.pardir, "data", "formats", "ge")
@@ -136,15 +136,7 @@ def attempt(reader, call, *args, **kwargs):
 @pytest.fixture(scope="module", autouse=True)
 def fuzz_totals():
     yield
-    total = sum(sum(counter.values()) for counter in OUTCOMES.values())
-    escapes = sum(count for counter in OUTCOMES.values() for key, count in counter.items()
-                  if key.startswith("ESCAPE "))
-    lines = ["GE graph fuzz totals: {} reader calls, escapes: {}".format(total, escapes)]
-    lines += ["  {:<22} {}".format(reader, dict(counter)) for reader, counter in sorted(OUTCOMES.items())]
-    if os.environ.get("NPU_FUZZ_REPORT"):
-        with open(os.environ["NPU_FUZZ_REPORT"], "a") as handle:
-            handle.write("\n".join(lines) + "\n")
-    print("\n" + "\n".join(lines))
+    fuzz_outcomes.report(OUTCOMES, "GE graph fuzz totals")
 
 
 PIECES = [b"{", b"}", b"<", b">", b"[", b"]", b":", b",", b";", b"#", b"\n", b"\r\n", b" ", b"\t", b'"', b"'",
@@ -351,19 +343,6 @@ def test_peak_memory_of_the_graph_readers_stays_within_its_bound(tmp_path):
 
 # --------------------------------------------------------------------------- linear time
 
-def _best_time(call, path, repeat=5):
-    """Best CPU time of ``call(path)`` (CPU, not wall: the suite runs beside other jobs on 2 cores)."""
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.process_time()
-        try:
-            call(path)
-        except NpuDumpError:
-            pass
-        best = min(best, time.process_time() - start)
-    return best
-
-
 def _scan(path):
     for _ in ge_graph.iter_graphs(path):
         pass
@@ -386,5 +365,7 @@ def test_time_is_linear_in_the_input(tmp_path, what):
     call, make, n = LINEAR[what]
     small, large = write(tmp_path, make(n), "small.txt"), write(tmp_path, make(4 * n), "large.txt")
     call(small)  # warm up (imports, caches)
-    ratio = _best_time(call, large) / _best_time(call, small)
+    # CPU, not wall: the suite runs beside other jobs on 2 cores
+    ratio = (timing.best_time(call, large, 5, time.process_time)
+             / timing.best_time(call, small, 5, time.process_time))
     assert ratio < 10, "{}: 4x the input took {:.1f}x the time".format(what, ratio)
