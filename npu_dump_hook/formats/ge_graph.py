@@ -1051,14 +1051,13 @@ class _FastOps(object):
         if build is bail:
             return None
         try:
+            decode = None
             if escaped:
                 _unescape(joined, self.path, 0)
-                if self.count_only:
-                    return shape.checks == [] or build(parts, strings, _escaped) is not None
-                return build(parts, strings, _escaped)
+                decode = _escaped
             if self.count_only:  # the builder runs only for the checks it makes
-                return shape.checks == [] or build(parts, strings, None) is not None
-            return build(parts, strings, None)
+                return not shape.checks or build(parts, strings, decode) is not None
+            return build(parts, strings, decode)
         except GraphFormatError:
             return None  # the general path reports it, at its offset
 
@@ -1168,16 +1167,16 @@ def _plain_tuple(cls: Any, fields: Tuple[Any, ...]) -> Tuple[Any, ...]:
 
 
 def _scan_graphs(data: Any, path: str, fast_ops: bool = True, workers: int = 1,
-                 count_only: bool = False) -> Iterator[GraphSummary]:
+                 count_only: bool = False, batch: int = 0) -> Iterator[GraphSummary]:
     """The graphs of ``data``; ``workers`` > 1 shares the fast path's work with forked
     children where that is safe; with ``count_only`` each op of a graph's ``ops`` may be
-    True instead of its summary (for counting)."""
+    True instead of its summary (for counting); ``batch``: see _scan_steps."""
     fast = _FastOps(data, path, count_only) if fast_ops else None
     scan = _GeneralScan(data, path, fast)
     if fast is not None:
         fast.hand_off(workers)
     try:
-        for graph in _scan_steps(scan):
+        for graph in _scan_steps(scan, batch):
             yield graph
     finally:
         if fast is not None:
@@ -1261,8 +1260,7 @@ def iter_ops(path: PathLike) -> Iterator[OpSummary]:
     (the same errors, at the same points), without holding a graph's ops: memory stays that of
     a batch of ops, not of 100,000 summaries."""
     with _Mapped(path) as mapped:
-        scan = _GeneralScan(mapped.data, mapped.path, _FastOps(mapped.data, mapped.path))
-        for part in _scan_steps(scan, _OP_BATCH):
+        for part in _scan_graphs(mapped.data, mapped.path, batch=_OP_BATCH):
             for op in part.ops:
                 yield op
 
