@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Set
 
 from ..errors import FormatError
 from ..formats import ge_graph
-from ..formats.dump_file import read_header, read_header_bytes
+from ..formats.dump_file import TensorFields, quick_tensor_fields, read_header, read_header_bytes
 from ..formats.names import DumpName, is_hashed_name, parse_dump_name, sanitize
 from ._spec import MAPPING_FILE
 
@@ -74,10 +74,24 @@ def header_summary(path: str, head: Optional[bytes] = None, size: Optional[int] 
     With ``head`` (the file's first bytes, e.g. from hashing it) and ``size`` (its size) the
     header is decoded from them when they hold it (:func:`read_header_bytes`: the same result
     and errors), else the file is read."""
+    if head is not None and size is not None:
+        quick = quick_tensor_fields(head, size)  # the common file, without building its TensorInfos
+        if quick is not None:
+            return {"format": "v2", "inputs": [_fields_summary(t) for t in quick[0]],
+                    "outputs": [_fields_summary(t) for t in quick[1]]}
     header = read_header(path) if head is None or size is None else read_header_bytes(path, head, size)
     return {"format": header.version,
             "inputs": [_tensor_summary(t) for t in header.inputs],
             "outputs": [_tensor_summary(t) for t in header.outputs]}
+
+
+def _fields_summary(fields: TensorFields) -> Dict[str, Any]:
+    """:func:`_tensor_summary` of a tensor given as :data:`~npu_dump_hook.formats.dump_file.TensorFields`."""
+    dtype_name, shape, format_name, original_shape = fields
+    summary = {"dtype": dtype_name, "shape": list(shape), "format": format_name}  # type: Dict[str, Any]
+    if original_shape and original_shape != shape:
+        summary["original_shape"] = list(original_shape)
+    return summary
 
 
 def _tensor_summary(info: Any) -> Dict[str, Any]:

@@ -19,6 +19,7 @@ from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Tup
 from .._version import __version__
 from ..constants import ARCHIVES, BUNDLE_SCHEMA, CHECKSUMS, LINK_MODES
 from ..errors import BundleError, BundleExistsError, FormatError, NpuDumpError
+from ..formats._forked import ForkedCall, fork_is_safe, usable_cores
 from ..formats.ge_json import write_msaccucmp_json
 from ..formats.mapping_csv import read_mapping
 from ..formats.names import base_op_name, parse_graph_file_name
@@ -369,6 +370,20 @@ def _reject_duplicate_paths(plan: List[Any]) -> None:
 
 
 # -- placing files and streaming bundle.json ---------------------------------------------------
+#
+# Many small files cost Python time per file (link, read, hash, name, header, JSON line), not
+# I/O, and one thread runs that Python. Where forking is safe (formats._forked: no other thread,
+# no TensorFlow, so the CLI and scripts that only collect, never a training process) the sorted
+# plan is cut into one share per core: forked children place and describe theirs, each writing
+# its bundle.json lines to a part file in the staging folder and handing back its manifest rows,
+# while the parent does the first share; then the parent appends the shares in plan order. A
+# child that fails in any way changes nothing: the parent removes what it may have placed and
+# does that share itself (so errors are raised, and named, as without children).
+_FORK_MIN_SHARE = 2048  # files per share below which a fork costs more than it saves
+_FORK_MAX_MEAN_BYTES = _fs.INLINE_BYTES  # larger files: the thread pool already hashes them on every core
+_PART_CHUNK = 1 << 20
+
+
 class _HashingWriter(object):
     """A binary file that counts and hashes what is written (bundle.json is hashed once)."""
 
@@ -376,9 +391,12 @@ class _HashingWriter(object):
         self._out = open(path, "wb")
         self._digest = hashlib.sha256()
         self.size = 0
+        self.entries = 0  # ``files`` entries written (the first has no comma before it)
 
     def write(self, text: str) -> None:
-        data = text.encode("utf-8")
+        self.write_bytes(text.encode("utf-8"))
+
+    def write_bytes(self, data: bytes) -> None:
         self._out.write(data)
         self._digest.update(data)
         self.size += len(data)
@@ -386,6 +404,12 @@ class _HashingWriter(object):
     def close(self) -> str:
         self._out.close()
         return self._digest.hexdigest()
+
+
+class _NameList(list):
+    """A child share's dumped op names, in the order the parent's CoverageTally takes them."""
+
+    add = list.append
 
 
 def _write_payload_and_json(stage: str, head: Dict[str, Any], plan: List[_Planned], ops: Optional[GraphOps],
@@ -405,14 +429,20 @@ def _write_payload_and_json(stage: str, head: Dict[str, Any], plan: List[_Planne
         for key, value in head.items():
             out.write(" {}: {},\n".format(json.dumps(key), json.dumps(value, sort_keys=True)))
         out.write(' "files": [')
-        first = True
-        placed_items = _fs.parallel_map(lambda p: _place_one(data, p, link, checksum), plan, workers,
-                                        inline=lambda p: p.size < _fs.INLINE_BYTES)
-        for item, placed, entry in placed_items:
-            _tally_one(tally, item, placed, entry, warnings)
-            out.write(("\n  " if first else ",\n  ") + json.dumps(entry))
-            first = False
-            report.update(1, placed.size)
+        cuts = _share_cuts(plan, workers)
+        children = _fork_shares(stage, data, plan, cuts, link, checksum)
+        try:
+            _write_share(out, tally, data, plan, 0, cuts[1], link, checksum, report, workers, warnings)
+            for index, call in enumerate(children, 1):
+                start, stop = cuts[index], cuts[index + 1]
+                if not _take_share(out, tally, stage, index, call, stop - start, report, warnings):
+                    _clear_share(data, plan, start, stop)
+                    _write_share(out, tally, data, plan, start, stop, link, checksum, report, workers, warnings)
+        finally:
+            for index, call in enumerate(children, 1):
+                if call is not None:
+                    call.abandon()
+                _remove_part(stage, index)
         tally.coverage = coverage(ops, tally.dumped) if dumps else not_applicable_coverage()
         out.write("\n ],\n \"coverage\": {},\n \"warnings\": {}\n}}\n".format(
             json.dumps(tally.coverage), json.dumps(warnings)))
@@ -422,11 +452,124 @@ def _write_payload_and_json(stage: str, head: Dict[str, Any], plan: List[_Planne
     return tally
 
 
-def _place_one(data: str, item: _Planned, link: str, checksum: str) -> Tuple[_Planned, _fs.PlacedFile, Dict[str, Any]]:
+def _share_cuts(plan: List[Any], workers: Optional[int]) -> List[int]:
+    """Where the plan is cut into shares: ``[0, ..., len(plan)]``; one share unless forking
+    pays (many files, small on average, forking safe, more than one core and worker)."""
+    shares = min(usable_cores(), workers or usable_cores(), len(plan) // _FORK_MIN_SHARE)
+    if shares < 2 or sum(p.size for p in plan) > _FORK_MAX_MEAN_BYTES * len(plan) or not fork_is_safe():
+        return [0, len(plan)]
+    return [len(plan) * k // shares for k in range(shares)] + [len(plan)]
+
+
+def _fork_shares(stage: str, data: str, plan: List[Any], cuts: List[int], link: str,
+                 checksum: str) -> List[Optional[ForkedCall]]:
+    """A forked child for each share but the first (None where the fork failed: the parent then
+    does that share itself)."""
+    children = []  # type: List[Optional[ForkedCall]]
+    for index in range(1, len(cuts) - 1):
+        try:
+            children.append(ForkedCall(_place_share, data, plan, cuts[index], cuts[index + 1], link, checksum,
+                                       _part_path(stage, index)))
+        except OSError:
+            children.append(None)
+    return children
+
+
+def _write_share(out: _HashingWriter, tally: _Tally, data: str, plan: List[Any], start: int, stop: int,
+                 link: str, checksum: str, report: Any, workers: Optional[int], warnings: List[str]) -> None:
+    """Place and describe ``plan[start:stop]`` here, writing their bundle.json lines."""
+    placed_items = _fs.parallel_map(lambda p: _place_one(data, p, link, checksum), plan[start:stop], workers,
+                                    inline=lambda p: p.size < _fs.INLINE_BYTES)
+    for item, placed, entry in placed_items:
+        _tally_one(tally, item.rel, placed, entry, warnings)
+        out.write((",\n  " if out.entries else "\n  ") + json.dumps(entry))
+        out.entries += 1
+        report.update(1, placed.size)
+
+
+def _place_share(data: str, plan: List[Any], start: int, stop: int, link: str, checksum: str,
+                 part: str) -> Tuple[List[Tuple[str, int, str]], Dict[str, int], List[str], List[str]]:
+    """In a forked child: place and describe ``plan[start:stop]`` (never the first share), write
+    their bundle.json lines to ``part``; return the manifest rows, link/copy counts, dumped op
+    names and warnings, all marshal-able."""
+    tally = _Tally()
+    tally.dumped = _NameList()
+    warnings = []  # type: List[str]
+    with open(part, "w", encoding="utf-8") as lines:
+        for index in range(start, stop):
+            item, placed, entry = _place_one(data, plan[index], link, checksum)
+            _tally_one(tally, item.rel, placed, entry, warnings)
+            lines.write(",\n  " + json.dumps(entry))
+    return tally.payload, tally.counts, list(tally.dumped), warnings
+
+
+def _take_share(out: _HashingWriter, tally: _Tally, stage: str, index: int, call: Optional[ForkedCall],
+                expected_rows: int, report: Any, warnings: List[str]) -> bool:
+    """Append a child's share to bundle.json and the tally; False (nothing taken) if it failed.
+    (A child's lines each start with a comma: the parent's share before it is never empty.)"""
+    ok, value = call.result() if call is not None else (False, None)
+    if not ok or not _is_share_result(value, expected_rows):
+        return False
+    rows, counts, names, share_warnings = value
+    with open(_part_path(stage, index), "rb") as part:
+        while True:
+            chunk = part.read(_PART_CHUNK)
+            if not chunk:
+                break
+            out.write_bytes(chunk)
+    out.entries += len(rows)
+    tally.payload.extend(rows)
+    for how, count in counts.items():
+        tally.counts[how] += count
+    for name in names:
+        tally.dumped.add(name)
+    warnings.extend(share_warnings)
+    report.update(len(rows), sum(size for _rel, size, _sha in rows))
+    return True
+
+
+def _is_share_result(value: Any, expected_rows: int) -> bool:
+    """Whether ``value`` has the shape :func:`_place_share` returns, with a row per file."""
+    if not (isinstance(value, tuple) and len(value) == 4):
+        return False
+    rows, counts, names, share_warnings = value
+    return (isinstance(rows, list) and len(rows) == expected_rows and isinstance(counts, dict)
+            and set(counts) <= {"hardlink", "copy", "staged"} and isinstance(names, list)
+            and isinstance(share_warnings, list))
+
+
+def _part_path(stage: str, index: int) -> str:
+    return os.path.join(stage, ".files-{}.part".format(index))
+
+
+def _remove_part(stage: str, index: int) -> None:
+    try:
+        os.unlink(_part_path(stage, index))
+    except FileNotFoundError:
+        pass
+
+
+def _clear_share(data: str, plan: List[Any], start: int, stop: int) -> None:
+    """Remove what a failed child may have placed of ``plan[start:stop]`` (never a staged file:
+    that one was there before and is only hashed)."""
+    for index in range(start, stop):
+        item = plan[index]
+        if not item.staged:
+            try:
+                os.unlink(_target(data, item))
+            except FileNotFoundError:
+                pass
+
+
+def _target(data: str, item: Any) -> str:
     # item.rel was checked by _fs.safe_relpath (prefix) and built from directory entry names
     # (never "", "." or ".."), all with "/": a plain join is the same path, without re-checking
     # every file (about 5 us of 100k small files' per-file cost)
-    target = data + os.sep + item.rel if os.sep == "/" else _fs.safe_join(data, item.rel)
+    return data + os.sep + item.rel if os.sep == "/" else _fs.safe_join(data, item.rel)
+
+
+def _place_one(data: str, item: _Planned, link: str, checksum: str) -> Tuple[_Planned, _fs.PlacedFile, Dict[str, Any]]:
+    target = _target(data, item)
     try:
         if item.staged:
             size, digest = _fs.sha256_file(target)
@@ -446,9 +589,9 @@ def _place_one(data: str, item: _Planned, link: str, checksum: str) -> Tuple[_Pl
     return item, placed, entry
 
 
-def _tally_one(tally: _Tally, item: _Planned, placed: _fs.PlacedFile, entry: Dict[str, Any],
+def _tally_one(tally: _Tally, rel: str, placed: _fs.PlacedFile, entry: Dict[str, Any],
                warnings: List[str]) -> None:
-    tally.payload.append((item.rel, placed.size, placed.sha256 or ""))
+    tally.payload.append((rel, placed.size, placed.sha256 or ""))
     tally.counts[placed.how] += 1
     warning = entry.pop("_warning", None)
     if warning:

@@ -103,6 +103,8 @@ __all__ = [
     "MAX_DIMS",
     "MAX_HEADER_ITEMS",
     "TensorInfo",
+    "TensorFields",
+    "quick_tensor_fields",
     "DumpTensor",
     "ge_origin_data_type",
     "DumpHeader",
@@ -863,6 +865,68 @@ def read_header_bytes(path: Union[str, "os.PathLike[str]"], head: bytes, file_si
             if message is not None and message.version == _V2:
                 return _finish_v2(path, message, header_len, file_size, strict, [])
     return read_header(path, strict)
+
+
+#: (dtype name, shape, format name, original shape) of one tensor, as :func:`quick_tensor_fields` gives it.
+TensorFields = Tuple[str, Tuple[int, ...], str, Tuple[int, ...]]
+
+
+def quick_tensor_fields(head: bytes, file_size: int) -> Optional[Tuple[List[TensorFields], List[TensorFields]]]:
+    """(inputs, outputs) of the dump file whose first bytes are ``head`` and whose size is
+    ``file_size``, each tensor as ``(dtype_name, shape, format_name, original_shape)``: what the
+    :class:`TensorInfo` of :func:`read_header_bytes` would say, without building it.
+
+    Only for the common file: v2, version "2.0", header within ``head``, passing the quick wire
+    check, every data type and format known, every payload in bounds and of the size its shape
+    needs, no trailing bytes. Anything else gives None, and the caller reads the header with
+    :func:`read_header_bytes` (which finds the rule broken, or the warning). So a result here is
+    never one that reader would refuse or warn about: None is the only answer that may differ.
+    """
+    header_len = _PREFIX.unpack_from(head)[0] if len(head) >= 12 and file_size > 8 else 0
+    if not (1 <= header_len <= MAX_READ_HEADER_LEN and 8 + header_len <= min(file_size, len(head))
+            and head[8:12] != _NANO_MAGIC):
+        return None
+    data = head[8:8 + header_len]
+    if not _quick_scan(data, 0, header_len):
+        return None
+    message = dump_schema.DumpData()
+    try:
+        message.ParseFromString(data)
+    except Exception:  # read_header_bytes raises the rule
+        return None
+    if message.version != _V2:
+        return None
+    end = 8 + header_len
+    inputs = _quick_fields(message.input)
+    outputs = _quick_fields(message.output)
+    if inputs is None or outputs is None:
+        return None
+    end += sum(size for _fields, size in inputs) + sum(size for _fields, size in outputs)
+    end += sum(int(proto.size) for proto in message.buffer) + sum(int(proto.size) for proto in message.space)
+    if end != file_size:  # past the end (refused) or trailing bytes (a warning): the full reader says so
+        return None
+    return [fields for fields, _size in inputs], [fields for fields, _size in outputs]
+
+
+def _quick_fields(protos: Any) -> Optional[List[Tuple[TensorFields, int]]]:
+    """(fields, payload size) of each input or output, or None when one needs the full reader:
+    an unknown data type or format, or a size its shape does not need (_check_element_counts)."""
+    found = []  # type: List[Tuple[TensorFields, int]]
+    for proto in protos:
+        data_type, fmt, size = proto.data_type, proto.format, int(proto.size)
+        dtype_name, format_name = _DATA_TYPE_NAMES.get(data_type), _FORMAT_NAMES.get(fmt)
+        if dtype_name is None or format_name is None:
+            return None
+        shape = tuple(proto.shape.dim)
+        bits = _DTYPES.get(data_type, _UNKNOWN_DTYPE)[1]
+        if bits is not None and (shape or size):
+            count = 1
+            for dim in shape:
+                count *= dim
+            if (count * bits + 7) // 8 != size:
+                return None
+        found.append(((dtype_name, shape, format_name, tuple(proto.original_shape.dim)), size))
+    return found
 
 
 class DumpFile(DumpHeader):

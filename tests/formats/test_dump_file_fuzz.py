@@ -167,3 +167,38 @@ def test_the_quick_header_check_never_accepts_what_the_full_walk_refuses(seed, m
     for header in (data[8:8 + header_len], noise, data[8:8 + header_len] + noise):
         if dump_file._quick_scan(header, 0, len(header)):
             dump_file._scan_dump_data(header, 0, len(header), 8)  # raises when the quick check was wrong
+
+
+def _fields_of(header):
+    return ([(t.dtype_name, t.shape, t.format_name, t.original_shape) for t in header.inputs],
+            [(t.dtype_name, t.shape, t.format_name, t.original_shape) for t in header.outputs])
+
+
+@settings(max_examples=400, **SETTINGS)
+@given(seed=st.sampled_from(range(len(SEEDS))), mutations=st.lists(mutation, min_size=0, max_size=4),
+       cut=st.integers(0, 64))
+def test_quick_tensor_fields_say_what_the_reader_says_or_nothing(scratch, seed, mutations, cut):
+    data = _mutate(SEEDS[seed], mutations)
+    head = data[:max(len(data) - cut, 0)] if cut % 2 else data  # a head that may lack the header's end
+    quick = dump_file.quick_tensor_fields(head, len(data))
+    if quick is None:
+        return
+    scratch.write_bytes(data)
+    header = read_header(scratch, strict=True)  # no error and no warning: strict refuses trailing bytes
+    assert header.version == "v2" and not header.warnings
+    assert quick == _fields_of(header)
+
+
+def test_quick_tensor_fields_cover_every_seed_that_reads_cleanly(scratch):
+    taken = 0
+    for data in SEEDS:
+        scratch.write_bytes(data)
+        try:
+            header = read_header(scratch, strict=True)
+        except FormatError:
+            continue
+        quick = dump_file.quick_tensor_fields(data, len(data))
+        if header.version == "v2" and not header.warnings and quick is not None:
+            assert quick == _fields_of(header)
+            taken += 1
+    assert taken >= 2  # the common file takes the quick path

@@ -1,0 +1,129 @@
+"""bundle.write with shares placed by forked children: the bundle is the one a single process
+writes (bundle.json, manifest, counts, warnings), whatever the children do."""
+import json
+import os
+
+import pytest
+
+from npu_dump_hook import bundle
+from npu_dump_hook.bundle import _fs
+from npu_dump_hook.bundle import write as write_mod
+from npu_dump_hook.errors import BundleError
+
+from helpers.bundles import TIME_DIR, GRAPH_NAME, make_run, write
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="shares are forked")
+
+ZERO = "Conv2D.empty1.7.2.1700000000000009"  # a 0-byte dump file: its entry carries a warning
+
+
+@pytest.fixture
+def cuts(monkeypatch):
+    """Fork for shares of any size on 3 cores (also in a test process that other tests left
+    with TensorFlow loaded: the children here only place files); the cuts each write used."""
+    monkeypatch.setattr(write_mod, "_FORK_MIN_SHARE", 1)
+    monkeypatch.setattr(write_mod, "fork_is_safe", lambda: True)
+    monkeypatch.setattr(write_mod, "usable_cores", lambda: 3)
+    used = []
+    original = write_mod._share_cuts
+
+    def record(plan, workers):
+        found = original(plan, workers)
+        used.append(found)
+        return found
+
+    monkeypatch.setattr(write_mod, "_share_cuts", record)
+    return used
+
+
+@pytest.fixture
+def run(tmp_path):
+    located = make_run(tmp_path / "src")
+    step = tmp_path / "src" / "dump" / TIME_DIR / "0" / GRAPH_NAME / "1" / "0"
+    (step / ZERO).write_bytes(b"")
+    (step / "123456789012").write_bytes(b"x")  # a hashed name without a mapping.csv entry: a warning
+    return located
+
+
+def _bundle(path):
+    """What must not depend on the children: bundle.json without its time, and the manifest."""
+    doc = json.loads((path / "data" / "bundle.json").read_text())
+    doc.pop("created")
+    return doc, (path / "manifest-sha256.txt").read_text()
+
+
+def _result(result):
+    return (result.files, result.bytes, result.linked, result.copied, result.coverage, result.warnings)
+
+
+@pytest.mark.parametrize("link", ["auto", "copy"])
+def test_forked_shares_write_the_single_process_bundle(tmp_path, run, cuts, link):
+    alone = write(tmp_path / "alone", run, link=link, workers=1)
+    shared = write(tmp_path / "shared", run, link=link)
+    assert len(cuts[0]) == 2 and len(cuts[1]) == 4  # one share, then three (two children)
+    assert _bundle(tmp_path / "shared") == _bundle(tmp_path / "alone")
+    assert _result(shared) == _result(alone)
+    assert any(ZERO in w for w in shared.warnings) and any("123456789012" in w for w in shared.warnings)
+    assert bundle.verify_bundle(str(tmp_path / "shared")) == []
+    assert not [name for name in os.listdir(str(tmp_path / "shared")) if name.endswith(".part")]
+
+
+def _failing_child(kind):
+    """A _place_share that places its first file, then fails in the way ``kind`` names."""
+    real = write_mod._place_share
+
+    def place_share(data, plan, start, stop, link, checksum, part):
+        real(data, plan, start, start + 1, link, checksum, part)  # leaves a placed file and a part file
+        if kind == "raise":
+            raise RuntimeError("child fails")
+        if kind == "exit":
+            os._exit(3)
+        if kind == "kill":
+            os.kill(os.getpid(), 9)
+        return "not the result"  # a result of the wrong shape
+
+    return place_share
+
+
+@pytest.mark.parametrize("kind", ["raise", "exit", "kill", "garbage"])
+def test_failed_child_share_is_redone_by_the_parent(tmp_path, run, cuts, monkeypatch, kind):
+    alone = write(tmp_path / "alone", run, workers=1)
+    monkeypatch.setattr(write_mod, "_place_share", _failing_child(kind))
+    shared = write(tmp_path / "shared", run)
+    assert len(cuts[-1]) == 4
+    assert _bundle(tmp_path / "shared") == _bundle(tmp_path / "alone")
+    assert _result(shared) == _result(alone)
+    assert bundle.verify_bundle(str(tmp_path / "shared")) == []
+
+
+def test_error_in_a_child_share_is_raised_naming_the_file(tmp_path, run, cuts, monkeypatch):
+    real = _fs.place_file
+    failing = sorted(os.listdir(str(tmp_path / "src" / "dump" / TIME_DIR / "0" / GRAPH_NAME / "1" / "0")))[-1]
+
+    def place_file(src, dst, **kwargs):
+        if os.path.basename(src) == failing:  # in the last share: a child meets it first
+            raise OSError(28, os.strerror(28), dst)
+        return real(src, dst, **kwargs)
+
+    monkeypatch.setattr(_fs, "place_file", place_file)
+    with pytest.raises(BundleError) as caught:
+        write(tmp_path / "out" / "b", run)
+    assert failing in str(caught.value) and "No space left on device" in str(caught.value)
+    assert len(cuts[-1]) == 4
+    assert not os.path.exists(str(tmp_path / "out")) or os.listdir(str(tmp_path / "out")) == []
+
+
+def test_no_fork_where_forking_is_unsafe(tmp_path, run, cuts, monkeypatch):
+    monkeypatch.setattr(write_mod, "fork_is_safe", lambda: False)
+    write(tmp_path / "b", run)
+    assert cuts == [[0, cuts[0][-1]]]
+
+
+def test_no_fork_for_large_files_or_few_files(run, cuts, monkeypatch):
+    plan = [write_mod._Planned("f{}".format(i), "/nowhere", 10, "other") for i in range(9)]
+    assert len(write_mod._share_cuts(plan, None)) == 4
+    assert write_mod._share_cuts(plan, 1) == [0, 9]
+    big = [p._replace(size=_fs.INLINE_BYTES + 1) for p in plan]
+    assert write_mod._share_cuts(big, None) == [0, 9]
+    monkeypatch.setattr(write_mod, "_FORK_MIN_SHARE", 5)
+    assert write_mod._share_cuts(plan, None) == [0, 9]
