@@ -9,12 +9,14 @@ hashed anyway, in the same read that copies them. Memory stays flat in the file 
 import collections
 import dataclasses
 import datetime
+import gc
 import hashlib
 import json
 import os
 import platform
+import shutil
 import sys
-from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Set, Tuple
 
 from .._version import __version__
 from ..constants import ARCHIVES, BUNDLE_SCHEMA, CHECKSUMS, LINK_MODES
@@ -200,14 +202,20 @@ def _write(dest: str, located: Any, doing: _Doing, archive_only: bool, archive_p
            tf_graph: Optional[str], golden_dir: Optional[str], init_dir: Optional[str], link: str, checksum: str,
            archive: Optional[str], force: bool, progress: Optional[ProgressFn], workers: Optional[int],
            fingerprints: Optional[Mapping[str, Any]], golden_for: Optional[Mapping[str, Any]]) -> BundleResult:
-    doing("listing the source files for", dest)
-    plan = _plan(located, tf_graph, golden_dir, init_dir, warnings)
     # archive only: the folder is built beside the archive, packed, then dropped
     staging_dest = archive_path if archive_only else folder_dest
     doing("creating the staging folder beside", staging_dest)
     with Staging(staging_dest, force=force or archive_only) as stage:
-        doing("reading the graph and writing its JSON form into", stage.path)
-        graph, ops = _graph_section(located, stage.path, plan, warnings)
+        graph_call = _fork_graph_read(located, stage.path, workers)  # reads the graph while we list
+        try:
+            doing("listing the source files for", dest)
+            plan = _plan(located, tf_graph, golden_dir, init_dir, warnings)
+            doing("reading the graph and writing its JSON form into", stage.path)
+            graph, ops = _graph_section(located, stage.path, plan, warnings, graph_call)
+        finally:
+            if graph_call is not None:
+                graph_call.abandon()
+                _remove_graph_scratch(stage.path)
         plan.sort(key=lambda p: p.rel)
         report = make_progress(progress, len(plan), sum(p.size for p in plan))
         head = _head(located, backend, options, run, randomness, graph, fingerprints, golden_for)
@@ -431,6 +439,9 @@ def _write_payload_and_json(stage: str, head: Dict[str, Any], plan: List[_Planne
         out.write(' "files": [')
         cuts = _share_cuts(plan, workers)
         children = _fork_shares(stage, data, plan, cuts, link, checksum)
+        collecting = gc.isenabled()
+        if children:  # one thread (fork_is_safe): pausing the collector affects nothing else
+            gc.disable()
         try:
             _write_share(out, tally, data, plan, 0, cuts[1], link, checksum, report, workers, warnings)
             for index, call in enumerate(children, 1):
@@ -439,6 +450,8 @@ def _write_payload_and_json(stage: str, head: Dict[str, Any], plan: List[_Planne
                     _clear_share(data, plan, start, stop)
                     _write_share(out, tally, data, plan, start, stop, link, checksum, report, workers, warnings)
         finally:
+            if collecting:
+                gc.enable()
             for index, call in enumerate(children, 1):
                 if call is not None:
                     call.abandon()
@@ -492,6 +505,9 @@ def _place_share(data: str, plan: List[Any], start: int, stop: int, link: str, c
     """In a forked child: place and describe ``plan[start:stop]`` (never the first share), write
     their bundle.json lines to ``part``; return the manifest rows, link/copy counts, dumped op
     names and warnings, all marshal-able."""
+    # no collector runs here: it would walk (and copy, page by page) the parent's whole heap,
+    # and the child creates no cycles worth collecting before it exits
+    gc.disable()
     tally = _Tally()
     tally.dumped = _NameList()
     warnings = []  # type: List[str]
@@ -613,10 +629,29 @@ def _describe(item: _Planned, placed_path: str, head: Optional[bytes] = None, si
 
 
 # -- graph ------------------------------------------------------------------------------------
-def _graph_section(located: Any, stage: str, plan: List[_Planned],
-                   warnings: List[str]) -> Tuple[Dict[str, Any], Optional[GraphOps]]:
-    """The ``graph`` key and the graph's ops (for coverage), read from the source graph file;
-    the msaccucmp JSON form is staged and appended to ``plan``."""
+#
+# Reading the graph (its ops, for coverage) and writing its msaccucmp JSON form cost about as
+# much as listing the dump: where forking is safe, a child does it while the parent lists, into
+# a scratch folder of the staging folder. Its result is taken only when whole; otherwise the
+# parent reads the graph itself (the scratch folder goes either way).
+_GRAPH_FORK_MIN_BYTES = 1 << 20  # smaller graphs: the fork costs more than the overlap saves
+_GRAPH_SCRATCH = ".graph-share"
+
+
+class _GraphRead(NamedTuple):
+    """What reading the graph file gave, marshal-able: the rule it broke (None when it was
+    scannable), its ops as (expected, names, count), the JSON form's bundle path, warnings."""
+    parse_error: Optional[str]
+    ops: Optional[Tuple[List[str], Set[str], int]]
+    json_rel: Optional[str]
+    warnings: List[str]
+
+
+def _graph_section(located: Any, stage: str, plan: List[Any], warnings: List[str],
+                   call: Optional[ForkedCall] = None) -> Tuple[Dict[str, Any], Optional[GraphOps]]:
+    """The ``graph`` key and the graph's ops (for coverage), read from the source graph file
+    (by ``call``, a child's :func:`_read_graph`, when it succeeded); the msaccucmp JSON form is
+    staged and appended to ``plan``."""
     graph_file = getattr(located, "graph_file", None)
     section = {"file": None, "name": getattr(located, "graph_name", None), "stage": None, "op_count": None,
                "json": None, "choice": getattr(located, "graph_choice", None)}  # type: Dict[str, Any]
@@ -625,30 +660,92 @@ def _graph_section(located: Any, stage: str, plan: List[_Planned],
     rel = "graph/" + os.path.basename(graph_file)
     parsed_name = parse_graph_file_name(os.path.basename(graph_file))
     section.update(file=rel, stage=parsed_name.stage if parsed_name else None)
-    try:
-        ops = graph_ops(graph_file)
-    except FormatError as exc:
-        warnings.append("graph not scannable, coverage unknown: {}".format(exc))
-        plan[:] = [p._replace(parse_error=exc.rule) if p.kind == "graph" and p.rel == rel else p for p in plan]
+    read = _taken_graph_read(call, stage, rel)
+    if read is None:
+        read = _read_graph(graph_file, rel, os.path.join(stage, DATA_DIR))
+    warnings.extend(read.warnings)
+    if read.ops is None:
+        plan[:] = [p._replace(parse_error=read.parse_error) if p.kind == "graph" and p.rel == rel else p
+                   for p in plan]
         return section, None
+    ops = GraphOps(*read.ops)
     section["op_count"] = ops.count
-    section["json"] = _export_graph_json(graph_file, rel, stage, plan, warnings)
+    section["json"] = read.json_rel
+    if read.json_rel is not None:
+        target = os.path.join(stage, DATA_DIR, *read.json_rel.split("/"))
+        plan.append(_Planned(read.json_rel, target, os.path.getsize(target), "graph", staged=True))
     return section, ops
 
 
-def _export_graph_json(graph_file: str, rel: str, stage: str, plan: List[_Planned],
-                       warnings: List[str]) -> Optional[str]:
-    """Stage the msaccucmp JSON form (what ``atc --mode=5`` writes) next to the graph."""
+def _read_graph(graph_file: str, rel: str, data: str) -> _GraphRead:
+    """Read the graph's ops and write its msaccucmp JSON form (what ``atc --mode=5`` writes)
+    under ``data``, the bundle's data folder (or a child's scratch folder)."""
+    try:
+        ops = graph_ops(graph_file)
+    except FormatError as exc:
+        return _GraphRead(exc.rule, None, None, ["graph not scannable, coverage unknown: {}".format(exc)])
     json_rel = (rel[: -len(".txt")] if rel.endswith(".txt") else rel) + ".json"
-    target = os.path.join(stage, DATA_DIR, *json_rel.split("/"))
+    target = os.path.join(data, *json_rel.split("/"))
     os.makedirs(os.path.dirname(target), exist_ok=True)
     try:
         write_msaccucmp_json(graph_file, target)
     except (FormatError, ValueError) as exc:
-        warnings.append("graph JSON export failed: {}".format(exc))
+        return _GraphRead(None, tuple(ops), None, ["graph JSON export failed: {}".format(exc)])
+    return _GraphRead(None, tuple(ops), json_rel, [])
+
+
+def _fork_graph_read(located: Any, stage: str, workers: Optional[int]) -> Optional[ForkedCall]:
+    """A child running :func:`_read_graph` into the scratch folder, or None (no graph, a small
+    one, one core or worker, forking unsafe, or the fork failed)."""
+    graph_file = getattr(located, "graph_file", None)
+    if not graph_file or workers == 1 or usable_cores() < 2 or not fork_is_safe():
         return None
-    plan.append(_Planned(json_rel, target, os.path.getsize(target), "graph", staged=True))
-    return json_rel
+    try:
+        if os.path.getsize(graph_file) < _GRAPH_FORK_MIN_BYTES:
+            return None
+        return ForkedCall(_read_graph_plain, graph_file, "graph/" + os.path.basename(graph_file),
+                          os.path.join(stage, _GRAPH_SCRATCH))
+    except OSError:  # no such file (the parent then says so) or no process left
+        return None
+
+
+def _read_graph_plain(graph_file: str, rel: str, data: str) -> Tuple[Any, ...]:
+    """:func:`_read_graph` as a plain tuple (marshal takes no NamedTuple)."""
+    return tuple(_read_graph(graph_file, rel, data))
+
+
+def _taken_graph_read(call: Optional[ForkedCall], stage: str, rel: str) -> Optional[_GraphRead]:
+    """The child's :class:`_GraphRead`, its JSON form moved into the data folder; None when
+    there was no child or it failed in any way."""
+    if call is None:
+        return None
+    ok, value = call.result()
+    if not ok or not _is_graph_read(value):
+        return None
+    read = _GraphRead(*value)
+    if read.json_rel is not None:
+        if read.json_rel != (rel[: -len(".txt")] if rel.endswith(".txt") else rel) + ".json":
+            return None
+        parts = read.json_rel.split("/")
+        target = os.path.join(stage, DATA_DIR, *parts)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        try:
+            os.replace(os.path.join(stage, _GRAPH_SCRATCH, *parts), target)
+        except FileNotFoundError:
+            return None
+    return read
+
+
+def _is_graph_read(value: Any) -> bool:
+    if not (isinstance(value, tuple) and len(value) == 4 and isinstance(value[3], list)):
+        return False
+    ops = value[1]
+    return ops is None or (isinstance(ops, tuple) and len(ops) == 3 and isinstance(ops[0], list)
+                           and isinstance(ops[1], set) and isinstance(ops[2], int))
+
+
+def _remove_graph_scratch(stage: str) -> None:
+    shutil.rmtree(os.path.join(stage, _GRAPH_SCRATCH), ignore_errors=True)
 
 
 # -- bundle.json head ----------------------------------------------------------------------------

@@ -249,7 +249,7 @@ def test_unreadable_source_is_a_bundle_error_naming_it(tmp_path, monkeypatch, ru
     step = run.steps[0].path
 
     def no_access(path="."):
-        if os.fspath(path) == step:
+        if not isinstance(path, int) and os.fspath(path) == step:  # (rmtree lists by descriptor)
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
         return real(path)
 

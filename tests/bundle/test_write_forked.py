@@ -1,5 +1,6 @@
-"""bundle.write with shares placed by forked children: the bundle is the one a single process
-writes (bundle.json, manifest, counts, warnings), whatever the children do."""
+"""bundle.write with the graph read and shares of the files placed by forked children: the
+bundle is the one a single process writes (bundle.json, manifest, counts, warnings), whatever
+the children do."""
 import json
 import os
 
@@ -22,6 +23,7 @@ def cuts(monkeypatch):
     """Fork for shares of any size on 3 cores (also in a test process that other tests left
     with TensorFlow loaded: the children here only place files); the cuts each write used."""
     monkeypatch.setattr(write_mod, "_FORK_MIN_SHARE", 1)
+    monkeypatch.setattr(write_mod, "_GRAPH_FORK_MIN_BYTES", 0)
     monkeypatch.setattr(write_mod, "fork_is_safe", lambda: True)
     monkeypatch.setattr(write_mod, "usable_cores", lambda: 3)
     used = []
@@ -46,10 +48,13 @@ def run(tmp_path):
 
 
 def _bundle(path):
-    """What must not depend on the children: bundle.json without its time, and the manifest."""
+    """What must not depend on the children: bundle.json without its time, the manifest, and
+    every file and folder in the bundle (no part file or scratch folder left)."""
     doc = json.loads((path / "data" / "bundle.json").read_text())
     doc.pop("created")
-    return doc, (path / "manifest-sha256.txt").read_text()
+    listing = sorted(os.path.relpath(os.path.join(d, name), str(path))
+                     for d, dirs, files in os.walk(str(path)) for name in files + dirs)
+    return doc, (path / "manifest-sha256.txt").read_text(), listing
 
 
 def _result(result):
@@ -57,10 +62,14 @@ def _result(result):
 
 
 @pytest.mark.parametrize("link", ["auto", "copy"])
-def test_forked_shares_write_the_single_process_bundle(tmp_path, run, cuts, link):
+def test_forked_shares_write_the_single_process_bundle(tmp_path, run, cuts, monkeypatch, link):
     alone = write(tmp_path / "alone", run, link=link, workers=1)
+    taken = []
+    take = write_mod._take_share
+    monkeypatch.setattr(write_mod, "_take_share", lambda *args: taken.append(take(*args)) or taken[-1])
     shared = write(tmp_path / "shared", run, link=link)
     assert len(cuts[0]) == 2 and len(cuts[1]) == 4  # one share, then three (two children)
+    assert taken == [True, True]  # both children's shares were used
     assert _bundle(tmp_path / "shared") == _bundle(tmp_path / "alone")
     assert _result(shared) == _result(alone)
     assert any(ZERO in w for w in shared.warnings) and any("123456789012" in w for w in shared.warnings)
@@ -127,3 +136,69 @@ def test_no_fork_for_large_files_or_few_files(run, cuts, monkeypatch):
     assert write_mod._share_cuts(big, None) == [0, 9]
     monkeypatch.setattr(write_mod, "_FORK_MIN_SHARE", 5)
     assert write_mod._share_cuts(plan, None) == [0, 9]
+
+
+@pytest.fixture
+def graph_forks(monkeypatch):
+    """For each write: whether the graph read was forked, and whether the child's was taken."""
+    forks = []
+    fork, take = write_mod._fork_graph_read, write_mod._taken_graph_read
+
+    def record_fork(located, stage, workers):
+        call = fork(located, stage, workers)
+        forks.append([call is not None, False])
+        return call
+
+    def record_take(call, stage, rel):
+        read = take(call, stage, rel)
+        forks[-1][1] = read is not None
+        return read
+
+    monkeypatch.setattr(write_mod, "_fork_graph_read", record_fork)
+    monkeypatch.setattr(write_mod, "_taken_graph_read", record_take)
+    return forks
+
+
+def _failing_graph_read(kind):
+    """A _read_graph that fails in the forked child (only there) in the way ``kind`` names,
+    after writing its JSON form into the scratch folder."""
+    real = write_mod._read_graph
+    parent = os.getpid()
+
+    def read_graph(graph_file, rel, data):
+        found = real(graph_file, rel, data)
+        if os.getpid() == parent:
+            return found
+        if kind == "raise":
+            raise RuntimeError("child fails")
+        if kind == "kill":
+            os.kill(os.getpid(), 9)
+        if kind == "wrong path":
+            return found._replace(json_rel="graph/elsewhere.json")
+        return ("garbage",)
+
+    return read_graph
+
+
+@pytest.mark.parametrize("kind", [None, "raise", "kill", "wrong path", "garbage"])
+def test_graph_read_by_a_child_or_redone_gives_the_single_process_bundle(tmp_path, run, cuts, graph_forks,
+                                                                         monkeypatch, kind):
+    alone = write(tmp_path / "alone", run, workers=1)
+    if kind is not None:
+        monkeypatch.setattr(write_mod, "_read_graph", _failing_graph_read(kind))
+    shared = write(tmp_path / "shared", run)
+    assert graph_forks == [[False, False], [True, kind is None]]  # a failed child's read is never taken
+    assert _bundle(tmp_path / "shared") == _bundle(tmp_path / "alone")
+    assert _result(shared) == _result(alone)
+    assert bundle.verify_bundle(str(tmp_path / "shared")) == []
+
+
+def test_unscannable_graph_read_by_a_child_is_reported_as_alone(tmp_path, run, cuts, graph_forks):
+    with open(run.graph_file, "a") as out:
+        out.write("graph {\n  op {\n")  # never closed
+    alone = write(tmp_path / "alone", run, workers=1)
+    shared = write(tmp_path / "shared", run)
+    assert graph_forks == [[False, False], [True, True]]
+    assert any("graph not scannable" in w for w in shared.warnings)
+    assert _bundle(tmp_path / "shared") == _bundle(tmp_path / "alone")
+    assert _result(shared) == _result(alone)
