@@ -1,6 +1,16 @@
 """Writing a bundle: plan what goes where, place and hash the payload, stream bundle.json,
 write the BagIt tag files, then one rename (:class:`~npu_dump_hook.bundle._staging.Staging`).
 
+Order of work::
+
+    Staging(dest)                      # a hidden sibling folder; removed on any failure
+      fork a child reading the graph   # where forking is safe; else read below, here
+      plan = _plan(...)                # what goes where (symlinked dump folders skipped, reported)
+      graph, ops = _graph_section(...) # the child's read, or this process's
+      write_payload_and_json(...)      # _placing: files (on every core for many small ones)
+      write the BagIt tag files
+      commit (one rename), or pack the archive
+
 ``checksum="none"`` leaves ``sha256`` null in bundle.json, but the BagIt manifest is still
 complete and correct (RFC 8493 requires a digest for every payload file), so the bytes are
 hashed anyway, in the same read that copies them. Memory stays flat in the file count:
@@ -9,8 +19,6 @@ hashed anyway, in the same read that copies them. Memory stays flat in the file 
 import collections
 import dataclasses
 import datetime
-import gc
-import hashlib
 import json
 import os
 import platform
@@ -24,15 +32,15 @@ from ..errors import BundleError, BundleExistsError, FormatError, NpuDumpError
 from ..formats._forked import ForkedCall, fork_is_safe, usable_cores
 from ..formats.ge_json import write_msaccucmp_json
 from ..formats.mapping_csv import read_mapping
-from ..formats.names import base_op_name, parse_graph_file_name
+from ..formats.names import parse_graph_file_name
 from ..run_record import run_section
 from . import _bagit, _fs
+from ._placing import FileError, write_payload_and_json
 from ._archive import archive_format, pack_archive, strip_archive_ext
 from ._progress import ProgressFn, make_progress
 from ._staging import Staging, is_nonempty
-from ._spec import BACKENDS, BUNDLE_JSON, BUNDLE_JSON_PATH, DATA_DIR, MAPPING_FILE, REFERENCE_BACKEND
-from .describe import (CoverageTally, GraphOps, coverage, describe_dump_folder_file, graph_ops,
-                       not_applicable_coverage)
+from ._spec import BACKENDS, BUNDLE_JSON_PATH, DATA_DIR, MAPPING_FILE, REFERENCE_BACKEND
+from .describe import GraphOps, graph_ops
 
 __all__ = ["BundleResult", "write_bundle"]
 
@@ -108,16 +116,6 @@ class _PlannedDump(object):
         return self.folder.mapping_error if self.name == MAPPING_FILE else None
 
 
-class _Tally(object):
-    """What placement accumulates: BagIt payload rows, link/copy counts, the dumped op names' coverage."""
-
-    def __init__(self) -> None:
-        self.payload = []  # type: List[Tuple[str, int, str]]
-        self.counts = {"hardlink": 0, "copy": 0, "staged": 0}
-        self.dumped = CoverageTally(None)  # the graph's once known
-        self.coverage = {}  # type: Dict[str, Any]
-
-
 # ---------------------------------------------------------------------------------- writing
 def write_bundle(dest: str, located: Any, *, backend: str, options: Any = None, run: Optional[Mapping[str, Any]] = None,
                  randomness: Any = None, tf_graph: Optional[str] = None, golden_dir: Optional[str] = None,
@@ -176,7 +174,7 @@ class _Doing(object):
 
     def error(self, exc: OSError) -> BundleError:
         what, path = self.what, self.path
-        if isinstance(exc, _FileError):  # one payload file: say which, and from where
+        if isinstance(exc, FileError):  # one payload file: say which, and from where
             what, path, exc = exc.what, exc.target, exc.cause
         where = exc.filename if isinstance(exc.filename, str) else path
         reason = "[Errno {}] {}".format(exc.errno, exc.strerror) if exc.errno else str(exc)
@@ -187,14 +185,6 @@ class _Doing(object):
         err = BundleError(message + " (the destination is left as it was)", where)
         err.errno = exc.errno
         return err
-
-
-class _FileError(OSError):
-    """An OS error placing one payload file (``what`` names the source and the operation)."""
-
-    def __init__(self, cause: OSError, what: str, target: str) -> None:
-        super().__init__(cause.errno, cause.strerror, target)
-        self.cause, self.what, self.target = cause, what, target
 
 
 def _write(dest: str, located: Any, doing: _Doing, archive_only: bool, archive_path: Optional[str], folder_dest: str,
@@ -220,8 +210,8 @@ def _write(dest: str, located: Any, doing: _Doing, archive_only: bool, archive_p
         report = make_progress(progress, len(plan), sum(p.size for p in plan))
         head = _head(located, backend, options, run, randomness, graph, fingerprints, golden_for)
         doing("placing the payload and writing data/bundle.json in", stage.path)
-        tally = _write_payload_and_json(stage.path, head, plan, ops, link, checksum, report, workers, warnings,
-                                        dumps=backend != REFERENCE_BACKEND)
+        tally = write_payload_and_json(stage.path, head, plan, ops, link, checksum, report, workers, warnings,
+                                       dumps=backend != REFERENCE_BACKEND)
         report.close()
         # what only placement needed goes before the tag files are built (about 100 bytes a file)
         plan[:] = []
@@ -375,257 +365,6 @@ def _reject_duplicate_paths(plan: List[Any]) -> None:
         if rel in seen:
             raise BundleError("two sources map to bundle path data/{}".format(rel), item.src)
         seen.add(rel)
-
-
-# -- placing files and streaming bundle.json ---------------------------------------------------
-#
-# Many small files cost Python time per file (link, read, hash, name, header, JSON line), not
-# I/O, and one thread runs that Python. Where forking is safe (formats._forked: no other thread,
-# no TensorFlow, so the CLI and scripts that only collect, never a training process) the sorted
-# plan is cut into one share per core: forked children place and describe theirs, each writing
-# its bundle.json lines to a part file in the staging folder and handing back its manifest rows,
-# while the parent does the first share; then the parent appends the shares in plan order. A
-# child that fails in any way changes nothing: the parent removes what it may have placed and
-# does that share itself (so errors are raised, and named, as without children).
-_FORK_MIN_SHARE = 2048  # files per share below which a fork costs more than it saves
-_FORK_MAX_MEAN_BYTES = _fs.INLINE_BYTES  # larger files: the thread pool already hashes them on every core
-_PART_CHUNK = 1 << 20
-
-
-class _HashingWriter(object):
-    """A binary file that counts and hashes what is written (bundle.json is hashed once)."""
-
-    def __init__(self, path: str) -> None:
-        self._out = open(path, "wb")
-        self._digest = hashlib.sha256()
-        self.size = 0
-        self.entries = 0  # ``files`` entries written (the first has no comma before it)
-
-    def write(self, text: str) -> None:
-        self.write_bytes(text.encode("utf-8"))
-
-    def write_bytes(self, data: bytes) -> None:
-        self._out.write(data)
-        self._digest.update(data)
-        self.size += len(data)
-
-    def close(self) -> str:
-        self._out.close()
-        return self._digest.hexdigest()
-
-
-class _NameList(list):
-    """A child share's dumped op names, in the order the parent's CoverageTally takes them."""
-
-    add = list.append
-
-
-def _write_payload_and_json(stage: str, head: Dict[str, Any], plan: List[_Planned], ops: Optional[GraphOps],
-                            link: str, checksum: str, report: Any, workers: Optional[int],
-                            warnings: List[str], dumps: bool = True) -> _Tally:
-    """Place every planned file and write data/bundle.json around the stream of entries:
-    head keys, ``files`` (one line per entry), then ``coverage`` and ``warnings``. A bundle
-    that holds no NPU dump by definition (``dumps=False``: reference) has coverage not applicable."""
-    data = os.path.join(stage, DATA_DIR)
-    for rel_dir in sorted({p.rel.rpartition("/")[0] for p in plan}):
-        os.makedirs(_fs.safe_join(data, rel_dir), exist_ok=True)
-    tally = _Tally()
-    tally.dumped = CoverageTally(ops)
-    out = _HashingWriter(os.path.join(data, BUNDLE_JSON))
-    try:
-        out.write("{\n")
-        for key, value in head.items():
-            out.write(" {}: {},\n".format(json.dumps(key), json.dumps(value, sort_keys=True)))
-        out.write(' "files": [')
-        cuts = _share_cuts(plan, workers)
-        children = _fork_shares(stage, data, plan, cuts, link, checksum)
-        collecting = gc.isenabled()
-        if children:  # one thread (fork_is_safe): pausing the collector affects nothing else
-            gc.disable()
-        try:
-            _write_share(out, tally, data, plan, 0, cuts[1], link, checksum, report, workers, warnings)
-            for index, call in enumerate(children, 1):
-                start, stop = cuts[index], cuts[index + 1]
-                if not _take_share(out, tally, stage, index, call, stop - start, report, warnings):
-                    _clear_share(data, plan, start, stop)
-                    _write_share(out, tally, data, plan, start, stop, link, checksum, report, workers, warnings)
-        finally:
-            if collecting:
-                gc.enable()
-            for index, call in enumerate(children, 1):
-                if call is not None:
-                    call.abandon()
-                _remove_part(stage, index)
-        tally.coverage = coverage(ops, tally.dumped) if dumps else not_applicable_coverage()
-        out.write("\n ],\n \"coverage\": {},\n \"warnings\": {}\n}}\n".format(
-            json.dumps(tally.coverage), json.dumps(warnings)))
-    finally:
-        digest = out.close()
-    tally.payload.append((BUNDLE_JSON, out.size, digest))
-    return tally
-
-
-def _share_cuts(plan: List[Any], workers: Optional[int]) -> List[int]:
-    """Where the plan is cut into shares: ``[0, ..., len(plan)]``; one share unless forking
-    pays (many files, small on average, forking safe, more than one core and worker)."""
-    shares = min(usable_cores(), workers or usable_cores(), len(plan) // _FORK_MIN_SHARE)
-    if shares < 2 or sum(p.size for p in plan) > _FORK_MAX_MEAN_BYTES * len(plan) or not fork_is_safe():
-        return [0, len(plan)]
-    return [len(plan) * k // shares for k in range(shares)] + [len(plan)]
-
-
-def _fork_shares(stage: str, data: str, plan: List[Any], cuts: List[int], link: str,
-                 checksum: str) -> List[Optional[ForkedCall]]:
-    """A forked child for each share but the first (None where the fork failed: the parent then
-    does that share itself)."""
-    children = []  # type: List[Optional[ForkedCall]]
-    for index in range(1, len(cuts) - 1):
-        try:
-            children.append(ForkedCall(_place_share, data, plan, cuts[index], cuts[index + 1], link, checksum,
-                                       _part_path(stage, index)))
-        except OSError:
-            children.append(None)
-    return children
-
-
-def _write_share(out: _HashingWriter, tally: _Tally, data: str, plan: List[Any], start: int, stop: int,
-                 link: str, checksum: str, report: Any, workers: Optional[int], warnings: List[str]) -> None:
-    """Place and describe ``plan[start:stop]`` here, writing their bundle.json lines."""
-    placed_items = _fs.parallel_map(lambda p: _place_one(data, p, link, checksum), plan[start:stop], workers,
-                                    inline=lambda p: p.size < _fs.INLINE_BYTES)
-    for item, placed, entry in placed_items:
-        _tally_one(tally, item.rel, placed, entry, warnings)
-        out.write((",\n  " if out.entries else "\n  ") + json.dumps(entry))
-        out.entries += 1
-        report.update(1, placed.size)
-
-
-def _place_share(data: str, plan: List[Any], start: int, stop: int, link: str, checksum: str,
-                 part: str) -> Tuple[List[Tuple[str, int, str]], Dict[str, int], List[str], List[str]]:
-    """In a forked child: place and describe ``plan[start:stop]`` (never the first share), write
-    their bundle.json lines to ``part``; return the manifest rows, link/copy counts, dumped op
-    names and warnings, all marshal-able."""
-    # no collector runs here: it would walk (and copy, page by page) the parent's whole heap,
-    # and the child creates no cycles worth collecting before it exits
-    gc.disable()
-    tally = _Tally()
-    tally.dumped = _NameList()
-    warnings = []  # type: List[str]
-    with open(part, "w", encoding="utf-8") as lines:
-        for index in range(start, stop):
-            item, placed, entry = _place_one(data, plan[index], link, checksum)
-            _tally_one(tally, item.rel, placed, entry, warnings)
-            lines.write(",\n  " + json.dumps(entry))
-    return tally.payload, tally.counts, list(tally.dumped), warnings
-
-
-def _take_share(out: _HashingWriter, tally: _Tally, stage: str, index: int, call: Optional[ForkedCall],
-                expected_rows: int, report: Any, warnings: List[str]) -> bool:
-    """Append a child's share to bundle.json and the tally; False (nothing taken) if it failed.
-    (A child's lines each start with a comma: the parent's share before it is never empty.)"""
-    ok, value = call.result() if call is not None else (False, None)
-    if not ok or not _is_share_result(value, expected_rows):
-        return False
-    rows, counts, names, share_warnings = value
-    with open(_part_path(stage, index), "rb") as part:
-        while True:
-            chunk = part.read(_PART_CHUNK)
-            if not chunk:
-                break
-            out.write_bytes(chunk)
-    out.entries += len(rows)
-    tally.payload.extend(rows)
-    for how, count in counts.items():
-        tally.counts[how] += count
-    for name in names:
-        tally.dumped.add(name)
-    warnings.extend(share_warnings)
-    report.update(len(rows), sum(size for _rel, size, _sha in rows))
-    return True
-
-
-def _is_share_result(value: Any, expected_rows: int) -> bool:
-    """Whether ``value`` has the shape :func:`_place_share` returns, with a row per file."""
-    if not (isinstance(value, tuple) and len(value) == 4):
-        return False
-    rows, counts, names, share_warnings = value
-    return (isinstance(rows, list) and len(rows) == expected_rows and isinstance(counts, dict)
-            and set(counts) <= {"hardlink", "copy", "staged"} and isinstance(names, list)
-            and isinstance(share_warnings, list))
-
-
-def _part_path(stage: str, index: int) -> str:
-    return os.path.join(stage, ".files-{}.part".format(index))
-
-
-def _remove_part(stage: str, index: int) -> None:
-    try:
-        os.unlink(_part_path(stage, index))
-    except FileNotFoundError:
-        pass
-
-
-def _clear_share(data: str, plan: List[Any], start: int, stop: int) -> None:
-    """Remove what a failed child may have placed of ``plan[start:stop]`` (never a staged file:
-    that one was there before and is only hashed)."""
-    for index in range(start, stop):
-        item = plan[index]
-        if not item.staged:
-            try:
-                os.unlink(_target(data, item))
-            except FileNotFoundError:
-                pass
-
-
-def _target(data: str, item: Any) -> str:
-    # item.rel was checked by _fs.safe_relpath (prefix) and built from directory entry names
-    # (never "", "." or ".."), all with "/": a plain join is the same path, without re-checking
-    # every file (about 5 us of 100k small files' per-file cost)
-    return data + os.sep + item.rel if os.sep == "/" else _fs.safe_join(data, item.rel)
-
-
-def _place_one(data: str, item: _Planned, link: str, checksum: str) -> Tuple[_Planned, _fs.PlacedFile, Dict[str, Any]]:
-    target = _target(data, item)
-    try:
-        if item.staged:
-            size, digest = _fs.sha256_file(target)
-            placed = _fs.PlacedFile(size, digest, "staged")
-        else:
-            # the manifest needs digests; a dump file's header is then decoded from the bytes hashed
-            placed = _fs.place_file(item.src, target, link=link, checksum=True, keep_head=item.kind == "dump")
-    except OSError as exc:
-        if item.staged:
-            raise _FileError(exc, "hashing", target) from exc
-        action = "copying" if link == "copy" else "linking or copying"
-        raise _FileError(exc, "{} {} to".format(action, item.src), target) from exc
-    entry = {"path": item.rel, "size": placed.size, "sha256": placed.sha256 if checksum == "sha256" else None}
-    entry.update(_describe(item, target, placed.head, placed.size))
-    if placed.head is not None:  # results wait in a window: keep no file bytes there
-        placed = placed._replace(head=None)
-    return item, placed, entry
-
-
-def _tally_one(tally: _Tally, rel: str, placed: _fs.PlacedFile, entry: Dict[str, Any],
-               warnings: List[str]) -> None:
-    tally.payload.append((rel, placed.size, placed.sha256 or ""))
-    tally.counts[placed.how] += 1
-    warning = entry.pop("_warning", None)
-    if warning:
-        warnings.append(warning)
-    if entry.get("kind") in ("dump", "stats") and entry.get("op_name"):
-        tally.dumped.add(base_op_name(entry["op_name"]))
-
-
-def _describe(item: _Planned, placed_path: str, head: Optional[bytes] = None, size: Optional[int] = None) -> Dict[str, Any]:
-    """``kind`` plus, for dump-folder files, the parsed name and header summary (decoded from
-    ``head``, the file's first bytes, when it holds the header)."""
-    if item.kind != "dump":
-        entry = {"kind": item.kind}  # type: Dict[str, Any]
-    else:
-        entry = describe_dump_folder_file(item.rel, placed_path, item.mapping, head, size)
-    if item.parse_error is not None:
-        entry["parse_error"] = item.parse_error
-    return entry
 
 
 # -- graph ------------------------------------------------------------------------------------

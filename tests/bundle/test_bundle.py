@@ -150,8 +150,8 @@ def _no_bag_left(parent):
     ("npu_dump_hook.bundle._fs.place_file", 0),
     ("npu_dump_hook.bundle._fs.place_file", 4),
     ("npu_dump_hook.bundle.write._graph_section", 0),
-    ("npu_dump_hook.bundle.write._write_payload_and_json", 0),
-    ("npu_dump_hook.bundle.write.coverage", 0),
+    ("npu_dump_hook.bundle.write.write_payload_and_json", 0),
+    ("npu_dump_hook.bundle._placing.coverage", 0),
     ("npu_dump_hook.bundle._bagit.write_tag_files", 0),
     ("npu_dump_hook.bundle._staging.Staging.commit", 0),
 ])
@@ -199,7 +199,7 @@ def _partial_tag_files(bag_dir, *args, **kwargs):
 
 @pytest.mark.parametrize("target, fail, doing, archive", [
     ("npu_dump_hook.bundle._fs._copy_hashing", _os_error(errno.ENOSPC), "copying ", None),
-    ("npu_dump_hook.bundle.write._HashingWriter.write", _os_error(errno.ENOSPC), "writing data/bundle.json", None),
+    ("npu_dump_hook.bundle._placing._HashingWriter.write", _os_error(errno.ENOSPC), "writing data/bundle.json", None),
     ("npu_dump_hook.bundle._bagit.write_tag_files", _partial_tag_files, "writing the BagIt tag files", None),
     ("npu_dump_hook.bundle._staging.os.mkdir", _os_error(errno.EACCES), "creating the staging folder", None),
     ("npu_dump_hook.bundle._staging._rename_no_clobber", _os_error(errno.EACCES), "renaming the finished bundle",
@@ -216,7 +216,7 @@ def test_os_error_while_writing_is_a_bundle_error_naming_path_and_step(tmp_path,
     out.mkdir()
     module_name, attr = target.rsplit(".", 1)
     if module_name.endswith("._HashingWriter"):
-        owner = bundle.write._HashingWriter
+        owner = bundle._placing._HashingWriter
     elif module_name.endswith("._staging.os"):
         owner = os
     else:
@@ -270,7 +270,7 @@ def test_force_crash_keeps_old_bundle(tmp_path, monkeypatch, run):
     def crash(*args, **kwargs):
         raise RuntimeError("simulated crash")
 
-    monkeypatch.setattr(bundle.write, "coverage", crash)
+    monkeypatch.setattr(bundle._placing, "coverage", crash)
     with pytest.raises(RuntimeError):
         write(dest, run, force=True)
     assert tree_state(dest) == before

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from npu_dump_hook import bundle
-from npu_dump_hook.bundle import _fs
+from npu_dump_hook.bundle import _fs, _placing
 from npu_dump_hook.bundle import write as write_mod
 from npu_dump_hook.errors import BundleError
 
@@ -22,19 +22,20 @@ ZERO = "Conv2D.empty1.7.2.1700000000000009"  # a 0-byte dump file: its entry car
 def cuts(monkeypatch):
     """Fork for shares of any size on 3 cores (also in a test process that other tests left
     with TensorFlow loaded: the children here only place files); the cuts each write used."""
-    monkeypatch.setattr(write_mod, "_FORK_MIN_SHARE", 1)
+    monkeypatch.setattr(_placing, "_FORK_MIN_SHARE", 1)
     monkeypatch.setattr(write_mod, "_GRAPH_FORK_MIN_BYTES", 0)
-    monkeypatch.setattr(write_mod, "fork_is_safe", lambda: True)
-    monkeypatch.setattr(write_mod, "usable_cores", lambda: 3)
+    for module in (_placing, write_mod):
+        monkeypatch.setattr(module, "fork_is_safe", lambda: True)
+        monkeypatch.setattr(module, "usable_cores", lambda: 3)
     used = []
-    original = write_mod._share_cuts
+    original = _placing._share_cuts
 
     def record(plan, workers):
         found = original(plan, workers)
         used.append(found)
         return found
 
-    monkeypatch.setattr(write_mod, "_share_cuts", record)
+    monkeypatch.setattr(_placing, "_share_cuts", record)
     return used
 
 
@@ -54,7 +55,9 @@ def _bundle(path):
     doc.pop("created")
     listing = sorted(os.path.relpath(os.path.join(d, name), str(path))
                      for d, dirs, files in os.walk(str(path)) for name in files + dirs)
-    return doc, (path / "manifest-sha256.txt").read_text(), listing
+    manifest = [line for line in (path / "manifest-sha256.txt").read_text().splitlines()
+                if not line.endswith(" data/bundle.json")]  # its digest covers the time
+    return doc, manifest, listing
 
 
 def _result(result):
@@ -65,8 +68,8 @@ def _result(result):
 def test_forked_shares_write_the_single_process_bundle(tmp_path, run, cuts, monkeypatch, link):
     alone = write(tmp_path / "alone", run, link=link, workers=1)
     taken = []
-    take = write_mod._take_share
-    monkeypatch.setattr(write_mod, "_take_share", lambda *args: taken.append(take(*args)) or taken[-1])
+    take = _placing._Shares._take
+    monkeypatch.setattr(_placing._Shares, "_take", lambda *args: taken.append(take(*args)) or taken[-1])
     shared = write(tmp_path / "shared", run, link=link)
     assert len(cuts[0]) == 2 and len(cuts[1]) == 4  # one share, then three (two children)
     assert taken == [True, True]  # both children's shares were used
@@ -78,11 +81,14 @@ def test_forked_shares_write_the_single_process_bundle(tmp_path, run, cuts, monk
 
 
 def _failing_child(kind):
-    """A _place_share that places its first file, then fails in the way ``kind`` names."""
-    real = write_mod._place_share
+    """A place_in_child that places its first file, then fails in the way ``kind`` names."""
 
-    def place_share(data, plan, start, stop, link, checksum, part):
-        real(data, plan, start, start + 1, link, checksum, part)  # leaves a placed file and a part file
+    def place_in_child(shares, child):
+        start = shares.cuts[child + 1]
+        _item, placed, _entry = _placing.place_one(shares.data, shares.plan[start], shares.link, shares.checksum)
+        shares.counts.store(child, 1, placed.size)  # leaves a placed file, counted for progress
+        with open(shares._part_path(child), "w") as part:  # and a part file
+            part.write(",\n  {}")
         if kind == "raise":
             raise RuntimeError("child fails")
         if kind == "exit":
@@ -91,13 +97,13 @@ def _failing_child(kind):
             os.kill(os.getpid(), 9)
         return "not the result"  # a result of the wrong shape
 
-    return place_share
+    return place_in_child
 
 
 @pytest.mark.parametrize("kind", ["raise", "exit", "kill", "garbage"])
 def test_failed_child_share_is_redone_by_the_parent(tmp_path, run, cuts, monkeypatch, kind):
     alone = write(tmp_path / "alone", run, workers=1)
-    monkeypatch.setattr(write_mod, "_place_share", _failing_child(kind))
+    monkeypatch.setattr(_placing._Shares, "place_in_child", _failing_child(kind))
     shared = write(tmp_path / "shared", run)
     assert len(cuts[-1]) == 4
     assert _bundle(tmp_path / "shared") == _bundle(tmp_path / "alone")
@@ -123,19 +129,19 @@ def test_error_in_a_child_share_is_raised_naming_the_file(tmp_path, run, cuts, m
 
 
 def test_no_fork_where_forking_is_unsafe(tmp_path, run, cuts, monkeypatch):
-    monkeypatch.setattr(write_mod, "fork_is_safe", lambda: False)
+    monkeypatch.setattr(_placing, "fork_is_safe", lambda: False)
     write(tmp_path / "b", run)
     assert cuts == [[0, cuts[0][-1]]]
 
 
 def test_no_fork_for_large_files_or_few_files(run, cuts, monkeypatch):
     plan = [write_mod._Planned("f{}".format(i), "/nowhere", 10, "other") for i in range(9)]
-    assert len(write_mod._share_cuts(plan, None)) == 4
-    assert write_mod._share_cuts(plan, 1) == [0, 9]
+    assert len(_placing._share_cuts(plan, None)) == 4
+    assert _placing._share_cuts(plan, 1) == [0, 9]
     big = [p._replace(size=_fs.INLINE_BYTES + 1) for p in plan]
-    assert write_mod._share_cuts(big, None) == [0, 9]
-    monkeypatch.setattr(write_mod, "_FORK_MIN_SHARE", 5)
-    assert write_mod._share_cuts(plan, None) == [0, 9]
+    assert _placing._share_cuts(big, None) == [0, 9]
+    monkeypatch.setattr(_placing, "_FORK_MIN_SHARE", 5)
+    assert _placing._share_cuts(plan, None) == [0, 9]
 
 
 @pytest.fixture
@@ -202,3 +208,16 @@ def test_unscannable_graph_read_by_a_child_is_reported_as_alone(tmp_path, run, c
     assert any("graph not scannable" in w for w in shared.warnings)
     assert _bundle(tmp_path / "shared") == _bundle(tmp_path / "alone")
     assert _result(shared) == _result(alone)
+
+
+@pytest.mark.parametrize("kind", [None, "kill"])
+def test_progress_counts_every_file_once_with_children(tmp_path, run, cuts, monkeypatch, kind):
+    monkeypatch.setattr(_placing, "_COUNT_EVERY", 1)  # children count every file
+    if kind is not None:
+        monkeypatch.setattr(_placing._Shares, "place_in_child", _failing_child(kind))
+    calls = []
+    write(tmp_path / "b", run, progress=lambda *args: calls.append(args))
+    files, total_files, nbytes, total_bytes = calls[-1]
+    assert (files, nbytes) == (total_files, total_bytes) and len(cuts[-1]) == 4
+    assert [c[0] for c in calls] == sorted(c[0] for c in calls)  # never backwards
+    assert all(c[0] <= total_files and c[2] <= total_bytes for c in calls)
