@@ -69,18 +69,18 @@ class ForkedCall(object):
         """(True, fn's result), or (False, None) if the child failed; waits for the child."""
         if self._fd < 0:
             return False, None
-        chunks = []
+        received = bytearray()  # grown in place: no second copy of a large result at the end
         try:
             while True:
                 chunk = os.read(self._fd, _READ_CHUNK)
                 if not chunk:
                     break
-                chunks.append(chunk)
+                received += chunk
         except OSError:
-            chunks = []
+            received = bytearray()
         self._close()
         try:
-            ok, value = marshal.loads(b"".join(chunks))
+            ok, value = marshal.loads(received)
         except (EOFError, ValueError, TypeError):
             return False, None
         return (True, value) if ok is True else (False, None)
