@@ -221,3 +221,40 @@ def test_progress_counts_every_file_once_with_children(tmp_path, run, cuts, monk
     assert (files, nbytes) == (total_files, total_bytes) and len(cuts[-1]) == 4
     assert [c[0] for c in calls] == sorted(c[0] for c in calls)  # never backwards
     assert all(c[0] <= total_files and c[2] <= total_bytes for c in calls)
+
+
+def _reaped(pid):
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:  # no such child any more: it was reaped
+        return True
+    return False
+
+
+def test_error_in_the_parents_share_stops_the_children_and_leaves_nothing(tmp_path, run, cuts, monkeypatch):
+    forked = []
+    real_call = _placing.ForkedCall
+
+    def forked_call(*args):
+        call = real_call(*args)
+        forked.append(call._pid)
+        return call
+
+    monkeypatch.setattr(_placing, "ForkedCall", forked_call)
+    real = _fs.place_file
+    parent = os.getpid()
+    step = tmp_path / "src" / "dump" / TIME_DIR / "0" / GRAPH_NAME / "1" / "0"
+    failing = sorted(os.listdir(str(step)))[0]
+
+    def place_file(src, dst, **kwargs):
+        if os.path.basename(src) == failing and os.getpid() == parent:
+            raise OSError(13, os.strerror(13), dst)
+        return real(src, dst, **kwargs)
+
+    monkeypatch.setattr(_fs, "place_file", place_file)
+    with pytest.raises(BundleError) as caught:
+        write(tmp_path / "out" / "b", run)
+    assert failing in str(caught.value) and "Permission denied" in str(caught.value)
+    assert len(cuts[-1]) == 4
+    assert not os.path.exists(str(tmp_path / "out")) or os.listdir(str(tmp_path / "out")) == []
+    assert len(forked) == 2 and all(_reaped(pid) for pid in forked)
