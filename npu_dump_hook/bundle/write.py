@@ -423,7 +423,7 @@ def _read_graph(graph_file: str, rel: str, data: str) -> _GraphRead:
         ops = graph_ops(graph_file)
     except FormatError as exc:
         return _GraphRead(exc.rule, None, None, ["graph not scannable, coverage unknown: {}".format(exc)])
-    json_rel = (rel[: -len(".txt")] if rel.endswith(".txt") else rel) + ".json"
+    json_rel = _json_rel(rel)
     target = os.path.join(data, *json_rel.split("/"))
     os.makedirs(os.path.dirname(target), exist_ok=True)
     try:
@@ -431,6 +431,11 @@ def _read_graph(graph_file: str, rel: str, data: str) -> _GraphRead:
     except (FormatError, ValueError) as exc:
         return _GraphRead(None, tuple(ops), None, ["graph JSON export failed: {}".format(exc)])
     return _GraphRead(None, tuple(ops), json_rel, [])
+
+
+def _json_rel(rel: str) -> str:
+    """The bundle path of the msaccucmp JSON form of the graph at bundle path ``rel``."""
+    return (rel[: -len(".txt")] if rel.endswith(".txt") else rel) + ".json"
 
 
 def _fork_graph_read(located: Any, stage: str, workers: Optional[int]) -> Optional[ForkedCall]:
@@ -463,7 +468,7 @@ def _taken_graph_read(call: Optional[ForkedCall], stage: str, rel: str) -> Optio
         return None
     read = _GraphRead(*value)
     if read.json_rel is not None:
-        if read.json_rel != (rel[: -len(".txt")] if rel.endswith(".txt") else rel) + ".json":
+        if read.json_rel != _json_rel(rel):
             return None
         parts = read.json_rel.split("/")
         target = os.path.join(stage, DATA_DIR, *parts)
