@@ -43,6 +43,7 @@ _FORK_MIN_SHARE = 2048  # files per share below which a fork costs more than it 
 _FORK_MAX_MEAN_BYTES = _fs.INLINE_BYTES  # larger files: the thread pool already hashes them on every core
 _PART_CHUNK = 1 << 20
 _COUNT_EVERY = 64  # files between two progress counts (a child's, and the parent's look at them)
+_NEVER = 1 << 64  # more files and bytes than a child's count can say
 
 
 class FileError(OSError):
@@ -115,6 +116,13 @@ class _ChildCounts(object):
                 seen[0], seen[1] = now_files, max(now_bytes, seen[1])
         return files, nbytes
 
+    def stop(self, child: int) -> int:
+        """Count no more of child ``child`` (its share is redone here, which counts its own
+        files); the files of it already reported."""
+        reported = self.reported[child][0]
+        self.reported[child] = [_NEVER, _NEVER]  # what it stored later is not news
+        return reported
+
     def close(self) -> None:
         self._map.close()
 
@@ -176,7 +184,7 @@ class _Shares(object):
             for child, call in enumerate(children):
                 if not self._take(out, tally, child, call):
                     self._clear(child + 1)
-                    self._write_here(out, tally, child + 1, already=self.counts.reported[child])
+                    self._write_here(out, tally, child + 1, counted=self.counts.stop(child))
         finally:
             if collecting:
                 gc.enable()
@@ -197,11 +205,10 @@ class _Shares(object):
                 children.append(None)
         return children
 
-    def _write_here(self, out: _HashingWriter, tally: Tally, share: int, already: Optional[List[int]] = None) -> None:
+    def _write_here(self, out: _HashingWriter, tally: Tally, share: int, counted: int = 0) -> None:
         """Place and describe share ``share`` in this process, writing its bundle.json lines;
-        ``already``: files and bytes of it a failed child placed and progress counted."""
+        ``counted``: how many of its first files progress already has (placed by a failed child)."""
         start, stop = self.cuts[share], self.cuts[share + 1]
-        counted = already[0] if already is not None else 0  # its first files: progress has them
         data, link, checksum = self.data, self.link, self.checksum
         placed_items = _fs.parallel_map(lambda p: place_one(data, p, link, checksum), self.plan[start:stop],
                                         self.workers, inline=lambda p: p.size < _fs.INLINE_BYTES)

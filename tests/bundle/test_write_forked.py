@@ -3,6 +3,7 @@ bundle is the one a single process writes (bundle.json, manifest, counts, warnin
 the children do."""
 import json
 import os
+import time
 
 import pytest
 
@@ -80,12 +81,14 @@ def test_forked_shares_write_the_single_process_bundle(tmp_path, run, cuts, monk
     assert not [name for name in os.listdir(str(tmp_path / "shared")) if name.endswith(".part")]
 
 
-def _failing_child(kind):
-    """A place_in_child that places its first file, then fails in the way ``kind`` names."""
+def _failing_child(kind, count_after=0.0):
+    """A place_in_child that places its first file, counts it for progress (after
+    ``count_after`` seconds), then fails in the way ``kind`` names."""
 
     def place_in_child(shares, child):
         start = shares.cuts[child + 1]
         _item, placed, _entry = _placing.place_one(shares.data, shares.plan[start], shares.link, shares.checksum)
+        time.sleep(count_after)
         shares.counts.store(child, 1, placed.size)  # leaves a placed file, counted for progress
         with open(shares._part_path(child), "w") as part:  # and a part file
             part.write(",\n  {}")
@@ -193,11 +196,13 @@ def test_unscannable_graph_read_by_a_child_is_reported_as_alone(tmp_path, run, c
     assert _result(shared) == _result(alone)
 
 
-@pytest.mark.parametrize("kind", [None, "kill"])
-def test_progress_counts_every_file_once_with_children(tmp_path, run, cuts, monkeypatch, kind):
+@pytest.mark.parametrize("kind, count_after", [(None, 0), ("kill", 0), ("kill", 0.5)])
+def test_progress_counts_every_file_once_with_children(tmp_path, run, cuts, monkeypatch, kind, count_after):
+    """A killed child's count may be seen before its share is redone, or (counted late, after
+    the parent's own share) only while it is redone: either way each file counts once."""
     monkeypatch.setattr(_placing, "_COUNT_EVERY", 1)  # children count every file
     if kind is not None:
-        monkeypatch.setattr(_placing._Shares, "place_in_child", _failing_child(kind))
+        monkeypatch.setattr(_placing._Shares, "place_in_child", _failing_child(kind, count_after))
     calls = []
     write(tmp_path / "b", run, progress=lambda *args: calls.append(args))
     files, total_files, nbytes, total_bytes = calls[-1]
