@@ -263,8 +263,9 @@ class _Shares(object):
             tally.dumped.add(name)
         self.warnings.extend(share_warnings)
         seen = self.counts.reported[child]
-        self.report.update(len(rows) - seen[0], max(0, sum(size for _rel, size, _sha in rows) - seen[1]))
-        seen[0], seen[1] = len(rows), sum(size for _rel, size, _sha in rows)
+        share_bytes = sum(size for _rel, size, _sha in rows)
+        self.report.update(len(rows) - seen[0], max(0, share_bytes - seen[1]))
+        seen[0], seen[1] = len(rows), share_bytes
         return True
 
     def _clear(self, share: int) -> None:

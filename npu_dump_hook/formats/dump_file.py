@@ -852,19 +852,29 @@ def read_header_bytes(path: Union[str, "os.PathLike[str]"], head: bytes, file_si
     read it, so a file changed since then is described as it was when read.
     """
     path = os.fspath(path)
-    header_len = _PREFIX.unpack_from(head)[0] if len(head) >= 12 and file_size > 8 else 0
-    if (1 <= header_len <= MAX_READ_HEADER_LEN and 8 + header_len <= min(file_size, len(head))
-            and head[8:12] != _NANO_MAGIC):
-        data = head[8:8 + header_len]
-        if _quick_scan(data, 0, header_len):
-            message = dump_schema.DumpData()
-            try:
-                message.ParseFromString(data)
-            except Exception:  # read_header raises the rule (_decode)
-                message = None
-            if message is not None and message.version == _V2:
-                return _finish_v2(path, message, header_len, file_size, strict, [])
+    message, header_len = _common_header(head, file_size)
+    if message is not None:
+        return _finish_v2(path, message, header_len, file_size, strict, [])
     return read_header(path, strict)
+
+
+def _common_header(head: bytes, file_size: int) -> Tuple[Optional[Any], int]:
+    """(DumpData message, header length) of the common file, decoded from ``head``: v2, its
+    prefix and header within ``head``, passing the quick wire check, version "2.0". (None, 0)
+    for any other file, which the full reader then reads (and finds the rule it breaks)."""
+    header_len = _PREFIX.unpack_from(head)[0] if len(head) >= 12 and file_size > 8 else 0
+    if not (1 <= header_len <= MAX_READ_HEADER_LEN and 8 + header_len <= min(file_size, len(head))
+            and head[8:12] != _NANO_MAGIC):
+        return None, 0
+    data = head[8:8 + header_len]
+    if not _quick_scan(data, 0, header_len):
+        return None, 0
+    message = dump_schema.DumpData()
+    try:
+        message.ParseFromString(data)
+    except Exception:  # read_header raises the rule (_decode)
+        return None, 0
+    return (message, header_len) if message.version == _V2 else (None, 0)
 
 
 #: (dtype name, shape, format name, original shape) of one tensor, as :func:`quick_tensor_fields` gives it.
@@ -882,19 +892,8 @@ def quick_tensor_fields(head: bytes, file_size: int) -> Optional[Tuple[List[Tens
     :func:`read_header_bytes` (which finds the rule broken, or the warning). So a result here is
     never one that reader would refuse or warn about: None is the only answer that may differ.
     """
-    header_len = _PREFIX.unpack_from(head)[0] if len(head) >= 12 and file_size > 8 else 0
-    if not (1 <= header_len <= MAX_READ_HEADER_LEN and 8 + header_len <= min(file_size, len(head))
-            and head[8:12] != _NANO_MAGIC):
-        return None
-    data = head[8:8 + header_len]
-    if not _quick_scan(data, 0, header_len):
-        return None
-    message = dump_schema.DumpData()
-    try:
-        message.ParseFromString(data)
-    except Exception:  # read_header_bytes raises the rule
-        return None
-    if message.version != _V2:
+    message, header_len = _common_header(head, file_size)
+    if message is None:
         return None
     end = 8 + header_len
     inputs = _quick_fields(message.input)
