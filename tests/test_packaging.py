@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 
 import npu_dump_hook
@@ -83,3 +84,34 @@ def test_this_interpreter_imports_the_package_with_its_sample_models():
 
     assert all(callable(m.train) for m in (cnn_estimator, mlp_session, text_model))
     assert os.path.dirname(npu_dump_hook.__file__) == os.path.dirname(os.path.dirname(mlp_session.__file__))
+
+
+REPORT_FILES = ("page.html", "report.css", "report.js")   # the --html report's package data
+REPORT_PROBE = ("import sys, npu_dump_hook.compare._html as h\n"
+                "sys.stdout.write(h.__file__ + '\\n' + h.render_html({'schema': h.SCHEMA, 'rows': []}))\n")
+
+
+def test_sdist_and_the_wheel_built_from_it_ship_the_html_report_files(tmp_path):
+    source = str(tmp_path / "src")
+    _copy_sources(source)
+    _run([sys.executable, "setup.py", "-q", "sdist", "-d", str(tmp_path / "sdist")], cwd=source)
+    (sdist,) = os.listdir(str(tmp_path / "sdist"))
+    with tarfile.open(str(tmp_path / "sdist" / sdist)) as archive:
+        members = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+    for name in REPORT_FILES:
+        assert "npu_dump_hook/compare/report/" + name in members, sorted(members)
+    # A wheel built from the sdist, as pip does when it installs one: it carries them too.
+    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+          "--disable-pip-version-check", "-w", str(tmp_path / "wheel"), str(tmp_path / "sdist" / sdist)],
+         cwd=str(tmp_path))
+    (wheel,) = os.listdir(str(tmp_path / "wheel"))
+    with zipfile.ZipFile(str(tmp_path / "wheel" / wheel)) as archive:
+        for name in REPORT_FILES:
+            assert "npu_dump_hook/compare/report/" + name in archive.namelist()
+        archive.extractall(str(tmp_path / "site"))
+    # The installed copy renders the same page as this checkout, from its own data files.
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / "site"))
+    module, page = _run([sys.executable, "-c", REPORT_PROBE], cwd=str(tmp_path), env=env).split("\n", 1)
+    assert module.startswith(str(tmp_path / "site"))
+    from npu_dump_hook.compare._html import SCHEMA, render_html
+    assert page == render_html({"schema": SCHEMA, "rows": []})

@@ -5,6 +5,7 @@ synthetic bundle (tests/helpers/compare_synth.py); no TensorFlow."""
 import html
 import json
 import math
+import pkgutil
 import re
 import shutil
 import subprocess
@@ -73,6 +74,55 @@ def test_hostile_strings_are_escaped_everywhere():
     assert "&lt;i&gt;second&lt;/i&gt;" in page          # further root causes
     assert "IteratorGetNext:0 &lt;differs&gt; &amp; &quot;quoted&quot;" in page
     assert _embedded(page) == _json_view(doc)
+
+
+# Characters a template or format mechanism would act on, and the report's own slot names.
+TEMPLATE_HOSTILE = "net/{title}%s%(x)s$STYLE${x}{{y}}__TITLE____SCRIPT__</script>__DOCUMENT__\\1"
+
+
+def _template_hostile_doc():
+    doc = synthetic_doc(40, fault_name=TEMPLATE_HOSTILE)
+    doc["npu"]["path"] = "/tmp/%d {0} $HOME __SUMMARY__"
+    doc["golden"]["path"] = "__STYLE__ ${document} {document}"
+    doc["rows"][3]["npu_op"] = "__TABLE_METRICS__ %% {{ }}"
+    doc["warnings"] = ["__DOCUMENT__ </script><script>alert(4)</script> ${x} %(x)s {0}"]
+    return doc
+
+
+def _data_file(name):
+    return pkgutil.get_data("npu_dump_hook.compare", "report/" + name).decode("ascii")
+
+
+def test_template_characters_in_names_stay_text():
+    doc = _template_hostile_doc()
+    page = render_html(doc)
+    assert page.count("<script") == 2 and page.count("</script>") == 2 and "<script>alert(4)" not in page
+    assert _embedded(page) == _json_view(doc)
+    title = re.search(r"<title>(.*?)</title>", page, re.S).group(1)
+    assert html.unescape(title) == "compare FAIL: first divergence at " + TEMPLATE_HOSTILE
+    assert html.escape(doc["npu"]["path"], quote=True) in page
+    assert html.escape(doc["golden"]["path"], quote=True) in page
+    assert html.escape(doc["warnings"][0], quote=True) in page
+    # The static parts are untouched by what the document holds.
+    assert page.count("<style>") == 1 and page.count("var METRICS = [[") == 1
+
+
+def test_the_page_inlines_the_package_data_files():
+    page = render_html(synthetic_doc(20))
+    skeleton, css, script = _data_file("page.html"), _data_file("report.css"), _data_file("report.js")
+    assert page.startswith(skeleton[:skeleton.index("__TITLE__")])
+    assert page.endswith(skeleton[skeleton.index("__SCRIPT__") + len("__SCRIPT__"):])
+    assert re.search(r"<style>\n(.*?)\n</style>", page, re.S).group(1) + "\n" == css
+    metrics = json.dumps([["CosineSimilarity", "Cos"], ["MagnitudeError", "Mag"], ["MaxAbsoluteError", "MaxAbs"],
+                          ["AccumulatedRelativeError", "AccRel"], ["RelativeEuclideanDistance", "RelEuc"],
+                          ["KullbackLeiblerDivergence", "KLD"], ["MeanAbsoluteError", "MeanAbs"],
+                          ["RootMeanSquareError", "RMSE"], ["MaxRelativeError", "MaxRel"],
+                          ["MeanRelativeError", "MeanRel"]])
+    inline = re.findall(r"<script>\n(.*?)\n</script>", page, re.S)
+    assert inline == [script.replace("__TABLE_METRICS__", metrics)[:-1]]
+    for name, text in (("page.html", skeleton), ("report.css", css), ("report.js", script)):
+        assert text.isascii() and text.endswith("\n") and "\r" not in text, name
+    assert re.search(r"__[A-Z][A-Z_]*[A-Z]__", page) is None     # every slot filled
 
 
 def test_no_network_address_or_external_resource():
@@ -393,6 +443,20 @@ def test_chromium_check_sees_a_script_error(tmp_path):
     assert any("Uncaught TypeError" in line for line in console)
     assert "data-rendered" not in body.attrs and "JSON.parsed" in body.attrs["data-render-error"]
     assert "The report script failed" in tree.by_id("render-error").text()
+
+
+@needs_chromium
+def test_chromium_renders_names_with_template_characters(tmp_path):
+    doc = _template_hostile_doc()
+    path = tmp_path / "template.html"
+    path.write_text(render_html(doc), encoding="ascii")
+    tree, console = _chromium_dom(path, tmp_path, "#row={}".format(doc["first_divergence"]["row"]))
+    body = tree.find("body")[0]
+    assert console == [] and "data-render-error" not in body.attrs and body.attrs.get("data-rendered") == "1"
+    assert len(tree.find("script")) == 2
+    assert tree.find("title")[0].text() == "compare FAIL: first divergence at " + TEMPLATE_HOSTILE
+    assert tree.by_id("fd-op").text() == TEMPLATE_HOSTILE
+    assert TEMPLATE_HOSTILE in tree.by_id("detail").text()
 
 
 # Clicks, a status choice, paging, a hover and typing, as a user does them, by a script added to
