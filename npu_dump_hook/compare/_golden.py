@@ -1,6 +1,6 @@
 """The golden side: msaccucmp-named ``.npy`` files indexed by msaccucmp's look-up key.
 
-Sources (reference ascend-dump-formats.md §6):
+Sources (docs/reference/ascend-dump-formats.md §6):
 
 * a golden bundle (folder or archive whose ``data/golden/`` holds the reference capture and
   its ``golden_manifest.json``, :mod:`npu_dump_hook.reference`);

@@ -1,6 +1,6 @@
 """The Build graph a comparison matches by: its ops in graph order, from the GE text file
 (``ge_proto_*_Build.txt``, read by :func:`npu_dump_hook.formats.ge_graph.iter_graphs`) or from
-msaccucmp's JSON form of it (``atc --mode=5``, reference ascend-dump-formats.md §2.7).
+msaccucmp's JSON form of it (``atc --mode=5``, docs/reference/ascend-dump-formats.md §2.7).
 
 Every graph of the file counts, the main graph first, as msaccucmp reads them. What is kept
 per op is :class:`~npu_dump_hook.formats.ge_graph.OpSummary`: name, type, id, inputs

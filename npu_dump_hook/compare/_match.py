@@ -1,5 +1,5 @@
 """Matching NPU dump files to graph ops and NPU tensors to golden TF tensors, as the NPU tools
-define it (reference ascend-dump-formats.md §2.4, §2.5, §6.2).
+define it (docs/reference/ascend-dump-formats.md §2.4, §2.5, §6.2).
 
 * A dump file belongs to the graph op whose name, sanitized (§5.2: ``/``, ``.``, ``\\``, space
   -> ``_``; FFTS ``_lxsliceN`` suffix and ``..._sgt_graph_N_`` prefix stripped), is the file's

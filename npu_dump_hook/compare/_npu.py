@@ -9,8 +9,8 @@ Accepted (``kind``):
   :meth:`NpuSide.close` removes;
 * ``"dump_dir"``: a dump step folder (or a folder above step folders), with ``graph`` required.
 
-A step folder is a folder holding dump files (names per reference §5, hashed names through
-its ``mapping.csv``). With several, ``step`` picks the one whose name is that number;
+A step folder is a folder holding dump files (names per docs/reference/ascend-dump-formats.md §5,
+hashed names through its ``mapping.csv``). With several, ``step`` picks the one whose name is that number;
 without ``step`` a bundle's captured step (``run.captured_step``, the step its golden tensors
 and a golden run's are of) is used when a folder has that name, else the lowest-numbered
 one; the others are named in a warning.

@@ -360,7 +360,8 @@ class EmulatedNpu(object):
                 ("context_id", 0), ("thread_id", 0), ("pc_start", 0), ("para_base", 0), ("core_id", 0),
                 ("block_id", 0)), status=(0x80,)),),
         )
-        debug_task = _FIRST_TASK_ID - 1  # the Opdebug task id is not the op's (reference §6)
+        # The Opdebug task id is not the op's (docs/reference/npu-bridge-dump-api.md §6).
+        debug_task = _FIRST_TASK_ID - 1
         debug_name = names.format_dump_name("Opdebug", "Node_OpDebug", debug_task, 0, timestamp + 1)
         opdebug.write_opdebug_file(self._place(step_dir, debug_name), record, dump_time=timestamp + 1)
         return written + 1

@@ -24,8 +24,8 @@ characters) with the type of the first node. So::
 
 The node lists every TF op of the group in ``_datadump_original_op_names`` /
 ``_datadump_original_op_types`` (execution order) and its outputs are the last op's, with
-``_datadump_origin_name`` / ``_datadump_origin_output_index`` pointing at that op (reference
-§2.4, §2.5: what msaccucmp compares with the TF tensor).
+``_datadump_origin_name`` / ``_datadump_origin_output_index`` pointing at that op
+(docs/reference/ascend-dump-formats.md §2.4, §2.5: what msaccucmp compares with the TF tensor).
 
 A group is formed only when every intermediate output (every output of an op but the last)
 has exactly one consumer among the ops the step executes, namely the next op of the group

@@ -13,7 +13,7 @@ TF op of the group; inserted nodes: none). Fused and inserted nodes carry
 ``_datadump_original_op_names``/``_datadump_original_op_types`` (``[""]`` for inserted ones).
 With ``input_descs`` (the ``ascend`` profile) every op also gets its input descs, so the
 device formats it reads (NC1HWC0, FRACTAL_Z, FRACTAL_NZ) are in the graph.
-See reference/ascend-dump-formats.md §2.3-2.5.
+See docs/reference/ascend-dump-formats.md §2.3-2.5.
 """
 from typing import Any, Iterable, Sequence
 

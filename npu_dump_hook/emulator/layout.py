@@ -2,7 +2,7 @@
 
 A :class:`Held` is one tensor as the device keeps it (``dtype`` a numpy name, ``format`` the
 device layout, ``origin_format`` the framework layout). The ``ascend`` profile's rules
-(reference ascend-dump-formats.md §1.8, §2.4)::
+(docs/reference/ascend-dump-formats.md §1.8, §2.4)::
 
     producer outputs   float16 (the tensor is in NumericsPlan.fp16_tensors) and 4-D:
                          filter gradients (Conv2DBackpropFilter, Depthwise...)     -> FRACTAL_Z (origin HWCN)

@@ -1,7 +1,9 @@
 """Find the GE Build graph and the dump folders of *this* run.
 
-No TensorFlow here. Facts: reference/npu-bridge-dump-api.md §5, §9;
-reference/ascend-dump-formats.md §1.1, §2.1, §2.5; seed guide ("选取计算图文件").
+No TensorFlow here. Facts: docs/reference/npu-bridge-dump-api.md §5, §9;
+docs/reference/ascend-dump-formats.md §1.1, §2.1, §2.5; the Ascend guide this project automates,
+"准备NPU侧dump数据和计算图文件", step 2 "选取计算图文件":
+https://www.hiascend.com/document/detail/zh/canncommercial/latest/devaids/ModelAccuracyAnalyzer/atlasaccuracy_16_0007.html
 
 ::
 

@@ -48,7 +48,8 @@ _PID_DEV_DIR = re.compile(r"(?:pid_([0-9]+)_deviceid_([0-9]+)|([0-9]+)_([0-9]+))
 _DIGITS = re.compile(r"[0-9]+\Z")
 _BUILD_STAGE = "Build"
 
-# Method 2 of the seed guide greps "Iterator"; GetNext covers GetNext / DynamicGetNext.
+# Method 2 of the Ascend guide's step "选取计算图文件" (see the package docstring;
+# docs/reference/npu-bridge-dump-api.md §5) greps "Iterator"; GetNext covers GetNext / DynamicGetNext.
 _ITERATOR = re.compile(r"Iterator|GetNext")
 _OPTIMIZER_TYPE = re.compile(r"^(?:Resource)?(?:Sparse)?Apply[A-Z]")
 _GRADIENT_TYPE = re.compile(r"(?:Grad(?:V[0-9]+)?(?:D)?$|Backprop)")
