@@ -7,7 +7,7 @@ of the package and nothing of the package imports it. Two modes:
   with one change: ``BigDumpDataParser._parse_dump_to_json`` (dump_parse/big_dump_data.py),
   which calls the CANN C library libascend_dump_parser.so that no registry ships, is
   replaced by a decoder built on npu_dump_hook's dump schema. It leaves ``self.dump_json_data``
-  as the dict msaccucmp-notes.md describes: the DumpData header with protobuf field names and
+  as the dict docs/reference/msaccucmp-notes.md describes: the DumpData header with protobuf field names and
   integer enum values. Everything else (payload reading, format conversion, matching, the
   metrics, the CSV) is msaccucmp's own code.
 * ``metrics DIR``: msaccucmp's AlgorithmManager (all ten built-in algorithms) on every pair
