@@ -15,13 +15,12 @@ from typing import Any, Dict, List, Mapping, Optional
 from ..constants import BUNDLE_SCHEMA
 from ..errors import BundleError, FormatError, UnsafePathError
 from ..formats.mapping_csv import read_mapping
-from ..run_record import RUN_SECTION_KEYS
 from . import _bagit, _fs
 from ._archive import archive_format, extract_archive, looks_like_tar
 from ._bagit import Problem
-from ..fingerprints import section_problems as fingerprint_problems
 from ._spec import BACKENDS, BUNDLE_JSON_PATH, DATA_DIR, DUMP_NAME_FIELDS, FILE_KINDS, REFERENCE_BACKEND
 from .describe import graph_ops, header_summary
+from .schema import RUN_SECTION_KEYS, fingerprint_problems
 
 __all__ = ["verify_bundle", "check_bundle_json", "check_payload"]
 
