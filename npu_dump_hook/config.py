@@ -48,7 +48,7 @@ import time
 from typing import Any, Dict, MutableMapping, Optional, Sequence
 
 from . import _tf
-from .bundle._fs import place_file
+from .bundle import place_file
 from .constants import ENV_DUMP_GRAPH_PATH, ENV_RUN_KEEP_CHECKPOINTS, NPU_OPTIMIZER_NAME
 from .options import DumpOptions
 from .run_record import dumps_on_this_rank

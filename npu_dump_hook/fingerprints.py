@@ -18,8 +18,9 @@ executes and every value it is fed (``feed_dict``), sorted by name.
 
 Two parts:
 
-* pure hashing and comparison (:func:`array_digest`, :func:`compare`, :func:`section_problems`),
-  no TensorFlow;
+* pure hashing and comparison (:func:`array_digest`, :func:`compare`), no TensorFlow; the
+  section's shape check :func:`section_problems` is the bundle format's
+  (:func:`npu_dump_hook.bundle.schema.fingerprint_problems`, re-exported here);
 * the session side the hook drives (:class:`StateReader`, :func:`batch_tensors`): TensorFlow
   graph and session objects are received and their methods called; nothing here imports
   TensorFlow (``_tf`` only for its error classes).
@@ -38,13 +39,14 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _tf
+from .bundle.schema import FINGERPRINT_ALGORITHM as ALGORITHM
+from .bundle.schema import fingerprint_problems as section_problems
 
 __all__ = ["ALGORITHM", "BATCH_OP_TYPES", "array_digest", "fingerprints_section", "StateReader",
            "batch_tensors", "batch_entries", "compare", "Comparison", "section_problems", "CAUSES"]
 
 logger = logging.getLogger(__name__)
 
-ALGORITHM = "sha256"
 #: Op types whose outputs are the batch a step reads from its input pipeline (TF's iterators;
 #: ``GetNext`` is the Ascend adapter's device-side form).
 BATCH_OP_TYPES = frozenset(("IteratorGetNext", "IteratorGetNextSync", "GetNext"))
@@ -317,49 +319,3 @@ def _diff(left: Mapping[str, Mapping[str, Any]], right: Mapping[str, Mapping[str
         elif left[name].get(ALGORITHM) != right[name].get(ALGORITHM):
             result["values"].append(name)
     return result
-
-
-# --------------------------------------------------------------------------- shape check (verify)
-
-
-def section_problems(section: Any) -> List[str]:
-    """Problems of a ``fingerprints`` value's shape (bundle.json rule; empty when valid or null)."""
-    if section is None:
-        return []
-    if not isinstance(section, dict):
-        return ["fingerprints is neither null nor an object"]
-    problems = []
-    if section.get("algorithm") != ALGORITHM:
-        problems.append("fingerprints.algorithm is not {!r}".format(ALGORITHM))
-    step = section.get("step")
-    if step is not None and (isinstance(step, bool) or not isinstance(step, int)):
-        problems.append("fingerprints.step is neither null nor an integer")
-    for part, extra in (("state", ()), ("batch", ("source", "op_type"))):
-        entries = section.get(part)
-        if entries is None:
-            continue
-        if not isinstance(entries, list):
-            problems.append("fingerprints.{} is neither null nor a list".format(part))
-            continue
-        for number, entry in enumerate(entries):
-            problems.extend("fingerprints.{}[{}]: {}".format(part, number, p) for p in _entry_problems(entry, extra))
-    if not isinstance(section.get("skipped", []), list):
-        problems.append("fingerprints.skipped is not a list")
-    return problems
-
-
-def _entry_problems(entry: Any, extra: Sequence[str]) -> List[str]:
-    if not isinstance(entry, dict):
-        return ["not an object"]
-    problems = []
-    for key in ("name", "dtype") + tuple(extra):
-        if not isinstance(entry.get(key), str):
-            problems.append("{} missing or not a string".format(key))
-    shape = entry.get("shape")
-    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
-                                              for d in shape):
-        problems.append("shape missing or not a list of non-negative integers")
-    digest = entry.get(ALGORITHM)
-    if not (isinstance(digest, str) and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)):
-        problems.append("sha256 missing or not 64 lowercase hex digits")
-    return problems

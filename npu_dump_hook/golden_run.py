@@ -7,26 +7,26 @@
     target.checkpoint_prefix(scratch)                              # data/init/ checkpoint to restore
     check_variables(target.checkpoint_variables(...), graph_variables)  # names and shapes must agree
 
-``path`` is a bundle folder or a ``.tar``/``.tar.gz`` archive of one (only ``data/bundle.json``
-and ``data/init/`` are extracted, into the golden run's folder, member checks as for every
-archive the package reads). The bundle must be an NPU or emulated NPU bundle (``backend``
+``path`` is a bundle folder or a ``.tar``/``.tar.gz`` archive of one, opened with
+:func:`npu_dump_hook.bundle.open_bundle` (its rules: archive members checked before anything is
+written, every path inside the bag and through no symlink): ``open`` reads its bundle.json
+(of an archive nothing else is extracted), ``checkpoint_prefix`` opens it again for
+``data/init/`` (an archive's extraction goes into the golden run's scratch folder, which the
+hook removes once restored). The bundle must be an NPU or emulated NPU bundle (``backend``
 ``"npu"`` or ``"emulated"``); its ``data/init/`` files are checked against the sha256 in its
-bundle.json before they are restored.
+bundle.json before they are restored. Any BundleError is an OptionError(``initial_state``).
 
 ``identity()`` is what a golden bundle's ``golden_for`` records: the sha256 of the NPU bundle's
 ``data/bundle.json`` bytes (its own description, which holds every payload digest), its path,
 ``created`` and ``backend``.
 """
-import hashlib
+import contextlib
 import logging
 import os
-import shutil
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence
 
 from . import _tf
-from .bundle._archive import archive_format, iter_members, looks_like_tar
-from .bundle._fs import sha256_file
-from .bundle._spec import BUNDLE_JSON, BUNDLE_JSON_PATH, DATA_DIR, load_bundle_json
+from .bundle import DATA_DIR, BundleView, archive_format, looks_like_tar, open_bundle, sha256_file
 from .errors import BundleError, OptionError
 
 __all__ = ["NpuBundleTarget", "check_variables", "TARGET_BACKENDS"]
@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 
 #: Bundles a golden run can be made for: who wrote an NPU dump.
 TARGET_BACKENDS = ("npu", "emulated")
-_INIT = "init/"
+_INIT = "init"
 _OPTION = "initial_state"
 
 
@@ -47,6 +47,7 @@ class NpuBundleTarget(object):
         self.doc = doc
         self.bundle_json_sha256 = digest
         self.archive = archive
+        self._view = None  # type: Optional[BundleView]
 
     @classmethod
     def open(cls, path: Any, need_checkpoint: bool = True) -> "NpuBundleTarget":
@@ -54,23 +55,14 @@ class NpuBundleTarget(object):
         if not isinstance(path, (str, os.PathLike)):
             raise OptionError(_OPTION, path, "must be the path of an NPU bundle (folder or .tar/.tar.gz archive)")
         path = os.path.abspath(os.fspath(path))
-        if os.path.isdir(path):
-            raw = _read_file(os.path.join(path, DATA_DIR, BUNDLE_JSON), path)
-            archive = False
-        elif os.path.isfile(path) and (archive_format(path) or looks_like_tar(path)):
-            raw = _archive_bundle_json(path)
-            archive = True
-        else:
+        if not (os.path.isdir(path) or (os.path.isfile(path) and (archive_format(path) or looks_like_tar(path)))):
             raise OptionError(_OPTION, path, "is neither a bundle folder nor a bundle archive")
-        try:
-            doc = load_bundle_json(raw, path)
-        except BundleError as exc:
-            raise OptionError(_OPTION, path, str(exc))
-        target = cls(path, doc, hashlib.sha256(raw).hexdigest(), archive)
-        target._check(need_checkpoint)
+        with _as_option_error(path), open_bundle(path, parts=()) as view:
+            target = cls(path, view.doc, view.bundle_json_sha256, view.archive)
+            target._check(need_checkpoint, view)
         return target
 
-    def _check(self, need_checkpoint: bool) -> None:
+    def _check(self, need_checkpoint: bool, view: BundleView) -> None:
         backend = self.doc.get("backend")
         if backend not in TARGET_BACKENDS:
             raise OptionError(_OPTION, self.path, "is a {!r} bundle: a golden run is made for an NPU bundle "
@@ -78,7 +70,7 @@ class NpuBundleTarget(object):
         if self.captured_step is None:
             raise OptionError(_OPTION, self.path, "records no captured step (run.captured_step): not a bundle the "
                                                   "hook wrote")
-        if need_checkpoint and not self.init_files():
+        if need_checkpoint and not view.init_files():
             raise OptionError(_OPTION, self.path, "has no data/init/ checkpoint (the NPU run was made with "
                                                   "save_initial_state=False, or its save failed); pass "
                                                   "restore_initial_state=False to only compare fingerprints")
@@ -99,10 +91,6 @@ class NpuBundleTarget(object):
         value = self.doc.get("randomness")
         return value if isinstance(value, dict) else {}
 
-    def init_files(self) -> List[Dict[str, Any]]:
-        return [f for f in self.doc.get("files") or [] if isinstance(f, dict) and f.get("kind") == "init"
-                and isinstance(f.get("path"), str) and f["path"].startswith(_INIT)]
-
     def identity(self) -> Dict[str, Any]:
         """``golden_for`` of the golden bundle (before the comparison result is added)."""
         return {"bundle_json_sha256": self.bundle_json_sha256, "path": self.path,
@@ -112,25 +100,26 @@ class NpuBundleTarget(object):
     # -- the checkpoint -------------------------------------------------------------------
     def checkpoint_prefix(self, scratch_dir: str) -> str:
         """The restore prefix of the bundle's ``data/init/`` checkpoint, its files checked against
-        bundle.json; archives are extracted (``data/init/`` only) into ``scratch_dir``."""
-        files = self.init_files()
-        root = self.path
-        if self.archive:
-            root = scratch_dir
-            _extract_init(self.path, scratch_dir)
-        for entry in files:
-            local = os.path.join(root, DATA_DIR, *entry["path"].split("/"))
-            if not os.path.isfile(local):
-                raise OptionError(_OPTION, self.path, "lacks {}/{} that its bundle.json lists".format(
-                    DATA_DIR, entry["path"]))
-            if isinstance(entry.get("sha256"), str) and sha256_file(local)[1] != entry["sha256"]:
-                raise OptionError(_OPTION, self.path, "{}/{} differs from the sha256 in its bundle.json "
-                                                      "(a damaged bundle)".format(DATA_DIR, entry["path"]))
-        indexes = sorted(e["path"] for e in files if e["path"].endswith(".index"))
-        if len(indexes) != 1:
-            raise OptionError(_OPTION, self.path, "data/init/ holds {} checkpoint(s) (.index files), not one".format(
-                len(indexes)))
-        return os.path.join(root, DATA_DIR, *indexes[0][: -len(".index")].split("/"))
+        bundle.json; archives are extracted (``data/init/`` only) under ``scratch_dir``."""
+        self.close()
+        with _as_option_error(self.path):
+            if self.archive:
+                os.makedirs(scratch_dir, exist_ok=True)
+            self._view = view = open_bundle(self.path, parts=(_INIT,), workdir=scratch_dir)
+            files = view.init_files()
+            for entry in files:
+                _check_init_file(view, entry, self.path)
+            indexes = sorted(e["path"] for e in files if e["path"].endswith(".index"))
+            if len(indexes) != 1:
+                raise OptionError(_OPTION, self.path, "data/init/ holds {} checkpoint(s) (.index files), not "
+                                                      "one".format(len(indexes)))
+            return view.path(indexes[0][: -len(".index")])
+
+    def close(self) -> None:
+        """Close the bundle opened for its checkpoint (an archive's extraction is removed)."""
+        view, self._view = self._view, None
+        if view is not None:
+            view.close()
 
     @staticmethod
     def checkpoint_variables(prefix: str) -> Dict[str, List[int]]:
@@ -152,50 +141,20 @@ def check_variables(stored: Mapping[str, Sequence[int]], graph_variables: Sequen
             "mismatched": mismatched}
 
 
-def _read_file(path: str, bundle: str) -> bytes:
+def _check_init_file(view: BundleView, entry: Mapping[str, Any], bundle: str) -> None:
+    """OptionError unless the init file ``entry`` lists is present with the sha256 bundle.json gives."""
+    local = view.path(entry["path"])
+    if not os.path.isfile(local):
+        raise OptionError(_OPTION, bundle, "lacks {}/{} that its bundle.json lists".format(DATA_DIR, entry["path"]))
+    if isinstance(entry.get("sha256"), str) and sha256_file(local)[1] != entry["sha256"]:
+        raise OptionError(_OPTION, bundle, "{}/{} differs from the sha256 in its bundle.json "
+                                           "(a damaged bundle)".format(DATA_DIR, entry["path"]))
+
+
+@contextlib.contextmanager
+def _as_option_error(bundle: str) -> Iterator[None]:
+    """A BundleError (not a bundle, hostile member or path, ...) as OptionError(initial_state)."""
     try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except OSError as exc:
-        raise OptionError(_OPTION, bundle, "has no readable {}: {}".format(BUNDLE_JSON_PATH, exc.strerror or exc))
-
-
-def _bag_rel(rel: str) -> Optional[str]:
-    """``data/...`` for a member of the bag (top folder or not), else None."""
-    parts = rel.split("/")
-    for start in (0, 1):
-        if parts[start:start + 1] == [DATA_DIR] and len(parts) > start + 1:
-            return "/".join(parts[start:])
-    return None
-
-
-def _archive_bundle_json(path: str) -> bytes:
-    try:
-        for rel, member, tar in iter_members(path):
-            if member.isfile() and _bag_rel(rel) == BUNDLE_JSON_PATH:
-                handle = tar.extractfile(member)
-                if handle is not None:
-                    with handle:
-                        return handle.read()
+        yield
     except BundleError as exc:
-        raise OptionError(_OPTION, path, str(exc))
-    raise OptionError(_OPTION, path, "holds no {}".format(BUNDLE_JSON_PATH))
-
-
-def _extract_init(path: str, scratch_dir: str) -> None:
-    """Copy the archive's ``data/init/`` members into ``scratch_dir/data/init/``."""
-    try:
-        for rel, member, tar in iter_members(path):
-            bag_rel = _bag_rel(rel)
-            if not member.isfile() or bag_rel is None or not bag_rel.startswith(DATA_DIR + "/" + _INIT):
-                continue
-            target = os.path.join(scratch_dir, *bag_rel.split("/"))
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            source = tar.extractfile(member)
-            if source is None:  # pragma: no cover - isfile() members always have a stream
-                continue
-            with source, open(target, "wb") as out:
-                shutil.copyfileobj(source, out)
-    except BundleError as exc:
-        raise OptionError(_OPTION, path, str(exc))
-
+        raise OptionError(_OPTION, bundle, str(exc)) from exc

@@ -15,7 +15,9 @@ Run folder layout (``output_dir`` defaults to ``./npu_dump_hook_out``)::
 :class:`RunLayout` owns those names; :class:`RunRecord` is what a run was, frozen at
 ``end()``: collection reads the record, never the hook. ``RunRecord.run_section()`` is the
 one definition of the ``run`` section of ``bundle.json`` (post-hoc collection builds its
-section with :func:`run_section` too).
+section with :func:`run_section` too). The section's shape (:data:`RUN_SECTION_KEYS`,
+:func:`run_section`) belongs to the bundle format: :mod:`npu_dump_hook.bundle.schema`,
+re-exported here.
 """
 import datetime
 import json
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from ._atomic import atomic_write_bytes
+from .bundle.schema import RUN_SECTION_KEYS, run_section
 from .constants import ENV_ASCEND_DEVICE_ID, ENV_DEVICE_ID, ENV_RANK_ID
 from .errors import OptionError
 from .options import DumpOptions
@@ -35,8 +38,6 @@ RUN_JSON = "run.json"
 GRAPH_DIR, DUMP_DIR, TF_DIR, TF_GRAPH_FILE = "graph", "dump", "tf", "graph.pbtxt"
 INIT_DIR, INIT_CHECKPOINT_PREFIX, GOLDEN_DIR, CAPTURE_DIR = "init", "model.ckpt", "golden", ".capture"
 TARGET_SCRATCH_DIR = ".initial_state"
-#: Keys every bundle.json ``run`` section has (the bundle format contract); None when unknown.
-RUN_SECTION_KEYS = ("steps", "global_step", "started", "ended", "rank", "device_id")
 #: Further keys a hooked run records in its ``run`` section.
 _RUN_EXTRA_KEYS = ("max_steps", "captured_step", "graph_dump_env", "tf_version", "emulator", "reference")
 
@@ -95,13 +96,6 @@ class RunLayout:
     @property
     def run_json(self) -> str:
         return os.path.join(self.root, RUN_JSON)
-
-
-def run_section(**values: Any) -> Dict[str, Any]:
-    """A ``run`` section: every key of :data:`RUN_SECTION_KEYS` (None unless given), then the rest."""
-    section = {key: None for key in RUN_SECTION_KEYS}  # type: Dict[str, Any]
-    section.update(values)
-    return section
 
 
 def iso_time(stamp: Optional[float]) -> Optional[str]:

@@ -8,29 +8,46 @@ init files::
     write.py     write_bundle: plan, place + hash, stream bundle.json, tag files, one rename
     describe.py  what a file is (kind, parsed name, header summary), graph ops, coverage
     verify.py    verify_bundle: BagIt, schema, payload agreement, parse checks
-    read.py      read_bundle (folder or archive), summarize
+    view.py      open_bundle: the one way to open a bundle (folder or archive) for reading
+    read.py      read_bundle (bundle.json, through open_bundle), summarize
+    schema.py    the run and fingerprints sections' shape (the hook side imports it)
     index.py     write_rank_bundle / update_index / read_index: one root shared by ranks
     _spec.py     names and kinds the format fixes; the one bundle.json reader
     _archive.py  the one archive-suffix rule and tar-member check; pack / extract
     _bagit.py, _fs.py, _progress.py   BagIt files, safe paths + atomic staging, progress
 
+Other packages use the public names below only (never ``bundle._x``): ``open_bundle`` to
+read, ``safe_join``/``safe_relpath``, ``sha256_file``, ``place_file``, ``archive_format``,
+``looks_like_tar``.
+
 Several processes (one per rank) may share one root: :func:`write_rank_bundle` writes
 ``{root}/rank_{rank}/`` and records it in ``{root}/index.json`` under a file lock.
 """
-from ._archive import archive_format
+from ._archive import archive_format, looks_like_tar
 from ._bagit import Problem
-from ._spec import BACKENDS, BUNDLE_JSON, FILE_KINDS, INDEX_JSON, INDEX_SCHEMA
+from ._fs import place_file, safe_join, safe_relpath, sha256_file
+from ._spec import BACKENDS, BUNDLE_JSON, DATA_DIR, FILE_KINDS, GOLDEN_MANIFEST, INDEX_JSON, INDEX_SCHEMA
 from ..constants import ARCHIVES, CHECKSUMS
 from .describe import header_summary
 from .index import rank_from_env, read_index, update_index, write_rank_bundle
 from .read import read_bundle, summarize
 from .verify import verify_bundle
+from .view import BundleView, open_bundle
 from .write import BundleResult, write_bundle
 
 __all__ = [
     "BundleResult",
     "Problem",
     "archive_format",
+    "looks_like_tar",
+    "open_bundle",
+    "BundleView",
+    "safe_join",
+    "safe_relpath",
+    "sha256_file",
+    "place_file",
+    "DATA_DIR",
+    "GOLDEN_MANIFEST",
     "BACKENDS",
     "FILE_KINDS",
     "CHECKSUMS",

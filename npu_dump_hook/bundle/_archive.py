@@ -10,7 +10,9 @@ the archive's size -- ``max(RATIO_FREE_BYTES, MAX_RATIO * archive bytes)``, neve
 write gigabytes. The stream is counted as it is decompressed, so an archive that exceeds the
 bound is refused as soon as it does, before anything more is read. :func:`extract_archive`
 checks every member (names, types, total size) before it writes anything, then writes each
-member's listed size at most.
+member's listed size at most; :func:`extract_bag` is that extraction for a bundle archive
+(where its bag is, and optionally only some of its files): what ``verify`` and
+:func:`~npu_dump_hook.bundle.open_bundle` both use.
 """
 import bz2
 import gzip
@@ -20,12 +22,13 @@ import os
 import stat
 import tarfile
 import zlib
-from typing import IO, Any, Iterator, List, Optional, Tuple
+from typing import IO, Any, Callable, Iterator, List, Optional, Tuple
 
 from ..errors import BundleError, UnsafePathError
+from ._bagit import BAGIT_TXT
 from ._fs import CHUNK_SIZE, safe_join, safe_relpath
 
-__all__ = ["archive_format", "strip_archive_ext", "checked_member", "pack_archive", "extract_archive",
+__all__ = ["archive_format", "strip_archive_ext", "checked_member", "pack_archive", "extract_archive", "extract_bag",
            "iter_members", "looks_like_tar", "expansion_limit", "MAX_RATIO", "RATIO_FREE_BYTES",
            "MAX_EXPANDED_BYTES"]
 
@@ -245,9 +248,41 @@ def extract_archive(archive: str, dest_dir: str) -> List[str]:
     :func:`expansion_limit`) before anything is written; then each member's listed size is
     written at most. Returns the top-level names extracted.
     """
+    return _extract(archive, dest_dir, None)[0]
+
+
+def extract_bag(archive: str, dest_dir: str, keep: Optional[Callable[[str], bool]] = None) -> str:
+    """Extract the bundle ``archive`` into the existing folder ``dest_dir`` as
+    :func:`extract_archive` does (every member checked before anything is written) and
+    return the bag's root: ``dest_dir`` when ``bagit.txt`` is at the archive's top or the
+    archive holds several top-level names, else its one top-level folder.
+
+    With ``keep``, only the files whose bag-relative name (``data/bundle.json``, ...)
+    ``keep(name)`` accepts are written; the others are checked all the same.
+    """
+    top = _extract(archive, dest_dir, keep)[1]
+    return dest_dir if top is None else os.path.join(dest_dir, top)
+
+
+def _bag_top(listed: List[Tuple[str, bool, int]]) -> Optional[str]:
+    """The one top-level folder that holds the bag, or None when the bag is the archive's top."""
+    tops = []  # type: List[str]
+    for rel, is_dir, _size in listed:
+        if rel == BAGIT_TXT and not is_dir:
+            return None
+        top = rel.split("/", 1)[0]
+        if rel and top not in tops:
+            tops.append(top)
+    return tops[0] if len(tops) == 1 else None
+
+
+def _extract(archive: str, dest_dir: str,
+             keep: Optional[Callable[[str], bool]]) -> Tuple[List[str], Optional[str]]:
+    """(top-level names, the bag's top folder or None) of ``archive`` extracted into ``dest_dir``."""
     tops = []  # type: List[str]
     with _open_file(archive) as fh:
         listed = _member_list(fh, archive)
+        bag_top = _bag_top(listed)
         fh.seek(0)
         try:
             with _open_tar(fh, archive) as tar:
@@ -263,13 +298,21 @@ def extract_archive(archive: str, dest_dir: str) -> List[str]:
                     top = rel.split("/", 1)[0]
                     if top not in tops:
                         tops.append(top)
-                    _extract_member(tar, member, rel, archive, dest_dir)
+                    if keep is None or (member.isfile() and keep(_bag_rel(rel, bag_top))):
+                        _extract_member(tar, member, rel, archive, dest_dir)
         except _DAMAGED as exc:  # a member's data ends early or does not inflate
             raise BundleError("{}: a damaged tar archive: {}".format(archive, exc), archive)
         except OSError as exc:
             raise BundleError("{}: extracting into {} failed: {}".format(
                 archive, exc.filename or dest_dir, exc.strerror or exc), archive)
-    return tops
+    return tops, bag_top
+
+
+def _bag_rel(rel: str, bag_top: Optional[str]) -> str:
+    """A member's name relative to the bag root (``""`` for a member outside the bag's folder)."""
+    if bag_top is None:
+        return rel
+    return rel[len(bag_top) + 1:] if rel.startswith(bag_top + "/") else ""
 
 
 def _extract_member(tar: tarfile.TarFile, member: tarfile.TarInfo, rel: str, archive: str, dest_dir: str) -> None:

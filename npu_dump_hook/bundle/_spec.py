@@ -5,6 +5,7 @@
     <bundle>/bagit.txt  bag-info.txt  manifest-sha256.txt
     <bundle>/data/bundle.json          BUNDLE_JSON_PATH
     <bundle>/data/{graph,tf,dump,golden,init}/...
+    <bundle>/data/golden/golden_manifest.json   GOLDEN_DIR, GOLDEN_MANIFEST
     {root}/index.json, {root}/rank_{N}/  (multi-rank roots)
 """
 import json
@@ -14,7 +15,8 @@ from ..constants import RECORDED_BACKENDS
 from ..errors import BundleError
 
 __all__ = ["DATA_DIR", "BUNDLE_JSON", "BUNDLE_JSON_PATH", "INDEX_JSON", "INDEX_SCHEMA", "MAPPING_FILE",
-           "FILE_KINDS", "DUMP_NAME_FIELDS", "BACKENDS", "REFERENCE_BACKEND", "load_bundle_json"]
+           "FILE_KINDS", "DUMP_NAME_FIELDS", "BACKENDS", "REFERENCE_BACKEND", "GOLDEN_DIR", "GOLDEN_MANIFEST",
+           "INIT_DIR", "DUMP_DIR", "load_bundle_json"]
 
 DATA_DIR = "data"
 BUNDLE_JSON = "bundle.json"
@@ -22,6 +24,10 @@ BUNDLE_JSON_PATH = DATA_DIR + "/" + BUNDLE_JSON
 INDEX_JSON = "index.json"
 INDEX_SCHEMA = "npu_dump_hook/bundle-index@1"
 MAPPING_FILE = "mapping.csv"
+#: Payload folders (under ``data/``) of the golden tensors, the initial-state checkpoint, the dump chain.
+GOLDEN_DIR, INIT_DIR, DUMP_DIR = "golden", "init", "dump"
+#: The golden capture's manifest in ``data/golden/`` (written by :mod:`npu_dump_hook.reference`).
+GOLDEN_MANIFEST = "golden_manifest.json"
 #: What bundle.json's ``backend`` may record (who wrote the data).
 BACKENDS = RECORDED_BACKENDS
 #: The backend of golden bundles: golden tensors, no graph and no dump (coverage not applicable).

@@ -1,8 +1,12 @@
 """What a bundle file is: its ``kind`` and, for dump-folder files, its parsed name and header.
 
-The one place that classifies a file of a dump folder (bundle writing and ``parse`` both ask
-here): ``mapping.csv``; hashed all-digit names resolved through the folder's mapping; dump,
-stats and Opdebug names (:mod:`npu_dump_hook.formats.names`); everything else is ``other``.
+:func:`classify_file` is the one place that says what a dump artefact is by its name (bundle
+writing and ``npu-dump-hook parse`` both ask it): ``mapping.csv``; ``ge_proto``/``ge_onnx``/
+``ge_readable`` graph files; dump, stats and Opdebug names (:mod:`npu_dump_hook.formats.names`),
+hashed all-digit names resolved through the folder's mapping (one it does not resolve is still
+a dump file, without a name); everything else is ``other``. In a bundle's dump folder only
+named dump, stats and Opdebug files and ``mapping.csv`` keep their kind; a graph file or an
+unresolved hashed name there is ``other`` (:func:`dump_folder_kind`, the bundle.json rule).
 Graph files are summarised as the ops coverage counts (:func:`graph_ops`).
 """
 import bisect
@@ -11,27 +15,55 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Set
 from ..errors import FormatError
 from ..formats import ge_graph
 from ..formats.dump_file import TensorFields, quick_tensor_fields, read_header, read_header_bytes
-from ..formats.names import DumpName, is_hashed_name, parse_dump_name, sanitize
+from ..formats.names import (DumpName, GraphFileName, is_hashed_name, parse_dump_name, parse_graph_file_name,
+                             sanitize)
 from ._spec import MAPPING_FILE
 
-__all__ = ["describe_dump_folder_file", "dump_folder_kind", "header_summary", "GraphOps", "graph_ops",
+__all__ = ["FileClass", "classify_file", "describe_dump_folder_file", "dump_folder_kind", "header_summary", "GraphOps", "graph_ops",
            "coverage", "CoverageTally", "not_applicable_coverage", "NOT_APPLICABLE"]
 
 #: ``coverage.not_applicable`` of a bundle that holds no NPU dump by definition (golden bundles).
 NOT_APPLICABLE = "reference bundle: golden tensors only, no NPU graph or dump to cover"
 
 
-def dump_folder_kind(base: str, mapping: Optional[Mapping[str, str]]) -> "tuple":
-    """``(kind, parsed DumpName or None, warning or None)`` of a file named ``base`` in a dump folder."""
+class FileClass(NamedTuple):
+    """What :func:`classify_file` found: ``kind`` (``mapping``, ``graph``, ``dump``, ``stats``,
+    ``opdebug`` or ``other``), the parsed dump ``name`` or graph file name ``graph`` (None
+    otherwise), and ``note``: why a hashed name is unresolved when mapping.csv lacks it."""
+
+    kind: str
+    name: Optional[DumpName] = None
+    graph: Optional[GraphFileName] = None
+    note: Optional[str] = None
+
+
+def classify_file(base: str, mapping: Optional[Mapping[str, str]]) -> FileClass:
+    """What the file named ``base`` is, by its name alone (``mapping``: its folder's mapping.csv)."""
     if base == MAPPING_FILE:
-        return "mapping", None, None
-    if is_hashed_name(base) and not (mapping and base in mapping):
-        return "other", None, "hashed name without a mapping.csv entry"
+        return FileClass("mapping")
+    graph = parse_graph_file_name(base)
+    if graph is not None:
+        return FileClass("graph", graph=graph)
     try:
         name = parse_dump_name(base, mapping)
     except FormatError:
-        return "other", None, None
-    return name.kind, name, None
+        if not is_hashed_name(base):
+            return FileClass("other")
+        unlisted = not (mapping and base in mapping)
+        return FileClass("dump", note="hashed name without a mapping.csv entry" if unlisted else None)
+    return FileClass(name.kind, name=name)
+
+
+def dump_folder_kind(base: str, mapping: Optional[Mapping[str, str]]) -> "tuple":
+    """``(kind, parsed DumpName or None, warning or None)`` of a file named ``base`` in a dump folder:
+    :func:`classify_file`, where a file without a parsed dump name (a graph file, an unresolved
+    hashed name) is ``other``, as bundle.json records it."""
+    found = classify_file(base, mapping)
+    if found.kind == "mapping":
+        return "mapping", None, None
+    if found.name is None:
+        return "other", None, found.note
+    return found.kind, found.name, None
 
 
 def describe_dump_folder_file(rel: str, path: str, mapping: Optional[Mapping[str, str]],

@@ -1,38 +1,17 @@
-"""Reading a bundle: its ``bundle.json`` from a folder or an archive, and the human summary."""
-import os
+"""Reading a bundle: its ``bundle.json`` (through :func:`~npu_dump_hook.bundle.open_bundle`,
+folder or archive), and the human summary."""
 from typing import Any, Dict, List, Mapping
 
-from ..errors import BundleError
-from ._archive import iter_members
-from ._spec import BUNDLE_JSON, BUNDLE_JSON_PATH, DATA_DIR, load_bundle_json
+from .view import open_bundle
 
 __all__ = ["read_bundle", "summarize"]
 
 
 def read_bundle(path: str) -> Dict[str, Any]:
     """The parsed ``data/bundle.json`` of a bundle folder or archive (BundleError if absent
-    or not JSON; UnsafePathError for hostile archive members met on the way)."""
-    if os.path.isdir(path):
-        target = os.path.join(path, DATA_DIR, BUNDLE_JSON)
-        if not os.path.isfile(target):
-            raise BundleError("{} has no {}".format(path, BUNDLE_JSON_PATH), path)
-        with open(target, "rb") as fh:
-            return load_bundle_json(fh.read(), target)
-    if not os.path.isfile(path):
-        raise BundleError("{} does not exist".format(path), path)
-    return _read_from_archive(path)
-
-
-def _read_from_archive(path: str) -> Dict[str, Any]:
-    for rel, member, tar in iter_members(path):
-        parts = rel.split("/")
-        if member.isfile() and parts[-2:] == [DATA_DIR, BUNDLE_JSON] and len(parts) <= 3:
-            handle = tar.extractfile(member)
-            if handle is None:  # pragma: no cover
-                break
-            with handle:
-                return load_bundle_json(handle.read(), "{}:{}".format(path, rel))
-    raise BundleError("{} holds no {}".format(path, BUNDLE_JSON_PATH), path)
+    or not JSON; UnsafePathError for hostile archive members or a symlinked bundle.json)."""
+    with open_bundle(path, parts=()) as view:
+        return view.doc
 
 
 def summarize(bundle: Mapping[str, Any]) -> str:

@@ -1,10 +1,12 @@
 """Verification of a bundle folder or archive: BagIt integrity, the bundle.json schema, payload
 agreement and that dump, mapping and graph files parse; every problem listed, in a fixed order.
 
-Archives are extracted to a temporary folder first; every member is checked before anything
-is written (:func:`~npu_dump_hook.bundle._archive.checked_member`), and an archive whose
-uncompressed stream passes :func:`~npu_dump_hook.bundle._archive.expansion_limit` is refused
-before it is decompressed further (docs/bundle-format.md rule 7).
+Archives are extracted to a temporary folder first, by the code
+:func:`~npu_dump_hook.bundle.open_bundle` uses too (:func:`~npu_dump_hook.bundle._archive.extract_bag`):
+every member is checked before anything is written
+(:func:`~npu_dump_hook.bundle._archive.checked_member`), and an archive whose uncompressed
+stream passes :func:`~npu_dump_hook.bundle._archive.expansion_limit` is refused before it is
+decompressed further (docs/bundle-format.md rule 7).
 """
 import json
 import os
@@ -15,13 +17,12 @@ from typing import Any, Dict, List, Mapping, Optional
 from ..constants import BUNDLE_SCHEMA
 from ..errors import BundleError, FormatError, UnsafePathError
 from ..formats.mapping_csv import read_mapping
-from ..run_record import RUN_SECTION_KEYS
 from . import _bagit, _fs
-from ._archive import archive_format, extract_archive, looks_like_tar
+from ._archive import archive_format, extract_bag, looks_like_tar
 from ._bagit import Problem
-from ..fingerprints import section_problems as fingerprint_problems
 from ._spec import BACKENDS, BUNDLE_JSON_PATH, DATA_DIR, DUMP_NAME_FIELDS, FILE_KINDS, REFERENCE_BACKEND
 from .describe import graph_ops, header_summary
+from .schema import RUN_SECTION_KEYS, fingerprint_problems
 
 __all__ = ["verify_bundle", "check_bundle_json", "check_payload"]
 
@@ -49,7 +50,7 @@ def verify_bundle(path: str, workers: Optional[int] = None) -> List[Problem]:
             return [Problem("unparsable", "", "{} is neither a bundle folder nor a tar archive".format(path))]
         with tempfile.TemporaryDirectory(prefix="npu_dump_hook-verify-") as tmp:
             try:
-                root = _extracted_root(path, tmp)
+                root = extract_bag(path, tmp)
             except UnsafePathError as exc:
                 return [Problem("unsafe", "", str(exc))]
             except BundleError as exc:
@@ -58,13 +59,6 @@ def verify_bundle(path: str, workers: Optional[int] = None) -> List[Problem]:
     if not os.path.isdir(path):
         return [Problem("missing", "", "{} does not exist".format(path))]
     return _verify_dir(path, workers)
-
-
-def _extracted_root(archive: str, tmp: str) -> str:
-    tops = extract_archive(archive, tmp)
-    if os.path.isfile(os.path.join(tmp, _bagit.BAGIT_TXT)) or len(tops) != 1:
-        return tmp
-    return os.path.join(tmp, tops[0])
 
 
 def _verify_dir(root: str, workers: Optional[int]) -> List[Problem]:

@@ -33,7 +33,6 @@ from ..formats._forked import ForkedCall, fork_is_safe, usable_cores
 from ..formats.ge_json import write_msaccucmp_json
 from ..formats.mapping_csv import read_mapping
 from ..formats.names import parse_graph_file_name
-from ..run_record import run_section
 from . import _bagit, _fs
 from ._placing import FileError, write_payload_and_json
 from ._archive import archive_format, pack_archive, strip_archive_ext
@@ -41,6 +40,7 @@ from ._progress import ProgressFn, make_progress
 from ._staging import Staging, is_nonempty
 from ._spec import BACKENDS, BUNDLE_JSON_PATH, DATA_DIR, MAPPING_FILE, REFERENCE_BACKEND
 from .describe import GraphOps, graph_ops
+from .schema import run_section
 
 __all__ = ["BundleResult", "write_bundle"]
 

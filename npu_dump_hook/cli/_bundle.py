@@ -17,8 +17,10 @@ Exit codes (the table is :mod:`._exit`):
 ``--out`` ending in ``.tar``/``.tar.gz``/``.tgz`` implies ``--archive tar``/``tar.gz`` (only
 the archive is written); an explicit ``--archive`` must agree with that suffix.
 
-``inspect`` text is written here from the bundle.json dict (:func:`format_bundle`); it
-shows values, never Python reprs.
+``inspect`` opens the bundle once with :func:`npu_dump_hook.bundle.open_bundle` (an archive is
+extracted once, every member checked first) and verifies that opened bag; its text is written
+here from the bundle.json dict (:func:`format_bundle`); it shows values, never Python reprs.
+``verify`` is :func:`npu_dump_hook.bundle.verify_bundle` (the same archive extraction).
 """
 import argparse
 import collections
@@ -210,11 +212,13 @@ def _verify(args: argparse.Namespace) -> int:
     return code
 
 
-def _read(path: str) -> Dict[str, Any]:
-    if os.path.isdir(path) and not os.path.isfile(os.path.join(path, "data", bundle.BUNDLE_JSON)):
-        raise CliError("{}: not a bundle (no data/{})".format(path, bundle.BUNDLE_JSON), EXIT_CHECK_FAILED)
+def _open(path: str) -> "bundle.BundleView":
+    """The bundle at ``path`` opened (:func:`bundle.open_bundle`); a failed check when it is none."""
+    if os.path.isdir(path) and not os.path.isfile(os.path.join(path, bundle.DATA_DIR, bundle.BUNDLE_JSON)):
+        raise CliError("{}: not a bundle (no {}/{})".format(path, bundle.DATA_DIR, bundle.BUNDLE_JSON),
+                       EXIT_CHECK_FAILED)
     try:
-        return bundle.read_bundle(path)
+        return bundle.open_bundle(path)
     except BundleError as exc:  # no bundle.json in the archive, not JSON, hostile members
         raise CliError(_one_line(exc), EXIT_CHECK_FAILED) from exc
     except (tarfile.TarError, EOFError, zlib.error) as exc:
@@ -223,8 +227,9 @@ def _read(path: str) -> Dict[str, Any]:
 
 def _inspect(args: argparse.Namespace) -> int:
     _require_bundle_path(args.bundle)
-    doc = _read(args.bundle)
-    problems = _problems(args.bundle)
+    with _open(args.bundle) as view:  # an archive is extracted once, for reading and verifying
+        doc = view.doc
+        problems = _problems(view.root)
     code = EXIT_CHECK_FAILED if problems else EXIT_OK
     pending(args, code)
     if args.json:

@@ -169,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         _write("json", args.json, lambda: json.dumps(result.doc, indent=1, allow_nan=False) + "\n")
     if args.html:
-        from ..compare._html import render_html
+        from ..compare import render_html
 
         _write("html", args.html, lambda: render_html(result.doc))
     pending(args, result.exit_code)

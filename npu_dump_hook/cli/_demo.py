@@ -245,7 +245,7 @@ def _compare(npu_bundle: str, golden_bundle: str, html: str, faults: Dict[str, s
     command = "npu-dump-hook compare {} {} --html report.html".format(_quoted(npu_bundle), _quoted(golden_bundle))
     try:
         from ..compare import compare
-        from ..compare._html import render_html
+        from ..compare import render_html
     except ImportError as exc:  # a copy of the package without the compare command
         print("3. compare the two bundles (npu_dump_hook.compare is not importable here: {}):".format(exc))
         print("   " + command)

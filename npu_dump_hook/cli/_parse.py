@@ -27,6 +27,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
+from ..bundle.describe import classify_file
 from ..errors import FormatError, NameFormatError
 from ..formats import ge_graph, names
 from ..formats._forked import usable_cores
@@ -144,18 +145,12 @@ class _MappingCache(object):
 
 
 def _classify(path: str, mappings: _MappingCache) -> Tuple[str, Optional[names.DumpName], Any]:
-    """(kind, parsed dump name or None, parsed graph file name or None) from the file name."""
-    base = os.path.basename(path)
-    if base == MAPPING_FILE_NAME:
-        return KIND_MAPPING, None, None
-    graph = names.parse_graph_file_name(base)
-    if graph is not None:
-        return (KIND_GRAPH if graph.usable_for_mapping else KIND_GRAPH_IGNORED), None, graph
-    try:
-        parsed = names.parse_dump_name(base, mappings.get(os.path.dirname(path)))
-    except NameFormatError:
-        return (names.KIND_DUMP if names.is_hashed_name(base) else KIND_UNKNOWN), None, None
-    return parsed.kind, parsed, None
+    """(kind, parsed dump name or None, parsed graph file name or None) from the file name
+    (:func:`npu_dump_hook.bundle.describe.classify_file`, the one classifier)."""
+    found = classify_file(os.path.basename(path), mappings.get(os.path.dirname(path)))
+    if found.graph is not None:
+        return (KIND_GRAPH if found.graph.usable_for_mapping else KIND_GRAPH_IGNORED), None, found.graph
+    return {"mapping": KIND_MAPPING, "other": KIND_UNKNOWN}.get(found.kind, found.kind), found.name, None
 
 
 def _parse_file(

@@ -35,6 +35,7 @@ from ..errors import OptionError
 from ._analysis import analyse
 from ._golden import GoldenSide, load_golden_side
 from ._graph import load_graph
+from ._html import render_html
 from ._match import build_plan
 from ._npu import NpuSide, load_npu
 from ._report import SCHEMA, csv_text, first_divergence_doc, row_doc, summary_doc, terminal_summary
@@ -42,7 +43,7 @@ from ._rows import Row, build_rows
 from ._thresholds import DEFAULT_THRESHOLDS, Thresholds, make_thresholds
 from ._worker import FileResult, run_jobs
 
-__all__ = ["compare", "CompareResult", "Thresholds", "DEFAULT_THRESHOLDS", "SCHEMA", "ProgressFn"]
+__all__ = ["compare", "CompareResult", "Thresholds", "DEFAULT_THRESHOLDS", "SCHEMA", "ProgressFn", "render_html"]
 
 logger = logging.getLogger(__name__)
 

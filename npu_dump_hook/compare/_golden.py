@@ -3,7 +3,8 @@
 Sources (docs/reference/ascend-dump-formats.md §6):
 
 * a golden bundle (folder or archive whose ``data/golden/`` holds the reference capture and
-  its ``golden_manifest.json``, :mod:`npu_dump_hook.reference`);
+  its ``golden_manifest.json``, :mod:`npu_dump_hook.reference`), opened with
+  :func:`npu_dump_hook.bundle.open_bundle` (of an archive only ``data/golden/`` is extracted);
 * a folder of ``{op name with / and . -> _}.{output_index}.{timestamp}.npy`` files (tfdbg's,
   precision_tool's, ours); other files are skipped (counted in ``skipped``);
 * the NPU bundle's own ``data/golden/`` when no golden is given (emulated runs).
@@ -20,6 +21,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from ..bundle import BUNDLE_JSON, DATA_DIR, GOLDEN_MANIFEST, looks_like_tar, open_bundle
 from ..errors import CompareError, NameFormatError
 from ..formats.names import parse_npy_name
 
@@ -137,8 +139,6 @@ class GoldenSide(object):
 def load_golden_side(golden: Optional[str], npu: Any) -> GoldenSide:
     """The golden side for ``golden`` (a golden bundle folder/archive, a folder of .npy files,
     or None: the NPU side's own ``data/golden``); CompareError naming what is missing."""
-    from ._npu import open_bundle
-
     if golden is None:
         if npu.golden_dir is None:
             raise CompareError("NPU {} carries no data/golden folder: give GOLDEN (a golden bundle or a folder "
@@ -146,15 +146,19 @@ def load_golden_side(golden: Optional[str], npu: Any) -> GoldenSide:
         return GoldenSide(npu.path, "embedded", npu.golden_dir, npu.bundle_json)
     if not os.path.exists(golden):
         raise CompareError("golden {}: no such file or folder".format(golden), golden)
-    if os.path.isdir(golden) and not os.path.isfile(os.path.join(golden, "data", "bundle.json")):
+    if os.path.isdir(golden) and not os.path.isfile(os.path.join(golden, DATA_DIR, BUNDLE_JSON)):
         return GoldenSide(golden, "npy_dir", golden)
-    bundle = open_bundle(golden)
+    if not (os.path.isdir(golden) or (os.path.isfile(golden) and looks_like_tar(golden))):
+        raise CompareError("golden {}: not a bundle (folder or .tar/.tar.gz) nor a folder of .npy files".format(
+            golden), golden)
+    view = open_bundle(golden, parts=("golden",))
     try:
-        if bundle.golden_dir is None:
+        folder = view.golden_dir()
+        if folder is None:
             raise CompareError("golden {}: the bundle has no data/golden folder".format(golden), golden)
-        return GoldenSide(golden, "bundle", bundle.golden_dir, bundle.bundle_json, owner=bundle)
+        return GoldenSide(golden, "bundle", folder, view.doc, owner=view)
     except BaseException:
-        bundle.close()
+        view.close()
         raise
 
 
@@ -175,7 +179,7 @@ def index_npy_dir(folder: str) -> Tuple[Dict[str, str], List[str]]:
             try:
                 parsed = parse_npy_name(entry.name)
             except NameFormatError:
-                if entry.name != "golden_manifest.json":
+                if entry.name != GOLDEN_MANIFEST:
                     skipped.append(entry.name)
                 continue
             stamp = _sort_stamp(parsed.timestamp)

@@ -1,0 +1,186 @@
+"""bundle.open_bundle: the one way to open a bundle (folder or archive) and the view it returns;
+the one file classifier (describe.classify_file)."""
+import hashlib
+import io
+import json
+import os
+import tarfile
+
+import pytest
+
+from npu_dump_hook import bundle
+from npu_dump_hook.bundle.describe import classify_file, dump_folder_kind
+from npu_dump_hook.errors import BundleError, OptionError, UnsafePathError
+from npu_dump_hook.golden_run import NpuBundleTarget
+
+from helpers.bundles import HASHED, LONG_NAME, RELU, STATS, make_run, tree_state, write
+
+
+@pytest.fixture
+def folder(tmp_path):
+    write(tmp_path / "b", make_run(tmp_path / "src"))
+    return str(tmp_path / "b")
+
+
+def _pack(folder, archive, arcname="b"):
+    with tarfile.open(archive, "w:gz" if archive.endswith(".gz") else "w") as tar:
+        tar.add(folder, arcname=arcname)
+    return archive
+
+
+def _raw_json(folder):
+    with open(os.path.join(folder, "data", "bundle.json"), "rb") as handle:
+        return handle.read()
+
+
+def _hand_written(root, doc):
+    """A bag holding only the bundle.json ``doc`` (what a hostile or hand-made bundle looks like)."""
+    os.makedirs(os.path.join(root, "data"))
+    with open(os.path.join(root, "data", "bundle.json"), "w") as handle:
+        json.dump(doc, handle)
+    return root
+
+
+# -- a folder --------------------------------------------------------------------------------------
+def test_a_folder_is_read_in_place_and_described(folder):
+    before = tree_state(folder)
+    with bundle.open_bundle(folder) as view:
+        assert (view.root, view.archive, view.location) == (folder, False, folder)
+        assert view.doc == bundle.read_bundle(folder)
+        assert view.bundle_json_sha256 == hashlib.sha256(_raw_json(folder)).hexdigest()
+        assert view.identity() == {"bundle_json_sha256": view.bundle_json_sha256, "path": folder,
+                                   "created": view.doc["created"], "backend": "emulated"}
+        assert len(view.files()) == len(view.doc["files"])
+        dumps = view.files("dump")
+        assert dumps and all(e["kind"] == "dump" for e in dumps)
+        assert os.path.isfile(view.path(dumps[0]["path"]))
+        assert view.graph_file() == os.path.join(folder, "data", *view.doc["graph"]["file"].split("/"))
+        assert view.dump_dir() == os.path.join(folder, "data", "dump")
+        assert (view.golden_dir(), view.golden_manifest(), view.init_files()) == (None, None, [])
+        with pytest.raises(ValueError, match="not one of"):
+            view.files("dumps")
+    assert tree_state(folder) == before
+
+
+def test_a_folder_without_bundle_json_or_nothing_at_all(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(BundleError, match="has no data/bundle.json"):
+        bundle.open_bundle(str(tmp_path / "empty"))
+    with pytest.raises(BundleError, match="does not exist"):
+        bundle.open_bundle(str(tmp_path / "nope"))
+
+
+# -- an archive ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name, arcname", [("b.tar.gz", "b"), ("b.tar", ".")])
+def test_an_archive_is_extracted_and_removed_on_close(tmp_path, folder, name, arcname):
+    archive = _pack(folder, str(tmp_path / name), arcname)
+    work = tmp_path / "work"
+    work.mkdir()
+    with bundle.open_bundle(archive, workdir=str(work)) as view:
+        assert view.archive and view.location == archive and view.root.startswith(str(work))
+        assert view.doc == bundle.read_bundle(folder)
+        assert view.bundle_json_sha256 == hashlib.sha256(_raw_json(folder)).hexdigest()
+        assert os.path.isfile(view.path(view.files("dump")[0]["path"]))
+        assert bundle.verify_bundle(view.root) == []
+    assert os.listdir(str(work)) == []
+
+
+def test_parts_limit_what_an_archive_extracts(tmp_path, folder):
+    archive = _pack(folder, str(tmp_path / "b.tar"))
+    with bundle.open_bundle(archive, parts=()) as view:
+        assert view.dump_dir() is None and view.doc["files"]
+        assert sorted(os.listdir(view.data_dir)) == ["bundle.json"]
+
+
+def test_a_hostile_archive_is_refused_before_anything_is_written(tmp_path, folder):
+    evil = str(tmp_path / "evil.tar")
+    with tarfile.open(evil, "w") as tar:
+        tar.add(folder, arcname="b")
+        tar.addfile(tarfile.TarInfo("../escape"), io.BytesIO(b""))
+    work = tmp_path / "work"
+    work.mkdir()
+    with pytest.raises(UnsafePathError, match="escape"):
+        bundle.open_bundle(evil, workdir=str(work))
+    assert os.listdir(str(work)) == [] and not (tmp_path / "escape").exists()
+
+
+def test_an_archive_without_bundle_json(tmp_path):
+    archive = str(tmp_path / "x.tar")
+    with tarfile.open(archive, "w") as tar:
+        tar.addfile(tarfile.TarInfo("b/bagit.txt"), io.BytesIO(b""))
+    with pytest.raises(BundleError, match="holds no data/bundle.json"):
+        bundle.open_bundle(archive)
+
+
+# -- paths stay in the bag -------------------------------------------------------------------------
+@pytest.mark.parametrize("rel, rule", [("../outside", "escapes"), ("init/../../x", "escapes"),
+                                       ("/etc/passwd", "absolute"), ("", "empty")])
+def test_path_refuses_leaving_the_bag(folder, rel, rule):
+    with bundle.open_bundle(folder) as view:
+        with pytest.raises(UnsafePathError, match=rule) as info:
+            view.path(rel)
+    assert folder in str(info.value) and "data/{}".format(rel) in str(info.value)
+
+
+def test_path_refuses_going_through_a_symlink(tmp_path, folder):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    os.symlink(str(outside), os.path.join(folder, "data", "init"))
+    with bundle.open_bundle(folder) as view:
+        with pytest.raises(UnsafePathError, match="data/init is a symlink"):
+            view.path("init/model.ckpt.index")
+        assert os.path.isfile(view.path(view.files("dump")[0]["path"]))
+
+
+def test_a_symlinked_bundle_json_is_not_read(tmp_path, folder):
+    real = tmp_path / "elsewhere.json"
+    real.write_bytes(_raw_json(folder))
+    os.unlink(os.path.join(folder, "data", "bundle.json"))
+    os.symlink(str(real), os.path.join(folder, "data", "bundle.json"))
+    with pytest.raises(UnsafePathError, match="data/bundle.json is a symlink"):
+        bundle.open_bundle(folder)
+
+
+def test_the_graph_and_init_paths_bundle_json_names_stay_in_the_bag(tmp_path):
+    root = _hand_written(str(tmp_path / "b"), {
+        "backend": "emulated", "run": {"captured_step": 0}, "graph": {"file": "../../their_model/Build.txt"},
+        "files": [{"kind": "init", "path": "init/../../victim/model.ckpt.index", "size": 1, "sha256": None}]})
+    with bundle.open_bundle(root) as view:
+        with pytest.raises(UnsafePathError, match=r"data/\.\./\.\./their_model/Build.txt"):
+            view.graph_file()
+        with pytest.raises(UnsafePathError, match="victim"):
+            view.init_files()
+
+
+def test_the_golden_run_refuses_an_init_path_leaving_the_bundle(tmp_path):
+    root = _hand_written(str(tmp_path / "b"), {
+        "backend": "emulated", "run": {"captured_step": 0}, "created": "now",
+        "files": [{"kind": "init", "path": "init/../../victim/model.ckpt.index", "size": 1, "sha256": None}]})
+    with pytest.raises(OptionError, match="init/../../victim"):
+        NpuBundleTarget.open(root, need_checkpoint=True)
+
+
+def test_the_golden_manifest_name_is_the_one_the_capture_writes():
+    from npu_dump_hook.reference import MANIFEST_NAME
+
+    assert bundle.GOLDEN_MANIFEST == MANIFEST_NAME
+
+
+# -- one file classifier ---------------------------------------------------------------------------
+@pytest.mark.parametrize("base, mapped, kind, folder_kind, note", [
+    ("mapping.csv", False, "mapping", "mapping", None),
+    ("ge_proto_00000123_graph_1_Build.txt", False, "graph", "other", None),
+    ("ge_onnx_00000123_graph_1_Build.pbtxt", False, "graph", "other", None),
+    (RELU, False, "dump", "dump", None),
+    (STATS, False, "stats", "stats", None),
+    (HASHED, True, "dump", "dump", None),
+    (HASHED, False, "dump", "other", "hashed name without a mapping.csv entry"),
+    ("notes.txt", False, "other", "other", None),
+])
+def test_one_classifier_answers_for_parse_and_for_bundle_writing(base, mapped, kind, folder_kind, note):
+    mapping = {HASHED: LONG_NAME} if mapped else {}
+    found = classify_file(base, mapping)
+    assert (found.kind, found.note) == (kind, note)
+    assert (found.name is not None) == (folder_kind not in ("mapping", "other"))
+    assert (found.graph is not None) == (kind == "graph")
+    assert dump_folder_kind(base, mapping)[0::2] == (folder_kind, note)
