@@ -1,4 +1,4 @@
-"""Bundles: write, describe, verify, read and index (contract: docs/bundle-format.md, DESIGN §5).
+"""Bundles: write, describe, verify, read and index (contract: docs/bundle-format.md, docs/design.md §5).
 
 A bundle is a BagIt bag whose ``data/bundle.json`` (schema ``npu_dump_hook/bundle@1``)
 describes the Build graph, the dump chain ``data/dump/{time}/{device_id}/{model_name}/
