@@ -47,7 +47,7 @@ from typing import (Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, S
 
 from ..errors import GraphFormatError
 from . import ge_ir_schema as ge_schema  # the GE-IR (ge.proto) messages
-from ._forked import ForkedCall, fork_is_safe
+from .._forked import ForkedCall, fork_is_safe
 from ._text_lines import NOT_PLAIN_ESCAPE as _NOT_PLAIN_ESCAPE, string_end as _string_end
 # The rest of the GE-graph API, in modules of their own, importable from here as before:
 from .ge_build import make_model, make_op, make_tensor_desc, set_attr
@@ -1244,7 +1244,7 @@ def iter_graphs(path: PathLike, workers: int = 1) -> Iterator[GraphSummary]:
     fault have been yielded by then. ``workers`` > 1 shares the reading of a large file
     (4 MB and more) with that many processes in all (at most 8, one more than the file has
     4 MB shares; with ops of 1 KB on average or more), forked from this one, where forking is
-    safe (:func:`._forked.fork_is_safe`: no other Python thread; never pass it in a process
+    safe (:func:`npu_dump_hook._forked.fork_is_safe`: no other Python thread; never pass it in a process
     that runs TensorFlow); the result is the same.
     """
     with _Mapped(path) as mapped:
