@@ -212,7 +212,7 @@ def time_all(folder, repeat, parse_bytes):
     result = {"python": sys.version.split()[0], "protobuf": api_implementation.Type(),
               "size": os.path.getsize(canonical)}
     from npu_dump_hook.formats import ge_graph
-    from npu_dump_hook.formats._forked import usable_cores
+    from npu_dump_hook._forked import usable_cores
 
     cores = usable_cores()
     result["cores"] = cores

@@ -31,7 +31,7 @@ import os
 import struct
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..formats._forked import ForkedCall, fork_is_safe, usable_cores
+from .._forked import ForkedCall, fork_is_safe, usable_cores
 from ..formats.names import base_op_name
 from . import _fs
 from ._spec import BUNDLE_JSON, DATA_DIR

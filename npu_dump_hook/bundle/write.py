@@ -29,7 +29,7 @@ from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Set
 from .._version import __version__
 from ..constants import ARCHIVES, BUNDLE_SCHEMA, CHECKSUMS, LINK_MODES
 from ..errors import BundleError, BundleExistsError, FormatError, NpuDumpError
-from ..formats._forked import ForkedCall, fork_is_safe, usable_cores
+from .._forked import ForkedCall, fork_is_safe, usable_cores
 from ..formats.ge_json import write_msaccucmp_json
 from ..formats.mapping_csv import read_mapping
 from ..formats.names import parse_graph_file_name

@@ -30,7 +30,7 @@ import numpy as np
 from ..bundle.describe import classify_file
 from ..errors import FormatError, NameFormatError
 from ..formats import ge_graph, names
-from ..formats._forked import usable_cores
+from .._forked import usable_cores
 from ..formats.device_format import to_original
 from ..formats.dump_file import DumpFile, bfloat16_bits_to_float32
 from ..formats.mapping_csv import MAPPING_FILE_NAME, read_mapping

@@ -23,10 +23,13 @@ Contract::
 package (``"Thing"`` -> ``".my.pkg.Thing"``, nested ``"Outer.Inner"`` likewise).
 Works with protobuf 3.20.3 through 7.x: ``message_factory.GetMessageClass`` when
 it exists, else ``MessageFactory(pool).GetPrototype``.
+
+Reading descriptors across those releases: :func:`is_repeated` of a field descriptor.
 """
-from typing import Dict, Iterable, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, Optional, Tuple, Union
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.descriptor import FieldDescriptor as _FD
 
 __all__ = [
     "new_file",
@@ -36,6 +39,7 @@ __all__ = [
     "add_oneof",
     "add_map_field",
     "build_messages",
+    "is_repeated",
 ]
 
 _FDP = descriptor_pb2.FieldDescriptorProto
@@ -195,3 +199,11 @@ def _attach_nested_classes(classes: Dict[str, type]) -> None:
         if parent and not hasattr(classes[parent], leaf):
             setattr(classes[parent], leaf, cls)
 
+
+def is_repeated(field: Any) -> bool:
+    """Whether a field descriptor is repeated, on every supported protobuf release."""
+    # protobuf 7 dropped FieldDescriptor.label; releases before 5.x lack is_repeated.
+    flag = getattr(field, "is_repeated", None)
+    if flag is None:
+        return field.label == _FD.LABEL_REPEATED
+    return bool(flag() if callable(flag) else flag)

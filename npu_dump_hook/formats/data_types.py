@@ -1,4 +1,4 @@
-"""The one DataType table of the Ascend formats (reference ascend-dump-formats.md §1.3).
+"""The one DataType table of the Ascend formats (docs/reference/ascend-dump-formats.md §1.3).
 
 GE's graph IR (``ge.proto`` ``DataType``, in Build graph files) and the dump files'
 ``OutputDataType`` (``DumpData`` protobuf) number data types the same way; the dump copy

@@ -1,6 +1,6 @@
 """Device (Ascend cube) tensor layouts <-> framework layouts, with padding removal.
 
-Layouts (reference ascend-dump-formats.md §1.8; C0/N0/Ni are read from the data,
+Layouts (docs/reference/ascend-dump-formats.md §1.8; C0/N0/Ni are read from the data,
 16 for float16/float32 in practice, C1 = ceil(C / C0), padding is zeros)::
 
     NC1HWC0   (N, C1, H, W, C0)          dev[n, c1, h, w, c0]    = NCHW[n, c1*C0 + c0, h, w]

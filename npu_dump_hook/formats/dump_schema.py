@@ -2,7 +2,7 @@
 
 Built at import time from Python code (see :mod:`._proto`), so it works under
 protobuf 3.20.3 through 7.x. Field numbers and names follow the current writer
-schema (reference ascend-dump-formats.md §1.3). Variants (§1.5) decode without
+schema (docs/reference/ascend-dump-formats.md §1.3). Variants (§1.5) decode without
 error: OpOutput field 11 is ``offset`` here and ``arg_index`` in GE's copy (both
 varints); newer/older fields we do not declare are kept as unknown fields.
 

@@ -1,6 +1,6 @@
 """GE graph IR schema (``ge_ir.proto``, ``package ge.proto``, proto3) as runtime-built messages.
 
-Reference ascend-dump-formats.md §2.2. The descriptor is assembled here from a table of
+Reference docs/reference/ascend-dump-formats.md §2.2. The descriptor is assembled here from a table of
 field names, numbers and types (no protoc, no generated ``*_pb2`` module), so it imports
 under every protobuf release from 3.20.3 to 7.x; the shared helper in ``_proto`` turns it
 into message classes.

@@ -1,4 +1,4 @@
-"""File-name grammar of Ascend dump artefacts (reference ascend-dump-formats.md §1.1, §2.1, §5, §6).
+"""File-name grammar of Ascend dump artefacts (docs/reference/ascend-dump-formats.md §1.1, §2.1, §5, §6).
 
 Dump files (§5.1), fields separated by ``.``; op_type and op_name are sanitized (§5.2), so
 they never contain ``.``, ``/``, ``\\`` or a space and splitting on ``.`` is exact::

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from npu_dump_hook.formats import _forked
+from npu_dump_hook import _forked
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX fork")
 
@@ -60,7 +60,7 @@ def test_child_never_runs_the_parents_code_after_the_call(tmp_path):
 
 def test_fork_is_safe_in_a_fresh_process_only_without_other_threads():
     # (this test process may have TensorFlow loaded or threads left by other tests)
-    fresh = subprocess.run([sys.executable, "-c", "from npu_dump_hook.formats import _forked; "
+    fresh = subprocess.run([sys.executable, "-c", "from npu_dump_hook import _forked; "
                             "print(_forked.fork_is_safe())"], stdout=subprocess.PIPE, check=True)
     assert fresh.stdout.split() == [b"True"]
     stop = threading.Event()

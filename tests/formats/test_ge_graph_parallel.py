@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from npu_dump_hook.cli import main
 from npu_dump_hook.errors import GraphFormatError
-from npu_dump_hook.formats import _forked, ge_graph
+from npu_dump_hook import _forked
+from npu_dump_hook.formats import ge_graph
 
 from .test_ge_graph import _MUTATIONS, _many_ops_bytes, golden_bytes, mutated
 

@@ -1,0 +1,201 @@
+"""The dump-file writer: byte-exact v2 files (see "Writing" in :mod:`.dump_file`, where these
+names are public). :func:`build_header` makes the DumpData header of the tensors,
+:func:`encode_header` serializes it as the AICPU writer does, and :func:`write_dump_file` writes
+prefix, header and payloads atomically (temporary name + rename); a header the reader would
+refuse (rules 3 and 5) is an OptionError instead.
+"""
+import os
+import sys
+import tempfile
+import time
+from typing import Any, Dict, Iterable, Optional, Sequence, Union
+
+import numpy as np
+
+from ..errors import OptionError
+from . import dump_schema
+from ._dump_layout import (FROM_NUMPY as _FROM_NUMPY, GE_DATA_TYPE as _GE_DATA_TYPE, GE_UNDEFINED as _GE_UNDEFINED,
+                           MAX_READ_HEADER_LEN, PLAIN_FORMATS as _PLAIN_FORMATS, PREFIX as _PREFIX, V2 as _V2,
+                           bits_per_element as _bits_per_element)
+from ._dump_walk import LimitError as _LimitError, scan_dump_data as _scan_dump_data
+
+__all__ = ["DumpTensor", "ge_origin_data_type", "build_header", "encode_header", "write_dump_file"]
+
+
+class DumpTensor(object):
+    """One input/output to write: device-layout ``array`` plus header fields.
+
+    ``data_type`` defaults from the array dtype (pass it, with a storage-typed array and
+    ``shape``, for types numpy lacks); ``format`` is the device layout name;
+    ``shape``/``original_shape`` default to the array shape. ``original_name`` set means
+    an ``original_op`` entry (outputs only) with ``original_output_index``, the raw GE
+    ``original_data_type`` (default: GE's number for ``data_type``) and
+    ``original_format`` (default: ``format`` for plain layouts, else "ND").
+    """
+
+    def __init__(self, array: Any, data_type: Union[None, str, int] = None, format: Union[str, int] = "ND",
+                 shape: Optional[Sequence[int]] = None, original_shape: Optional[Sequence[int]] = None,
+                 original_name: Optional[str] = None, original_output_index: int = 0,
+                 original_data_type: Optional[int] = None, original_format: Union[None, str, int] = None,
+                 sub_format: int = 0, address: int = 0) -> None:
+        self.array = np.asarray(array)
+        self.data_type = _data_type_of(self.array, data_type)
+        self.format = _enum_value("format", format, dump_schema.format_value)
+        self.shape = tuple(int(d) for d in (self.array.shape if shape is None else shape))
+        self.original_shape = self.shape if original_shape is None else tuple(int(d) for d in original_shape)
+        self.original_name = original_name
+        self.original_output_index = original_output_index
+        self.original_data_type = (_GE_DATA_TYPE.get(self.data_type, _GE_UNDEFINED)
+                                   if original_data_type is None else original_data_type)
+        if original_format is None:
+            original_format = self.format if dump_schema.format_name(self.format) in _PLAIN_FORMATS else "ND"
+        self.original_format = _enum_value("original_format", original_format, dump_schema.format_value)
+        self.sub_format = sub_format
+        self.address = address
+        self._check_size()
+
+    def _check_size(self) -> None:
+        bits = _bits_per_element(self.data_type)
+        if bits is None:
+            return
+        count = 1
+        for dim in self.shape:
+            count *= dim
+        if (count * bits + 7) // 8 != self.array.nbytes:
+            raise OptionError("array", self.array.shape, "{} bytes do not match shape {} of {}".format(
+                self.array.nbytes, list(self.shape), dump_schema.data_type_name(self.data_type)))
+
+
+def ge_origin_data_type(data_type: Union[str, int]) -> int:
+    """GE's own ``ge::DataType`` number of a DumpData data type (name or value), as the writer puts it
+    into ``original_op.data_type`` (reference §1.4: FLOAT 0, FLOAT16 1, ...; 28 when GE has none)."""
+    value = _enum_value("data_type", data_type, dump_schema.data_type_value)
+    return _GE_DATA_TYPE.get(value, _GE_UNDEFINED)
+
+
+def _enum_value(option: str, value: Union[str, int], lookup: Any) -> int:
+    try:
+        return lookup(value)
+    except KeyError:
+        raise OptionError(option, value, "not a DumpData enum name")
+
+
+def _data_type_of(array: np.ndarray, data_type: Union[None, str, int]) -> int:
+    if data_type is not None:
+        return _enum_value("data_type", data_type, dump_schema.data_type_value)
+    key = array.dtype.name  # byte order is normalised when writing
+    if key not in _FROM_NUMPY:
+        raise OptionError("data_type", str(array.dtype), "no DumpData data type for this numpy dtype; pass data_type")
+    return _FROM_NUMPY[key]
+
+
+def _as_tensor(item: Any) -> DumpTensor:
+    if isinstance(item, DumpTensor):
+        return item
+    if isinstance(item, dict):
+        return DumpTensor(**item)
+    return DumpTensor(item)
+
+
+def _as_blob(item: Any) -> np.ndarray:
+    return np.frombuffer(item, dtype="u1") if isinstance(item, (bytes, bytearray, memoryview)) else np.asarray(item)
+
+
+def _fill_tensor(proto: Any, tensor: DumpTensor, is_output: bool) -> None:
+    proto.data_type = tensor.data_type
+    proto.format = tensor.format
+    proto.shape.dim.extend(tensor.shape)
+    proto.size = tensor.array.nbytes
+    proto.original_shape.dim.extend(tensor.original_shape)
+    proto.sub_format = tensor.sub_format
+    proto.address = tensor.address
+    if is_output and tensor.original_name is not None:
+        original = proto.original_op
+        original.name = tensor.original_name
+        original.output_index = tensor.original_output_index & 0xFFFFFFFF  # GE casts -1 to uint32
+        original.data_type = tensor.original_data_type
+        original.format = tensor.original_format
+
+
+def build_header(op_name: str, outputs: Iterable[Any] = (), inputs: Iterable[Any] = (),
+                 buffers: Iterable[Any] = (), workspaces: Iterable[Any] = (), dump_time: Optional[int] = None,
+                 version: str = _V2, attrs: Optional[Dict[str, str]] = None) -> Any:
+    """DumpData header for the given tensors (arrays, dicts of DumpTensor args, or DumpTensors;
+    buffers/workspaces: bytes or arrays). ``dump_time`` defaults to now (microseconds)."""
+    header = dump_schema.DumpData()
+    header.version = version
+    header.dump_time = int(time.time() * 1000000) if dump_time is None else int(dump_time)
+    header.op_name = op_name
+    for item in outputs:
+        _fill_tensor(header.output.add(), _as_tensor(item), True)
+    for item in inputs:
+        _fill_tensor(header.input.add(), _as_tensor(item), False)
+    for item in buffers:
+        header.buffer.add().size = _as_blob(item).nbytes
+    for name, value in sorted((attrs or {}).items()):
+        header.attr.add(name=name, value=value)
+    for item in workspaces:
+        header.space.add().size = _as_blob(item).nbytes
+    return header
+
+
+def encode_header(header: Any) -> bytes:
+    """Serialized header bytes, identical to the AICPU writer's encoding."""
+    return header.SerializeToString(deterministic=True)
+
+
+def _little_endian_bytes(array: np.ndarray) -> memoryview:
+    array = np.ascontiguousarray(array)
+    if array.dtype.byteorder == ">" or (array.dtype.byteorder == "=" and sys.byteorder == "big"):
+        array = array.astype(array.dtype.newbyteorder("<"))
+    return memoryview(array.reshape(-1).view(np.uint8))
+
+
+def _check_readable(encoded: bytes) -> None:
+    """OptionError when read_header would refuse this header (rules 3 and 5)."""
+    if len(encoded) > MAX_READ_HEADER_LEN:
+        raise OptionError("outputs", "a {}-byte header".format(len(encoded)),
+                          "the reader takes headers of at most {} bytes".format(MAX_READ_HEADER_LEN))
+    try:
+        _scan_dump_data(encoded, 0, len(encoded), 8)
+    except _LimitError as exc:
+        raise OptionError("outputs", "the header", "over the reader's limits: {}".format(exc.args[0]))
+
+
+def write_dump_file(path: Union[str, "os.PathLike[str]"], op_name: str, outputs: Iterable[Any] = (),
+                    inputs: Iterable[Any] = (), buffers: Iterable[Any] = (), workspaces: Iterable[Any] = (),
+                    dump_time: Optional[int] = None, version: str = _V2, attrs: Optional[Dict[str, str]] = None,
+                    fsync: bool = False) -> int:
+    """Write a v2 dump file atomically (temporary name + rename); return its size in bytes.
+
+    Arguments as :func:`build_header`; payloads follow in the order inputs, outputs,
+    buffers, workspaces.
+    """
+    path = os.fspath(path)
+    output_tensors = [_as_tensor(item) for item in outputs]
+    input_tensors = [_as_tensor(item) for item in inputs]
+    buffer_blobs = [_as_blob(item) for item in buffers]
+    space_blobs = [_as_blob(item) for item in workspaces]
+    header = build_header(op_name, output_tensors, input_tensors, buffer_blobs, space_blobs, dump_time, version, attrs)
+    encoded = encode_header(header)
+    _check_readable(encoded)
+    payloads = [t.array for t in input_tensors] + [t.array for t in output_tensors] + buffer_blobs + space_blobs
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path)[:64] + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fileobj:
+            fileobj.write(_PREFIX.pack(len(encoded)))
+            fileobj.write(encoded)
+            for array in payloads:
+                fileobj.write(_little_endian_bytes(array))
+            if fsync:
+                fileobj.flush()
+                os.fsync(fileobj.fileno())
+            written = fileobj.tell()
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return written
