@@ -2,7 +2,7 @@
 
 ``session_config`` writes the keys the Ascend TF adapter reads from the
 ``NpuOptimizer`` custom-optimizer entry, with exactly the proto field types of
-reference/npu-bridge-dump-api.md §2.1 and §3::
+docs/reference/npu-bridge-dump-api.md §2.1 and §3::
 
     use_off_line        .b  True
     enable_dump         .b  options.enable_dump

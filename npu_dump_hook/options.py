@@ -16,7 +16,7 @@ naming the option, the value and the rule:
    working directory and recorded absolute; created with parents if missing;
    must be a readable and writable directory.
 
-Sources: reference/npu-bridge-dump-api.md §1.1 (parameters and defaults),
+Sources: docs/reference/npu-bridge-dump-api.md §1.1 (parameters and defaults),
 §1.2 (where the adapter and GE validate, and GE's dump_step rule).
 """
 import dataclasses

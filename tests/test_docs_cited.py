@@ -31,17 +31,8 @@ ADDRESS = re.compile(r"[a-z][a-z0-9+.-]*://\S*", re.I)
 # old way, to be rewritten as docs/reference/<file>.md after the merge; delete an entry then.
 # Any other missing document fails; these are reported as xfail while they remain.
 PENDING = {
-    "npu_dump_hook/config.py": ["reference/npu-bridge-dump-api.md"],
     "npu_dump_hook/constants.py": ["reference/npu-bridge-dump-api.md"],
-    "npu_dump_hook/options.py": ["reference/npu-bridge-dump-api.md"],
     "npu_dump_hook/reference.py": ["ascend-dump-formats.md"],
-    "npu_dump_hook/formats/data_types.py": ["ascend-dump-formats.md"],
-    "npu_dump_hook/formats/device_format.py": ["ascend-dump-formats.md"],
-    "npu_dump_hook/formats/dump_file.py": ["ascend-dump-formats.md"],
-    "npu_dump_hook/formats/dump_schema.py": ["ascend-dump-formats.md"],
-    "npu_dump_hook/formats/ge_graph.py": ["ascend-dump-formats.md"],
-    "npu_dump_hook/formats/ge_ir_schema.py": ["ascend-dump-formats.md"],
-    "npu_dump_hook/formats/names.py": ["ascend-dump-formats.md"],
 }
 
 

@@ -188,11 +188,6 @@ def _private_holder(target):
     return None
 
 
-# Until the formats branch moves formats/_forked.py to the shared npu_dump_hook/_forked.py (issue #19),
-# its importers are known; the allowance ends by itself once the shared module exists.
-_PENDING_MOVE = {"npu_dump_hook.formats._forked": "_forked.py"}
-
-
 def _private_import_offenders():
     rels = {_module_name(rel): rel for rel in _package_modules()}
     offenders = []
@@ -200,9 +195,6 @@ def _private_import_offenders():
         for target, line in sorted(set(_imports_of(module, rel, rels)), key=lambda found: (found[1], found[0])):
             holder = _private_holder(target)
             if holder is None or holder == "npu_dump_hook" or module == holder or module.startswith(holder + "."):
-                continue
-            moved_to = _PENDING_MOVE.get(target)
-            if moved_to is not None and not os.path.exists(os.path.join(PACKAGE_DIR, moved_to)):
                 continue
             offenders.append("{}:{} imports {}".format(rel, line, target))
     return offenders

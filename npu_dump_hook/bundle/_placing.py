@@ -8,7 +8,7 @@ What it writes in the staging folder::
       .files-<k>.part       share k's bundle.json lines while its child runs (gone before return)
 
 Many small files cost Python time per file (link, read, hash, name, header, JSON line), not
-I/O, and one thread runs that Python. Where forking is safe (``formats._forked``: no other
+I/O, and one thread runs that Python. Where forking is safe (``npu_dump_hook._forked``: no other
 thread, no TensorFlow; so the CLI and scripts that only collect, never a training process) and
 the files are many and small, the sorted plan is cut into one share per core::
 

@@ -1,4 +1,4 @@
-"""formats._forked: a function run in a forked child hands back its result or (False, None)."""
+"""npu_dump_hook._forked: a function run in a forked child hands back its result or (False, None)."""
 import os
 import subprocess
 import sys
