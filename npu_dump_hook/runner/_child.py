@@ -59,18 +59,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] == "--":
         args = args[1:]
-    if args[:1] == ["--pythonpath"]:
-        print(site_dir())
-        return 0
-    if not args or args[0] in ("-h", "--help") or (args[0] == "-m" and len(args) < 2):
-        print(USAGE, file=sys.stderr if not args or args[0] == "-m" else sys.stdout)
-        return EXIT_USAGE if not args or args[0] == "-m" else 0
+    status = _before_the_script(args)
+    if status is not None:
+        return status
     module = args[1] if args[0] == "-m" else None
     script, rest = (None, args[2:]) if module else (args[0], args[1:])
-    if script is not None and not os.path.exists(script):
-        print("{}: can't open file {!r}: [Errno 2] No such file or directory".format(sys.executable, script),
-              file=sys.stderr)
-        return EXIT_USAGE
     try:
         settings = RunSettings.from_env()
     except OptionError as exc:
@@ -99,6 +92,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         injection.announce(explain=False)
         return EXIT_SCRIPT_ERROR
     return _end(injection)
+
+
+def _before_the_script(args: Sequence[str]) -> Optional[int]:
+    """The status to exit with before any script runs (--pythonpath, --help, no or no such
+    script), as ``python`` itself answers; None: go on."""
+    if args[:1] == ["--pythonpath"]:
+        print(site_dir())
+        return 0
+    if not args or args[0] in ("-h", "--help") or (args[0] == "-m" and len(args) < 2):
+        print(USAGE, file=sys.stderr if not args or args[0] == "-m" else sys.stdout)
+        return EXIT_USAGE if not args or args[0] == "-m" else 0
+    if args[0] != "-m" and not os.path.exists(args[0]):
+        print("{}: can't open file {!r}: [Errno 2] No such file or directory".format(sys.executable, args[0]),
+              file=sys.stderr)
+        return EXIT_USAGE
+    return None
 
 
 def _run_script(script: str) -> None:
