@@ -17,7 +17,8 @@ Variables read by npu_dump_hook itself (all optional)::
 Variables read by :mod:`npu_dump_hook.runner` (``npu-dump-hook run`` sets them for its child)::
 
     NPU_DUMP_HOOK_RUN        "0"/"false"/... : the runner runs the script without injecting anything
-    NPU_DUMP_HOOK_<KEYWORD>  an NpuDumpHook keyword, one variable each (ENV_RUN_HOOK_OPTIONS):
+    NPU_DUMP_HOOK_<KEYWORD>  an NpuDumpHook keyword, one variable each (ENV_RUN_HOOK_OPTIONS, built
+                             from the table in :mod:`npu_dump_hook.settings`):
                              MAX_STEPS, RANDOMNESS, SEED, BACKEND, EMULATE_PRECISION, REFERENCE,
                              SAVE_INITIAL_STATE, OUTPUT_DIR, BUNDLE_DIR, STRICT, RANKS ("0,1"),
                              GRAPH_KEYWORD, LINK, CHECKSUM, ARCHIVE, EMULATE_PROFILE (exact|ascend),
@@ -73,6 +74,23 @@ __all__ = [
     "INCOMPLETE_STEP_MARKER",
 ]
 
+# The keywords' own names and value lists live with their rows in the settings table.
+from .settings import (  # noqa: E402 - after __all__, as the names it lists
+    ARCHIVES,
+    BACKEND_CHOICES,
+    CHECKSUMS,
+    ENV_RUN,
+    ENV_RUN_HOOK_OPTIONS,
+    ENV_RUN_KEEP_CHECKPOINTS,
+    ENV_RUN_LOG_LEVEL,
+    ENV_RUN_STOP,
+    FAULT_OP_SEPARATOR,
+    FAULTS_SEPARATOR,
+    LINK_MODES,
+    ON_MISMATCH,
+    STOP_MODES,
+)
+
 #: DumpOptions field -> environment variable read by DumpOptions.from_env().
 ENV_OPTIONS = {
     "enable_dump": "NPU_DUMP_ENABLE",
@@ -86,42 +104,6 @@ ENV_OPTIONS = {
 }
 
 ENV_CAPTURE_BUDGET = "NPU_DUMP_HOOK_CAPTURE_BUDGET"
-
-#: The runner's switch: set to a false value, ``python -m npu_dump_hook.runner`` injects nothing.
-ENV_RUN = "NPU_DUMP_HOOK_RUN"
-#: NpuDumpHook keyword -> environment variable read by npu_dump_hook.runner.
-ENV_RUN_HOOK_OPTIONS = {
-    "max_steps": "NPU_DUMP_HOOK_MAX_STEPS",
-    "randomness": "NPU_DUMP_HOOK_RANDOMNESS",
-    "seed": "NPU_DUMP_HOOK_SEED",
-    "backend": "NPU_DUMP_HOOK_BACKEND",
-    "emulate_precision": "NPU_DUMP_HOOK_EMULATE_PRECISION",
-    "reference": "NPU_DUMP_HOOK_REFERENCE",
-    "save_initial_state": "NPU_DUMP_HOOK_SAVE_INITIAL_STATE",
-    "output_dir": "NPU_DUMP_HOOK_OUTPUT_DIR",
-    "bundle_dir": "NPU_DUMP_HOOK_BUNDLE_DIR",
-    "strict": "NPU_DUMP_HOOK_STRICT",
-    "ranks": "NPU_DUMP_HOOK_RANKS",
-    "graph_keyword": "NPU_DUMP_HOOK_GRAPH_KEYWORD",
-    "link": "NPU_DUMP_HOOK_LINK",
-    "checksum": "NPU_DUMP_HOOK_CHECKSUM",
-    "archive": "NPU_DUMP_HOOK_ARCHIVE",
-    "emulate_profile": "NPU_DUMP_HOOK_EMULATE_PROFILE",
-    "faults": "NPU_DUMP_HOOK_FAULTS",
-    "initial_state": "NPU_DUMP_HOOK_INITIAL_STATE",
-    "on_mismatch": "NPU_DUMP_HOOK_ON_MISMATCH",
-}
-#: NPU_DUMP_HOOK_FAULTS: what separates its ``OP=SPEC`` entries, and an entry's op from its spec.
-FAULTS_SEPARATOR = ";"
-FAULT_OP_SEPARATOR = "="
-#: Plain-session scripts under the runner: ``exit`` (default) or ``continue`` after the dumped steps.
-ENV_RUN_STOP = "NPU_DUMP_HOOK_STOP"
-#: What ``NpuDumpSession(stop=)``, ``--stop`` and NPU_DUMP_HOOK_STOP accept.
-STOP_MODES = ("exit", "continue")
-#: Level of the package's log records the runner prints on stderr (unset: Python's default, warnings).
-ENV_RUN_LOG_LEVEL = "NPU_DUMP_HOOK_LOG_LEVEL"
-#: "1": an Estimator script under the runner trains in its own model_dir (default: the run folder's).
-ENV_RUN_KEEP_CHECKPOINTS = "NPU_DUMP_HOOK_KEEP_CHECKPOINTS"
 
 ENV_DUMP_GRAPH_PATH = "DUMP_GRAPH_PATH"
 ENV_DUMP_GE_GRAPH = "DUMP_GE_GRAPH"
@@ -138,19 +120,9 @@ NPU_OPTIMIZER_NAME = "NpuOptimizer"
 
 BUNDLE_SCHEMA = "npu_dump_hook/bundle@1"
 
-#: What ``backend=`` (hook) and ``--backend`` (CLI) accept. ``"reference"``: the golden run
-#: (CPU/GPU tensors only, no NPU dump), usually with ``initial_state=`` an NPU bundle.
-BACKEND_CHOICES = ("auto", "npu", "emulated", "reference")
 #: What bundle.json's ``backend`` may record: who wrote the data.
 RECORDED_BACKENDS = ("npu", "emulated", "reference")
-#: What a golden run does when its fingerprints differ from the NPU bundle's (``on_mismatch=``).
-ON_MISMATCH = ("error", "warn")
-#: How payload files enter a bundle (``link=``, ``--link``).
-LINK_MODES = ("auto", "hardlink", "copy")
-#: Payload checksums (``checksum=``, ``--checksum``).
-CHECKSUMS = ("sha256", "none")
-#: Archive formats a bundle can be packed into (``archive=``, ``--archive``).
-ARCHIVES = ("tar", "tar.gz")
+
 #: Left in a dump step folder whose writing failed part-way (the emulator writes it; collection
 #: refuses such a folder instead of bundling a silently smaller dump).
 INCOMPLETE_STEP_MARKER = ".npu_dump_hook_incomplete"

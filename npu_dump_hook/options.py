@@ -27,6 +27,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .constants import ENV_OPTIONS
 from .errors import OptionError
+from .settings import parse_flag  # the one on/off rule of every variable (re-exported)
 
 __all__ = ["DumpOptions", "DUMP_MODES", "DUMP_DATA_KINDS", "DUMP_DEBUG_MODES", "MAX_DUMP_STEP_ITEMS"]
 
@@ -42,8 +43,6 @@ DUMP_DEBUG_MODES = ("aicore_overflow", "atomic_overflow", "all")
 MAX_DUMP_STEP_ITEMS = 100
 
 _DUMP_STEP_RE = re.compile(r"^\d+(-\d+)?(\|\d+(-\d+)?)*$")
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off", "")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -219,13 +218,3 @@ class DumpOptions:
         except OptionError as exc:
             var = ENV_OPTIONS.get(exc.option, exc.option)
             raise OptionError(var, exc.value, exc.rule) from None
-
-
-def parse_flag(var: str, raw: str) -> bool:
-    """An on/off environment variable: 1/true/yes/on or 0/false/no/off (empty: off); OptionError naming ``var``."""
-    value = raw.strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise OptionError(var, raw, "must be one of 1/true/yes/on or 0/false/no/off")

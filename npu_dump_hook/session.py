@@ -24,11 +24,10 @@ import logging
 import sys
 from typing import Any, Optional
 
-from . import _tf
-from .constants import STOP_MODES
-from .errors import OptionError
+from . import _tf, settings
 from .hook import NpuDumpHook
 from .options import DumpOptions
+from .settings import STOP_MODES  # re-exported: what stop= accepts (its row in the settings table)
 
 __all__ = ["NpuDumpSession", "STOP_MODES"]
 
@@ -53,11 +52,9 @@ class NpuDumpSession(object):
 
     def __init__(self, session: Any, options: Optional[DumpOptions] = None, *, stop: str = "exit",
                  hook: Optional[NpuDumpHook] = None, **hook_options: Any) -> None:
-        if stop not in STOP_MODES:
-            raise OptionError("stop", stop, "must be one of " + "|".join(STOP_MODES))
-        if hook is not None and (options is not None or hook_options):
-            raise OptionError("hook", type(hook).__name__, "brings its own options: give hook= alone, "
-                                                           "or options and hook options without it")
+        settings.check_keyword("stop", stop)
+        settings.check_combination({"hook": hook, "options": options, "hook_options": hook_options},
+                                   rules=settings.SESSION_RULES)
         self._session = session
         self._stop = stop
         self.hook = hook if hook is not None else NpuDumpHook(options, **hook_options)

@@ -34,13 +34,13 @@ import sys
 from typing import Any, List, Optional
 
 from .._version import __version__
-from ..constants import ARCHIVES, BACKEND_CHOICES, CHECKSUMS, LINK_MODES, ON_MISMATCH, STOP_MODES
+from .. import settings
+from .._cli_conventions import PROG, LogFormatter, level_name
+from ..constants import ARCHIVES, BACKEND_CHOICES, CHECKSUMS, LINK_MODES
 from ..errors import NpuDumpError, OptionError
 from ._exit import EXIT_CHECK_FAILED, EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
 
 __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_CHECK_FAILED", "EXIT_USAGE", "EXIT_ERROR"]
-
-PROG = "npu-dump-hook"
 
 # command -> module (relative to this package) holding ``run(args) -> int``
 _HANDLERS = {
@@ -184,7 +184,6 @@ the first divergence is not the faulted op.""", """
 
 
 def _add_run(sub: "argparse._SubParsersAction") -> argparse.ArgumentParser:
-    from ..determinism import POLICIES
     from ..options import DUMP_DATA_KINDS, DUMP_DEBUG_MODES, DUMP_MODES
 
     p = _sub(sub, "run", "run an unmodified training script with the hook injected", """\
@@ -211,47 +210,23 @@ script's process (python -m npu_dump_hook.runner reads the same).""", """
     dump.add_argument("--dump-debug", action="store_true", default=None,
                       help="collect overflow data (Opdebug) instead of a data dump")
     dump.add_argument("--dump-debug-mode", choices=DUMP_DEBUG_MODES, help="overflow kind (implies --dump-debug)")
-    hook = p.add_argument_group("hook options (NPU_DUMP_HOOK_*)")
-    hook.add_argument("--max-steps", type=int, help="training steps before the run is stopped (default: 1, "
-                                                    "or what --dump-step needs)")
-    hook.add_argument("--randomness", choices=POLICIES, help="randomness policy (default strip)")
-    hook.add_argument("--seed", type=int, help="seed the pin/strip policies derive op seeds from")
-    hook.add_argument("--backend", choices=BACKEND_CHOICES,
-                      help="npu, emulated, or auto (default: npu when npu_bridge imports)")
-    hook.add_argument("--emulate-precision", help="emulated backend: fp32 (default) or fp16")
-    hook.add_argument("--emulate-profile", help="emulated backend: exact (default: fp32, everything equal) or "
-                                                "ascend (float16 Cube ops, GE fusion, device formats)")
-    hook.add_argument("--fault", dest="faults", action="append", metavar="OP=SPEC",
-                      help="emulated backend: a wrong kernel in op OP, SPEC scale=X, add_noise=S, overflow or "
-                           "nan (repeat for more ops; e.g. conv2/Conv2D=scale=1.05)")
-    hook.add_argument("--golden-for", dest="initial_state", metavar="NPU_BUNDLE",
-                      help="the golden run of NPU_BUNDLE: backend reference, its initial state restored before "
-                           "its captured step, fingerprints checked (same script, on a CPU/GPU machine)")
-    hook.add_argument("--on-mismatch", choices=ON_MISMATCH,
-                      help="golden run whose state or batch differs from NPU_BUNDLE's: fail before writing "
-                           "(error, default) or write the bundle with the differences (warn)")
-    hook.add_argument("--reference", action="store_true", default=None,
-                      help="capture the golden (CPU/GPU) tensors (default: with the emulated backend)")
-    hook.add_argument("--no-reference", dest="reference", action="store_false", help="do not capture them")
-    hook.add_argument("--no-initial-state", dest="save_initial_state", action="store_false", default=None,
-                      help="do not checkpoint the variables before the dumped step")
-    hook.add_argument("--output-dir", help="where run folders go (default ./npu_dump_hook_out)")
-    hook.add_argument("--bundle-dir", help="where bundles go (default OUTPUT_DIR/bundles)")
-    hook.add_argument("--strict", action="store_true", default=None,
-                      help="a failure of the hook's own work fails the script (default)")
-    hook.add_argument("--no-strict", dest="strict", action="store_false",
-                      help="log such failures and let training carry on")
-    hook.add_argument("--ranks", help="ranks (RANK_ID) that dump, e.g. 0,1 (default: every rank)")
-    hook.add_argument("--graph-keyword", help="op name that only the training graph contains")
-    hook.add_argument("--link", choices=LINK_MODES, help="hard-link dump files into the bundle or copy them")
-    hook.add_argument("--checksum", choices=CHECKSUMS, help="record sha256 per file in bundle.json (default)")
-    hook.add_argument("--archive", choices=ARCHIVES, help="also pack the bundle into an archive")
-    hook.add_argument("--stop", choices=STOP_MODES,
-                      help="plain sessions after the dumped step: end the script with status 0 (exit, "
-                           "default) or train on (continue)")
+    _add_setting_flags(p.add_argument_group("hook options (NPU_DUMP_HOOK_*)"))
     p.add_argument("target", nargs="*", metavar="COMMAND",
                    help="after --: [python [PYTHON_OPTIONS]] SCRIPT [ARGS...] or [python] -m MODULE [ARGS...]")
     return p
+
+
+def _add_setting_flags(group: "argparse._ArgumentGroup") -> None:
+    """The flags of every settings-table row that has one (:mod:`npu_dump_hook.settings`), in table order."""
+    for row in settings.SETTINGS.values():
+        if row.flag:
+            extra = dict(row.cli)
+            if row.list_choices:
+                extra["choices"] = row.choices()
+            group.add_argument(row.flag, dest=row.name, help=row.help, **extra)
+        if row.negative:
+            default = {} if row.flag else {"default": None}
+            group.add_argument(row.negative, dest=row.name, action="store_false", help=row.negative_help, **default)
 
 
 def _add_compare(sub: "argparse._SubParsersAction") -> argparse.ArgumentParser:
@@ -318,17 +293,6 @@ class _StderrHandler(logging.StreamHandler):
         super().emit(record)
 
 
-class _Formatter(logging.Formatter):
-    def __init__(self, names: bool) -> None:
-        super().__init__()
-        self.names = names
-
-    def format(self, record: logging.LogRecord) -> str:
-        text = " ".join(record.getMessage().splitlines())
-        where = "{}: ".format(record.name) if self.names else ""
-        return "{}: {}: {}{}".format(PROG, record.levelname.lower(), where, text)
-
-
 class _Logging(object):
     """The ``npu_dump_hook`` logger routed to one stderr handler for one ``main`` call."""
 
@@ -339,7 +303,7 @@ class _Logging(object):
     def __enter__(self) -> "_Logging":
         self.saved = (self.logger.level, self.logger.propagate)
         self.handler = _StderrHandler()
-        self.handler.setFormatter(_Formatter(names=self.level <= logging.DEBUG))
+        self.handler.setFormatter(LogFormatter(names=self.level <= logging.DEBUG))
         self.handler.addFilter(_OnceFilter())
         self.logger.addHandler(self.handler)
         self.logger.setLevel(self.level)
@@ -353,13 +317,8 @@ class _Logging(object):
 
 
 def _level(args: argparse.Namespace) -> int:
-    if getattr(args, "debug", False):
-        return logging.DEBUG
-    if getattr(args, "verbose", False):
-        return logging.INFO
-    if getattr(args, "quiet", False):
-        return logging.ERROR
-    return logging.WARNING
+    return getattr(logging, level_name(getattr(args, "debug", False), getattr(args, "verbose", False),
+                                       getattr(args, "quiet", False)))
 
 
 def warn(message: str) -> None:

@@ -1,20 +1,12 @@
-"""The exit codes of every ``npu-dump-hook`` command (DESIGN §4), in one place.
+"""The exit codes of every ``npu-dump-hook`` command (DESIGN §4), and the error that carries one.
 
-Handlers return one of these codes, or raise :class:`CliError` with one of them; nothing
-else in :mod:`npu_dump_hook.cli` picks an exit code.
+The codes are defined once, in :mod:`npu_dump_hook._cli_conventions` (the runner exits with
+the same ones), and re-exported here. Handlers return one of these codes, or raise
+:class:`CliError` with one of them; nothing else in :mod:`npu_dump_hook.cli` picks an exit code.
 """
+from .._cli_conventions import EXIT_CHECK_FAILED, EXIT_ERROR, EXIT_OK, EXIT_USAGE
 
 __all__ = ["EXIT_OK", "EXIT_CHECK_FAILED", "EXIT_USAGE", "EXIT_ERROR", "CliError", "pending"]
-
-#: Everything went as asked.
-EXIT_OK = 0
-#: A check failed: verify found problems, compare breached a threshold, parse met a bad or
-#: unrecognised file, inspect/verify were given something that is not a bundle.
-EXIT_CHECK_FAILED = 1
-#: Usage: bad arguments or option values, a path given on the command line that does not exist.
-EXIT_USAGE = 2
-#: Anything else (one line on stderr; the traceback only with --debug).
-EXIT_ERROR = 3
 
 
 class CliError(Exception):

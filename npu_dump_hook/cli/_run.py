@@ -21,8 +21,9 @@ import subprocess
 import sys
 from typing import Any, Dict, List, Sequence, Tuple
 
-from ..constants import (ENV_OPTIONS, ENV_RUN, ENV_RUN_HOOK_OPTIONS, ENV_RUN_LOG_LEVEL, ENV_RUN_STOP,
-                         FAULTS_SEPARATOR)
+from .. import settings
+from .._cli_conventions import level_name
+from ..constants import ENV_OPTIONS, ENV_RUN, ENV_RUN_LOG_LEVEL, FAULTS_SEPARATOR
 from ..errors import OptionError
 from ..runner import RunSettings, bootstrap_command, parse_faults
 from ._exit import EXIT_USAGE, CliError
@@ -36,11 +37,6 @@ _WITH_VALUE = ("W", "X")
 _DUMP_FLAGS = (("dump_path", "--dump-path"), ("dump_step", "--dump-step"), ("dump_mode", "--dump-mode"),
                ("dump_layer", "--dump-layer"), ("dump_data", "--dump-data"),
                ("dump_debug_mode", "--dump-debug-mode"))
-# hook keyword -> its flag when it is not "--" + keyword with dashes (which sets True or a value)
-_NEGATIVE_FLAGS = {"save_initial_state": "--no-initial-state", "reference": "--no-reference",
-                   "strict": "--no-strict"}
-# hook keyword -> its flag when the flag is not named after the keyword
-_FLAG_NAMES = {"initial_state": "--golden-for", "faults": "--fault"}
 _NO_SCRIPT = "give the script to run after -- (e.g. npu-dump-hook run -- python train.py)"
 
 
@@ -138,21 +134,11 @@ def _environment(args: argparse.Namespace) -> Tuple[Dict[str, str], Dict[str, st
     elif data:  # a data-dump flag asks for the data dump, whatever the inherited variables say
         put(ENV_OPTIONS["enable_dump"], True, "--dump-path" if args.dump_path is not None else "--dump-*")
         put(ENV_OPTIONS["enable_dump_debug"], False, "--dump-*")
-    for keyword, var in ENV_RUN_HOOK_OPTIONS.items():
-        value = getattr(args, keyword, None)
-        if value is None:
-            continue
-        if keyword in ("output_dir", "bundle_dir"):
-            value = os.path.abspath(value)
-        elif keyword == "faults":  # the --fault flags, in one variable (NPU_DUMP_HOOK_FAULTS)
-            value = FAULTS_SEPARATOR.join(value)
-        flag = _NEGATIVE_FLAGS[keyword] if value is False else _FLAG_NAMES.get(keyword,
-                                                                                 "--" + keyword.replace("_", "-"))
-        put(var, value, flag)
-    if args.stop is not None:
-        put(ENV_RUN_STOP, args.stop, "--stop")
-    env[ENV_RUN_LOG_LEVEL] = ("DEBUG" if args.debug else "INFO" if args.verbose
-                              else "ERROR" if args.quiet else "WARNING")
+    for row in settings.SETTINGS.values():  # the hook options and --stop: each flag sets its variable
+        value = getattr(args, row.name, None) if row.flag or row.negative else None
+        if value is not None:
+            put(row.env, row.variable_text(value), row.flag_for(value))
+    env[ENV_RUN_LOG_LEVEL] = level_name(args.debug, args.verbose, args.quiet)
     return env, flags
 
 

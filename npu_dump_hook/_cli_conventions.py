@@ -1,0 +1,92 @@
+"""What every ``npu-dump-hook`` process shares with the user, in one place (DESIGN §4).
+
+The command line (:mod:`npu_dump_hook.cli`) and the runner it starts in the script's process
+(:mod:`npu_dump_hook.runner`) speak with one voice: the program name, the exit codes, the way a
+log record or an error becomes one line on stderr, and which level ``-v/-q/--debug`` select.
+Both import this module; it imports nothing of the package (the runner must not import
+``cli/``, which imports the runner).
+
+Exit codes::
+
+    0  EXIT_OK            everything went as asked
+    1  EXIT_CHECK_FAILED  a check failed (verify, compare, parse, inspect)
+    1  EXIT_SCRIPT_ERROR  the script the runner ran died of an uncaught exception, or the
+                          runner's own work failed after the script ran (Python's status)
+    2  EXIT_USAGE         bad arguments, option values or variables; a path that does not exist
+    3  EXIT_ERROR         anything else
+"""
+import logging
+import sys
+
+__all__ = ["PROG", "EXIT_OK", "EXIT_CHECK_FAILED", "EXIT_USAGE", "EXIT_ERROR", "EXIT_SCRIPT_ERROR",
+           "LOG_LEVELS", "LogFormatter", "one_line", "error_line", "print_error", "level_name"]
+
+#: The program name every message starts with.
+PROG = "npu-dump-hook"
+
+#: Everything went as asked.
+EXIT_OK = 0
+#: A check failed: verify found problems, compare breached a threshold, parse met a bad or
+#: unrecognised file, inspect/verify were given something that is not a bundle.
+EXIT_CHECK_FAILED = 1
+#: Usage: bad arguments or option values, a path given on the command line that does not exist.
+EXIT_USAGE = 2
+#: Anything else (one line on stderr; the traceback only with --debug).
+EXIT_ERROR = 3
+#: What Python exits with after an uncaught exception: the runner's status for a script that
+#: died of one, and for its own failures once the script has run.
+EXIT_SCRIPT_ERROR = 1
+
+#: The level names ``NPU_DUMP_HOOK_LOG_LEVEL`` accepts, most verbose first.
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+#: Library messages meant for plain scripts start with this; under the program's name it is dropped.
+_SCRIPT_PREFIX = "npu_dump_hook: "
+
+
+def one_line(text: str) -> str:
+    """``text`` with its line breaks turned into blanks (every message is one line)."""
+    return " ".join(str(text).splitlines())
+
+
+def error_line(message: object) -> str:
+    """``npu-dump-hook: <message>``, on one line."""
+    return "{}: {}".format(PROG, one_line(str(message)))
+
+
+def print_error(message: object) -> None:
+    """:func:`error_line` on the current ``sys.stderr``."""
+    print(error_line(message), file=sys.stderr)
+
+
+def level_name(debug: bool = False, verbose: bool = False, quiet: bool = False) -> str:
+    """The level ``--debug``, ``-v/--verbose`` or ``-q/--quiet`` select (in that precedence;
+    none of them: WARNING)."""
+    if debug:
+        return "DEBUG"
+    if verbose:
+        return "INFO"
+    if quiet:
+        return "ERROR"
+    return "WARNING"
+
+
+class LogFormatter(logging.Formatter):
+    """``npu-dump-hook: warning: <message>`` on one line.
+
+    ``names``: the logger's name before the message (``--debug``). ``drop_script_prefix``: a
+    message that starts with ``npu_dump_hook: `` (worded for plain scripts) loses that prefix,
+    which the program name replaces (the runner's child process).
+    """
+
+    def __init__(self, names: bool = False, drop_script_prefix: bool = False) -> None:
+        super().__init__()
+        self.names = names
+        self.drop_script_prefix = drop_script_prefix
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = one_line(record.getMessage())
+        if self.drop_script_prefix and text.startswith(_SCRIPT_PREFIX):
+            text = text[len(_SCRIPT_PREFIX):]
+        where = "{}: ".format(record.name) if self.names else ""
+        return "{}: {}: {}{}".format(PROG, record.levelname.lower(), where, text)

@@ -1,0 +1,436 @@
+"""The TensorFlow patches of the runner and the one hook they hand out (:class:`Injection`).
+
+:func:`~npu_dump_hook.runner.install` makes one :class:`Injection` per process and calls
+:meth:`Injection.patch` for each of the three TensorFlow modules once it has loaded. The
+first training entry point the script reaches claims the process's one
+:class:`~npu_dump_hook.hook.NpuDumpHook` (:meth:`Injection._claim`)::
+
+    Estimator.train(...)          hooks += [hook]; the session config carries the dump options
+                                  for this call, unless it has its own; the estimator trains in
+                                  {run folder}/model_dir (unless keep_checkpoints)
+    MonitoredSession(...)         made by the script on a graph with training ops: hooks +=
+                                  [hook]; its session creator makes its session with the dump options
+    tf.compat.v1.Session(...)     made by the script (not by a monitored session) on a graph with
+                                  training ops (else decided at its first run): config += dump
+                                  options; wrapped as NpuDumpSession(stop="continue") for the runs
+                                  of the thread that made it; settings.stop="exit" ends the script
+                                  with status 0 after the dumped steps
+
+Once a hook exists nothing else is injected; a script that imports NpuDumpHook or
+NpuDumpSession itself gets nothing (its own hook decides). :meth:`Injection.finish` and
+:meth:`Injection.announce` end the run after the script (see :mod:`npu_dump_hook.runner`).
+Nothing here imports TensorFlow: the patches run once the script has loaded it.
+"""
+import functools
+import inspect
+import logging
+import os
+import sys
+import threading
+from typing import Any, Callable, Dict, Optional, Tuple
+
+from .. import _tf
+from .._cli_conventions import EXIT_SCRIPT_ERROR, EXIT_USAGE, print_error
+from ..constants import ENV_OPTIONS, NPU_OPTIMIZER_NAME
+from ..errors import NpuDumpError, OptionError
+from ..options import DumpOptions
+from ..settings import ENV_RUN_HOOK_OPTIONS
+from ._settings import RunSettings
+
+__all__ = ["Injection"]
+
+logger = logging.getLogger("npu_dump_hook.runner")
+
+# attributes the runner sets on the tf.compat.v1.Session objects of the script
+_WRAPPER = "_npu_dump_hook_wrapper"
+_CANDIDATE = "_npu_dump_hook_candidate"
+
+
+def _trains(graph: Any) -> bool:
+    """Whether ``graph`` holds an op that updates a trainable variable or the global step."""
+    from ..training_step import TrainingStepDetector
+
+    return TrainingStepDetector(graph).verdict(graph.get_operations()).training
+
+
+def _named_after_variables(exc: NpuDumpError) -> NpuDumpError:
+    """An OptionError about a hook keyword or dump option, named after the variable that set it."""
+    if isinstance(exc, OptionError):
+        var = ENV_RUN_HOOK_OPTIONS.get(exc.option) or ENV_OPTIONS.get(exc.option)
+        if var is not None and var in os.environ:
+            return OptionError(var, os.environ[var], exc.rule)
+    return exc
+
+
+def _redirect_model_dir(estimator: Any, run_dir: str) -> None:
+    """Point ``estimator`` at ``{run folder}/model_dir`` for the rest of the process.
+
+    The dump run's step-1 checkpoint then lands in the run folder instead of the script's
+    ``model_dir`` (where the next real training run would resume from it), while the script's
+    own later ``evaluate``/``predict``/``get_variable_value`` calls still find it. The new
+    folder starts from the latest checkpoint of ``model_dir`` (:func:`~npu_dump_hook.config.dump_run_model_dir`).
+    """
+    from ..config import dump_run_model_dir
+
+    run_config = _tf.estimator_run_config(estimator)
+    target = dump_run_model_dir(run_config.model_dir, os.path.join(run_dir, "model_dir"))
+    if run_config.model_dir != target:
+        _tf.set_estimator_model_dir(estimator, run_config.replace(model_dir=target), target)
+
+
+def _script_dump_options(config: Any) -> Optional[DumpOptions]:
+    """The dump options a script's own ``ConfigProto`` switches on (its ``NpuOptimizer``
+    entries, the last holding a key winning, as the adapter reads them); None when it switches
+    neither the data dump nor the overflow check on."""
+    if config is None:
+        return None
+    params = {}  # type: Dict[str, Any]
+    for entry in config.graph_options.rewrite_options.custom_optimizers:
+        if entry.name == NPU_OPTIMIZER_NAME:
+            params.update(entry.parameter_map.items())
+
+    def flag(key: str) -> bool:
+        return key in params and bool(params[key].b)
+
+    def text(key: str) -> Optional[str]:
+        return params[key].s.decode("utf-8") if key in params and params[key].s else None
+
+    if not (flag("enable_dump") or flag("enable_dump_debug")):
+        return None
+    kwargs = {"enable_dump": flag("enable_dump"), "enable_dump_debug": flag("enable_dump_debug")}  # type: Dict[str, Any]
+    for key in ("dump_path", "dump_step", "dump_mode", "dump_layer", "dump_data", "dump_debug_mode"):
+        if text(key) is not None:
+            kwargs[key] = text(key)
+    return DumpOptions(**kwargs)
+
+
+class Injection(object):
+    """The patches of one process and the one hook they hand out (see the module docstring)."""
+
+    def __init__(self, settings: RunSettings) -> None:
+        self.settings = settings
+        #: The process's NpuDumpHook, once a training entry point has claimed it.
+        self.hook = None  # type: Any
+        #: Which entry point got it: "Estimator.train", "MonitoredSession" or "Session".
+        self.claimed_by = None  # type: Optional[str]
+        self._wrapper = None  # type: Any
+        self._thread = None  # type: Optional[int]  # the thread whose runs go through the wrapper
+        self._monitored = None  # type: Any
+        self._stood_down = False
+        self._announced = False
+        self._hook_module_is_ours = False
+        self._lock = threading.RLock()
+        self._local = threading.local()
+
+    # -- what the script ends with ---------------------------------------------------------
+    @property
+    def bundle_location(self) -> Optional[str]:
+        """Where the hook wrote its bundle; None before (or without) one."""
+        bundle = getattr(self.hook, "bundle", None)
+        return bundle.location if bundle is not None else None
+
+    def finish(self) -> None:
+        """Collect what the script left pending: a wrapped session whose steps did not end the
+        run, or a monitored session left open (its hook's ``end()``)."""
+        hook = self.hook
+        if hook is None or not hook.counted_steps:
+            return
+        if self._wrapper is not None and not self._wrapper.finished:
+            with self._routing():
+                self._wrapper.finish()
+        if self._monitored is not None and hook.record is None:
+            logger.info("npu_dump_hook: closing the MonitoredSession the script left open")
+            self._monitored.close()
+
+    def announce(self, explain: bool = True) -> None:
+        """Print the bundle path as the last line on stdout (once per process); without a
+        bundle, with ``explain``, say why there is none when one was expected."""
+        if self._announced:
+            return
+        self._announced = True
+        location = self.bundle_location
+        if location is not None:
+            try:
+                sys.stdout.flush()
+                print(location)
+                sys.stdout.flush()
+            except (OSError, ValueError):  # stdout closed by its reader (| head) or by the script
+                pass
+        elif explain:
+            self._report()
+
+    def _report(self) -> None:
+        if self._stood_down or not self.settings.enabled:
+            return
+        if self.hook is None:
+            logger.warning("npu_dump_hook: no training was seen (Estimator.train, MonitoredSession or a "
+                           "tf.compat.v1.Session running training ops): nothing was dumped")
+        elif self.hook.dumping and self.hook.collect:
+            logger.warning("npu_dump_hook: no bundle was written (%d training step(s) ran; run folder %s)",
+                           len(self.hook.counted_steps), self.hook.run_dir)
+
+    # -- claiming the one hook -------------------------------------------------------------
+    def _open(self) -> bool:
+        """Whether a training entry point may still get the hook."""
+        if self.hook is not None or self._stood_down or not self.settings.enabled:
+            return False
+        if not self._hook_module_is_ours and "npu_dump_hook.hook" in sys.modules:
+            self._stood_down = True
+            logger.warning("npu_dump_hook: the script uses npu_dump_hook itself (NpuDumpHook or "
+                           "NpuDumpSession): nothing injected, its own hook decides what is dumped")
+            return False
+        return True
+
+    def _claim(self, where: str, config: Any) -> Optional[Tuple[Any, Any]]:
+        """``(hook, config carrying its dump options)`` for the first caller, else None.
+
+        A ``config`` that switches the NPU dump on itself is kept, and its options become the
+        hook's; otherwise the hook's options are written into a copy (``session_config``).
+        """
+        with self._lock:
+            if not self._open():
+                return None
+            self._hook_module_is_ours = True
+            from ..hook import NpuDumpHook  # TensorFlow is loaded: the script is training
+
+            try:
+                own = _script_dump_options(config)
+                hook = NpuDumpHook(own if own is not None else self.settings.options, **self.settings.hook_options)
+            except NpuDumpError as exc:  # the settings do not fit this run: stop as a bad variable does
+                self._stood_down = True
+                print_error(_named_after_variables(exc))
+                raise SystemExit(EXIT_USAGE if isinstance(exc, OptionError) else EXIT_SCRIPT_ERROR)
+            self.hook, self.claimed_by = hook, where
+        logger.info("npu_dump_hook: %s gets the NpuDumpHook (run folder %s)", where, hook.run_dir)
+        if own is not None:
+            if self.settings.options is not None or any(var in os.environ for var in ENV_OPTIONS.values()):
+                logger.warning("npu_dump_hook: the script's session config sets its own NPU dump options "
+                               "(dump_path %s): they are used, not NPU_DUMP_*", own.dump_path)
+            return hook, config
+        from ..config import session_config
+
+        return hook, session_config(hook.options, config, ranks=self.settings.hook_options.get("ranks"))
+
+    def _no_config(self, what: str) -> None:
+        if self.hook.backend_name == "npu":
+            logger.warning("npu_dump_hook: %s: the dump options could not be put into its session config, "
+                           "so GE dumps only what the script's own config asks", what)
+
+    # -- re-entrancy: the hook's own session runs, and sessions made by monitored sessions -----
+    def _depth(self, name: str) -> int:
+        return getattr(self._local, name, 0)
+
+    def _enter(self, name: str) -> "_Depth":
+        return _Depth(self._local, name)
+
+    def _routing(self) -> "_Depth":
+        return self._enter("routing")
+
+    # -- patching -------------------------------------------------------------------------
+    def patch(self, module_name: str) -> None:
+        """Patch what ``module_name`` (one of the ``_tf.*_MODULE`` names) defines."""
+        {_tf.SESSION_MODULE: self._patch_sessions, _tf.MONITORED_SESSION_MODULE: self._patch_monitored,
+         _tf.ESTIMATOR_MODULE: self._patch_estimator}[module_name]()
+
+    def _patch_estimator(self) -> None:
+        estimator = _tf.estimator_class()
+        original = estimator.__dict__["train"]
+        signature = inspect.signature(original)
+        injection = self
+
+        @functools.wraps(original)
+        def train(self: Any, *args: Any, **kwargs: Any) -> Any:
+            config = _tf.estimator_session_config(self)
+            claim = injection._claim("Estimator.train", config)
+            if claim is None:
+                return original(self, *args, **kwargs)
+            hook, merged = claim
+            bound = signature.bind(self, *args, **kwargs)
+            bound.arguments["hooks"] = list(bound.arguments.get("hooks") or []) + [hook]
+            _tf.set_estimator_session_config(self, merged)
+            if not injection.settings.keep_checkpoints:
+                _redirect_model_dir(self, hook.run_dir)
+            setattr(self, _SCRIPT_SESSION_CONFIG, config)  # evaluations inside train() use it (below)
+            try:
+                return original(*bound.args, **bound.kwargs)
+            finally:
+                delattr(self, _SCRIPT_SESSION_CONFIG)
+                _tf.set_estimator_session_config(self, config)  # evaluate/predict keep the script's config
+
+        _set(estimator, "train", train)
+        for name in ("evaluate", "predict"):
+            _set(estimator, name, _without_dump_keys(estimator.__dict__[name]))
+
+    def _patch_monitored(self) -> None:
+        base, coordinated, creators = _tf.monitored_session_classes()
+        original = base.__dict__["__init__"]
+        signature = inspect.signature(original)
+        injection = self
+
+        @functools.wraps(original)
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            bound = signature.bind(self, *args, **kwargs)
+            claim = None
+            if injection._open() and _trains(_tf.tf_v1().get_default_graph()):
+                creator = bound.arguments.get("session_creator")
+                known = creator is None or isinstance(creator, creators)
+                config = _tf.session_creator_config(creator) if creator is not None else None
+                claim = injection._claim("MonitoredSession", config)
+                if claim is not None:
+                    hook, merged = claim
+                    bound.arguments["hooks"] = list(bound.arguments.get("hooks") or []) + [hook]
+                    if creator is None:
+                        bound.arguments["session_creator"] = creators[0](config=merged)
+                    elif known:
+                        bound.arguments["session_creator"] = _tf.with_session_creator_config(creator, merged)
+                    else:
+                        injection._no_config("the MonitoredSession's own {}".format(type(creator).__name__))
+            with injection._enter("monitored"):
+                original(*bound.args, **bound.kwargs)
+            if claim is not None:
+                injection._monitored = self
+
+        _set(base, "__init__", __init__)
+        if coordinated is not None:  # recovery sessions are made there too, later
+            create = coordinated.__dict__["create_session"]
+
+            @functools.wraps(create)
+            def create_session(self: Any, *args: Any, **kwargs: Any) -> Any:
+                with injection._enter("monitored"):
+                    return create(self, *args, **kwargs)
+
+            _set(coordinated, "create_session", create_session)
+
+    def _patch_sessions(self) -> None:
+        base, session, interactive = _tf.session_classes()
+        injection = self
+        for cls in (session, interactive):
+            _set(cls, "__init__", self._session_init(cls.__dict__["__init__"]))
+        run, close, exit_ = base.__dict__["run"], base.__dict__["close"], session.__dict__["__exit__"]
+
+        @functools.wraps(run)
+        def run_(self: Any, fetches: Any, feed_dict: Any = None, options: Any = None, run_metadata: Any = None) -> Any:
+            state = self.__dict__
+            wrapper = state.get(_WRAPPER)
+            if wrapper is None and state.pop(_CANDIDATE, False):
+                wrapper = injection._wrap_at_first_run(self)
+            if wrapper is None or injection._depth("routing") or threading.get_ident() != injection._thread:
+                return run(self, fetches, feed_dict, options, run_metadata)  # input threads (queue runners) too
+            with injection._routing():
+                result = wrapper.run(fetches, feed_dict=feed_dict, options=options, run_metadata=run_metadata)
+            if wrapper.finished and injection.settings.stop == "exit":
+                logger.info("npu_dump_hook: the dumped step(s) are done: the script ends with status 0 (stop=exit)")
+                raise SystemExit(0)
+            return result
+
+        @functools.wraps(close)
+        def close_(self: Any) -> None:
+            wrapper = self.__dict__.get(_WRAPPER)
+            if wrapper is None or injection._depth("routing"):
+                return close(self)
+            try:
+                with injection._routing():
+                    wrapper.finish()
+            finally:
+                close(self)
+
+        @functools.wraps(exit_)
+        def exit__(self: Any, exc_type: Any, exc_value: Any, exc_tb: Any) -> Any:
+            wrapper = self.__dict__.get(_WRAPPER)
+            if wrapper is not None and exc_type is not None and not issubclass(exc_type, SystemExit):
+                wrapper.abandon()  # the script failed: no end(), no bundle (MonitoredSession's contract)
+            return exit_(self, exc_type, exc_value, exc_tb)
+
+        _set(base, "run", run_)
+        _set(base, "close", close_)
+        _set(session, "__exit__", exit__)
+
+    def _session_init(self, original: Callable[..., None]) -> Callable[..., None]:
+        signature = inspect.signature(original)
+        injection = self
+
+        @functools.wraps(original)
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            if not injection._open() or injection._depth("monitored"):
+                return original(self, *args, **kwargs)
+            bound = signature.bind(self, *args, **kwargs)
+            graph = bound.arguments.get("graph")
+            if graph is None:
+                graph = _tf.tf_v1().get_default_graph()
+            claim = None
+            if not graph.finalized and _trains(graph):
+                try:
+                    claim = injection._claim("Session", bound.arguments.get("config"))
+                except SystemExit:  # the settings do not fit: leave a whole session behind, then stop
+                    original(self, *args, **kwargs)
+                    raise
+                if claim is not None:
+                    bound.arguments["config"] = claim[1]
+            original(*bound.args, **bound.kwargs)
+            if claim is not None:
+                injection._wrap(self, claim[0])
+            elif not graph.finalized:
+                self.__dict__[_CANDIDATE] = True  # no training ops yet: decided at its first run
+
+        return __init__
+
+    def _wrap_at_first_run(self, session: Any) -> Any:
+        """A session made before its graph had training ops: claimed at its first run if it has them now."""
+        if not self._open() or session.graph.finalized or not _trains(session.graph):
+            return None
+        claim = self._claim("Session", None)
+        if claim is None:
+            return None
+        self._no_config("the tf.compat.v1.Session made before its graph had training ops")
+        return self._wrap(session, claim[0])
+
+    def _wrap(self, session: Any, hook: Any) -> Any:
+        from ..session import NpuDumpSession
+
+        with self._routing():  # begin() and after_create_session() run the bare session
+            wrapper = NpuDumpSession(session, hook=hook, stop="continue")
+        session.__dict__[_WRAPPER] = wrapper
+        self._wrapper, self._thread = wrapper, threading.get_ident()
+        return wrapper
+
+
+class _Depth(object):
+    """A per-thread nesting counter, as a context manager."""
+
+    def __init__(self, local: threading.local, name: str) -> None:
+        self.local, self.name = local, name
+
+    def __enter__(self) -> None:
+        setattr(self.local, self.name, getattr(self.local, self.name, 0) + 1)
+
+    def __exit__(self, *exc: Any) -> None:
+        setattr(self.local, self.name, getattr(self.local, self.name) - 1)
+
+
+#: Set on an Estimator while its hooked train() runs: the session config the script gave it.
+_SCRIPT_SESSION_CONFIG = "_npu_dump_hook_script_session_config"
+
+
+def _without_dump_keys(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``Estimator.evaluate``/``predict`` that, when called inside a hooked ``train()`` (as
+    ``train_and_evaluate`` does after each checkpoint), build their session from the script's
+    own config, so on an NPU the evaluation graph is not dumped into the training dump."""
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not hasattr(self, _SCRIPT_SESSION_CONFIG):
+            return method(self, *args, **kwargs)
+        during_train = _tf.estimator_session_config(self)
+        _tf.set_estimator_session_config(self, getattr(self, _SCRIPT_SESSION_CONFIG))
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            _tf.set_estimator_session_config(self, during_train)
+
+    return wrapper
+
+
+def _set(cls: type, name: str, function: Callable[..., Any]) -> None:
+    function._npu_dump_hook_patch = True  # type: ignore[attr-defined]
+    if not getattr(cls.__dict__.get(name), "_npu_dump_hook_patch", False):
+        setattr(cls, name, function)

@@ -1,0 +1,65 @@
+"""What the runner injects, read from the environment before the script starts (:class:`RunSettings`).
+
+Every variable is checked at once, each by its row of the settings table
+(:mod:`npu_dump_hook.settings`): an :class:`OptionError` names the variable and the rule its
+text breaks, and the runner exits 2 before the script runs. ``NPU_DUMP_*`` are checked as
+:meth:`DumpOptions.from_env` reads them.
+"""
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional
+
+from .. import settings
+from ..constants import ENV_OPTIONS
+from ..options import DumpOptions
+
+__all__ = ["RunSettings"]
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What the runner injects.
+
+    ``options``: the dump options; None lets the hook read ``NPU_DUMP_*`` (dumping into its
+    run folder unless ``NPU_DUMP_PATH`` names one). ``hook_options``: keywords for
+    :class:`NpuDumpHook`. ``stop``: what a plain session does after the dumped steps.
+    ``log_level``: the package's log records go to stderr at that level (None: Python's default).
+    ``enabled``: False injects nothing (``NPU_DUMP_HOOK_RUN=0``).
+    ``keep_checkpoints``: an Estimator trains in the script's own ``model_dir`` (default: in
+    ``{run folder}/model_dir``, see :func:`~npu_dump_hook.runner._inject._redirect_model_dir`;
+    ``NPU_DUMP_HOOK_KEEP_CHECKPOINTS=1``).
+    """
+
+    options: Optional[DumpOptions] = None
+    hook_options: Mapping[str, Any] = field(default_factory=dict)
+    stop: str = settings.SETTINGS["stop"].default
+    log_level: Optional[str] = settings.SETTINGS["log_level"].default
+    enabled: bool = settings.SETTINGS["run"].default
+    keep_checkpoints: bool = settings.SETTINGS["keep_checkpoints"].default
+
+    @classmethod
+    def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> "RunSettings":
+        """Read and check every variable the runner uses; an :class:`OptionError` names the variable.
+
+        The ``NPU_DUMP_*`` values are checked as ``DumpOptions.from_env`` reads them, with a
+        stand-in for an unset ``NPU_DUMP_PATH`` (the hook puts the run folder there).
+        """
+        env = os.environ if environ is None else environ
+        enabled = settings.read("run", env)
+        hook_options = settings.read_all(settings.HOOK, env)
+        settings.check_combination(hook_options, spelled=settings.variable,
+                                   given=lambda keyword: env[settings.variable(keyword)])
+        stop = settings.read("stop", env)
+        level = settings.read("log_level", env)
+        _check_dump_variables(env)
+        keep = settings.read("keep_checkpoints", env)
+        return cls(hook_options=hook_options, stop=stop, log_level=level, enabled=enabled, keep_checkpoints=keep)
+
+
+def _check_dump_variables(env: Mapping[str, str]) -> None:
+    """``NPU_DUMP_*`` as the hook will read them, with a stand-in for an unset NPU_DUMP_PATH."""
+    if any(var in env for var in ENV_OPTIONS.values()):
+        check = dict(env)
+        check.setdefault(ENV_OPTIONS["dump_path"], tempfile.gettempdir())
+        DumpOptions.from_env(check)
