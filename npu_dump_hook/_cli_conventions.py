@@ -1,4 +1,4 @@
-"""What every ``npu-dump-hook`` process shares with the user, in one place (DESIGN §4).
+"""What every ``npu-dump-hook`` process shares with the user, in one place (docs/design.md §4).
 
 The command line (:mod:`npu_dump_hook.cli`) and the runner it starts in the script's process
 (:mod:`npu_dump_hook.runner`) speak with one voice: the program name, the exit codes, the way a

@@ -38,7 +38,7 @@ Variables read by :mod:`npu_dump_hook.runner` (``npu-dump-hook run`` sets them f
                              {run folder}/model_dir, so no dump-run checkpoint lands in model_dir)
 
 Variables of the Ascend stack that npu_dump_hook reads or sets (see
-reference/npu-bridge-dump-api.md §5): DUMP_GRAPH_PATH, DUMP_GE_GRAPH,
+docs/reference/npu-bridge-dump-api.md §5): DUMP_GRAPH_PATH, DUMP_GE_GRAPH,
 DUMP_GRAPH_LEVEL, ASCEND_WORK_PATH, NPU_COLLECT_PATH, ASCEND_DEVICE_ID,
 DEVICE_ID, RANK_ID, RANK_SIZE.
 """

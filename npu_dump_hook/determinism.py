@@ -44,13 +44,12 @@ from typing import Any, Dict, Iterable, List, Optional
 from . import _tf
 from ._graph_functions import rewrite_functions
 from .errors import OptionError, RandomnessError
+from .settings import DEFAULT_SEED, POLICIES  # one definition, with the randomness= row
 
 __all__ = ["POLICIES", "DEFAULT_SEED", "audit", "apply_policy", "derived_seed"]
 
 logger = logging.getLogger(__name__)
 
-POLICIES = ("audit", "pin", "strip", "error")
-DEFAULT_SEED = 20221  # any fixed non-zero value: seed=seed2=0 means "random" to TensorFlow
 
 STATEFUL_TYPES = frozenset(
     """RandomUniform RandomUniformInt RandomStandardNormal TruncatedNormal Multinomial

@@ -41,8 +41,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ._cli_conventions import LOG_LEVELS
-from .determinism import DEFAULT_SEED, POLICIES
 from .errors import OptionError
+
+#: What ``randomness=`` accepts (their behaviour: :mod:`npu_dump_hook.determinism`).
+POLICIES = ("audit", "pin", "strip", "error")
+#: The seed ``pin``/``strip`` derive every op seed from: any fixed non-zero value (seed=seed2=0
+#: means "random" to TensorFlow).
+DEFAULT_SEED = 20221
 
 __all__ = ["Setting", "SETTINGS", "HOOK", "SESSION", "RUNNER", "HOOK_KEYWORDS", "HOOK_RULES", "SESSION_RULES",
            "ENV_RUN", "ENV_RUN_STOP", "ENV_RUN_LOG_LEVEL", "ENV_RUN_KEEP_CHECKPOINTS", "ENV_RUN_HOOK_OPTIONS",

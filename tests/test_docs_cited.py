@@ -31,7 +31,6 @@ ADDRESS = re.compile(r"[a-z][a-z0-9+.-]*://\S*", re.I)
 # old way, to be rewritten as docs/reference/<file>.md after the merge; delete an entry then.
 # Any other missing document fails; these are reported as xfail while they remain.
 PENDING = {
-    "npu_dump_hook/constants.py": ["reference/npu-bridge-dump-api.md"],
     "npu_dump_hook/reference.py": ["ascend-dump-formats.md"],
 }
 

@@ -1,4 +1,4 @@
-"""The exit codes of every ``npu-dump-hook`` command (DESIGN §4), and the error that carries one.
+"""The exit codes of every ``npu-dump-hook`` command (docs/design.md §4), and the error that carries one.
 
 The codes are defined once, in :mod:`npu_dump_hook._cli_conventions` (the runner exits with
 the same ones), and re-exported here. Handlers return one of these codes, or raise
