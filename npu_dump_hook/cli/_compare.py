@@ -148,8 +148,10 @@ class _Progress(object):
 
 
 def _write(option: str, path: str, make: Callable[[], str]) -> None:
+    from ..compare._inert import utf8  # here: building the parser loads no numpy
+
     try:
-        atomic_write_bytes(path, make().encode("utf-8"))
+        atomic_write_bytes(path, utf8(make()))
     except OSError as exc:
         raise CliError("compare: --{} {}: {}".format(option, path, exc.strerror or exc))
 

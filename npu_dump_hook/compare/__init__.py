@@ -35,6 +35,7 @@ from ..errors import OptionError
 from ._analysis import analyse
 from ._golden import GoldenSide, load_golden_side
 from ._graph import load_graph
+from ._inert import printable
 from ._match import build_plan
 from ._npu import NpuSide, load_npu
 from ._report import SCHEMA, csv_text, first_divergence_doc, row_doc, summary_doc, terminal_summary
@@ -154,7 +155,7 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
             warnings.append("golden {}: {} file(s) skipped (not {{op}}.{{index}}.{{timestamp}}.npy): {}".format(
                 golden_side.path, len(golden_side.skipped), ", ".join(golden_side.skipped[:3])))
         for warning in warnings:
-            logger.warning("%s", warning)
+            logger.warning("%s", printable(warning))
         first = analysis.root_causes[0] if analysis.root_causes else None
         doc = {
             "schema": SCHEMA,

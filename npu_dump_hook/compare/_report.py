@@ -6,6 +6,7 @@ import math
 from typing import Any, Dict, List, Optional, Sequence
 
 from .metrics import METRIC_NAMES
+from ._inert import csv_cell, printable
 from ._rows import Row
 from ._thresholds import Thresholds, checks_row, magnitude_error, severity
 
@@ -36,12 +37,13 @@ def _csv_cells(row: Row) -> List[str]:
 
 
 def csv_text(rows: Sequence[Row]) -> str:
-    """The CSV msaccucmp would write for these rows (its header, its row order)."""
+    """The CSV msaccucmp would write for these rows (its header, its row order); cells that
+    a spreadsheet would take for a formula are prefixed with ``'`` (:func:`._inert.csv_cell`)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_HEADER)
     for row in rows:
-        writer.writerow(_csv_cells(row))
+        writer.writerow([csv_cell(cell) for cell in _csv_cells(row)])
     return out.getvalue()
 
 
@@ -126,7 +128,8 @@ def _clip(text: str, width: int) -> str:
 def terminal_summary(doc: Dict[str, Any], rows: Sequence[Row], root_causes: Sequence[Row],
                      thresholds: Thresholds, top: int = 5, width: int = 100) -> str:
     """About 20 lines: inputs, counts, verdict, first divergence with its inputs, other root
-    causes, the ``top`` worst rows."""
+    causes, the ``top`` worst rows; control characters in names shown as escapes
+    (:func:`._inert.printable`)."""
     s = doc["summary"]
     lines = ["compare: NPU {} ({}) vs golden {} ({})".format(doc["npu"]["path"], doc["npu"]["kind"],
                                                            doc["golden"]["path"], doc["golden"]["kind"]),
@@ -166,4 +169,4 @@ def terminal_summary(doc: Dict[str, Any], rows: Sequence[Row], root_causes: Sequ
         for row in worst:
             lines.append(_clip("  {:>5} {:<12} {} {}".format(row.number, row.status, _metric_line(row), row.tensor),
                                width))
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)
