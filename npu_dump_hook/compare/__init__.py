@@ -8,7 +8,7 @@ the first diverging original TF op (docs/compare.md). TensorFlow-free.
     result = compare("bundle.tar.gz", "golden_bundle", thresholds={"cosine_min": 0.999})
     result = compare("dump/.../0", "npy_dir", graph="ge_proto_00000001_Build.txt")
     result.doc           # the JSON document (schema npu_dump_hook/compare@1)
-    result.exit_code     # 0 no root cause, 1 a root cause (breach or overflow) or input inconsistent
+    result.exit_code     # 0 pass; 1 a root cause (breach or overflow), input inconsistent, or incomplete
     result.csv()         # msaccucmp's CSV; result.summary_text() the terminal summary
 
 Modules, one job each::
@@ -52,7 +52,7 @@ ProgressFn = Callable[[int, int], None]
 
 
 class CompareResult(object):
-    """``doc``: the JSON document; ``exit_code``: 0 pass, 1 fail; ``rows``: the rows (objects);
+    """``doc``: the JSON document; ``exit_code``: 0 pass, 1 fail or incomplete; ``rows``: the rows (objects);
     ``root_causes``: root-cause rows, first divergence first."""
 
     def __init__(self, doc: Dict[str, Any], rows: List[Row], root_causes: List[Row], thresholds: Thresholds) -> None:
@@ -106,7 +106,7 @@ def _golden_for_warning(npu: NpuSide, golden: GoldenSide) -> List[str]:
 
 def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = None, thresholds: Any = None,
             ops: Optional[str] = None, step: Optional[int] = None, workers: Optional[int] = None,
-            progress: Optional[ProgressFn] = None) -> CompareResult:
+            progress: Optional[ProgressFn] = None, allow_uncompared: bool = False) -> CompareResult:
     """Compare the NPU side ``npu`` with ``golden`` (see the module doc and docs/compare.md).
 
     ``npu``: bundle folder or archive, or a dump step folder (then ``graph`` is required);
@@ -115,7 +115,9 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
     the bundle's; ``thresholds``: None, a :class:`Thresholds` or a dict of its fields;
     ``ops``: regular expression, only ops whose NPU name or an original op name matches;
     ``step``: the dump step folder to compare (default: the lowest); ``workers``: processes
-    (default: every core); ``progress(done, total)`` after every dump file.
+    (default: every core); ``progress(done, total)`` after every dump file;
+    ``allow_uncompared``: pass on the compared rows even when the comparison is incomplete
+    (broken data, ops with a dump file but no compared row; docs/compare.md).
 
     Raises CompareError / OptionError / BundleError / FormatError for inputs it cannot use;
     tensors it cannot compare are rows with a reason, never errors.
@@ -163,7 +165,7 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
             "golden": golden_side.describe(),
             "thresholds": limits.as_dict(),
             "summary": summary_doc(rows, analysis.root_causes, analysis.input_inconsistent, analysis.input_detail,
-                                   time.monotonic() - started),
+                                   time.monotonic() - started, analysis.incomplete, bool(allow_uncompared)),
             "first_divergence": first_divergence_doc(first),
             "root_causes": [r.number for r in analysis.root_causes],
             "rows": [row_doc(r) for r in rows],

@@ -23,6 +23,12 @@ runs even saw the same input.
   causes (overflows included) and on input inconsistency: every propagated row inherits an
   error from one of those, or from upstream error that stayed within the thresholds. The **first divergence**
   is the root cause earliest in execution order; the other root causes follow it.
+* **Incomplete** (:func:`uncompared`): a row whose data is broken (an unreadable dump or
+  golden file, a shape mismatch, a golden file without numbers, a worker that died on the
+  file), an op with a dump file none of whose rows was compared (unless all its tensors
+  hold no numbers: string, resource, variant), or no compared row at all. The verdict is
+  then "incomplete" (exit 1) unless the caller allows uncompared rows: a comparison never
+  passes on what it did not compare.
 * **Input inconsistent**: a row of the very first inputs breaches (outputs of
   IteratorGetNext/GetNext/Data/Placeholder ops, or inputs fed by them), or both bundles carry
   ``fingerprints`` and their ``state`` or ``batch`` entries differ. Then nothing downstream
@@ -33,14 +39,20 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ._graph import Graph
 from ._match import data_inputs, producer_of
-from ._rows import Row
+from ._rows import REASON_NO_DUMP, Row
 from ._thresholds import Thresholds, breaches, checks_row, magnitude_error
+from ._worker import (REASON_DTYPE, REASON_DUMP, REASON_GOLDEN_FILE, REASON_SHAPE, REASON_SPECIAL_FILE,
+                      REASON_WORKER_DIED)
 
-__all__ = ["INPUT_OP_TYPES", "Analysis", "analyse", "fingerprint_differences"]
+__all__ = ["INPUT_OP_TYPES", "BROKEN_DATA_REASONS", "Analysis", "analyse", "fingerprint_differences", "uncompared"]
 
 #: Op types whose outputs are the step's first inputs (the batch and the feeds).
 INPUT_OP_TYPES = frozenset(("IteratorGetNext", "IteratorGetNextSync", "GetNext", "DynamicGetNext", "Data",
                             "Placeholder", "PlaceholderWithDefault", "RefData"))
+#: Reason categories of rows whose input is broken: any one makes the comparison incomplete.
+BROKEN_DATA_REASONS = frozenset((REASON_DUMP, REASON_GOLDEN_FILE, REASON_SHAPE, REASON_SPECIAL_FILE,
+                                 REASON_WORKER_DIED))
+_MAX_DETAIL = 5
 #: Rows one look-through answer keeps (bounds the analysis of very wide ops without a row).
 _MAX_UPSTREAM = 1024
 
@@ -50,6 +62,7 @@ class Analysis(object):
         self.root_causes = []  # type: List[Row]
         self.input_inconsistent = False
         self.input_detail = []  # type: List[str]
+        self.incomplete = []  # type: List[str]
 
 
 class _LookThrough(object):
@@ -276,9 +289,44 @@ def analyse(rows: Sequence[Row], graph: Graph, thresholds: Thresholds,
         if _is_first_input(row, graph):
             result.input_inconsistent = True
             result.input_detail.append(_describe(row))
+    result.incomplete = uncompared(rows)
     if golden_bundle is not None and golden_bundle is not npu_bundle:
         differences = fingerprint_differences(npu_bundle, golden_bundle)
         if differences:
             result.input_inconsistent = True
             result.input_detail.extend(differences)
     return result
+
+
+def _holds_no_numbers(row: Row) -> bool:
+    """Not compared because the NPU tensor holds no numbers (string, resource, variant)."""
+    return row.reason.startswith(REASON_DTYPE + ": DT_")
+
+
+def _broken(row: Row) -> bool:
+    return row.reason_category in BROKEN_DATA_REASONS or (
+        row.reason_category == REASON_DTYPE and not _holds_no_numbers(row))
+
+
+def uncompared(rows: Sequence[Row]) -> List[str]:
+    """Why the comparison is incomplete, one line per cause (empty: complete; module doc)."""
+    compared = {row.npu_op for row in rows if row.compared}
+    if not compared:
+        return ["no row was compared ({} row(s))".format(len(rows))]
+    broken = [row for row in rows if not row.compared and _broken(row)]
+    missing = {}  # type: Dict[str, Row]
+    for row in rows:
+        if row.npu_op not in compared and row.reason_category != REASON_NO_DUMP and not _holds_no_numbers(row):
+            missing.setdefault(row.npu_op, row)
+    lines = []
+    if broken:
+        lines.append("{} row(s) with broken data: {}".format(len(broken), _examples(broken)))
+    if missing:
+        lines.append("{} op(s) with a dump file and no compared row: {}".format(
+            len(missing), _examples(list(missing.values()))))
+    return lines
+
+
+def _examples(rows: Sequence[Row]) -> str:
+    shown = ["{} ({})".format(row.tensor or row.npu_op, row.reason) for row in rows[:_MAX_DETAIL]]
+    return "; ".join(shown) + (" ..." if len(rows) > _MAX_DETAIL else "")

@@ -42,7 +42,8 @@ from ._golden import golden_key, load_golden
 from ._graph import FRAMEWORK_LAYOUTS
 
 __all__ = ["OutputPlan", "FileJob", "TensorResult", "FileResult", "compare_file", "run_jobs", "origin_format",
-           "REASON_NO_GOLDEN", "REASON_DTYPE", "REASON_SHAPE", "REASON_DUMP", "REASON_GOLDEN_FILE"]
+           "REASON_NO_GOLDEN", "REASON_DTYPE", "REASON_SHAPE", "REASON_DUMP", "REASON_GOLDEN_FILE",
+           "REASON_NO_PRODUCER", "REASON_SPECIAL_FILE", "REASON_WORKER_DIED"]
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +53,8 @@ REASON_SHAPE = "shape mismatch"
 REASON_DUMP = "unreadable dump file"
 REASON_GOLDEN_FILE = "unreadable golden file"
 REASON_NO_PRODUCER = "no producer in the graph"
+REASON_SPECIAL_FILE = "not a regular file"
+REASON_WORKER_DIED = "worker died"
 #: Data types that hold no values to compare (numpy may still read their bytes).
 _NO_VALUES = frozenset(("DT_STRING", "DT_RESOURCE", "DT_VARIANT", "DT_STRING_REF", "DT_UNDEFINED"))
 
@@ -245,7 +248,7 @@ def _compare_tensor(job: FileJob, dump: DumpFile, kind: str, slot: int) -> Tenso
         return _empty(kind, slot, info, address, golden, "{}: {}".format(REASON_SHAPE, exc.rule), path)
     try:
         gold = load_golden(path, _scratch_buffers()[1])
-    except (OSError, ValueError) as exc:
+    except Exception as exc:  # noqa: BLE001 - untrusted .npy: numpy's header parsing raises anything (<f3: TypeError)
         return _empty(kind, slot, info, address, golden, "{}: {}: {}".format(REASON_GOLDEN_FILE, path, exc), path,
                       npu_dtype=_dtype_name(npu.dtype))
     if gold.dtype.kind not in "biufc":
