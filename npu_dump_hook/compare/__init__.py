@@ -17,12 +17,13 @@ Modules, one job each::
     _graph.py       the Build graph (GE text or msaccucmp JSON) as ops in graph order, origin formats
     _golden.py      the golden side: .npy files by msaccucmp key (latest timestamp wins)
     _match.py       dump file -> graph op, NPU tensor -> golden TF tensor, ground truth, Index
-    _worker.py      one dump file's tensors against their golden files; the process pool
+    _worker.py      one dump file's tensors against their golden files
+    _pool.py        the worker processes (a dead worker's job redone once, then a row with a reason)
     _blas.py        one OpenBLAS thread while comparing
     _rows.py        rows in msaccucmp's order, execution order
     _analysis.py    breaches, root causes vs propagated, first divergence, input consistency
     _thresholds.py  the limits and how a row is checked against them
-    _report.py      CSV, JSON document, terminal summary
+    _report.py      CSV, JSON document, terminal summary;  _inert.py  escapes for terminal and CSV
     metrics.py      the ten msaccucmp metrics;  _html.py  the HTML report
 """
 import logging
@@ -31,7 +32,8 @@ import re
 import time
 from typing import Any, Callable, Dict, List, Optional
 
-from ..errors import OptionError
+from ..bundle._spec import MAPPING_FILE
+from ..errors import CompareError, OptionError
 from ._analysis import analyse
 from ._golden import GoldenSide, load_golden_side
 from ._graph import load_graph
@@ -41,7 +43,8 @@ from ._npu import NpuSide, load_npu
 from ._report import SCHEMA, csv_text, first_divergence_doc, row_doc, summary_doc, terminal_summary
 from ._rows import Row, build_rows
 from ._thresholds import DEFAULT_THRESHOLDS, Thresholds, make_thresholds
-from ._worker import FileResult, run_jobs
+from ._pool import run_jobs
+from ._worker import FileResult, special_file
 
 __all__ = ["compare", "CompareResult", "Thresholds", "DEFAULT_THRESHOLDS", "SCHEMA", "ProgressFn"]
 
@@ -104,6 +107,21 @@ def _golden_for_warning(npu: NpuSide, golden: GoldenSide) -> List[str]:
     return []
 
 
+def _refuse_special_mapping(npu: str) -> None:
+    """CompareError naming a mapping.csv under the NPU folder that is no regular file (a FIFO
+    would block the reading forever). (Skipping it with a warning belongs in ``_npu.py``'s
+    step folder scan, owned by another change while this one is made.)"""
+    if not os.path.isdir(npu):
+        return
+    for folder, _, files in os.walk(npu):
+        if MAPPING_FILE in files:
+            path = os.path.join(folder, MAPPING_FILE)
+            special = special_file(path)
+            if special is not None:
+                raise CompareError("NPU {}: {} is {}, not a regular file: reading it could block forever".format(
+                    npu, path, special), path)
+
+
 def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = None, thresholds: Any = None,
             ops: Optional[str] = None, step: Optional[int] = None, workers: Optional[int] = None,
             progress: Optional[ProgressFn] = None, allow_uncompared: bool = False) -> CompareResult:
@@ -128,6 +146,7 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
     pattern = _ops_pattern(ops)
     if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
         raise OptionError("step", step, "must be a non-negative int")
+    _refuse_special_mapping(npu)
     npu_side = load_npu(npu, graph, step)
     golden_side = None
     try:
