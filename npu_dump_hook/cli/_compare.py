@@ -3,7 +3,8 @@
 Exit codes (the table is :mod:`._exit`): 0 no root cause (every compared tensor within the
 thresholds, or inheriting its error from upstream); 1 a root cause (an op that breaches a
 threshold or overflows while nothing it depends on does) or the two runs' first inputs differ
-("input inconsistent"); 2 usage: a
+("input inconsistent"), or the comparison is incomplete (dumped tensors not compared, unless
+``--allow-uncompared``); 2 usage: a
 bad option value, NPU/GOLDEN/--graph that do not exist, an output file whose folder does not
 exist; 3 anything else (NPU is not a bundle or dump folder, no golden found, unreadable
 graph, writing a report failed).
@@ -94,6 +95,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ops", metavar="REGEX", help="only ops whose NPU name or an original op name matches")
     p.add_argument("--step", metavar="N", type=_non_negative, help="dump step folder to compare (default: the lowest)")
     p.add_argument("--workers", metavar="N", type=_positive, help="processes (default: every core)")
+    p.add_argument("--allow-uncompared", action="store_true",
+                   help="pass on the compared rows even when some dumped tensors could not be compared (broken "
+                        "dump or golden files, shape mismatches, ops with a dump file but no compared row); "
+                        "without it such a comparison is INCOMPLETE, exit 1")
 
 
 def _check_paths(args: argparse.Namespace) -> None:
@@ -148,8 +153,10 @@ class _Progress(object):
 
 
 def _write(option: str, path: str, make: Callable[[], str]) -> None:
+    from ..compare._inert import utf8  # here: building the parser loads no numpy
+
     try:
-        atomic_write_bytes(path, make().encode("utf-8"))
+        atomic_write_bytes(path, utf8(make()))
     except OSError as exc:
         raise CliError("compare: --{} {}: {}".format(option, path, exc.strerror or exc))
 
@@ -161,7 +168,8 @@ def run(args: argparse.Namespace) -> int:
     progress = _Progress()
     try:
         result = compare(args.npu, args.golden, graph=args.graph, thresholds=_thresholds(args), ops=args.ops,
-                         step=args.step, workers=args.workers, progress=progress)
+                         step=args.step, workers=args.workers, progress=progress,
+                         allow_uncompared=args.allow_uncompared)
     finally:
         progress.close()
     if args.csv:

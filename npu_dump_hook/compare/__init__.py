@@ -8,7 +8,7 @@ the first diverging original TF op (docs/compare.md). TensorFlow-free.
     result = compare("bundle.tar.gz", "golden_bundle", thresholds={"cosine_min": 0.999})
     result = compare("dump/.../0", "npy_dir", graph="ge_proto_00000001_Build.txt")
     result.doc           # the JSON document (schema npu_dump_hook/compare@1)
-    result.exit_code     # 0 no root cause, 1 a root cause (breach or overflow) or input inconsistent
+    result.exit_code     # 0 pass; 1 a root cause (breach or overflow), input inconsistent, or incomplete
     result.csv()         # msaccucmp's CSV; result.summary_text() the terminal summary
 
 Modules, one job each::
@@ -17,12 +17,13 @@ Modules, one job each::
     _graph.py       the Build graph (GE text or msaccucmp JSON) as ops in graph order, origin formats
     _golden.py      the golden side: .npy files by msaccucmp key (latest timestamp wins)
     _match.py       dump file -> graph op, NPU tensor -> golden TF tensor, ground truth, Index
-    _worker.py      one dump file's tensors against their golden files; the process pool
+    _worker.py      one dump file's tensors against their golden files
+    _pool.py        the worker processes (a dead worker's job redone once, then a row with a reason)
     _blas.py        one OpenBLAS thread while comparing
     _rows.py        rows in msaccucmp's order, execution order
     _analysis.py    breaches, root causes vs propagated, first divergence, input consistency
     _thresholds.py  the limits and how a row is checked against them
-    _report.py      CSV, JSON document, terminal summary
+    _report.py      CSV, JSON document, terminal summary;  _inert.py  escapes for terminal and CSV
     metrics.py      the ten msaccucmp metrics;  _html.py  the HTML report
 """
 import logging
@@ -31,17 +32,20 @@ import re
 import time
 from typing import Any, Callable, Dict, List, Optional
 
-from ..errors import OptionError
+from ..bundle._spec import MAPPING_FILE
+from ..errors import CompareError, OptionError
 from ._analysis import analyse
 from ._golden import GoldenSide, load_golden_side
 from ._graph import load_graph
 from ._html import render_html
+from ._inert import printable
 from ._match import build_plan
 from ._npu import NpuSide, load_npu
 from ._report import SCHEMA, csv_text, first_divergence_doc, row_doc, summary_doc, terminal_summary
 from ._rows import Row, build_rows
 from ._thresholds import DEFAULT_THRESHOLDS, Thresholds, make_thresholds
-from ._worker import FileResult, run_jobs
+from ._pool import run_jobs
+from ._worker import FileResult, special_file
 
 __all__ = ["compare", "CompareResult", "Thresholds", "DEFAULT_THRESHOLDS", "SCHEMA", "ProgressFn", "render_html"]
 
@@ -52,7 +56,7 @@ ProgressFn = Callable[[int, int], None]
 
 
 class CompareResult(object):
-    """``doc``: the JSON document; ``exit_code``: 0 pass, 1 fail; ``rows``: the rows (objects);
+    """``doc``: the JSON document; ``exit_code``: 0 pass, 1 fail or incomplete; ``rows``: the rows (objects);
     ``root_causes``: root-cause rows, first divergence first."""
 
     def __init__(self, doc: Dict[str, Any], rows: List[Row], root_causes: List[Row], thresholds: Thresholds) -> None:
@@ -104,9 +108,24 @@ def _golden_for_warning(npu: NpuSide, golden: GoldenSide) -> List[str]:
     return []
 
 
+def _refuse_special_mapping(npu: str) -> None:
+    """CompareError naming a mapping.csv under the NPU folder that is no regular file (a FIFO
+    would block the reading forever). (Skipping it with a warning belongs in ``_npu.py``'s
+    step folder scan, owned by another change while this one is made.)"""
+    if not os.path.isdir(npu):
+        return
+    for folder, _, files in os.walk(npu):
+        if MAPPING_FILE in files:
+            path = os.path.join(folder, MAPPING_FILE)
+            special = special_file(path)
+            if special is not None:
+                raise CompareError("NPU {}: {} is {}, not a regular file: reading it could block forever".format(
+                    npu, path, special), path)
+
+
 def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = None, thresholds: Any = None,
             ops: Optional[str] = None, step: Optional[int] = None, workers: Optional[int] = None,
-            progress: Optional[ProgressFn] = None) -> CompareResult:
+            progress: Optional[ProgressFn] = None, allow_uncompared: bool = False) -> CompareResult:
     """Compare the NPU side ``npu`` with ``golden`` (see the module doc and docs/compare.md).
 
     ``npu``: bundle folder or archive, or a dump step folder (then ``graph`` is required);
@@ -115,7 +134,9 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
     the bundle's; ``thresholds``: None, a :class:`Thresholds` or a dict of its fields;
     ``ops``: regular expression, only ops whose NPU name or an original op name matches;
     ``step``: the dump step folder to compare (default: the lowest); ``workers``: processes
-    (default: every core); ``progress(done, total)`` after every dump file.
+    (default: every core); ``progress(done, total)`` after every dump file;
+    ``allow_uncompared``: pass on the compared rows even when the comparison is incomplete
+    (broken data, ops with a dump file but no compared row; docs/compare.md).
 
     Raises CompareError / OptionError / BundleError / FormatError for inputs it cannot use;
     tensors it cannot compare are rows with a reason, never errors.
@@ -126,6 +147,7 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
     pattern = _ops_pattern(ops)
     if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
         raise OptionError("step", step, "must be a non-negative int")
+    _refuse_special_mapping(npu)
     npu_side = load_npu(npu, graph, step)
     golden_side = None
     try:
@@ -155,7 +177,7 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
             warnings.append("golden {}: {} file(s) skipped (not {{op}}.{{index}}.{{timestamp}}.npy): {}".format(
                 golden_side.path, len(golden_side.skipped), ", ".join(golden_side.skipped[:3])))
         for warning in warnings:
-            logger.warning("%s", warning)
+            logger.warning("%s", printable(warning))
         first = analysis.root_causes[0] if analysis.root_causes else None
         doc = {
             "schema": SCHEMA,
@@ -163,7 +185,7 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
             "golden": golden_side.describe(),
             "thresholds": limits.as_dict(),
             "summary": summary_doc(rows, analysis.root_causes, analysis.input_inconsistent, analysis.input_detail,
-                                   time.monotonic() - started),
+                                   time.monotonic() - started, analysis.incomplete, bool(allow_uncompared)),
             "first_divergence": first_divergence_doc(first),
             "root_causes": [r.number for r in analysis.root_causes],
             "rows": [row_doc(r) for r in rows],

@@ -8,7 +8,11 @@ runs even saw the same input.
   output row, the op's compared input rows when the inputs were dumped, else the output rows
   of its producers through the graph edges (control inputs skipped). A producer without a
   compared row (``_no_task`` ops, Identity, a tensor without golden) is looked through to
-  its own producers.
+  its own producers (each op once: linear in ops, :class:`_LookThrough`).
+* **Execution order decides**: only upstream rows that ran *before* the row (``order``: dump
+  timestamp, task id, graph position) count. An edge from a row that ran at or after it is
+  a loop's back-edge (NextIteration -> Merge) or part of a cycle, and is ignored, so a cycle
+  never makes every breach in it "propagated" and a fault in a loop is a root cause.
 * A breaching row is **propagated** when a row upstream of it, transitively, breaches (an
   inherited error may stay under the thresholds for a few ops, e.g. through a softmax, and
   cross them again after a reduction), or when one of its upstream rows is at least as far
@@ -19,6 +23,12 @@ runs even saw the same input.
   causes (overflows included) and on input inconsistency: every propagated row inherits an
   error from one of those, or from upstream error that stayed within the thresholds. The **first divergence**
   is the root cause earliest in execution order; the other root causes follow it.
+* **Incomplete** (:func:`uncompared`): a row whose data is broken (an unreadable dump or
+  golden file, a shape mismatch, a golden file without numbers, a worker that died on the
+  file), an op with a dump file none of whose rows was compared (unless all its tensors
+  hold no numbers: string, resource, variant), or no compared row at all. The verdict is
+  then "incomplete" (exit 1) unless the caller allows uncompared rows: a comparison never
+  passes on what it did not compare.
 * **Input inconsistent**: a row of the very first inputs breaches (outputs of
   IteratorGetNext/GetNext/Data/Placeholder ops, or inputs fed by them), or both bundles carry
   ``fingerprints`` and their ``state`` or ``batch`` entries differ. Then nothing downstream
@@ -29,15 +39,22 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ._graph import Graph
 from ._match import data_inputs, producer_of
-from ._rows import Row
+from ._rows import REASON_NO_DUMP, Row
 from ._thresholds import Thresholds, breaches, checks_row, magnitude_error
+from ._worker import (REASON_DTYPE, REASON_DUMP, REASON_GOLDEN_FILE, REASON_SHAPE, REASON_SPECIAL_FILE,
+                      REASON_WORKER_DIED)
 
-__all__ = ["INPUT_OP_TYPES", "Analysis", "analyse", "fingerprint_differences"]
+__all__ = ["INPUT_OP_TYPES", "BROKEN_DATA_REASONS", "Analysis", "analyse", "fingerprint_differences", "uncompared"]
 
 #: Op types whose outputs are the step's first inputs (the batch and the feeds).
 INPUT_OP_TYPES = frozenset(("IteratorGetNext", "IteratorGetNextSync", "GetNext", "DynamicGetNext", "Data",
                             "Placeholder", "PlaceholderWithDefault", "RefData"))
-_MAX_LOOK_THROUGH = 10000
+#: Reason categories of rows whose input is broken: any one makes the comparison incomplete.
+BROKEN_DATA_REASONS = frozenset((REASON_DUMP, REASON_GOLDEN_FILE, REASON_SHAPE, REASON_SPECIAL_FILE,
+                                 REASON_WORKER_DIED))
+_MAX_DETAIL = 5
+#: Rows one look-through answer keeps (bounds the analysis of very wide ops without a row).
+_MAX_UPSTREAM = 1024
 
 
 class Analysis(object):
@@ -45,43 +62,111 @@ class Analysis(object):
         self.root_causes = []  # type: List[Row]
         self.input_inconsistent = False
         self.input_detail = []  # type: List[str]
+        self.incomplete = []  # type: List[str]
 
 
-def _upstream_outputs(graph: Graph, outputs: Dict[Tuple[str, int], Row], name: str, slot: int) -> List[Row]:
-    """Compared output rows that feed output ``slot`` of ``name``, looking through ops without one."""
-    found = []  # type: List[Row]
-    seen = set()
-    stack = [(name, slot)]
-    while stack and len(seen) < _MAX_LOOK_THROUGH:
-        edge = stack.pop()
-        if edge in seen:
-            continue
-        seen.add(edge)
-        row = outputs.get(edge)
-        if row is not None and row.compared:
-            found.append(row)
-            continue
-        op = graph.op(edge[0])
-        if op is not None:
-            stack.extend(data_inputs(op))
-    return found
+class _LookThrough(object):
+    """Compared output rows that feed an edge, looking through ops without one, memoised per
+    op: each op is solved once (strongly connected components, so a cycle of ops without a
+    compared row is one component sharing one answer), which keeps the analysis linear in
+    ops; an answer keeps at most :data:`_MAX_UPSTREAM` rows."""
+
+    def __init__(self, graph: Graph, outputs: Dict[Tuple[str, int], Row]) -> None:
+        self.graph = graph
+        self.outputs = outputs
+        self.memo = {}  # type: Dict[str, List[Row]]
+
+    def rows(self, name: str, slot: int) -> List[Row]:
+        """The compared rows behind output ``slot`` of ``name``."""
+        row = self._compared((name, slot))
+        if row is not None:
+            return [row]
+        if name not in self.memo:
+            self._solve(name)
+        return self.memo[name]
+
+    def _compared(self, edge: Tuple[str, int]) -> Optional[Row]:
+        row = self.outputs.get(edge)
+        return row if row is not None and row.compared else None
+
+    def _edges(self, name: str) -> List[Tuple[str, int]]:
+        op = self.graph.op(name)
+        return data_inputs(op) if op is not None else []
+
+    def _through(self, name: str) -> List[str]:
+        return [src for src, slot in self._edges(name) if self._compared((src, slot)) is None]
+
+    def _solve(self, start: str) -> None:
+        """Tarjan's algorithm, iterative, from ``start`` over the ops looked through."""
+        index = {start: 0}  # type: Dict[str, int]
+        low = {start: 0}  # type: Dict[str, int]
+        stack, on_stack = [start], {start}
+        work = [(start, iter(self._through(start)))]
+        while work:
+            name, successors = work[-1]
+            for nxt in successors:
+                if nxt in self.memo:
+                    continue
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(self._through(nxt))))
+                    break
+                if nxt in on_stack:
+                    low[name] = min(low[name], index[nxt])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[name])
+                if low[name] == index[name]:
+                    members = []  # type: List[str]
+                    while not members or members[-1] != name:
+                        members.append(stack.pop())
+                        on_stack.discard(members[-1])
+                    self._settle(members)
+
+    def _settle(self, members: List[str]) -> None:
+        found = {}  # type: Dict[int, Row]
+        for name in members:
+            for edge in self._edges(name):
+                row = self._compared(edge)
+                for hit in [row] if row is not None else self.memo.get(edge[0], []):
+                    if len(found) < _MAX_UPSTREAM:
+                        found.setdefault(id(hit), hit)
+        answer = list(found.values())
+        for name in members:
+            self.memo[name] = answer
 
 
 def _link_upstream(rows: Sequence[Row], graph: Graph) -> None:
+    """Every row's ``upstream``: the compared rows it depends on that ran before it."""
     outputs = {(r.npu_op, r.slot): r for r in rows if r.direction == "output" and r.tensor}
     inputs = {}  # type: Dict[str, List[Row]]
     for row in rows:
         if row.direction == "input" and row.compared:
             inputs.setdefault(row.npu_op, []).append(row)
+    look = _LookThrough(graph, outputs)
     for row in rows:
         op = graph.op(row.npu_op)
         edges = data_inputs(op) if op is not None else []
         if row.direction == "input":
-            row.upstream = _upstream_outputs(graph, outputs, *edges[row.slot]) if row.slot < len(edges) else []
+            found = look.rows(*edges[row.slot]) if row.slot < len(edges) else []
         elif row.npu_op in inputs:
-            row.upstream = inputs[row.npu_op]
+            found = inputs[row.npu_op]
         else:
-            row.upstream = [u for edge in edges for u in _upstream_outputs(graph, outputs, *edge)]
+            found = [u for edge in edges for u in look.rows(*edge)]
+        row.upstream = _earlier(row, found)
+
+
+def _earlier(row: Row, found: Sequence[Row]) -> List[Row]:
+    """``found`` without duplicates and without rows that ran at or after ``row``: a loop's
+    back-edge (NextIteration -> Merge) or any cycle is not a cause of what ran before it."""
+    kept = {}  # type: Dict[int, Row]
+    for upstream in found:
+        if upstream.order < row.order:
+            kept.setdefault(id(upstream), upstream)
+    return list(kept.values())
 
 
 def _distance(row: Row) -> Optional[float]:
@@ -95,7 +180,7 @@ def _explained(row: Row) -> bool:
     that error stayed within the thresholds there (a direction error turns into a size error
     in a reduction: BiasAddGrad, Conv2DBackpropFilter after MaxPoolGrad)."""
     own = _distance(row)
-    inherited = [d for d in (_distance(u) for u in row.upstream if u is not row) if d is not None]
+    inherited = [d for d in (_distance(u) for u in row.upstream) if d is not None]
     return own is not None and bool(inherited) and max(inherited) >= own
 
 
@@ -108,21 +193,11 @@ def _elements(shape: Sequence[int]) -> int:
 
 def _tainted(rows: Sequence[Row]) -> Dict[int, bool]:
     """id(row) -> True when the row breaches or any row upstream of it, transitively, does
-    (an error can hide under the thresholds for a few ops and cross them again later)."""
+    (an error can hide under the thresholds for a few ops and cross them again later).
+    Upstream rows ran earlier (:func:`_earlier`), so one pass in execution order does it."""
     state = {}  # type: Dict[int, bool]
-    for start in rows:
-        stack = [(start, False)]
-        while stack:
-            row, expanded = stack.pop()
-            key = id(row)
-            if key in state and not expanded:
-                continue
-            if not expanded:
-                state.setdefault(key, bool(row.breached))  # provisional: cuts cycles
-                stack.append((row, True))
-                stack.extend((u, False) for u in row.upstream if id(u) not in state)
-            else:
-                state[key] = bool(row.breached) or any(state.get(id(u), False) for u in row.upstream)
+    for row in sorted(rows, key=lambda r: r.order):
+        state[id(row)] = bool(row.breached) or any(state.get(id(u), False) for u in row.upstream)
     return state
 
 
@@ -207,16 +282,51 @@ def analyse(rows: Sequence[Row], graph: Graph, thresholds: Thresholds,
         if not row.breached:
             row.status = "ok"
             continue
-        row.propagated = any(tainted.get(id(u), False) for u in row.upstream if u is not row) or _explained(row)
+        row.propagated = any(tainted.get(id(u), False) for u in row.upstream) or _explained(row)
         row.status = "overflow" if row.overflow else ("propagated" if row.propagated else "root_cause")
         if not row.propagated:
             result.root_causes.append(row)
         if _is_first_input(row, graph):
             result.input_inconsistent = True
             result.input_detail.append(_describe(row))
+    result.incomplete = uncompared(rows)
     if golden_bundle is not None and golden_bundle is not npu_bundle:
         differences = fingerprint_differences(npu_bundle, golden_bundle)
         if differences:
             result.input_inconsistent = True
             result.input_detail.extend(differences)
     return result
+
+
+def _holds_no_numbers(row: Row) -> bool:
+    """Not compared because the NPU tensor holds no numbers (string, resource, variant)."""
+    return row.reason.startswith(REASON_DTYPE + ": DT_")
+
+
+def _broken(row: Row) -> bool:
+    return row.reason_category in BROKEN_DATA_REASONS or (
+        row.reason_category == REASON_DTYPE and not _holds_no_numbers(row))
+
+
+def uncompared(rows: Sequence[Row]) -> List[str]:
+    """Why the comparison is incomplete, one line per cause (empty: complete; module doc)."""
+    compared = {row.npu_op for row in rows if row.compared}
+    if not compared:
+        return ["no row was compared ({} row(s))".format(len(rows))]
+    broken = [row for row in rows if not row.compared and _broken(row)]
+    missing = {}  # type: Dict[str, Row]
+    for row in rows:
+        if row.npu_op not in compared and row.reason_category != REASON_NO_DUMP and not _holds_no_numbers(row):
+            missing.setdefault(row.npu_op, row)
+    lines = []
+    if broken:
+        lines.append("{} row(s) with broken data: {}".format(len(broken), _examples(broken)))
+    if missing:
+        lines.append("{} op(s) with a dump file and no compared row: {}".format(
+            len(missing), _examples(list(missing.values()))))
+    return lines
+
+
+def _examples(rows: Sequence[Row]) -> str:
+    shown = ["{} ({})".format(row.tensor or row.npu_op, row.reason) for row in rows[:_MAX_DETAIL]]
+    return "; ".join(shown) + (" ..." if len(rows) > _MAX_DETAIL else "")

@@ -240,6 +240,12 @@ def _header_html(doc: Dict[str, Any]) -> str:
         notes.append("<div class=\"alert\" id=\"input-inconsistent\"><b>Input inconsistent</b>: the two runs "
                      "did not start from the same inputs, so nothing downstream is meaningful.<ul>{}</ul>"
                      "</div>".format("".join("<li>{}</li>".format(_esc(item)) for item in detail)))
+    if summary.get("incomplete"):
+        detail = summary.get("incomplete_detail") or []
+        notes.append("<div class=\"alert\" id=\"incomplete\"><b>Incomplete</b>: not everything dumped was "
+                     "compared{}.<ul>{}</ul></div>".format(
+                         " (allowed)" if verdict != "incomplete" else "", "".join(
+                             "<li>{}</li>".format(_esc(item)) for item in detail)))
     notes.append(_warnings_html(doc.get("warnings")))
     if summary.get("overflow"):
         notes.append("<div class=\"alert overflow\"><b>float16 overflow</b>: {} tensors are Inf/NaN on the "

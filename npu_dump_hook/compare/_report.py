@@ -6,6 +6,7 @@ import math
 from typing import Any, Dict, List, Optional, Sequence
 
 from .metrics import METRIC_NAMES
+from ._inert import csv_cell, printable
 from ._rows import Row
 from ._thresholds import Thresholds, checks_row, magnitude_error, severity
 
@@ -36,12 +37,13 @@ def _csv_cells(row: Row) -> List[str]:
 
 
 def csv_text(rows: Sequence[Row]) -> str:
-    """The CSV msaccucmp would write for these rows (its header, its row order)."""
+    """The CSV msaccucmp would write for these rows (its header, its row order); cells that
+    a spreadsheet would take for a formula are prefixed with ``'`` (:func:`._inert.csv_cell`)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_HEADER)
     for row in rows:
-        writer.writerow(_csv_cells(row))
+        writer.writerow([csv_cell(cell) for cell in _csv_cells(row)])
     return out.getvalue()
 
 
@@ -83,20 +85,34 @@ def first_divergence_doc(row: Optional[Row]) -> Optional[Dict[str, Any]]:
 
 
 def summary_doc(rows: Sequence[Row], root_causes: Sequence[Row], inconsistent: bool, detail: Sequence[str],
-                elapsed: float) -> Dict[str, Any]:
+                elapsed: float, incomplete: Sequence[str] = (), allow_uncompared: bool = False) -> Dict[str, Any]:
+    """The summary; ``incomplete``: why the comparison is incomplete (:func:`._analysis.uncompared`)."""
     reasons = {}  # type: Dict[str, int]
     for row in rows:
         if not row.compared:
             reasons[row.reason_category] = reasons.get(row.reason_category, 0) + 1
     breached = [r for r in rows if r.breached]
-    failed = bool(root_causes) or inconsistent
     return {"rows": len(rows), "compared": sum(1 for r in rows if r.compared),
             "not_compared": sum(reasons.values()), "not_compared_reasons": reasons,
             "breached": len(breached), "root_causes": len(root_causes),
             "propagated": sum(1 for r in breached if r.propagated),
             "overflow": sum(1 for r in breached if r.overflow),
             "input_inconsistent": inconsistent, "input_inconsistent_detail": list(detail),
-            "verdict": "fail" if failed else "pass", "elapsed_s": round(elapsed, 3)}
+            "incomplete": bool(incomplete), "incomplete_detail": list(incomplete),
+            "allow_uncompared": allow_uncompared,
+            "verdict": _verdict(bool(root_causes) or inconsistent, _incomplete(rows, incomplete, allow_uncompared)),
+            "elapsed_s": round(elapsed, 3)}
+
+
+def _incomplete(rows: Sequence[Row], incomplete: Sequence[str], allow_uncompared: bool) -> bool:
+    """Incomplete unless allowed; nothing compared is never allowed."""
+    return bool(incomplete) and (not allow_uncompared or not any(r.compared for r in rows))
+
+
+def _verdict(failed: bool, incomplete: bool) -> str:
+    if failed:
+        return "fail"
+    return "incomplete" if incomplete else "pass"
 
 
 def _metric_line(row: Row) -> str:
@@ -126,7 +142,8 @@ def _clip(text: str, width: int) -> str:
 def terminal_summary(doc: Dict[str, Any], rows: Sequence[Row], root_causes: Sequence[Row],
                      thresholds: Thresholds, top: int = 5, width: int = 100) -> str:
     """About 20 lines: inputs, counts, verdict, first divergence with its inputs, other root
-    causes, the ``top`` worst rows."""
+    causes, the ``top`` worst rows; control characters in names shown as escapes
+    (:func:`._inert.printable`)."""
     s = doc["summary"]
     lines = ["compare: NPU {} ({}) vs golden {} ({})".format(doc["npu"]["path"], doc["npu"]["kind"],
                                                            doc["golden"]["path"], doc["golden"]["kind"]),
@@ -135,12 +152,17 @@ def terminal_summary(doc: Dict[str, Any], rows: Sequence[Row], root_causes: Sequ
                  " (" + ", ".join("{} {}".format(k, v) for k, v in sorted(s["not_compared_reasons"].items())) + ")"
                  if s["not_compared_reasons"] else ""),
              "thresholds: " + thresholds.describe()]
-    verdict = "PASS" if s["verdict"] == "pass" else "FAIL"
+    verdict = s["verdict"].upper()
     lines.append("verdict: {}: {} row(s) breach: {} root cause(s), {} propagated, {} overflow ({:.2f} s)".format(
         verdict, s["breached"], s["root_causes"], s["propagated"], s["overflow"], s["elapsed_s"]))
     if s["breached"] and not s["root_causes"]:
         lines.append("  no root cause: every breach inherits an upstream error at least as large (within thresholds "
                      "there, e.g. float16 ties flipping MaxPoolGrad)")
+    if s.get("incomplete"):
+        lines.append("INCOMPLETE: not everything dumped was compared{}:".format(
+            " (allowed: --allow-uncompared)" if s["verdict"] != "incomplete" else
+            "; the verdict cannot pass (--allow-uncompared to judge the compared rows only)"))
+        lines.extend("  " + _clip(d, width - 2) for d in s["incomplete_detail"][:4])
     if s["input_inconsistent"]:
         lines.append("INPUT INCONSISTENT: the two runs did not see the same first inputs; nothing downstream is "
                      "meaningful:")
@@ -166,4 +188,4 @@ def terminal_summary(doc: Dict[str, Any], rows: Sequence[Row], root_causes: Sequ
         for row in worst:
             lines.append(_clip("  {:>5} {:<12} {} {}".format(row.number, row.status, _metric_line(row), row.tensor),
                                width))
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)

@@ -42,11 +42,12 @@ class Synth(object):
         self.golden[(name, index)] = np.asarray(value)
 
     def op(self, name, op_type, value, inputs=(), npu=None, original_names=None, origin=None, fmt=None,
-           dump=True, no_task=False, golden=True, dtype=None, graph_origin=True):
+           dump=True, no_task=False, golden=True, dtype=None, graph_origin=True, timestamp=None):
         """``value``: golden output 0 (or a list of outputs); ``npu``: the NPU values (default: value);
         ``origin``: (tf name, index) of output 0 (default: this op); ``fmt``: (device format,
         original format) of the dump; ``dtype``: numpy dtype of the NPU payload (float16 ...);
-        ``graph_origin=False``: no _datadump_origin_* attrs in the graph (the header's original_op decides)."""
+        ``graph_origin=False``: no _datadump_origin_* attrs in the graph (the header's original_op decides);
+        ``timestamp``: the dump's (default ``T0 + 10 * graph position``: execution order is graph order)."""
         outputs = [np.asarray(v) for v in (value if isinstance(value, list) else [value])]
         npu_values = [np.asarray(v) for v in (npu if isinstance(npu, list) else [npu])] if npu is not None \
             else list(outputs)
@@ -59,6 +60,7 @@ class Synth(object):
         self.ops.append(_Op(name, op_type, list(inputs), outputs, npu_values, original_names, origins, fmt, dump,
                             no_task, self.dump_mode in ("all", "input"), dtype))
         self.ops[-1].graph_origin = graph_origin
+        self.ops[-1].timestamp = timestamp
         return name
 
     # ----------------------------------------------------------------- writing
@@ -119,7 +121,7 @@ class Synth(object):
         for position, op in enumerate(self.ops):
             if op.no_task or not op.dump:
                 continue
-            stamp = T0 + 10 * position
+            stamp = op.timestamp if op.timestamp is not None else T0 + 10 * position
             outputs = [self._tensor(op, a, i, True) for i, a in enumerate(op.npu)] if self.dump_mode != "input" else []
             inputs = [self._tensor(op, a, i, False) for i, a in enumerate(self._input_values(op))] \
                 if op.dump_inputs else []

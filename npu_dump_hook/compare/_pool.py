@@ -1,0 +1,188 @@
+"""Running :func:`._worker.compare_file` over every dump file, on worker processes that may die.
+
+:func:`run_jobs` compares in this process for one worker or a handful of files, else on
+``workers`` processes (``fork`` where the platform has it) that receive jobs (file paths and
+names, never arrays) over a pipe, at most :data:`_IN_FLIGHT` at a time each, and send back
+one :class:`~._worker.FileResult` per job. The golden index is handed to each worker once.
+
+A worker that dies (the out-of-memory killer's SIGKILL, a crash in a native library) is
+seen at once (its process sentinel; ``multiprocessing.Pool`` waited forever for the lost
+work): the job it was running is redone once in a new worker, its queued jobs are handed
+out again; a job whose worker dies twice is a FileResult whose error names the file and the
+signal (reason ``worker died``, which makes the comparison incomplete). Nothing waits forever.
+
+Test-only: a pool worker whose job path contains the value of the environment variable
+``NPU_DUMP_HOOK_TEST_KILL_WORKER`` kills itself with SIGKILL before comparing it (read only
+by pool workers; ``substring@flag`` kills only while the file ``flag`` does not exist, and
+creates it: one death, then the redo succeeds).
+"""
+import collections
+import multiprocessing
+import os
+import signal
+from multiprocessing.connection import wait
+from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence
+
+from ._blas import single_blas_thread
+from ._worker import REASON_WORKER_DIED, FileJob, FileResult, compare_file, init_worker
+
+__all__ = ["run_jobs", "TEST_KILL_ENV"]
+
+#: Test-only fault injection (see the module doc).
+TEST_KILL_ENV = "NPU_DUMP_HOOK_TEST_KILL_WORKER"
+_IN_FLIGHT = 2  # jobs queued per worker: one running, one ready
+_TRIES = 2  # a job is run at most this many times when its worker dies
+_STOP_WAIT = 5.0  # seconds a worker gets to exit after the last job
+
+
+def _context() -> Any:
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+
+
+def _test_kill(job: FileJob) -> None:
+    """The test-only injection point (module doc)."""
+    spec = os.environ.get(TEST_KILL_ENV)
+    if not spec:
+        return
+    needle, _, flag = spec.partition("@")
+    if needle not in job.path:
+        return
+    if flag:
+        if os.path.exists(flag):
+            return
+        open(flag, "w").close()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _serve(conn: Any, golden: Dict[str, str]) -> None:
+    """A worker process: compare every job received until None or the pipe closes."""
+    init_worker(golden, True)
+    while True:
+        try:
+            job = conn.recv()
+        except EOFError:
+            return
+        if job is None:
+            return
+        _test_kill(job)
+        conn.send(compare_file(job))
+
+
+class _Worker(object):
+    def __init__(self, context: Any, golden: Dict[str, str]) -> None:
+        self.conn, child = context.Pipe()
+        self.process = context.Process(target=_serve, args=(child, golden), daemon=True)
+        self.process.start()
+        child.close()
+        self.jobs = collections.deque()  # type: Deque[FileJob]
+
+    def stop(self, wait_s: float) -> None:
+        try:
+            self.conn.send(None)
+        except (OSError, ValueError):
+            pass
+        self.process.join(wait_s)
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join()
+        self.conn.close()
+
+
+def _death(worker: _Worker) -> str:
+    worker.process.join()
+    code = worker.process.exitcode
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = "signal {}".format(-code)
+        return "killed by {}{}".format(name, " (the out-of-memory killer?)" if -code == signal.SIGKILL else "")
+    return "exited with code {}".format(code)
+
+
+class _Pool(object):
+    """The workers and the jobs not yet done (see the module doc)."""
+
+    def __init__(self, jobs: Sequence[FileJob], golden: Dict[str, str], workers: int) -> None:
+        self.context = _context()
+        self.golden = golden
+        self.pending = collections.deque(jobs)  # type: Deque[FileJob]
+        self.tries = {}  # type: Dict[int, int]
+        self.workers = [_Worker(self.context, golden) for _ in range(min(workers, len(jobs)))]
+
+    def feed(self) -> None:
+        for worker in self.workers:
+            while self.pending and len(worker.jobs) < _IN_FLIGHT:
+                job = self.pending.popleft()
+                worker.jobs.append(job)
+                try:
+                    worker.conn.send(job)
+                except (OSError, ValueError):  # died: its sentinel says so next
+                    break
+
+    def collect(self) -> List[FileResult]:
+        """Results of the workers that answered; dead workers replaced, their jobs redone."""
+        ready = set(wait([w.conn for w in self.workers] + [w.process.sentinel for w in self.workers]))
+        results = []  # type: List[FileResult]
+        for worker in list(self.workers):
+            died = False
+            while (worker.conn in ready or worker.process.sentinel in ready) and worker.conn.poll():
+                try:
+                    results.append(worker.conn.recv())
+                except (EOFError, OSError):
+                    died = True
+                    break
+                worker.jobs.popleft()
+            if died or worker.process.sentinel in ready:
+                results.extend(self._replace(worker))
+        return results
+
+    def _replace(self, worker: _Worker) -> List[FileResult]:
+        how = _death(worker)
+        worker.conn.close()
+        self.workers[self.workers.index(worker)] = _Worker(self.context, self.golden)
+        failed = []  # type: List[FileResult]
+        if worker.jobs:
+            running = worker.jobs.popleft()
+            self.tries[running.job] = self.tries.get(running.job, 0) + 1
+            if self.tries[running.job] >= _TRIES:
+                failed.append(FileResult(running.job, None, None, "{}: the worker comparing {} was {}, {} times".format(
+                    REASON_WORKER_DIED, running.path, how, self.tries[running.job]), []))
+            else:
+                worker.jobs.appendleft(running)
+        self.pending.extendleft(reversed(worker.jobs))
+        return failed
+
+    def close(self, wait_s: float) -> None:
+        for worker in self.workers:
+            worker.stop(wait_s)
+
+
+def run_jobs(jobs: Sequence[FileJob], golden: Dict[str, str], workers: int,
+             done: Optional[Callable[[FileResult], None]] = None) -> Iterator[FileResult]:
+    """:func:`compare_file` over ``jobs``, on ``workers`` processes (in this process for 1 or
+    for a handful of jobs); results in completion order, ``done`` called after each."""
+    if workers <= 1 or len(jobs) < 4:
+        init_worker(golden)
+        for job in jobs:
+            with single_blas_thread():  # not across the yield: the caller's code runs there
+                result = compare_file(job)
+            if done is not None:
+                done(result)
+            yield result
+        return
+    pool = _Pool(jobs, golden, workers)
+    left = len(jobs)
+    wait_s = 0.0
+    try:
+        while left:
+            pool.feed()
+            for result in pool.collect():
+                left -= 1
+                if done is not None:
+                    done(result)
+                yield result
+        wait_s = _STOP_WAIT
+    finally:
+        pool.close(wait_s)
