@@ -13,6 +13,7 @@ from typing import Any, Dict
 
 from ..constants import RECORDED_BACKENDS
 from ..errors import BundleError
+from ..formats.mapping_csv import MAPPING_FILE_NAME
 
 __all__ = ["DATA_DIR", "BUNDLE_JSON", "BUNDLE_JSON_PATH", "INDEX_JSON", "INDEX_SCHEMA", "MAPPING_FILE",
            "FILE_KINDS", "DUMP_NAME_FIELDS", "BACKENDS", "REFERENCE_BACKEND", "GOLDEN_DIR", "GOLDEN_MANIFEST",
@@ -23,7 +24,7 @@ BUNDLE_JSON = "bundle.json"
 BUNDLE_JSON_PATH = DATA_DIR + "/" + BUNDLE_JSON
 INDEX_JSON = "index.json"
 INDEX_SCHEMA = "npu_dump_hook/bundle-index@1"
-MAPPING_FILE = "mapping.csv"
+MAPPING_FILE = MAPPING_FILE_NAME  # GE's name, defined with its format
 #: Payload folders (under ``data/``) of the golden tensors, the initial-state checkpoint, the dump chain.
 GOLDEN_DIR, INIT_DIR, DUMP_DIR = "golden", "init", "dump"
 #: The golden capture's manifest in ``data/golden/`` (written by :mod:`npu_dump_hook.reference`).

@@ -153,7 +153,7 @@ class _Progress(object):
 
 
 def _write(option: str, path: str, make: Callable[[], str]) -> None:
-    from ..compare._inert import utf8  # here: building the parser loads no numpy
+    from .._inert import utf8  # here: building the parser loads no numpy
 
     try:
         atomic_write_bytes(path, utf8(make()))

@@ -23,7 +23,7 @@ Modules, one job each::
     _rows.py        rows in msaccucmp's order, execution order
     _analysis.py    breaches, root causes vs propagated, first divergence, input consistency
     _thresholds.py  the limits and how a row is checked against them
-    _report.py      CSV, JSON document, terminal summary;  _inert.py  escapes for terminal and CSV
+    _report.py      CSV, JSON document, terminal summary(escapes for terminal and CSV: npu_dump_hook/_inert.py)
     metrics.py      the ten msaccucmp metrics;  _html.py  the HTML report
 """
 import logging
@@ -32,13 +32,13 @@ import re
 import time
 from typing import Any, Callable, Dict, List, Optional
 
-from ..bundle._spec import MAPPING_FILE
+from ..formats.mapping_csv import MAPPING_FILE_NAME as MAPPING_FILE
 from ..errors import CompareError, OptionError
 from ._analysis import analyse
 from ._golden import GoldenSide, load_golden_side
 from ._graph import load_graph
 from ._html import render_html
-from ._inert import printable
+from .._inert import printable
 from ._match import build_plan
 from ._npu import NpuSide, load_npu
 from ._report import SCHEMA, csv_text, first_divergence_doc, row_doc, summary_doc, terminal_summary

@@ -6,7 +6,7 @@ import math
 from typing import Any, Dict, List, Optional, Sequence
 
 from .metrics import METRIC_NAMES
-from ._inert import csv_cell, printable
+from .._inert import csv_cell, printable
 from ._rows import Row
 from ._thresholds import Thresholds, checks_row, magnitude_error, severity
 
@@ -38,7 +38,7 @@ def _csv_cells(row: Row) -> List[str]:
 
 def csv_text(rows: Sequence[Row]) -> str:
     """The CSV msaccucmp would write for these rows (its header, its row order); cells that
-    a spreadsheet would take for a formula are prefixed with ``'`` (:func:`._inert.csv_cell`)."""
+    a spreadsheet would take for a formula are prefixed with ``'`` (:func:`npu_dump_hook._inert.csv_cell`)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_HEADER)
@@ -143,7 +143,7 @@ def terminal_summary(doc: Dict[str, Any], rows: Sequence[Row], root_causes: Sequ
                      thresholds: Thresholds, top: int = 5, width: int = 100) -> str:
     """About 20 lines: inputs, counts, verdict, first divergence with its inputs, other root
     causes, the ``top`` worst rows; control characters in names shown as escapes
-    (:func:`._inert.printable`)."""
+    (:func:`npu_dump_hook._inert.printable`)."""
     s = doc["summary"]
     lines = ["compare: NPU {} ({}) vs golden {} ({})".format(doc["npu"]["path"], doc["npu"]["kind"],
                                                            doc["golden"]["path"], doc["golden"]["kind"]),

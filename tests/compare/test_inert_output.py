@@ -15,7 +15,7 @@ import pytest
 
 from npu_dump_hook.cli import main
 from npu_dump_hook.compare import compare
-from npu_dump_hook.compare._inert import csv_cell, printable
+from npu_dump_hook._inert import csv_cell, printable
 
 from helpers.compare_synth import Synth
 
