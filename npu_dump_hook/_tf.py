@@ -32,6 +32,7 @@ __all__ = [
     "tf_v1",
     "tf_version",
     "npu_bridge_available",
+    "npu_bridge_origin",
     "npu_dump_config_classes",
     "config_pb2",
     "rewriter_config_pb2",
@@ -87,6 +88,18 @@ def npu_bridge_available() -> bool:
         return importlib.util.find_spec("npu_bridge") is not None
     except (ImportError, ValueError):
         return False
+
+
+def npu_bridge_origin() -> Optional[str]:
+    """The folder (or file) ``npu_bridge`` imports from; None when it cannot be imported."""
+    try:
+        spec = importlib.util.find_spec("npu_bridge")
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    locations = list(spec.submodule_search_locations or ())
+    return locations[0] if locations else spec.origin
 
 
 def npu_dump_config_classes() -> Tuple[type, type]:

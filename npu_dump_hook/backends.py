@@ -21,7 +21,10 @@ A backend object is what the hook drives; it never asks "which backend?" again::
 CPU/GPU: no dump, the hook's reference capture is the product) implement it.
 :func:`resolve_backend` turns the user's ``backend=`` choice
 (:data:`~npu_dump_hook.constants.BACKEND_CHOICES`) plus the emulator options into one;
-:func:`reference_default` is what ``reference=None`` means for a backend.
+:func:`reference_default` is what ``reference=None`` means for a backend;
+:func:`npu_output_missing` is the error of a backend-``npu`` run that found no GE output (npu_bridge
+imports, so ``"auto"`` chose the real NPU, but no GE ran): it says why ``npu`` was chosen, where GE's
+output was expected and how to use the emulator instead.
 """
 import os
 from typing import Any, Dict, List, Mapping, Optional
@@ -30,11 +33,12 @@ from . import _tf
 from .constants import BACKEND_CHOICES
 from .emulator import backend as emulator_backend
 from .emulator.backend import EmulatedNpu
-from .errors import BackendError, OptionError
+from .errors import BackendError, LocateError, OptionError
 from .locate import graph_search_dirs
 from .options import DumpOptions
 
-__all__ = ["RealNpu", "ReferenceOnly", "resolve_backend", "reference_default", "golden_in_run"]
+__all__ = ["RealNpu", "ReferenceOnly", "resolve_backend", "reference_default", "golden_in_run",
+           "npu_output_missing"]
 
 
 class RealNpu(object):
@@ -152,3 +156,20 @@ def _emulator(emulate_precision: str, profile: Optional[str], faults: Optional[M
     except TypeError as exc:  # an EmulatedNpu without the profile/faults keywords
         option, key = ("emulate_profile", "profile") if "profile" in kwargs else ("faults", "faults")
         raise OptionError(option, kwargs[key], "this EmulatedNpu does not accept it yet ({})".format(exc))
+
+
+def npu_output_missing(error: LocateError, dump_path: str) -> LocateError:
+    """``error`` (collecting a backend-``npu`` run found no Build graph: no GE ran) completed with
+    why backend ``npu`` was chosen, where GE's output was expected and how to emulate instead.
+
+    Same ``what`` and ``searched`` as ``error``; collection raises it for ``backend == "npu"`` runs.
+    """
+    origin = _tf.npu_bridge_origin()
+    message = (
+        "{}. Backend 'npu' was chosen because npu_bridge imported{} and backend='auto' (the default) then "
+        "picks the real NPU, so GE was expected to write its Build graph (ge_proto_*_Build.txt) into the graph "
+        "folders searched and the dump under dump_path {}; none is there, as when npu_bridge imports on a "
+        "machine without an Ascend NPU and CANN (or is a stand-in). To use the emulated NPU instead: "
+        'backend="emulated" (NpuDumpHook / NpuDumpSession) or --backend emulated (npu-dump-hook run)'.format(
+            str(error).rstrip("."), "" if origin is None else " (from {})".format(origin), dump_path))
+    return LocateError(message, error.searched, error.what)

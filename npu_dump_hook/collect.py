@@ -15,6 +15,7 @@ import os
 import time
 from typing import Any, Iterable, List, Optional, Tuple, Union
 
+from .backends import npu_output_missing
 from .bundle import BundleResult, write_bundle, write_rank_bundle
 from .emulator.ge_model import is_emulated_graph
 from .errors import LocateError, NpuDumpError
@@ -52,10 +53,12 @@ def collect_run(record: RunRecord, bundle_dir: str, *, link: str = "auto", check
         located = locate_run(options.dump_path, graph_dirs=list(record.graph_dirs) if record.graph_dirs else None,
                              since=record.started, device_id=str(record.device_id),
                              graph_keyword=record.graph_keyword, tf_op_names=list(record.tf_op_names))
-    except LocateError:
+    except LocateError as exc:
         if options.enable_dump_debug:
             logger.info("NpuDumpHook: overflow check found no overflowing op (no dump folder): no bundle")
             return None
+        if record.backend == "npu" and exc.what == "graph" and type(exc) is LocateError:
+            raise npu_output_missing(exc, options.dump_path) from exc
         raise
     for source in (record.randomness or {}).get("not_handled", []):
         located.warnings.append("randomness not removed: {} ({}): {}; fix it in the script (set its seed, or "

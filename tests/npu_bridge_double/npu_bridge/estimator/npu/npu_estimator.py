@@ -1,4 +1,5 @@
-"""Double of ``NPUEstimator``'s config conversion (reference §2, §2.1, §11 item 3)."""
+"""Double of ``npu_bridge.estimator.npu.npu_estimator``: ``NPUEstimator``'s config conversion
+(reference §2, §2.1, §11 item 3) and ``NPUEstimatorSpec`` (§13)."""
 import os
 
 import tensorflow as tf
@@ -46,11 +47,30 @@ def load_session_config(config):
     return proto
 
 
+class NPUEstimatorSpec(tf.estimator.EstimatorSpec):
+    """``EstimatorSpec`` plus ``host_call`` ``(fn, tensors)``: on Ascend the tensors are sent to the
+    host each step and ``fn`` runs there (summaries). The double keeps it (``spec.host_call``) and
+    does not run it: it computes no training value."""
+
+    def __new__(cls, mode, predictions=None, loss=None, train_op=None, eval_metric_ops=None, export_outputs=None,
+                training_chief_hooks=None, training_hooks=None, scaffold=None, evaluation_hooks=None,
+                prediction_hooks=None, host_call=None):
+        spec = super(NPUEstimatorSpec, cls).__new__(
+            cls, mode, predictions=predictions, loss=loss, train_op=train_op, eval_metric_ops=eval_metric_ops,
+            export_outputs=export_outputs, training_chief_hooks=training_chief_hooks,
+            training_hooks=training_hooks, scaffold=scaffold, evaluation_hooks=evaluation_hooks,
+            prediction_hooks=prediction_hooks)
+        spec.host_call = host_call
+        return spec
+
+
 class NPUEstimator(tf.estimator.Estimator):
-    def __init__(self, model_fn=None, model_dir=None, config=None, params=None, job_start_file=""):
+    def __init__(self, model_fn=None, model_dir=None, config=None, params=None, job_start_file="",
+                 warm_start_from=None):
         if not job_start_file and "JOB_ID" not in os.environ:
             raise ValueError("Load job info failed, please check whether JOB_ID is set in environment variable")
         proto = load_session_config(config)
         super(NPUEstimator, self).__init__(
-            model_fn=model_fn, model_dir=model_dir, config=config.replace(session_config=proto), params=params
+            model_fn=model_fn, model_dir=model_dir, config=config.replace(session_config=proto), params=params,
+            warm_start_from=warm_start_from,
         )
