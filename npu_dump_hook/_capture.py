@@ -188,6 +188,7 @@ class TensorCapture(object):
         self._snapshots = {}  # type: Dict[str, Any]
         self._updates = []  # type: List[Tuple[Any, List[Tuple[str, Any]]]]
         self._session = None  # type: Any
+        self._given = (None, None)  # type: Tuple[Optional[StepWalk], Any]
         #: How the last captured step was taken: "fetch" (with the step, within the budget) or "stream".
         self.last_path = ""
         # begin(): plan every tensor; dump ops only where streaming may be needed.
@@ -196,13 +197,20 @@ class TensorCapture(object):
         self._reads = VariableReads(graph, self._dump_root, self.memory_budget)
 
     # -- before_run(): fetch the executed tensors, or their dump ops ---------------------
+    def use(self, walk: Optional[StepWalk], also_read: Any = None) -> None:
+        """The walk (and the co-reader) the next :meth:`run_args` takes (a hook walks each step once)."""
+        self._given = (walk, also_read)
+
     def run_args(self, run_context: Any, walk: Optional[StepWalk] = None, also_read: Any = None) -> Any:
         """``SessionRunArgs`` that capture every tensor the step computes (module doc: fetch or stream).
 
         ``walk``: the step's :class:`~npu_dump_hook.train.walk.StepWalk` when the caller has one
         (over this capture's ``index``); ``also_read``: a reader whose variables join the read
-        before the step (:mod:`npu_dump_hook._capture_reads`).
+        before the step (:mod:`npu_dump_hook._capture_reads`). Both may instead be handed over
+        by :meth:`use` for the next call.
         """
+        given, self._given = self._given, (None, None)
+        walk, also_read = walk or given[0], also_read or given[1]
         if walk is None:
             args = run_context.original_args
             self.index.forget_if_editable()  # an editable graph may gain edges between steps
