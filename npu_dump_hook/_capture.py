@@ -263,74 +263,85 @@ class TensorCapture(object):
         ``npy_dir`` is set (a further dumped step that must not mix into the golden set);
         :meth:`cleanup` removes them.
         """
-        if self._pending is None:
-            raise BackendError("TensorCapture.finish() called without run_args() for this step")
-        if isinstance(timestamp_us, bool) or not isinstance(timestamp_us, int) or len(str(timestamp_us)) != 16:
-            raise BackendError("timestamp_us must be a 16-digit microsecond count, got {!r}".format(timestamp_us))
-        executed, self._pending = self._pending, None
-        sink, self._sink = self._sink, None
-        fetched = {}  # type: Dict[str, Any]
-        if sink is not None and sink.tensors:
-            if sink.values is None:
-                raise BackendError("TensorCapture.finish(): the step did not return the fetched tensors "
-                                   "(run_args() result not passed to this step's session.run?)")
-            fetched = {t.name: v for t, v in zip(sink.tensors, sink.values)}
+        executed, fetched = self._take_step(timestamp_us)
         dumped = self._dump_files()
         snapshots, self._snapshots = self._snapshots, {}
         updates, self._updates = self._updates, []
         session, self._session = self._session, None
         updated = self._reads.after(session, updates)
         golden = bool(self.npy_dir) and not to_scratch
-        target_dir = self.npy_dir if golden else self.scratch_dir
-        os.makedirs(target_dir, exist_ok=True)
-        tensors, skipped, executed_ops = [], [], []  # type: List[CapturedTensor], List[SkippedTensor], List[ExecutedOp]
-        jobs = []  # type: List[Tuple[Any, str]]
+        files = _StepFiles(self.npy_dir if golden else self.scratch_dir, golden)
+        os.makedirs(files.target_dir, exist_ok=True)
+        executed_ops = []  # type: List[ExecutedOp]
         for order, (op, fed_only) in enumerate(executed):
-            outputs = op.outputs
-            inputs, controls = self.index.edges(op)
-            dtypes, shapes = self._outputs.get(op.name) or (
-                [t.dtype.base_dtype.name for t in outputs], [static_shape(t) for t in outputs])
-            executed_ops.append(ExecutedOp(
-                name=op.name, type=op.type, inputs=[t.name for t in inputs],
-                control_inputs=[c.name for c in controls], order=order,
-                output_dtypes=list(dtypes), output_shapes=list(shapes),
-            ))
+            executed_ops.append(self._executed_op(op, order))
             stamp = timestamp_us + order
-            for index, tensor in enumerate(outputs):
-                snapshot = snapshots.get(tensor.name)
-                reason = snapshot if isinstance(snapshot, str) else (
-                    "" if snapshot else self._skip_reason(op, tensor, fed_only, dumped, fetched))
-                if reason:
-                    skipped.append(SkippedTensor(tensor.name, op.type, reason))
-                    continue
-                target = os.path.join(target_dir, self._npy_name(op.name, index, stamp, golden))
-                if snapshot and not golden:  # a handle has no plan number: the scratch name is unique
-                    target = os.path.join(target_dir, "s" + os.path.basename(snapshot[0]))
-                if snapshot:
-                    os.replace(snapshot[0], target)
-                    tensors.append(CapturedTensor(op_name=op.name, op_type=op.type, output_index=index,
-                                                  dtype=snapshot[1], shape=snapshot[2], path=target,
-                                                  order=order, timestamp_us=stamp))
-                    continue
-                if tensor.name in fetched:
-                    # Released as soon as it is queued: the values dict must not outlive its writes.
-                    jobs.append((as_stored_array(fetched.pop(tensor.name), tensor), target))
-                else:
-                    jobs.append((dumped.pop(self._plans[tensor.name].number), target))
-                tensors.append(CapturedTensor(op_name=op.name, op_type=op.type, output_index=index, dtype="",
-                                              shape=(), path=target, order=order, timestamp_us=stamp))
+            for index, tensor in enumerate(op.outputs):
+                self._add_output(files, op, index, tensor, fed_only, (order, stamp), snapshots, dumped, fetched)
             if op.name in updated:
-                self._add_updated(op, updated[op.name], tensors, skipped, target_dir, golden, order, stamp)
-        del fetched, sink
-        self._write([t for t in tensors if not t.dtype], jobs)
-        del jobs
+                self._add_updated(op, updated[op.name], files.tensors, files.skipped, files.target_dir, golden,
+                                  order, stamp)
+        del fetched
+        self._write([t for t in files.tensors if not t.dtype], files.jobs)
+        files.jobs = []
         shutil.rmtree(self._dump_root, ignore_errors=True)
         if golden:
             self._remove_scratch_dir_if_empty()
         logger.info("capture: %d tensor(s) written (%s), %d skipped, %d op(s) executed",
-                    len(tensors), self.last_path, len(skipped), len(executed_ops))
-        return CaptureResult(tensors=tensors, skipped=skipped, executed_ops=executed_ops,
+                    len(files.tensors), self.last_path, len(files.skipped), len(executed_ops))
+        return CaptureResult(tensors=files.tensors, skipped=files.skipped, executed_ops=executed_ops,
                              updates={op.name: [name for name, _ in variables] for op, variables in updates})
+
+    def _take_step(self, timestamp_us: int) -> Tuple[List[Tuple[Any, bool]], Dict[str, Any]]:
+        """The step run_args() prepared and the values it fetched (``{tensor name: value}``)."""
+        if self._pending is None:
+            raise BackendError("TensorCapture.finish() called without run_args() for this step")
+        if isinstance(timestamp_us, bool) or not isinstance(timestamp_us, int) or len(str(timestamp_us)) != 16:
+            raise BackendError("timestamp_us must be a 16-digit microsecond count, got {!r}".format(timestamp_us))
+        executed, self._pending = self._pending, None
+        sink, self._sink = self._sink, None
+        if sink is None or not sink.tensors:
+            return executed, {}
+        if sink.values is None:
+            raise BackendError("TensorCapture.finish(): the step did not return the fetched tensors "
+                               "(run_args() result not passed to this step's session.run?)")
+        return executed, {t.name: v for t, v in zip(sink.tensors, sink.values)}
+
+    def _executed_op(self, op: Any, order: int) -> ExecutedOp:
+        inputs, controls = self.index.edges(op)
+        dtypes, shapes = self._outputs.get(op.name) or (
+            [t.dtype.base_dtype.name for t in op.outputs], [static_shape(t) for t in op.outputs])
+        return ExecutedOp(name=op.name, type=op.type, inputs=[t.name for t in inputs],
+                          control_inputs=[c.name for c in controls], order=order,
+                          output_dtypes=list(dtypes), output_shapes=list(shapes))
+
+    def _add_output(self, files: "_StepFiles", op: Any, index: int, tensor: Any, fed_only: bool,
+                    when: Tuple[int, int], snapshots: Dict[str, Any], dumped: Dict[int, str],
+                    fetched: Dict[str, Any]) -> None:
+        """One output of an executed op: skipped (with the reason), moved from its snapshot, or queued."""
+        order, stamp = when
+        snapshot = snapshots.get(tensor.name)
+        reason = snapshot if isinstance(snapshot, str) else (
+            "" if snapshot else self._skip_reason(op, tensor, fed_only, dumped, fetched))
+        if reason:
+            files.skipped.append(SkippedTensor(tensor.name, op.type, reason))
+            return
+        target = os.path.join(files.target_dir, self._npy_name(op.name, index, stamp, files.golden))
+        if snapshot and not files.golden:  # a handle has no plan number: the scratch name is unique
+            target = os.path.join(files.target_dir, "s" + os.path.basename(snapshot[0]))
+        if snapshot:
+            os.replace(snapshot[0], target)
+            files.tensors.append(CapturedTensor(op_name=op.name, op_type=op.type, output_index=index,
+                                                dtype=snapshot[1], shape=snapshot[2], path=target,
+                                                order=order, timestamp_us=stamp))
+            return
+        if tensor.name in fetched:
+            # Released as soon as it is queued: the values dict must not outlive its writes.
+            files.jobs.append((as_stored_array(fetched.pop(tensor.name), tensor), target))
+        else:
+            files.jobs.append((dumped.pop(self._plans[tensor.name].number), target))
+        files.tensors.append(CapturedTensor(op_name=op.name, op_type=op.type, output_index=index, dtype="",
+                                            shape=(), path=target, order=order, timestamp_us=stamp))
 
     def _add_updated(self, op: Any, values: List[Any], tensors: List[CapturedTensor], skipped: List[SkippedTensor],
                      target_dir: str, golden: bool, order: int, stamp: int) -> None:
@@ -402,6 +413,17 @@ class TensorCapture(object):
     def cleanup(self) -> None:
         """Remove the scratch folder and everything in it (the .npy files too when no npy_dir)."""
         shutil.rmtree(self.scratch_dir, ignore_errors=True)
+
+
+class _StepFiles(object):
+    """What ``finish`` assembles for one step: the tensors captured, those skipped, the writes to do."""
+
+    def __init__(self, target_dir: str, golden: bool) -> None:
+        self.target_dir = target_dir
+        self.golden = golden
+        self.tensors = []  # type: List[CapturedTensor]
+        self.skipped = []  # type: List[SkippedTensor]
+        self.jobs = []  # type: List[Tuple[Any, str]]
 
 
 def _convert(job: Tuple[Any, str]) -> Tuple[str, Tuple[int, ...]]:
