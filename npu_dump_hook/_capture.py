@@ -37,7 +37,7 @@ run only when fetched. Each extra node costs Grappler time when the captured ste
 built, so a graph that fits the budget gets none.
 
 ``run_args`` walks back from the step's fetches (data and control inputs; fed tensors end the
-walk, as in TF's pruning) to the ops the step executes and fetches only *their* tensors (or
+walk, as in TF's pruning; fetches that are no element of the graph are left out) to the ops the step executes and fetches only *their* tensors (or
 dump ops), so no op the step would not run is triggered (e.g. a metric's update op) and the step
 computes what it computes without capture. :attr:`TensorCapture.last_path` tells which path a
 step took.
@@ -88,30 +88,37 @@ kept). :attr:`CaptureResult.updates` lists each update's variables. A variable t
 one step shows its final value for both. ``DebugIdentity`` file dumps count against tfdbg's per-process disk
 budget (``TFDBG_DISK_BYTES_LIMIT``, 100 GB by default).
 
+Where the parts live: the per-tensor plan and dump ops in :mod:`npu_dump_hook._capture_plan`,
+the variable reads before and after the step in :mod:`npu_dump_hook._capture_reads`, the result
+records in :mod:`npu_dump_hook._capture_results`, the walk of the executed ops in
+:mod:`npu_dump_hook.train.walk` (``run_args`` takes a ready :class:`~npu_dump_hook.train.walk.StepWalk`
+so a hook walks a step once); this module runs the step's capture and writes the files.
+
 TensorFlow APIs: ``tf.compat.v1`` names present in TF 1.15 and 2.x (``Graph.is_fetchable``), the
 ``DebugIdentity`` op (made by ``_tf.debug_identity``: TF 1.15 has no Python wrapper for it), plus two private ones: ``Operation._control_flow_context``
 (no public way to know that an op sits in a TF 1.x ``tf.cond``/``tf.while_loop``; read
 defensively, absent in TF 2 graphs) and ``session.register_session_run_conversion_functions``
 (present since TF 1.0; the fetch path is off without it).
 """
-import heapq
+
 import logging
 import os
 import re
 import shutil
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 import numpy as np
 
 from . import _tf
+from ._capture_plan import (BUDGET_ENV, DEFAULT_MEMORY_BUDGET, WRITE_SCOPE, Plan, as_stored_array, plan_graph,
+                            resolve_memory_budget, static_shape, while_or_cond)
+from ._capture_reads import VariableReads
+from ._capture_results import CapturedTensor, CaptureResult, ExecutedOp, SkippedTensor
 from .errors import BackendError
-from ._capture_plan import (BUDGET_ENV, DEFAULT_MEMORY_BUDGET, Plan, as_stored_array, cpu_device, dtype_reason,
-                            is_update_type, maybe_dead, needs_handle_reader, reference_variable, resolve_memory_budget,
-                            static_nbytes, static_shape, variable_handle, while_or_cond)
 from .formats.names import golden_npy_name
 from .formats.npy import debug_event_to_npy, write_npy
+from .train.walk import GraphIndex, StepWalk
 
 __all__ = [
     "TensorCapture",
@@ -126,84 +133,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-WRITE_SCOPE = "npu_dump_hook_capture"
 _CONVERT_THREADS = 4
 # DebugIdentity file dumps: {root}/_tfdbg_device_{device}/{node}_{slot}_DebugIdentity_{wall µs}
 _DUMP_FILE = re.compile(r"t([0-9]+)_+0_DebugIdentity_[0-9]+\Z")
-# The dump-op name appears twice before the tensor bytes (Value.tag, Value.node_name); padding it
-# leaves room to overwrite that prefix with the .npy header in place (see debug_event_to_npy).
-_NAME_PAD = "_" * 80
-
-# --------------------------------------------------------------------------- results
-
-
-@dataclass
-class CapturedTensor:
-    """One output tensor written to ``path`` (an ``.npy`` file)."""
-
-    op_name: str
-    op_type: str
-    output_index: int
-    dtype: str
-    shape: Tuple[int, ...]
-    path: str
-    order: int
-    timestamp_us: int
-
-    @property
-    def tensor_name(self) -> str:
-        return "{}:{}".format(self.op_name, self.output_index)
-
-
-@dataclass
-class SkippedTensor:
-    """An output tensor of an executed op that has no file, and why."""
-
-    tensor_name: str
-    op_type: str
-    reason: str
-
-
-@dataclass
-class ExecutedOp:
-    """An op the captured step executed. Shapes are static: -1 for an unknown dim, None for unknown rank."""
-
-    name: str
-    type: str
-    inputs: List[str]
-    control_inputs: List[str]
-    order: int
-    output_dtypes: List[str]
-    output_shapes: List[Optional[Tuple[int, ...]]]
-
-
-@dataclass
-class CaptureResult:
-    """What one captured step produced; ``tensors`` are in ``order``."""
-
-    tensors: List[CapturedTensor]
-    skipped: List[SkippedTensor]
-    executed_ops: List[ExecutedOp]
-    #: In-place variable updates the step executed: ``{op name: [variable input tensor names]}``. The
-    #: op's output ``k`` in ``tensors`` (``"op:k"``) is the value of the ``k``-th of those variables
-    #: after the step; each input tensor (a ``VariableV2`` output or a ``VarHandleOp`` handle) is
-    #: captured as the variable's value before the step.
-    updates: Dict[str, List[str]] = field(default_factory=dict)
-    _by_name: Optional[Dict[str, CapturedTensor]] = field(default=None, repr=False, compare=False)
-
-    @property
-    def by_name(self) -> Dict[str, CapturedTensor]:
-        """``{"op:index": CapturedTensor}``."""
-        if self._by_name is None:
-            self._by_name = {t.tensor_name: t for t in self.tensors}
-        return self._by_name
-
-    def array(self, tensor_name: str) -> np.ndarray:
-        """The captured value of ``tensor_name`` (memory-mapped, read-only)."""
-        captured = self.by_name[tensor_name]
-        if int(np.prod(captured.shape, dtype=np.int64)) == 0:
-            return np.load(captured.path)  # numpy cannot memory-map an empty array
-        return np.load(captured.path, mmap_mode="r")
 
 
 class _FetchedValues(object):
@@ -242,163 +174,54 @@ class TensorCapture(object):
     """Streams the output tensors of one step's executed ops to ``.npy`` files (see module doc)."""
 
     def __init__(self, graph: Any, scratch_dir: str, *, npy_dir: Optional[str] = None,
-                 memory_budget: Optional[int] = None) -> None:
+                 memory_budget: Optional[int] = None, index: Optional[GraphIndex] = None) -> None:
         self.graph = graph
         self.scratch_dir = os.path.abspath(scratch_dir)
         self.npy_dir = os.path.abspath(npy_dir) if npy_dir else None
         self.memory_budget = resolve_memory_budget(memory_budget)
+        #: The graph's edges, read once (shared with a hook's :class:`~npu_dump_hook.train.walk.StepWalk`).
+        self.index = index if index is not None else GraphIndex(graph)
         self._dump_root = os.path.join(self.scratch_dir, "dumps")
-        self._plans = {}  # type: Dict[str, Plan]
-        self._creation_index = {}  # type: Dict[str, int]
         self._pending = None  # type: Optional[List[Tuple[Any, bool]]]
         self._fed = set()  # type: Set[str]
         self._sink = None  # type: Optional[_FetchedValues]
         self._snapshots = {}  # type: Dict[str, Any]
-        self._handle_readers = {}  # type: Dict[str, Any]   handle tensor name -> ReadVariableOp output
         self._updates = []  # type: List[Tuple[Any, List[Tuple[str, Any]]]]
         self._session = None  # type: Any
-        self._scratch_names = []  # type: List[str]
-        self._edges = {}  # type: Dict[str, Tuple[List[Any], List[Any]]]
-        self._outputs = {}  # type: Dict[str, Tuple[List[str], List[Optional[Tuple[int, ...]]]]]
-        self._can_fetch = _register_fetch_conversion()
+        self._given = (None, None)  # type: Tuple[Optional[StepWalk], Any]
         #: How the last captured step was taken: "fetch" (with the step, within the budget) or "stream".
         self.last_path = ""
-        self._plan_tensors()
-        self._make_handle_readers()
-
-    # -- begin(): plan every tensor; dump ops only where streaming may be needed ----------
-    def _plan_tensors(self) -> None:
-        ops = self.graph.get_operations()
-        self._creation_index = {op.name: i for i, op in enumerate(ops)}
-        # Edges, static shapes and dtype names are read here, outside the training step: TF's
-        # accessors are slow the first time (each builds Python wrappers through the C API).
-        for op in ops:
-            self._edges_of(op)
-        dead = maybe_dead(ops, self._edges)
-        number, fetchable_bytes, unknown = 0, 0, False
-        for op in ops:
-            flow = while_or_cond(op)
-            self._outputs[op.name] = ([t.dtype.base_dtype.name for t in op.outputs],
-                                      [static_shape(t) for t in op.outputs])
-            for tensor in op.outputs:
-                reason = dtype_reason(tensor)
-                if not reason and flow == "while":
-                    reason = ("inside a TF 1.x tf.while_loop body: a per-iteration value "
-                              "(the loop's Exit outputs are captured)")
-                if reason:
-                    self._plans[tensor.name] = Plan(reason=reason)
-                    continue
-                # TF 2 If/While ops are marked unfetchable (cond_v2 prevent_fetching); their
-                # outputs are read by a dump op instead.
-                stream_only = (not self._can_fetch or flow == "cond" or op.name in dead
-                               or tensor.dtype != tensor.dtype.base_dtype or not self.graph.is_fetchable(op))
-                plan = Plan(number=number, nbytes=static_nbytes(tensor), stream_only=stream_only)
-                self._plans[tensor.name] = plan
-                number += 1
-                plan.variable = None if flow else reference_variable(tensor)
-                if plan.variable is not None:
-                    plan.stream_only = False  # read before the step (run_args), never fetched or dumped
-                    continue
-                if not stream_only:
-                    unknown = unknown or plan.nbytes is None
-                    fetchable_bytes += plan.nbytes or 0
-        # A graph whose tensors all fit the budget never streams them: no dump op is needed
-        # (each costs time here and Grappler time in the captured step's executor).
-        stream_all = unknown or fetchable_bytes > self.memory_budget
-        made = self._make_dump_ops(ops, stream_all)
-        logger.debug("capture: %d capturable tensor(s) (%s bytes fetchable%s), %d dump op(s), budget %d",
-                     number, fetchable_bytes, ", some unknown" if unknown else "", made, self.memory_budget)
-
-    def _make_dump_ops(self, ops: List[Any], stream_all: bool) -> int:
-        graph = self.graph
-        urls = ["file://" + self._dump_root]
-        devices = {}  # type: Dict[str, str]
-        made = 0
-        with graph.as_default(), graph.control_dependencies(None), graph.name_scope(WRITE_SCOPE + "/"):
-            for op in ops:
-                for tensor in op.outputs:
-                    plan = self._plans[tensor.name]
-                    if plan.reason or plan.variable is not None or not (stream_all or plan.stream_only):
-                        continue
-                    with graph.device(cpu_device(op.device, devices)):
-                        dump = _tf.debug_identity(graph, tensor, "t{}{}:0".format(plan.number, _NAME_PAD), urls)
-                    plan.dump_op = dump.op
-                    made += 1
-        return made
-
-    def _make_handle_readers(self) -> None:
-        """One ``ReadVariableOp`` per resource variable that an op updates in place, made now while
-        the graph is editable; run only by the reads before and after the captured step."""
-        graph = self.graph
-        handles = [op for op in graph.get_operations() if op.type == "VarHandleOp" and needs_handle_reader(op)]
-        if not handles:
-            return
-        raw_ops = _tf.tf_v1().raw_ops
-        with graph.as_default(), graph.control_dependencies(None), graph.name_scope(WRITE_SCOPE + "/"):
-            for handle_op in handles:
-                with graph.device(handle_op.device):
-                    reader = raw_ops.ReadVariableOp(resource=handle_op.outputs[0], dtype=handle_op.get_attr("dtype"),
-                                                    name="read")
-                self._handle_readers[handle_op.outputs[0].name] = reader
-
-    def _value_of_variable_input(self, tensor: Any) -> Any:
-        """The tensor a separate ``session.run`` fetches for the variable behind an update op's
-        input: the ``VariableV2`` reference, or the reader made for a resource handle; else None."""
-        if tensor.dtype.base_dtype.name == "resource":
-            handle = variable_handle(tensor)
-            return self._handle_readers.get(handle.outputs[0].name) if handle is not None else None
-        if tensor.dtype != tensor.dtype.base_dtype:
-            return reference_variable(tensor)
-        return None
-
-    def _plan_updates(self, executed: List[Tuple[Any, bool]], fed: Set[str]) -> List[Tuple[Any, Any]]:
-        """Record the executed in-place updates (``self._updates``) and return the resource handles
-        the step's ops take, each with its reader: their values are read before the step."""
-        self._updates = []
-        handle_reads = {}  # type: Dict[str, Tuple[Any, Any]]
-        for op, fed_only in executed:
-            if fed_only:
-                continue
-            variables = []  # type: List[Tuple[str, Any]]
-            for tensor in self._edges[op.name][0]:
-                if tensor.name in fed:
-                    continue
-                value = self._value_of_variable_input(tensor)
-                if value is None:
-                    continue
-                variables.append((tensor.name, value))
-                if tensor.dtype.base_dtype.name == "resource":
-                    handle = variable_handle(tensor).outputs[0]
-                    handle_reads.setdefault(handle.name, (handle, value))
-            if variables and is_update_type(op.type):
-                self._updates.append((op, variables))
-        return list(handle_reads.values())
+        # begin(): plan every tensor; dump ops only where streaming may be needed.
+        self._plans, self._outputs = plan_graph(graph, self.index, _register_fetch_conversion(),
+                                                self.memory_budget, self._dump_root)
+        self._reads = VariableReads(graph, self._dump_root, self.memory_budget)
 
     # -- before_run(): fetch the executed tensors, or their dump ops ---------------------
-    def run_args(self, run_context: Any) -> Any:
-        """``SessionRunArgs`` that capture every tensor the step computes (module doc: fetch or stream)."""
-        args = run_context.original_args
-        if not self.graph.finalized:
-            self._edges = {}  # an editable graph may gain edges between steps
-        executed, fed = self._executed(args.fetches, args.feed_dict)
+    def use(self, walk: Optional[StepWalk], also_read: Any = None) -> None:
+        """The walk (and the co-reader) the next :meth:`run_args` takes (a hook walks each step once)."""
+        self._given = (walk, also_read)
+
+    def run_args(self, run_context: Any, walk: Optional[StepWalk] = None, also_read: Any = None) -> Any:
+        """``SessionRunArgs`` that capture every tensor the step computes (module doc: fetch or stream).
+
+        ``walk``: the step's :class:`~npu_dump_hook.train.walk.StepWalk` when the caller has one
+        (over this capture's ``index``); ``also_read``: a reader whose variables join the read
+        before the step (:mod:`npu_dump_hook._capture_reads`). Both may instead be handed over
+        by :meth:`use` for the next call.
+        """
+        given, self._given = self._given, (None, None)
+        walk, also_read = walk or given[0], also_read or given[1]
+        if walk is None:
+            args = run_context.original_args
+            self.index.forget_if_editable()  # an editable graph may gain edges between steps
+            walk = StepWalk(self.index, args.fetches, args.feed_dict)
+        executed, fed = walk.executed(), set(walk.fed)
         self._pending, self._fed = executed, fed
         shutil.rmtree(self._dump_root, ignore_errors=True)  # stale dumps must not pass for this step's
-        self._scratch_names = []
-        direct, streamed = [], []  # type: List[Tuple[Any, Plan]], List[Tuple[Any, Plan]]
-        variable_reads = self._plan_updates(executed, fed)  # type: List[Tuple[Any, Any]]
-        for op, fed_only in executed:
-            for tensor in op.outputs:
-                plan = self._plans.get(tensor.name)
-                if plan is None or plan.reason:
-                    continue
-                if fed_only and tensor.name not in fed:
-                    continue  # the op is replaced by a feed; its other outputs are never computed
-                if plan.variable is not None and tensor.name not in fed:
-                    variable_reads.append((tensor, plan.variable))
-                    continue
-                (streamed if plan.stream_only else direct).append((tensor, plan))
+        variable_reads, self._updates = self._reads.plan(executed, fed, self.index.edges)
+        direct, streamed = self._split(executed, fed, variable_reads)
         self._session = run_context.session
-        self._snapshots = self._snapshot_variables(run_context.session, variable_reads, "v")
+        self._snapshots = self._reads.before(run_context.session, variable_reads, also_read)
         sizes = [plan.nbytes for _, plan in direct]
         fetch = all(plan.dump_op is None for _, plan in direct) or (
             None not in sizes and sum(sizes) <= self.memory_budget)  # type: ignore[arg-type]
@@ -414,147 +237,23 @@ class TensorCapture(object):
                      len(executed), len(direct), len(dumps), len(variable_reads))
         return _tf.tf_v1().train.SessionRunArgs([self._sink, dumps] if direct else dumps)
 
-    def _snapshot_variables(self, session: Any, reads: List[Tuple[Any, Any]], prefix: str) -> Dict[str, Any]:
-        """Read variables in a ``session.run`` of their values alone (no other op runs).
-
-        ``reads`` pairs a tensor to capture with the variable value that stands for it. Before the
-        step (``prefix="v"``): TF 1.x reference variables the step reads -- a ``VariableV2`` output
-        and the ``Identity`` that reads it (``w/read``) alias the variable's buffer, which the
-        step's ``Apply*``/``Assign*`` ops update in place, so fetched with the step (or dumped
-        while it runs) they show the updated or a racing value, not the one the step computed
-        with -- and the resource handles the step's ops take (read through their reader). After
-        the step (``prefix="u"``): the variables the step updated. Variables are read in groups
-        of at most the memory budget and written to scratch ``.npy`` files at once. Returns
-        ``{key: (scratch file, dtype, shape)}`` or, for a variable that has no value (an
-        initializer step), ``{key: reason}``; the key is the tensor name (``"v"``) or its
-        position in ``reads`` (``"u"``).
-        """
-        snapshots = {}  # type: Dict[Any, Any]
-        if not reads:
-            return snapshots
-        by_variable = {}  # type: Dict[str, Tuple[Any, List[Tuple[Any, Any]]]]
-        for position, (tensor, variable) in enumerate(reads):
-            key = position if prefix == "u" else tensor.name
-            by_variable.setdefault(variable.name, (variable, []))[1].append((key, tensor))
-        os.makedirs(self._dump_root, exist_ok=True)
-        groups, group, size = [], [], 0  # type: List[List[Any]], List[Any], int
-        for variable, _ in by_variable.values():
-            nbytes = static_nbytes(variable) or 0
-            if group and size + nbytes > self.memory_budget:
-                groups.append(group)
-                group, size = [], 0
-            group.append(variable)
-            size += nbytes
-        groups.append(group)
-        for group in groups:
-            values = self._read_variables(session, group)
-            for variable in group:
-                value = values.pop(variable.name)
-                for key, _ in by_variable[variable.name][1]:
-                    if isinstance(value, str):
-                        snapshots[key] = value
-                        continue
-                    path = os.path.join(self._dump_root, "{}{}.npy".format(prefix, len(self._scratch_names)))
-                    self._scratch_names.append(path)
-                    dtype, shape = write_npy(as_stored_array(value, variable), path)
-                    snapshots[key] = (path, dtype, shape)
-            del values
-        return snapshots
-
-    @staticmethod
-    def _read_variables(session: Any, variables: List[Any]) -> Dict[str, Any]:
-        """``{name: value}``; a variable that cannot be read maps to the reason."""
-        try:
-            return dict(zip([v.name for v in variables], session.run(variables)))
-        except _tf.tf_v1().errors.FailedPreconditionError:
-            pass  # some are uninitialized: read one by one to tell which
-        values = {}  # type: Dict[str, Any]
-        for variable in variables:
-            try:
-                values[variable.name] = session.run(variable)
-            except _tf.tf_v1().errors.FailedPreconditionError:
-                values[variable.name] = "uninitialized variable: no value before this step"
-        return values
-
-    def _graph_elements(self, structure: Any) -> List[Any]:
-        elements = []
-        for leaf in _tf.tf_v1().nest.flatten(structure, expand_composites=True):
-            if leaf is not None:
-                elements.append(self.graph.as_graph_element(leaf, allow_tensor=True, allow_operation=True))
-        return elements
-
-    def _executed(self, fetches: Any, feed_dict: Any) -> Tuple[List[Tuple[Any, bool]], Set[str]]:
-        """Executed ops in topological order as ``(op, fed_only)``, and the fed tensor names."""
-        fed = set()  # type: Set[str]
-        for key in (feed_dict or {}):
-            fed.update(element.name for element in self._graph_elements(key))
-        full = {}  # type: Dict[str, Any]       ops that run
-        fed_only = {}  # type: Dict[str, Any]   ops whose outputs are only reached through feeds
-        stack = []  # type: List[Any]
-        for element in self._graph_elements(fetches):
-            if element.name in fed:
-                fed_only[element.op.name] = element.op
-            else:
-                stack.append(getattr(element, "op", element))
-        edges = self._edges
-        while stack:
-            op = stack.pop()
-            if op.name in full:
-                continue
-            full[op.name] = op
-            inputs, controls = edges.get(op.name) or self._edges_of(op)
-            for tensor in inputs:
-                if tensor.name in fed:
-                    fed_only.setdefault(tensor.op.name, tensor.op)
-                elif tensor.op.name not in full:
-                    stack.append(tensor.op)
-            stack.extend(control for control in controls if control.name not in full)
-        for name, op in fed_only.items():
-            if name not in edges:
-                self._edges_of(op)
-        ops = dict(fed_only)
-        ops.update(full)
-        return [(op, op.name not in full) for op in self._topological(ops)], fed
-
-    def _edges_of(self, op: Any) -> Tuple[List[Any], List[Any]]:
-        """``(input tensors, control-input ops)`` of ``op``, kept: TF's accessors build new lists each call."""
-        edges = (list(op.inputs), list(op.control_inputs))
-        self._edges[op.name] = edges
-        return edges
-
-    def _topological(self, ops: Dict[str, Any]) -> List[Any]:
-        """Kahn's order over data and control edges, ties by creation; cycles (TF 1.x loops) broken by creation."""
-        if any(name not in self._creation_index for name in ops):
-            self._creation_index = {op.name: i for i, op in enumerate(self.graph.get_operations())}
-        index = self._creation_index
-        indegree = dict.fromkeys(ops, 0)
-        consumers = {name: [] for name in ops}  # type: Dict[str, List[str]]
-        for name, op in ops.items():
-            inputs, controls = self._edges[name]
-            producers = {t.op.name for t in inputs} | {c.name for c in controls}
-            for producer in producers:
-                if producer in ops and producer != name:
-                    indegree[name] += 1
-                    consumers[producer].append(name)
-        ready = [(index[name], name) for name, degree in indegree.items() if degree == 0]
-        heapq.heapify(ready)
-        waiting = sorted((index[name], name) for name in ops)
-        ordered, done, cursor = [], set(), 0  # type: List[Any], Set[str], int
-        while len(ordered) < len(ops):
-            if not ready:  # a cycle: release the earliest-created op still waiting
-                while waiting[cursor][1] in done:
-                    cursor += 1
-                heapq.heappush(ready, waiting[cursor])
-            _, name = heapq.heappop(ready)
-            if name in done:
-                continue
-            done.add(name)
-            ordered.append(ops[name])
-            for consumer in consumers[name]:
-                indegree[consumer] -= 1
-                if indegree[consumer] == 0 and consumer not in done:
-                    heapq.heappush(ready, (index[consumer], consumer))
-        return ordered
+    def _split(self, executed: List[Tuple[Any, bool]], fed: Set[str],
+               variable_reads: List[Tuple[Any, Any]]) -> Tuple[List[Tuple[Any, Plan]], List[Tuple[Any, Plan]]]:
+        """``(fetched directly, streamed)`` tensors of the step; reference-variable tensors are
+        appended to ``variable_reads`` (read before the step, never fetched or dumped)."""
+        direct, streamed = [], []  # type: List[Tuple[Any, Plan]], List[Tuple[Any, Plan]]
+        for op, fed_only in executed:
+            for tensor in op.outputs:
+                plan = self._plans.get(tensor.name)
+                if plan is None or plan.reason:
+                    continue
+                if fed_only and tensor.name not in fed:
+                    continue  # the op is replaced by a feed; its other outputs are never computed
+                if plan.variable is not None and tensor.name not in fed:
+                    variable_reads.append((tensor, plan.variable))
+                    continue
+                (streamed if plan.stream_only else direct).append((tensor, plan))
+        return direct, streamed
 
     # -- after_run(): dump files -> .npy ------------------------------------------------
     def finish(self, timestamp_us: int, to_scratch: bool = False) -> CaptureResult:
@@ -564,93 +263,85 @@ class TensorCapture(object):
         ``npy_dir`` is set (a further dumped step that must not mix into the golden set);
         :meth:`cleanup` removes them.
         """
+        executed, fetched = self._take_step(timestamp_us)
+        dumped = self._dump_files()
+        snapshots, self._snapshots = self._snapshots, {}
+        updates, self._updates = self._updates, []
+        session, self._session = self._session, None
+        updated = self._reads.after(session, updates)
+        golden = bool(self.npy_dir) and not to_scratch
+        files = _StepFiles(self.npy_dir if golden else self.scratch_dir, golden)
+        os.makedirs(files.target_dir, exist_ok=True)
+        executed_ops = []  # type: List[ExecutedOp]
+        for order, (op, fed_only) in enumerate(executed):
+            executed_ops.append(self._executed_op(op, order))
+            stamp = timestamp_us + order
+            for index, tensor in enumerate(op.outputs):
+                self._add_output(files, op, index, tensor, fed_only, (order, stamp), snapshots, dumped, fetched)
+            if op.name in updated:
+                self._add_updated(op, updated[op.name], files.tensors, files.skipped, files.target_dir, golden,
+                                  order, stamp)
+        del fetched
+        self._write([t for t in files.tensors if not t.dtype], files.jobs)
+        files.jobs = []
+        shutil.rmtree(self._dump_root, ignore_errors=True)
+        if golden:
+            self._remove_scratch_dir_if_empty()
+        logger.info("capture: %d tensor(s) written (%s), %d skipped, %d op(s) executed",
+                    len(files.tensors), self.last_path, len(files.skipped), len(executed_ops))
+        return CaptureResult(tensors=files.tensors, skipped=files.skipped, executed_ops=executed_ops,
+                             updates={op.name: [name for name, _ in variables] for op, variables in updates})
+
+    def _take_step(self, timestamp_us: int) -> Tuple[List[Tuple[Any, bool]], Dict[str, Any]]:
+        """The step run_args() prepared and the values it fetched (``{tensor name: value}``)."""
         if self._pending is None:
             raise BackendError("TensorCapture.finish() called without run_args() for this step")
         if isinstance(timestamp_us, bool) or not isinstance(timestamp_us, int) or len(str(timestamp_us)) != 16:
             raise BackendError("timestamp_us must be a 16-digit microsecond count, got {!r}".format(timestamp_us))
         executed, self._pending = self._pending, None
         sink, self._sink = self._sink, None
-        fetched = {}  # type: Dict[str, Any]
-        if sink is not None and sink.tensors:
-            if sink.values is None:
-                raise BackendError("TensorCapture.finish(): the step did not return the fetched tensors "
-                                   "(run_args() result not passed to this step's session.run?)")
-            fetched = {t.name: v for t, v in zip(sink.tensors, sink.values)}
-        dumped = self._dump_files()
-        snapshots, self._snapshots = self._snapshots, {}
-        updates, self._updates = self._updates, []
-        session, self._session = self._session, None
-        updated = self._read_updated(session, updates)
-        golden = bool(self.npy_dir) and not to_scratch
-        target_dir = self.npy_dir if golden else self.scratch_dir
-        os.makedirs(target_dir, exist_ok=True)
-        tensors, skipped, executed_ops = [], [], []  # type: List[CapturedTensor], List[SkippedTensor], List[ExecutedOp]
-        jobs = []  # type: List[Tuple[Any, str]]
-        for order, (op, fed_only) in enumerate(executed):
-            outputs = op.outputs
-            inputs, controls = self._edges[op.name]
-            dtypes, shapes = self._outputs.get(op.name) or (
-                [t.dtype.base_dtype.name for t in outputs], [static_shape(t) for t in outputs])
-            executed_ops.append(ExecutedOp(
-                name=op.name, type=op.type, inputs=[t.name for t in inputs],
-                control_inputs=[c.name for c in controls], order=order,
-                output_dtypes=list(dtypes), output_shapes=list(shapes),
-            ))
-            stamp = timestamp_us + order
-            for index, tensor in enumerate(outputs):
-                snapshot = snapshots.get(tensor.name)
-                reason = snapshot if isinstance(snapshot, str) else (
-                    "" if snapshot else self._skip_reason(op, tensor, fed_only, dumped, fetched))
-                if reason:
-                    skipped.append(SkippedTensor(tensor.name, op.type, reason))
-                    continue
-                target = os.path.join(target_dir, self._npy_name(op.name, index, stamp, golden))
-                if snapshot and not golden:  # a handle has no plan number: the scratch name is unique
-                    target = os.path.join(target_dir, "s" + os.path.basename(snapshot[0]))
-                if snapshot:
-                    os.replace(snapshot[0], target)
-                    tensors.append(CapturedTensor(op_name=op.name, op_type=op.type, output_index=index,
-                                                  dtype=snapshot[1], shape=snapshot[2], path=target,
-                                                  order=order, timestamp_us=stamp))
-                    continue
-                if tensor.name in fetched:
-                    # Released as soon as it is queued: the values dict must not outlive its writes.
-                    jobs.append((as_stored_array(fetched.pop(tensor.name), tensor), target))
-                else:
-                    jobs.append((dumped.pop(self._plans[tensor.name].number), target))
-                tensors.append(CapturedTensor(op_name=op.name, op_type=op.type, output_index=index, dtype="",
-                                              shape=(), path=target, order=order, timestamp_us=stamp))
-            if op.name in updated:
-                self._add_updated(op, updated[op.name], tensors, skipped, target_dir, golden, order, stamp)
-        del fetched, sink
-        self._write([t for t in tensors if not t.dtype], jobs)
-        del jobs
-        shutil.rmtree(self._dump_root, ignore_errors=True)
-        if golden:
-            self._remove_scratch_dir_if_empty()
-        logger.info("capture: %d tensor(s) written (%s), %d skipped, %d op(s) executed",
-                    len(tensors), self.last_path, len(skipped), len(executed_ops))
-        return CaptureResult(tensors=tensors, skipped=skipped, executed_ops=executed_ops,
-                             updates={op.name: [name for name, _ in variables] for op, variables in updates})
+        if sink is None or not sink.tensors:
+            return executed, {}
+        if sink.values is None:
+            raise BackendError("TensorCapture.finish(): the step did not return the fetched tensors "
+                               "(run_args() result not passed to this step's session.run?)")
+        return executed, {t.name: v for t, v in zip(sink.tensors, sink.values)}
 
-    def _read_updated(self, session: Any, updates: List[Tuple[Any, List[Tuple[str, Any]]]]) -> Dict[str, List[Any]]:
-        """The values of the variables each update op changed, read after the step:
-        ``{op name: [(scratch file, dtype, shape) or reason, ...]}`` in the op's variable order."""
-        reads = [(None, value) for _, variables in updates for _, value in variables]
-        if not reads:
-            return {}
-        if session is None:
-            raise BackendError("TensorCapture.finish(): no session from run_args() to read the updated variables")
-        try:
-            values = self._snapshot_variables(session, reads, "u")
-        except _tf.tf_v1().errors.OpError as exc:
-            raise BackendError("TensorCapture.finish(): reading the variables the step updated failed: {}".format(
-                exc.message))
-        result, position = {}, 0  # type: Dict[str, List[Any]], int
-        for op, variables in updates:
-            result[op.name] = [values[position + k] for k in range(len(variables))]
-            position += len(variables)
-        return result
+    def _executed_op(self, op: Any, order: int) -> ExecutedOp:
+        inputs, controls = self.index.edges(op)
+        dtypes, shapes = self._outputs.get(op.name) or (
+            [t.dtype.base_dtype.name for t in op.outputs], [static_shape(t) for t in op.outputs])
+        return ExecutedOp(name=op.name, type=op.type, inputs=[t.name for t in inputs],
+                          control_inputs=[c.name for c in controls], order=order,
+                          output_dtypes=list(dtypes), output_shapes=list(shapes))
+
+    def _add_output(self, files: "_StepFiles", op: Any, index: int, tensor: Any, fed_only: bool,
+                    when: Tuple[int, int], snapshots: Dict[str, Any], dumped: Dict[int, str],
+                    fetched: Dict[str, Any]) -> None:
+        """One output of an executed op: skipped (with the reason), moved from its snapshot, or queued."""
+        order, stamp = when
+        snapshot = snapshots.get(tensor.name)
+        reason = snapshot if isinstance(snapshot, str) else (
+            "" if snapshot else self._skip_reason(op, tensor, fed_only, dumped, fetched))
+        if reason:
+            files.skipped.append(SkippedTensor(tensor.name, op.type, reason))
+            return
+        target = os.path.join(files.target_dir, self._npy_name(op.name, index, stamp, files.golden))
+        if snapshot and not files.golden:  # a handle has no plan number: the scratch name is unique
+            target = os.path.join(files.target_dir, "s" + os.path.basename(snapshot[0]))
+        if snapshot:
+            os.replace(snapshot[0], target)
+            files.tensors.append(CapturedTensor(op_name=op.name, op_type=op.type, output_index=index,
+                                                dtype=snapshot[1], shape=snapshot[2], path=target,
+                                                order=order, timestamp_us=stamp))
+            return
+        if tensor.name in fetched:
+            # Released as soon as it is queued: the values dict must not outlive its writes.
+            files.jobs.append((as_stored_array(fetched.pop(tensor.name), tensor), target))
+        else:
+            files.jobs.append((dumped.pop(self._plans[tensor.name].number), target))
+        files.tensors.append(CapturedTensor(op_name=op.name, op_type=op.type, output_index=index, dtype="",
+                                            shape=(), path=target, order=order, timestamp_us=stamp))
 
     def _add_updated(self, op: Any, values: List[Any], tensors: List[CapturedTensor], skipped: List[SkippedTensor],
                      target_dir: str, golden: bool, order: int, stamp: int) -> None:
@@ -722,6 +413,17 @@ class TensorCapture(object):
     def cleanup(self) -> None:
         """Remove the scratch folder and everything in it (the .npy files too when no npy_dir)."""
         shutil.rmtree(self.scratch_dir, ignore_errors=True)
+
+
+class _StepFiles(object):
+    """What ``finish`` assembles for one step: the tensors captured, those skipped, the writes to do."""
+
+    def __init__(self, target_dir: str, golden: bool) -> None:
+        self.target_dir = target_dir
+        self.golden = golden
+        self.tensors = []  # type: List[CapturedTensor]
+        self.skipped = []  # type: List[SkippedTensor]
+        self.jobs = []  # type: List[Tuple[Any, str]]
 
 
 def _convert(job: Tuple[Any, str]) -> Tuple[str, Tuple[int, ...]]:

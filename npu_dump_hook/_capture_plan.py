@@ -1,8 +1,11 @@
 """What the capture engine knows about a graph before any step runs: per tensor, whether it can be
 captured (and why not), its static size, whether it may be dead in a step (TF 1.x control flow),
 and which TF 1.x reference variable it aliases; plus the memory budget and device placement of
-dump ops. Pure functions over TensorFlow graph objects; no session runs here.
+dump ops. Functions over TensorFlow graph objects; no session runs here. :func:`plan_graph` plans
+every tensor of a graph and makes the dump ops a step may stream to (see
+:mod:`npu_dump_hook._capture` for when).
 """
+import logging
 import os
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Set, Tuple
@@ -14,10 +17,18 @@ from .constants import ENV_CAPTURE_BUDGET
 from .errors import BackendError
 from .formats.npy import NUMPY_OF_TF_ENUM, TF_DT_BFLOAT16
 
-__all__ = ["Plan", "DEFAULT_MEMORY_BUDGET", "BUDGET_ENV", "while_or_cond", "reference_variable", "dtype_reason",
+__all__ = ["Plan", "plan_graph", "WRITE_SCOPE", "DEFAULT_MEMORY_BUDGET", "BUDGET_ENV", "while_or_cond", "reference_variable", "dtype_reason",
            "static_nbytes", "maybe_dead", "resolve_memory_budget", "as_stored_array", "static_shape", "cpu_device",
            "is_update_type", "variable_handle", "needs_handle_reader"]
 
+logger = logging.getLogger("npu_dump_hook._capture")
+
+#: The name scope of the ops the capture adds (dump ops, resource-variable readers).
+WRITE_SCOPE = "npu_dump_hook_capture"
+# The dump-op name appears twice before the tensor bytes (Value.tag, Value.node_name); padding it
+# leaves room to overwrite that prefix with the .npy header in place (see debug_event_to_npy).
+_NAME_PAD = "_" * 80
+_WHILE_BODY = "inside a TF 1.x tf.while_loop body: a per-iteration value (the loop's Exit outputs are captured)"
 _MAX_PROTO_BYTES = (1 << 31) - (1 << 20)  # a serialized protobuf stays under 2 GiB
 
 _SWITCH_TYPES = frozenset(("Switch", "RefSwitch"))
@@ -207,3 +218,65 @@ def needs_handle_reader(handle_op: Any) -> bool:
     """A resource variable some op updates or reads in place (not only through ``ReadVariableOp``):
     its value before and after the step is read separately (see :mod:`npu_dump_hook._capture`)."""
     return any(consumer.type not in _HANDLE_ONLY_READERS for consumer in handle_op.outputs[0].consumers())
+
+
+def plan_graph(graph: Any, index: Any, can_fetch: bool, memory_budget: int, dump_root: str) -> Tuple[dict, dict]:
+    """``({tensor name: Plan}, {op name: (dtype names, static shapes)})`` for every op of ``graph``;
+    dump ops made where a step may stream (every capturable tensor when the fetchable ones exceed
+    the budget or any size is unknown, else only the stream-only ones). ``index`` is the graph's
+    :class:`~npu_dump_hook.train.walk.GraphIndex`; its edges are read here, outside the step."""
+    ops = graph.get_operations()
+    index.read_all(ops)  # TF's accessors are slow the first time (Python wrappers through the C API)
+    dead = maybe_dead(ops, {op.name: index.edges(op) for op in ops})
+    plans, outputs = {}, {}  # type: Dict[str, Plan], Dict[str, Any]
+    number, fetchable_bytes, unknown = 0, 0, False
+    for op in ops:
+        flow = while_or_cond(op)
+        outputs[op.name] = ([t.dtype.base_dtype.name for t in op.outputs], [static_shape(t) for t in op.outputs])
+        for tensor in op.outputs:
+            plan = _plan_tensor(graph, op, tensor, flow, op.name in dead or not can_fetch, number)
+            plans[tensor.name] = plan
+            if plan.reason:
+                continue
+            number += 1
+            if plan.variable is None and not plan.stream_only:
+                unknown = unknown or plan.nbytes is None
+                fetchable_bytes += plan.nbytes or 0
+    # A graph whose tensors all fit the budget never streams them: no dump op is needed
+    # (each costs time here and Grappler time in the captured step's executor).
+    made = _make_dump_ops(graph, ops, plans, unknown or fetchable_bytes > memory_budget, dump_root)
+    logger.debug("capture: %d capturable tensor(s) (%s bytes fetchable%s), %d dump op(s), budget %d",
+                 number, fetchable_bytes, ", some unknown" if unknown else "", made, memory_budget)
+    return plans, outputs
+
+
+def _plan_tensor(graph: Any, op: Any, tensor: Any, flow: str, may_be_dead: bool, number: int) -> Plan:
+    reason = dtype_reason(tensor) or (_WHILE_BODY if flow == "while" else "")
+    if reason:
+        return Plan(reason=reason)
+    # TF 2 If/While ops are marked unfetchable (cond_v2 prevent_fetching); their outputs are
+    # read by a dump op instead.
+    stream_only = (may_be_dead or flow == "cond" or tensor.dtype != tensor.dtype.base_dtype
+                   or not graph.is_fetchable(op))
+    plan = Plan(number=number, nbytes=static_nbytes(tensor), stream_only=stream_only)
+    plan.variable = None if flow else reference_variable(tensor)
+    if plan.variable is not None:
+        plan.stream_only = False  # read before the step (run_args), never fetched or dumped
+    return plan
+
+
+def _make_dump_ops(graph: Any, ops: List[Any], plans: Dict[str, Plan], stream_all: bool, dump_root: str) -> int:
+    urls = ["file://" + dump_root]
+    devices = {}  # type: Dict[str, str]
+    made = 0
+    with graph.as_default(), graph.control_dependencies(None), graph.name_scope(WRITE_SCOPE + "/"):
+        for op in ops:
+            for tensor in op.outputs:
+                plan = plans[tensor.name]
+                if plan.reason or plan.variable is not None or not (stream_all or plan.stream_only):
+                    continue
+                with graph.device(cpu_device(op.device, devices)):
+                    dump = _tf.debug_identity(graph, tensor, "t{}{}:0".format(plan.number, _NAME_PAD), urls)
+                plan.dump_op = dump.op
+                made += 1
+    return made

@@ -23,7 +23,10 @@ Two parts:
   (:func:`npu_dump_hook.bundle.schema.fingerprint_problems`, re-exported here);
 * the session side the hook drives (:class:`StateReader`, :func:`batch_tensors`): TensorFlow
   graph and session objects are received and their methods called; nothing here imports
-  TensorFlow (``_tf`` only for its error classes).
+  TensorFlow. The batch tensors come from the step's one walk
+  (:class:`~npu_dump_hook.train.walk.StepWalk`, :func:`batch_tensors_of`); on the captured step of
+  a run that captures tensors the state is read in the capture's own read before the step
+  (:meth:`StateReader.open`/``take``/``close``), so each variable is read once.
 
 Cost: the state is read in a separate ``session.run`` before the step (the step's in-place
 updates would otherwise race with the read of TF 1.x reference variables), in groups of at
@@ -34,16 +37,17 @@ The batch tensors are added to the captured step's own fetches, so nothing extra
 import hashlib
 import logging
 import struct
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import _tf
+from ._capture_reads import budget_groups, read_values
 from .bundle.schema import FINGERPRINT_ALGORITHM as ALGORITHM
 from .bundle.schema import fingerprint_problems as section_problems
+from .train.walk import GraphIndex, StepWalk
 
 __all__ = ["ALGORITHM", "BATCH_OP_TYPES", "array_digest", "fingerprints_section", "StateReader",
-           "batch_tensors", "batch_entries", "compare", "Comparison", "section_problems", "CAUSES"]
+           "batch_tensors", "batch_tensors_of", "batch_entries", "compare", "Comparison", "section_problems", "CAUSES"]
 
 logger = logging.getLogger(__name__)
 
@@ -111,35 +115,42 @@ class StateReader(object):
     def __init__(self, variables: Sequence[Any], memory_budget: int) -> None:
         self.variables = sorted(variables, key=lambda v: v.op.name)
         self.memory_budget = memory_budget
+        #: The last read's ``(state entries, skipped)``; None before the first.
+        self.last = None  # type: Optional[Tuple[List[Dict[str, Any]], List[Dict[str, str]]]]
+        self._entries, self._skipped = [], []  # type: List[Dict[str, Any]], List[Dict[str, str]]
 
     def groups(self) -> List[List[Any]]:
         """The variables in groups whose static sizes add up to at most the budget (one at least)."""
-        groups, group, size = [], [], 0  # type: List[List[Any]], List[Any], int
-        for variable in self.variables:
-            nbytes = _static_nbytes(variable)
-            if group and size + nbytes > self.memory_budget:
-                groups.append(group)
-                group, size = [], 0
-            group.append(variable)
-            size += nbytes
-        if group:
-            groups.append(group)
-        return groups
+        return budget_groups(self.variables, [_static_nbytes(v) for v in self.variables], self.memory_budget)
 
     def read(self, session: Any) -> Tuple[List[Dict[str, Any]], List[Dict[str, str]]]:
         """``(state entries, skipped)``: each variable hashed, or skipped with the reason."""
-        entries, skipped = [], []  # type: List[Dict[str, Any]], List[Dict[str, str]]
+        self.open()
         for group in self.groups():
-            for variable, value in _read_group(session, group):
-                name = variable.op.name
-                if isinstance(value, str):
-                    skipped.append({"name": name, "reason": value})
-                    continue
-                entry = {"name": name}
-                entry.update(array_digest(value))
-                entries.append(entry)
+            for variable, value in zip(group, read_values(session, group)):
+                self.take(variable, value)
                 del value
-        return entries, skipped
+        return self.close()
+
+    def open(self) -> None:
+        """Start a read whose values :meth:`take` receives (the capture's read before the step
+        calls these three, so the variables are read once: :mod:`npu_dump_hook._capture_reads`)."""
+        self._entries, self._skipped = [], []  # type: List[Dict[str, Any]], List[Dict[str, str]]
+
+    def take(self, variable: Any, value: Any) -> None:
+        """Hash one variable's value (None: the variable had no value yet)."""
+        name = variable.op.name
+        if value is None:
+            self._skipped.append({"name": name, "reason": "uninitialized variable: no value before the captured step"})
+            return
+        entry = {"name": name}
+        entry.update(array_digest(value))
+        self._entries.append(entry)
+
+    def close(self) -> Tuple[List[Dict[str, Any]], List[Dict[str, str]]]:
+        """End the read: ``(state entries, skipped)``, also kept as :attr:`last`."""
+        self.last = (self._entries, self._skipped)
+        return self.last
 
 
 def _static_nbytes(variable: Any) -> int:
@@ -149,22 +160,6 @@ def _static_nbytes(variable: Any) -> int:
     return int(shape.num_elements()) * variable.dtype.base_dtype.size
 
 
-def _read_group(session: Any, group: List[Any]) -> Iterable[Tuple[Any, Any]]:
-    """``(variable, value)`` pairs; a variable that cannot be read gets the reason as its value."""
-    errors = _tf.tf_v1().errors
-    try:
-        return list(zip(group, session.run(group)))
-    except errors.FailedPreconditionError:
-        pass  # some are uninitialized: read one by one to tell which
-    pairs = []
-    for variable in group:
-        try:
-            pairs.append((variable, session.run(variable)))
-        except errors.FailedPreconditionError:
-            pairs.append((variable, "uninitialized variable: no value before the captured step"))
-    return pairs
-
-
 def batch_tensors(graph: Any, fetches: Any, feed_dict: Any) -> Tuple[List[Tuple[Any, str]], List[Dict[str, str]]]:
     """The tensors that are the step's batch: ``([(tensor, "iterator"|"feed")], skipped)``.
 
@@ -172,30 +167,21 @@ def batch_tensors(graph: Any, fetches: Any, feed_dict: Any) -> Tuple[List[Tuple[
     tensors end the walk) and takes every output of the :data:`BATCH_OP_TYPES` ops reached;
     fed tensors are taken as well (fetching a fed tensor returns the fed value).
     """
-    nest = _tf.tf_v1().nest
-    fed = {}  # type: Dict[str, Any]
-    skipped = []  # type: List[Dict[str, str]]
-    for key in (feed_dict or {}):
-        for element in _elements(graph, nest.flatten(key, expand_composites=True)):
-            if hasattr(element, "op"):
-                fed[element.name] = element
-    stack = [getattr(e, "op", e) for e in _elements(graph, nest.flatten(fetches, expand_composites=True))
-             if e.name not in fed]
-    seen = set()
+    return batch_tensors_of(StepWalk(GraphIndex(graph), fetches, feed_dict))
+
+
+def batch_tensors_of(walk: StepWalk) -> Tuple[List[Tuple[Any, str]], List[Dict[str, str]]]:
+    """:func:`batch_tensors` of a run already walked (:class:`~npu_dump_hook.train.walk.StepWalk`)."""
     found = {}  # type: Dict[str, Tuple[Any, str]]
-    while stack:
-        op = stack.pop()
-        if op.name in seen:
-            continue
-        seen.add(op.name)
+    for op in walk.ran.values():
         if op.type in BATCH_OP_TYPES:
             for tensor in op.outputs:
                 found[tensor.name] = (tensor, "iterator")
-        stack.extend(t.op for t in op.inputs if t.name not in fed and t.op.name not in seen)
-        stack.extend(c for c in op.control_inputs if c.name not in seen)
-    for name, tensor in fed.items():
-        found[name] = (tensor, "feed")
-    chosen = []
+    for name, tensor in walk.fed.items():
+        if hasattr(tensor, "op"):
+            found[name] = (tensor, "feed")
+    graph = walk.index.graph
+    chosen, skipped = [], []  # type: List[Tuple[Any, str]], List[Dict[str, str]]
     for name in sorted(found):
         tensor, source = found[name]
         reason = ""
@@ -208,18 +194,6 @@ def batch_tensors(graph: Any, fetches: Any, feed_dict: Any) -> Tuple[List[Tuple[
         else:
             chosen.append((tensor, source))
     return chosen, skipped
-
-
-def _elements(graph: Any, leaves: Iterable[Any]) -> List[Any]:
-    elements = []
-    for leaf in leaves:
-        if leaf is None:
-            continue
-        try:
-            elements.append(graph.as_graph_element(leaf, allow_tensor=True, allow_operation=True))
-        except (TypeError, ValueError, KeyError):
-            continue  # not of this graph (a fetch conversion object): nothing to walk
-    return elements
 
 
 def batch_entries(tensors: Sequence[Tuple[Any, str]], values: Sequence[Any]) -> List[Dict[str, Any]]:

@@ -70,7 +70,7 @@ def golden_report(result: Any, golden_dir: str) -> Dict[str, Any]:
     path = os.path.join(golden_dir, MANIFEST_NAME)
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(manifest, handle, indent=1)
+        handle.write(_manifest_text(manifest))
     os.replace(tmp, path)
     reasons = {}  # type: Dict[str, int]
     for entry in skipped:
@@ -81,6 +81,20 @@ def golden_report(result: Any, golden_dir: str) -> Dict[str, Any]:
     logger.info("reference: %d tensor(s) in %s, %d skipped", len(files), golden_dir, len(skipped))
     return {"dir": golden_dir, "manifest": path, "files": len(files), "skipped": len(skipped),
             "skip_reasons": reasons, "renamed": len(renamed), "key_collisions": len(collisions)}
+
+
+def _manifest_text(manifest: Dict[str, Any]) -> str:
+    """The manifest as JSON, one file or skipped entry a line (readable, diffable). Each line is
+    encoded by json's C encoder: ``indent=`` would switch to the pure-Python one, which cost more
+    than writing the step's .npy files on a small model."""
+    parts = []
+    for key, value in manifest.items():
+        if isinstance(value, list) and value:
+            body = "[\n  " + ",\n  ".join(json.dumps(item) for item in value) + "\n ]"
+        else:
+            body = json.dumps(value)
+        parts.append(" {}: {}".format(json.dumps(key), body))
+    return "{\n" + ",\n".join(parts) + "\n}\n"
 
 
 class ReferenceCapture(object):

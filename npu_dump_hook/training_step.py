@@ -14,12 +14,16 @@ except a variable's own initializer and a Saver's restore (an ``Assign`` fed by 
 So ``sess.run(init)``, ``sess.run(cost)`` before training, evaluation fetches and metric
 updates are not counted; they are logged as skipped with what they ran.
 
-Pure graph analysis over TensorFlow objects; it imports no TensorFlow itself.
+Pure graph analysis over TensorFlow objects; it imports no TensorFlow itself. What a run
+executes is a :class:`~npu_dump_hook.train.walk.StepWalk` (the one walk a hook's captured step
+shares with the capture plan and the batch fingerprints): :meth:`TrainingStepDetector.verdict_for`
+takes one, :meth:`TrainingStepDetector.verdict` makes one.
 """
 import re
 from typing import Any, Dict, List, Optional, Set, Tuple  # noqa: F401 (type comments)
 
 from . import _tf
+from .train.walk import GraphIndex, StepWalk
 
 __all__ = ["TrainingStepDetector", "StepVerdict", "OPTIMIZER_UPDATE"]
 
@@ -52,53 +56,29 @@ class StepVerdict(object):
 class TrainingStepDetector(object):
     """Tells training steps from other runs of one graph; verdicts are cached per fetch/feed set."""
 
-    def __init__(self, graph: Any) -> None:
+    def __init__(self, graph: Any, index: Optional[GraphIndex] = None) -> None:
         self.graph = graph
+        #: The graph's edges, read once (a hook shares it with its capture).
+        self.index = index if index is not None else GraphIndex(graph)
         self._cache = {}  # type: Dict[Tuple[Tuple[str, ...], Tuple[str, ...]], StepVerdict]
         self._targets = None  # type: Optional[Set[str]]
         self._initializers = None  # type: Optional[Set[str]]
 
     def verdict(self, fetches: Any, feed_dict: Any = None) -> StepVerdict:
         """The verdict for a run of ``fetches`` with ``feed_dict`` (both as ``session.run`` takes them)."""
-        elements = self._elements(fetches)
-        fed = self._fed(feed_dict)
-        key = (tuple(sorted(e.name for e in elements)), tuple(sorted(fed)))
-        if key not in self._cache:
-            writes = [op.name for op in self._executed(elements, fed) if self._is_update(op)]
-            self._cache[key] = StepVerdict(bool(writes), sorted(writes)[:_EXAMPLES], list(key[0]))
-        return self._cache[key]
+        return self.verdict_for(self.walk(fetches, feed_dict))
 
-    # -- what a run executes -------------------------------------------------------------
-    def _elements(self, fetches: Any) -> List[Any]:
-        elements = []
-        for leaf in _tf.tf_v1().nest.flatten(fetches, expand_composites=True):
-            if leaf is None:
-                continue
-            try:
-                elements.append(self.graph.as_graph_element(leaf, allow_tensor=True, allow_operation=True))
-            except (TypeError, ValueError, KeyError):
-                continue  # not of this graph (e.g. a fetch conversion object): nothing to walk
-        return elements
+    def walk(self, fetches: Any, feed_dict: Any = None) -> StepWalk:
+        """The :class:`StepWalk` of one run (walked only when its ops are asked for)."""
+        self.index.forget_if_editable()  # an editable graph may gain edges between runs
+        return StepWalk(self.index, fetches, feed_dict)
 
-    def _fed(self, feed_dict: Any) -> Set[str]:
-        fed = set()  # type: Set[str]
-        for key in (feed_dict or {}):
-            for element in self._elements(key):
-                fed.add(element.name)
-        return fed
-
-    @staticmethod
-    def _executed(elements: List[Any], fed: Set[str]) -> List[Any]:
-        seen = {}  # type: Dict[str, Any]
-        stack = [getattr(element, "op", element) for element in elements if element.name not in fed]
-        while stack:
-            op = stack.pop()
-            if op.name in seen:
-                continue
-            seen[op.name] = op
-            stack.extend(t.op for t in op.inputs if t.name not in fed and t.op.name not in seen)
-            stack.extend(c for c in op.control_inputs if c.name not in seen)
-        return list(seen.values())
+    def verdict_for(self, walk: StepWalk) -> StepVerdict:
+        """The verdict for the run ``walk`` describes; the ops are walked for a new fetch/feed set only."""
+        if walk.key not in self._cache:
+            writes = [name for name, op in walk.ran.items() if self._is_update(op)]
+            self._cache[walk.key] = StepVerdict(bool(writes), sorted(writes)[:_EXAMPLES], list(walk.key[0]))
+        return self._cache[walk.key]
 
     # -- which ops update the model ---------------------------------------------------------
     def _is_update(self, op: Any) -> bool:

@@ -1,0 +1,227 @@
+"""Variable values the capture reads outside the captured step's own work, within the memory budget.
+
+Why (see :mod:`npu_dump_hook._capture`): a TF 1.x reference variable's output and its
+``w/read`` alias the buffer the step's ``Apply*``/``Assign*`` ops update in place, and an in-place
+update's variable inputs are recorded as the values before the step and its outputs as the
+values after it. Those values are read by ``session.run`` calls of the variables alone (no other
+op runs), in groups whose static sizes add up to at most the memory budget, each value written
+to a scratch ``.npy`` at once.
+
+Contract::
+
+    reads = VariableReads(graph, scratch_root, memory_budget)   # graph editable: handle readers made
+    before, updates = reads.plan(executed, fed, edges)          # run_args: what the step reads / updates
+    snapshots = reads.before(session, before, also=state)       # run_args: values before the step
+    updated = reads.after(session, updates)                     # finish: values after the step
+
+``also`` is another reader of the same moment (the state fingerprints,
+:class:`npu_dump_hook.fingerprints.StateReader`: ``variables``, ``open()``, ``take(variable,
+value)``, ``close()``): its variables join the same ``session.run`` calls, so each variable is
+read once before the captured step. A variable is fetched once per read however many of its
+tensors or readers ask for it. The read after the step repeats the fetch lists of the read
+before it when they cover the updated variables, so TensorFlow reuses the executor it built.
+"""
+import os
+from typing import Any, Dict, List, Optional, Sequence, Tuple  # noqa: F401 (type comments)
+
+from . import _tf
+from ._capture_plan import (WRITE_SCOPE, as_stored_array, is_update_type, needs_handle_reader, reference_variable,
+                            static_nbytes, variable_handle)
+from .errors import BackendError
+from .formats.npy import write_npy
+
+__all__ = ["VariableReads", "read_values", "budget_groups", "UNINITIALIZED_BEFORE"]
+
+UNINITIALIZED_BEFORE = "uninitialized variable: no value before this step"
+
+
+def read_values(session: Any, elements: Sequence[Any]) -> List[Any]:
+    """The values of ``elements`` in one ``session.run``; None for a variable without a value yet."""
+    errors = _tf.tf_v1().errors
+    try:
+        return list(session.run(list(elements)))
+    except errors.FailedPreconditionError:
+        pass  # some are uninitialized: read one by one to tell which
+    values = []  # type: List[Any]
+    for element in elements:
+        try:
+            values.append(session.run(element))
+        except errors.FailedPreconditionError:
+            values.append(None)
+    return values
+
+
+def budget_groups(items: Sequence[Any], sizes: Sequence[int], budget: int) -> List[List[Any]]:
+    """``items`` in order, in groups whose ``sizes`` add up to at most ``budget`` (one item at least)."""
+    groups, group, total = [], [], 0  # type: List[List[Any]], List[Any], int
+    for item, size in zip(items, sizes):
+        if group and total + size > budget:
+            groups.append(group)
+            group, total = [], 0
+        group.append(item)
+        total += size
+    if group:
+        groups.append(group)
+    return groups
+
+
+def make_handle_readers(graph: Any) -> Dict[str, Any]:
+    """One ``ReadVariableOp`` per resource variable an op updates in place, made while the graph is
+    editable (``{handle tensor name: reader output}``); run only by the reads before and after the step."""
+    handles = [op for op in graph.get_operations() if op.type == "VarHandleOp" and needs_handle_reader(op)]
+    readers = {}  # type: Dict[str, Any]
+    if not handles:
+        return readers
+    raw_ops = _tf.tf_v1().raw_ops
+    with graph.as_default(), graph.control_dependencies(None), graph.name_scope(WRITE_SCOPE + "/"):
+        for handle_op in handles:
+            with graph.device(handle_op.device):
+                readers[handle_op.outputs[0].name] = raw_ops.ReadVariableOp(
+                    resource=handle_op.outputs[0], dtype=handle_op.get_attr("dtype"), name="read")
+    return readers
+
+
+class _Fetch(object):
+    """One variable read: the element fetched, the variable's holder op, and who wants the value."""
+
+    def __init__(self, element: Any, holder: str) -> None:
+        self.element = element
+        self.holder = holder
+        self.stored_as = element  # the tensor whose dtype the .npy keeps
+        self.keys = []  # type: List[Any]
+        self.variable = None  # type: Any   the ``also`` reader's variable
+
+
+class VariableReads(object):
+    """Reads of variable values before and after the captured step (see the module doc)."""
+
+    def __init__(self, graph: Any, scratch_root: str, memory_budget: int) -> None:
+        self.scratch_root = scratch_root
+        self.memory_budget = memory_budget
+        self._readers = make_handle_readers(graph)
+        self._files = 0
+        self._last_groups = []  # type: List[List[_Fetch]]
+
+    def plan(self, executed: List[Tuple[Any, bool]], fed: Any, edges: Any) -> Tuple[list, list]:
+        """``(before, updates)``: the resource handles the step's ops take, each as ``(handle, reader)``,
+        and the executed in-place updates as ``(op, [(variable input name, value tensor)])``."""
+        updates = []  # type: List[Tuple[Any, List[Tuple[str, Any]]]]
+        handle_reads = {}  # type: Dict[str, Tuple[Any, Any]]
+        for op, fed_only in executed:
+            if fed_only:
+                continue
+            variables = []  # type: List[Tuple[str, Any]]
+            for tensor in edges(op)[0]:
+                value = None if tensor.name in fed else self._value_of_variable_input(tensor)
+                if value is None:
+                    continue
+                variables.append((tensor.name, value))
+                if tensor.dtype.base_dtype.name == "resource":
+                    handle = variable_handle(tensor).outputs[0]
+                    handle_reads.setdefault(handle.name, (handle, value))
+            if variables and is_update_type(op.type):
+                updates.append((op, variables))
+        return list(handle_reads.values()), updates
+
+    def _value_of_variable_input(self, tensor: Any) -> Any:
+        """What a separate ``session.run`` fetches for the variable behind an update op's input: the
+        ``VariableV2`` reference, or the reader made for a resource handle; else None."""
+        if tensor.dtype.base_dtype.name == "resource":
+            handle = variable_handle(tensor)
+            return self._readers.get(handle.outputs[0].name) if handle is not None else None
+        if tensor.dtype != tensor.dtype.base_dtype:
+            return reference_variable(tensor)
+        return None
+
+    def before(self, session: Any, reads: List[Tuple[Any, Any]], also: Any = None) -> Dict[str, Any]:
+        """``{tensor name: (scratch file, dtype, shape) or reason}`` for each ``(tensor, value tensor)``."""
+        fetches = {}  # type: Dict[str, _Fetch]
+        if also is not None:
+            for variable in also.variables:
+                fetches.setdefault(variable.op.name, _Fetch(variable, variable.op.name)).variable = variable
+        for tensor, value in reads:
+            fetch = fetches.setdefault(_holder(value), _Fetch(value, _holder(value)))
+            fetch.keys.append(tensor.name)
+            fetch.stored_as = value
+        if also is not None:
+            also.open()
+        snapshots = self._read(session, list(fetches.values()), "v", also)
+        if also is not None:
+            also.close()
+        return snapshots
+
+    def after(self, session: Any, updates: List[Tuple[Any, List[Tuple[str, Any]]]]) -> Dict[str, List[Any]]:
+        """The values of the variables each update op changed, read after the step:
+        ``{op name: [(scratch file, dtype, shape) or reason, ...]}`` in the op's variable order."""
+        wanted = [value for _, variables in updates for _, value in variables]
+        if not wanted:
+            return {}
+        if session is None:
+            raise BackendError("TensorCapture.finish(): no session from run_args() to read the updated variables")
+        fetches = self._fetches_after(wanted)
+        try:
+            values = self._read(session, fetches, "u", None, reuse=True)
+        except _tf.tf_v1().errors.OpError as exc:
+            raise BackendError("TensorCapture.finish(): reading the variables the step updated failed: {}".format(
+                exc.message))
+        result, position = {}, 0  # type: Dict[str, List[Any]], int
+        for op, variables in updates:
+            result[op.name] = [values[position + k] for k in range(len(variables))]
+            position += len(variables)
+        return result
+
+    def _fetches_after(self, wanted: List[Any]) -> List[_Fetch]:
+        """One fetch per variable, the positions in ``wanted`` as keys; the last read's groups when
+        they hold every one (same fetch lists: TensorFlow reuses the executor it built)."""
+        fresh = {}  # type: Dict[str, _Fetch]
+        for position, value in enumerate(wanted):
+            fetch = fresh.setdefault(_holder(value), _Fetch(value, _holder(value)))
+            fetch.keys.append(position)
+        known = {fetch.holder for group in self._last_groups for fetch in group}
+        if not known or any(holder not in known for holder in fresh):
+            self._last_groups = []
+            return list(fresh.values())
+        for group in self._last_groups:
+            for fetch in group:
+                mine = fresh.get(fetch.holder)
+                fetch.variable = None
+                fetch.keys = mine.keys if mine is not None else []
+                fetch.stored_as = mine.stored_as if mine is not None else fetch.stored_as
+        return [fetch for group in self._last_groups for fetch in group]
+
+    def _read(self, session: Any, fetches: List[_Fetch], prefix: str, also: Any,
+              reuse: bool = False) -> Dict[Any, Any]:
+        """Read ``fetches`` group by group; each value goes to ``also`` and to one scratch file per key."""
+        snapshots = {}  # type: Dict[Any, Any]
+        if prefix == "v":
+            self._last_groups = []
+        if not fetches:
+            return snapshots
+        os.makedirs(self.scratch_root, exist_ok=True)
+        groups = self._last_groups if reuse and self._last_groups else budget_groups(
+            fetches, [static_nbytes(f.element) or 0 for f in fetches], self.memory_budget)
+        self._last_groups = groups if prefix == "v" else []
+        for group in groups:
+            if reuse and not any(f.keys for f in group):
+                continue  # no updated variable in this group
+            for fetch, value in zip(group, read_values(session, [f.element for f in group])):
+                if fetch.variable is not None and also is not None:
+                    also.take(fetch.variable, value)
+                for key in fetch.keys:
+                    snapshots[key] = UNINITIALIZED_BEFORE if value is None else self._scratch(value, fetch, prefix)
+                del value
+        return snapshots
+
+    def _scratch(self, value: Any, fetch: _Fetch, prefix: str) -> Tuple[str, str, Tuple[int, ...]]:
+        path = os.path.join(self.scratch_root, "{}{}.npy".format(prefix, self._files))
+        self._files += 1
+        dtype, shape = write_npy(as_stored_array(value, fetch.stored_as), path)
+        return path, dtype, shape
+
+
+def _holder(value: Any) -> str:
+    """The op that holds the variable a value tensor reads: ``VariableV2`` or ``VarHandleOp``."""
+    op = value.op
+    if op.type == "ReadVariableOp":
+        return op.inputs[0].op.name
+    return op.name

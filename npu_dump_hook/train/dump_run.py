@@ -1,0 +1,241 @@
+"""The dump run: the backend, the capture of dumped steps, the initial-state checkpoint, the emulated dump.
+
+Contract (the hook calls these; every method is a no-op where this rank or backend has nothing to do)::
+
+    dump = DumpRun(layout, options, backend, reference, ranks, save_initial_state)  # construction
+    dump.check_graph(graph)                   # begin(): dump_layer names ops of the graph
+    dump.begin(variables)                     # the initial-state Saver (graph editable)
+    dump.begin_backend(graph, device_id, index)   # backend.begin, the capture's dump ops
+    dump.session_started()
+    dump.save_initial_state(session, guard)   # before the captured step: run folder/init/
+    args = dump.capture_args(run_context, step, captured_step, walk, also_read, guard)  # None: none
+    dump.finish_step(step, captured_step, guard)           # after the step: golden .npy + manifest, emulated dump
+    dump.end()                                # DUMP_GRAPH_PATH unset again, empty folders removed
+
+Which backend writes the dump is an object (:mod:`npu_dump_hook.backends`), asked, never
+switched on. The golden set is the captured step only; an emulating backend dumps every step
+``dump_step`` selects (as GE does) from a capture into the scratch folder. A failed capture
+leaves no scratch folder and renames a partial golden folder to ``golden.incomplete``.
+"""
+import logging
+import os
+import shutil
+import time
+from typing import Any, Dict, List, Optional, Sequence  # noqa: F401 (type comments)
+
+from .. import _tf
+from .._capture import TensorCapture
+from ..backends import golden_in_run, reference_default
+from ..config import apply_graph_dump_env
+from ..constants import ENV_OPTIONS
+from ..errors import OptionError
+from ..options import DumpOptions
+from ..reference import golden_report
+from ..run_record import RunLayout, dumps_on_this_rank, rank_and_device
+from .guard import HOOK_LOGGER, FailureGuard
+from .walk import GraphIndex, StepWalk
+
+__all__ = ["DumpRun", "default_options", "reference_choice", "numerics_text", "check_writable_dir",
+           "INCOMPLETE_SUFFIX"]
+
+logger = logging.getLogger(HOOK_LOGGER)
+
+#: A golden folder whose capture failed is renamed with this suffix (never bundled as golden).
+INCOMPLETE_SUFFIX = ".incomplete"
+
+
+def default_options(layout: RunLayout) -> DumpOptions:
+    """NPU_DUMP_* variables when any is set (dumping into the run folder unless NPU_DUMP_PATH
+    names one); else a data dump into the run folder."""
+    if any(var in os.environ for var in ENV_OPTIONS.values()):
+        environ = dict(os.environ)
+        environ.setdefault(ENV_OPTIONS["dump_path"], layout.dump_dir)
+        return DumpOptions.from_env(environ)
+    return DumpOptions(enable_dump=True, dump_path=layout.dump_dir)
+
+
+class DumpRun(object):
+    """What this run dumps and captures, and how (see the module doc)."""
+
+    def __init__(self, layout: RunLayout, options: DumpOptions, backend: Any, reference: Optional[bool],
+                 ranks: Optional[Sequence[int]], save_initial_state: bool) -> None:
+        self.layout = layout
+        self.options = options
+        self.backend = backend
+        self.golden_only = bool(getattr(backend, "golden_only", False))
+        self.dumping = dumps_on_this_rank(ranks)
+        self.backend_name = backend.name if self.dumping else "none"  # run.json: this rank dumped nothing
+        self.reference = reference_choice(reference, backend) and self.dumping
+        if not self.dumping:
+            # On an NPU this rank's session config still carries the dump options: build it
+            # from DumpOptions() on the ranks that should not dump (see README).
+            logger.info("NpuDumpHook: rank %s is not in ranks=%s: no dump on this rank",
+                        rank_and_device()["rank"], ranks)
+        self.golden_dir = layout.golden_dir if self.reference else None
+        # A golden run restores the NPU bundle's checkpoint; saving its own would only repeat it.
+        self.save_initial = save_initial_state and not self.golden_only
+        self.capture = None  # type: Optional[TensorCapture]
+        self.initial_state_path = None  # type: Optional[str]
+        self.reference_report = None  # type: Optional[Dict[str, Any]]
+        self.graph_env = {}  # type: Dict[str, Any]
+        self._saver = None  # type: Any
+        self._capturing = False
+
+    def begin(self, variables: List[Any]) -> None:
+        """Graph still editable, after the model graph is written: the initial-state Saver."""
+        if self.save_initial and variables:
+            self._saver = _tf.tf_v1().train.Saver(
+                var_list=variables, sharded=False, name="npu_dump_hook_initial_state",
+                max_to_keep=1, save_relative_paths=True,
+            )
+
+    def begin_backend(self, graph: Any, device_id: Any, index: GraphIndex) -> None:
+        """After the golden run's restore Saver: the backend's setup and the capture."""
+        if self.dumping:
+            self.backend.begin(graph, self.options, device_id)
+        if self._backend_captures() or self.reference:
+            self.capture = TensorCapture(graph, self.layout.capture_dir, npy_dir=self.golden_dir, index=index)
+
+    def apply_graph_env(self) -> None:
+        """Point DUMP_GRAPH_PATH at the run folder (unless the user set it)."""
+        self.graph_env = apply_graph_dump_env(self.layout.graph_dir)
+
+    def session_started(self) -> None:
+        if self.dumping:
+            self.backend.session_started()
+
+    def save_initial_state(self, session: Any, guard: FailureGuard) -> None:
+        """Before the captured step: the variables into run folder/init/ (once)."""
+        if self._saver is None or self.initial_state_path is not None:
+            return
+        with guard("saving the initial state to {}".format(self.layout.init_prefix)):
+            self.initial_state_path = self._saver.save(session, self.layout.init_prefix, write_meta_graph=False)
+            logger.info("NpuDumpHook: initial state saved to %s", self.initial_state_path)
+
+    def captures_step(self, step: int, captured_step: int) -> bool:
+        """A capture runs at this step: the golden set (captured step) or an emulated dump step."""
+        return self.capture is not None and (self._golden_step(step, captured_step) or self._emulates_step(step))
+
+    def capture_args(self, run_context: Any, step: int, captured_step: int, walk: StepWalk, also_read: Any,
+                     guard: FailureGuard) -> Any:
+        """The capture's ``SessionRunArgs`` for this step, or None (no capture, or it failed, not strict)."""
+        self._capturing = self.captures_step(step, captured_step)
+        if not self._capturing:
+            return None
+        args = None
+        with guard("preparing the capture of step {}".format(step), self.abandon_capture):
+            self.capture.use(walk, also_read)
+            args = self.capture.run_args(run_context)
+        self._capturing = args is not None  # None: the guard logged a failure (strict=False)
+        return args
+
+    def finish_step(self, step: int, captured_step: int, guard: FailureGuard) -> None:
+        """After a captured step: the golden files and manifest, or the emulated dump of the step."""
+        if not self._capturing:
+            return
+        self._capturing = False
+        with guard("writing the dump of step {}".format(step), self.abandon_capture):
+            golden = self._golden_step(step, captured_step)
+            result = self.capture.finish(int(time.time() * 1000000), to_scratch=not golden)
+            if self._emulates_step(step):
+                self.backend.write_step(result, step)
+            if golden:
+                self.reference_report = golden_report(result, self.golden_dir)
+            else:
+                self.capture.cleanup()  # scratch .npy files served the emulator only
+
+    def abandon_capture(self) -> None:
+        """After a failed capture step: no scratch left behind, and no golden folder that looks
+        complete (its .npy files without golden_manifest.json) -- it becomes golden.incomplete."""
+        self.capture.cleanup()
+        if self.golden_dir and os.path.isdir(self.golden_dir) and self.reference_report is None:
+            aside = self.golden_dir + INCOMPLETE_SUFFIX
+            shutil.rmtree(aside, ignore_errors=True)
+            os.rename(self.golden_dir, aside)
+
+    def end(self) -> None:
+        """Unset the DUMP_GRAPH_PATH this run set, so a later run in the same process (a second
+        hook, a notebook cell) gets its own graph folder instead of sharing this one. A golden
+        run (nothing writes a graph or a dump) leaves no empty graph/ and dump/ folders behind."""
+        if self.golden_only:
+            for folder in (self.layout.graph_dir, self.layout.dump_dir):
+                _remove_if_empty(folder)
+        env = self.graph_env
+        if env.get("set_by_npu_dump_hook") and os.environ.get(env["variable"]) == env["value"]:
+            del os.environ[env["variable"]]
+
+    def graph_dirs(self, device_id: Any) -> Optional[tuple]:
+        dirs = self.backend.graph_dirs(device_id) if self.dumping else None
+        return tuple(dirs) if dirs else None
+
+    def emulator_summary(self) -> Any:
+        return self.backend.summary() if self.dumping else None
+
+    def computes_npu_numerics(self) -> bool:
+        """This rank's emulated run computed with NPU numerics (no golden tensors in it)."""
+        return self.dumping and not golden_in_run(self.backend)
+
+    def _golden_step(self, step: int, captured_step: int) -> bool:
+        """The reference (golden) set is the captured step only."""
+        return self.reference and step == captured_step
+
+    def _backend_captures(self) -> bool:
+        """The backend writes dump files from captured steps (the emulator), and dumping is on."""
+        return self.dumping and self.backend.captures and self.options.enabled
+
+    def _emulates_step(self, step: int) -> bool:
+        """The emulator dumps every step dump_step selects, as GE does."""
+        return self._backend_captures() and self.options.dumps_step(step)
+
+    def check_graph(self, graph: Any) -> None:
+        """dump_layer names that are no op of the graph would silently dump nothing."""
+        if not (self.dumping and self.options.enable_dump and self.options.layers):
+            return
+        missing = [name for name in self.options.layers if _op_or_none(graph, name) is None]
+        if missing:
+            raise OptionError("dump_layer", self.options.dump_layer,
+                              "names op(s) that are not in the graph: {}".format(", ".join(missing)))
+
+
+def reference_choice(reference: Optional[bool], backend: Any) -> bool:
+    """``reference=`` resolved for ``backend`` (None: :func:`reference_default`)."""
+    if reference is None:
+        return reference_default(backend)
+    if reference and not golden_in_run(backend):
+        raise OptionError("reference", reference, "this emulated run computes with NPU numerics ({}), so its "
+                                                  "tensors are no golden; make the golden in a second run with "
+                                                  "backend='reference', initial_state=<this run's bundle>".format(
+                                                      numerics_text(backend)))
+    if not reference and getattr(backend, "golden_only", False):
+        raise OptionError("reference", reference, "the reference backend's only product is the golden capture")
+    return bool(reference)
+
+
+def numerics_text(backend: Any) -> str:
+    faults = getattr(backend, "faults", None) or {}
+    return "profile {}{}".format(getattr(backend, "profile", "?"),
+                                 ", faults on {}".format(", ".join(sorted(faults))) if faults else "")
+
+
+def check_writable_dir(option: str, given: Optional[str], path: str) -> None:
+    """Create ``path`` and require it to be a writable folder, or raise OptionError naming ``option``."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise OptionError(option, given or path, "cannot create {}: {}".format(path, exc.strerror or exc))
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise OptionError(option, given or path, "must be a writable folder: " + path)
+
+
+def _remove_if_empty(folder: str) -> None:
+    try:
+        os.rmdir(folder)
+    except OSError:  # not empty (the user's own dump_path, say) or already gone
+        pass
+
+
+def _op_or_none(graph: Any, name: str) -> Any:
+    try:
+        return graph.get_operation_by_name(name)
+    except KeyError:
+        return None

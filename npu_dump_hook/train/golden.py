@@ -1,0 +1,164 @@
+"""The golden run: restore the NPU bundle's state before its captured step, compare fingerprints after it.
+
+Contract (a run without ``initial_state`` gets a :class:`GoldenRun` whose methods do nothing)::
+
+    golden = GoldenRun.open(initial_state, restore, on_mismatch)  # construction: the NPU bundle opened
+    backend = golden_backend(backend, initial_state)   # before: "auto" -> "reference"; else OptionError
+    golden.begin(variables, scratch_dir, guard) # names/shapes checked; mismatch + "error": raised now
+    golden.restore(session, guard)              # right before the captured step
+    golden.compare(section, randomness, run_context)   # after it: ``golden_for``; a mismatch
+                                                # with on_mismatch="error" is kept in ``mismatch``
+                                                # (end() raises it) and stops the run
+
+The NPU bundle is read through :class:`~npu_dump_hook.golden_run.NpuBundleTarget`'s public API.
+"""
+import logging
+import shutil
+from typing import Any, Dict, List, Mapping, Optional, Sequence  # noqa: F401 (type comments)
+
+from .. import _tf
+from ..errors import FingerprintMismatchError, OptionError
+from ..fingerprints import CAUSES, compare
+from ..golden_run import NpuBundleTarget, check_variables
+from .guard import HOOK_LOGGER, FailureGuard
+
+__all__ = ["GoldenRun", "golden_backend"]
+
+logger = logging.getLogger(HOOK_LOGGER)
+
+
+class GoldenRun(object):
+    """What the golden run adds to a run (see the module doc); inert without a target."""
+
+    def __init__(self, target: Optional[NpuBundleTarget], restore: bool, on_mismatch: str) -> None:
+        #: The NPU bundle this run reproduces (None: not a golden run).
+        self.target = target
+        self.restore_initial_state = restore
+        self.on_mismatch = on_mismatch
+        #: ``golden_for`` of run.json and the bundle (None until compared).
+        self.golden_for = None  # type: Optional[Dict[str, Any]]
+        #: The difference that fails the run (on_mismatch="error"), raised by the hook's end().
+        self.mismatch = None  # type: Optional[FingerprintMismatchError]
+        #: What the bundle's ``warnings`` must carry.
+        self.warnings = []  # type: List[str]
+        self._restorer = None  # type: Any
+        self._prefix = None  # type: Optional[str]
+        self._scratch = None  # type: Optional[str]
+
+    @classmethod
+    def open(cls, initial_state: Optional[str], restore: bool, on_mismatch: str) -> "GoldenRun":
+        target = None
+        if initial_state is not None:
+            target = NpuBundleTarget.open(initial_state, need_checkpoint=restore)
+        return cls(target, restore, on_mismatch)
+
+    @property
+    def captured_step(self) -> Optional[int]:
+        """The NPU bundle's captured step (None: not a golden run)."""
+        return self.target.captured_step if self.target is not None else None
+
+    def check_backend(self, backend: Any, initial_state: Any) -> None:
+        if self.target is not None and not getattr(backend, "golden_only", False):
+            raise OptionError("initial_state", initial_state, "is for the golden run: the backend must be "
+                                                              "'reference', not {!r}".format(backend.name))
+
+    def begin(self, variables: List[Any], scratch_dir: str, guard: FailureGuard) -> None:
+        """The Saver that restores the NPU bundle's checkpoint, over the variables both hold; a name
+        or shape mismatch fails now (on_mismatch="error") or restores the rest ("warn")."""
+        if self.target is None or not self.restore_initial_state:
+            return
+        target = self.target
+        self._scratch = scratch_dir
+        self._prefix = target.checkpoint_prefix(scratch_dir)
+        stored = target.checkpoint_variables(self._prefix)
+        diff = check_variables(stored, variables)
+        if any(diff.values()):
+            message = _variables_message(target.path, diff)
+            if self.on_mismatch == "error":
+                guard.failures.append({"doing": "checking the variables of {}".format(target.path),
+                                       "error": "FingerprintMismatchError: " + message})
+                raise FingerprintMismatchError(message, target.path, {"state": diff})
+            logger.warning("NpuDumpHook: %s (on_mismatch='warn': restoring the %d variable(s) both hold)",
+                           message, len(stored) - len(diff["extra"]) - len(diff["mismatched"]))
+            self.warnings.append(message)
+        skip = set(diff["missing"]) | set(diff["mismatched"])
+        restorable = {v.op.name: v for v in variables if v.op.name not in skip}
+        if restorable:
+            self._restorer = _tf.tf_v1().train.Saver(var_list=restorable, sharded=False,
+                                                     name="npu_dump_hook_golden_restore")
+
+    def restore(self, session: Any, guard: FailureGuard) -> None:
+        """Right before the captured step: the NPU bundle's checkpoint into the variables."""
+        if self._restorer is None:
+            return
+        with guard("restoring the initial state from {}".format(self.target.path)):
+            self._restorer.restore(session, self._prefix)
+            logger.info("NpuDumpHook: initial state restored from %s", self.target.path)
+        shutil.rmtree(self._scratch, ignore_errors=True)
+
+    def compare(self, section: Optional[Dict[str, Any]], randomness: Mapping[str, Any], run_context: Any,
+                guard: FailureGuard) -> None:
+        """After the captured step: this run's fingerprints against the NPU bundle's."""
+        target = self.target
+        if target is None:
+            return
+        comparison = compare(target.fingerprints, section)
+        self.golden_for = dict(target.identity(), match=comparison.match, on_mismatch=self.on_mismatch,
+                               differences=comparison.as_dict())
+        for note in comparison.notes:
+            logger.warning("NpuDumpHook: golden run for %s: %s", target.path, note)
+            self.warnings.append("golden run: " + note)
+        if comparison.match:
+            logger.info("NpuDumpHook: fingerprints match NPU bundle %s (%d variable(s), %d input(s))", target.path,
+                        len((section or {}).get("state") or ()), len((section or {}).get("batch") or ()))
+            return
+        message = comparison.message(target.path, _randomness_hints(target.randomness, randomness))
+        if self.on_mismatch == "warn":
+            logger.warning("NpuDumpHook: %s (on_mismatch='warn': the golden bundle is written)", message)
+            self.warnings.append(message)
+            return
+        self.mismatch = FingerprintMismatchError(message, target.path, comparison.as_dict())
+        guard.failures.append({"doing": "comparing the fingerprints with {}".format(target.path),
+                               "error": "FingerprintMismatchError: " + message})
+        run_context.request_stop()
+
+    def describe(self) -> str:
+        """For the announcement: the NPU bundle and whether the fingerprints matched."""
+        if not self.golden_for:
+            return "no NPU bundle"
+        return "for NPU bundle {} (fingerprints {})".format(self.golden_for["path"],
+                                                            "match" if self.golden_for["match"] else "DIFFER")
+
+
+def golden_backend(backend: Any, initial_state: Any) -> Any:
+    """``initial_state`` makes a golden run: ``"auto"`` becomes ``"reference"``."""
+    if initial_state is None:
+        return backend
+    if backend == "auto":
+        return "reference"
+    if backend == "reference" or getattr(backend, "golden_only", False):
+        return backend
+    raise OptionError("initial_state", initial_state, "is for the golden run: use backend='reference' (or leave "
+                                                      "backend unset), not {!r}".format(getattr(backend, "name",
+                                                                                                backend)))
+
+
+def _variables_message(target: str, diff: Mapping[str, Sequence[str]]) -> str:
+    parts = []
+    for key, words in (("missing", "are not in its checkpoint"), ("extra", "are in its checkpoint only"),
+                       ("mismatched", "have another shape there")):
+        if diff[key]:
+            names = list(diff[key])
+            parts.append("{} variable(s) of this graph {}: {}{}".format(
+                len(names), words, ", ".join(names[:10]), " ..." if len(names) > 10 else ""))
+    return ("initial_state {}: the NPU bundle's checkpoint does not hold this graph's variables: {}. Likely cause: "
+            "{}".format(target, "; ".join(parts), CAUSES["state_variables"]))
+
+
+def _randomness_hints(npu: Mapping[str, Any], here: Mapping[str, Any]) -> List[str]:
+    """Differences between the two runs' randomness policy and seed, which change data order and dropout."""
+    hints = []
+    for key in ("policy", "seed"):
+        if npu.get(key) is not None and here.get(key) is not None and npu.get(key) != here.get(key):
+            hints.append("the NPU run used randomness {}={!r}, this run {!r}".format(key, npu[key], here[key]))
+    return hints

@@ -1,0 +1,161 @@
+"""Which ops one ``session.run`` executes: walked once per run call, shared by its consumers.
+
+Contract::
+
+    index = GraphIndex(graph)                            # once per graph (edges read lazily, kept)
+    walk = StepWalk(index, fetches, feed_dict)           # once per run call
+    walk.key        # (fetch names, fed names): equal keys execute the same ops
+    walk.ran        # {op name: op}: the ops that run
+    walk.executed() # [(op, fed_only)] in topological order (ties in graph creation order)
+    walk.fed        # {fed tensor name: tensor}
+
+The rule is TensorFlow's pruning: walk back from the fetches through data and control inputs;
+a fed tensor ends the walk (its producer does not run for it). An op reached only through
+feeds is listed as ``fed_only`` (its fed outputs hold the fed values; it does not run).
+Fetches that are no element of this graph (a fetch-conversion object, another graph's
+tensor) are left out: nothing to walk. Training-step detection
+(:mod:`npu_dump_hook.training_step`), the capture plan (:mod:`npu_dump_hook._capture`) and the
+batch fingerprints (:mod:`npu_dump_hook.fingerprints`) consume the same walk.
+
+TensorFlow objects are received, never imported (``_tf`` only for ``nest``).
+"""
+import heapq
+from typing import Any, Dict, List, Optional, Set, Tuple  # noqa: F401 (type comments)
+
+from .. import _tf
+
+__all__ = ["GraphIndex", "StepWalk", "graph_elements"]
+
+
+def graph_elements(graph: Any, structure: Any) -> List[Any]:
+    """The graph elements (tensors, ops) of a fetch or feed structure; foreign leaves are left out."""
+    elements = []
+    for leaf in _tf.tf_v1().nest.flatten(structure, expand_composites=True):
+        if leaf is None:
+            continue
+        try:
+            elements.append(graph.as_graph_element(leaf, allow_tensor=True, allow_operation=True))
+        except (TypeError, ValueError, KeyError):
+            continue  # not of this graph (e.g. a fetch conversion object): nothing to walk
+    return elements
+
+
+class GraphIndex(object):
+    """A graph's edges and creation order, read once: TF's accessors build new lists on each call."""
+
+    def __init__(self, graph: Any) -> None:
+        self.graph = graph
+        self._edges = {}  # type: Dict[str, Tuple[List[Any], List[Any]]]
+        self._creation = {}  # type: Dict[str, int]
+
+    def edges(self, op: Any) -> Tuple[List[Any], List[Any]]:
+        """``(input tensors, control-input ops)`` of ``op``."""
+        found = self._edges.get(op.name)
+        if found is None:
+            found = self._edges[op.name] = (list(op.inputs), list(op.control_inputs))
+        return found
+
+    def read_all(self, ops: List[Any]) -> None:
+        """Read every op's edges now (outside a training step) and note the creation order."""
+        self._creation = {op.name: i for i, op in enumerate(ops)}
+        for op in ops:
+            self.edges(op)
+
+    def forget_if_editable(self) -> None:
+        """An editable graph may gain ops and edges between steps: read them again."""
+        if not self.graph.finalized:
+            self._edges = {}
+
+    def creation_order(self, names: Any) -> Dict[str, int]:
+        if any(name not in self._creation for name in names):
+            self._creation = {op.name: i for i, op in enumerate(self.graph.get_operations())}
+        return self._creation
+
+    def topological(self, ops: Dict[str, Any]) -> List[Any]:
+        """Kahn's order over data and control edges, ties by creation; cycles (TF 1.x loops) broken by creation."""
+        index = self.creation_order(ops)
+        indegree = dict.fromkeys(ops, 0)
+        consumers = {name: [] for name in ops}  # type: Dict[str, List[str]]
+        for name, op in ops.items():
+            inputs, controls = self.edges(op)
+            for producer in {t.op.name for t in inputs} | {c.name for c in controls}:
+                if producer in ops and producer != name:
+                    indegree[name] += 1
+                    consumers[producer].append(name)
+        ready = [(index[name], name) for name, degree in indegree.items() if degree == 0]
+        heapq.heapify(ready)
+        waiting = sorted((index[name], name) for name in ops)
+        ordered, done, cursor = [], set(), 0  # type: List[Any], Set[str], int
+        while len(ordered) < len(ops):
+            if not ready:  # a cycle: release the earliest-created op still waiting
+                while waiting[cursor][1] in done:
+                    cursor += 1
+                heapq.heappush(ready, waiting[cursor])
+            _, name = heapq.heappop(ready)
+            if name in done:
+                continue
+            done.add(name)
+            ordered.append(ops[name])
+            for consumer in consumers[name]:
+                indegree[consumer] -= 1
+                if indegree[consumer] == 0 and consumer not in done:
+                    heapq.heappush(ready, (index[consumer], consumer))
+        return ordered
+
+
+class StepWalk(object):
+    """The ops one run of ``fetches`` with ``feed_dict`` executes (see the module doc)."""
+
+    def __init__(self, index: GraphIndex, fetches: Any, feed_dict: Any = None) -> None:
+        self.index = index
+        graph = index.graph
+        #: ``{fed tensor name: tensor}`` (feed keys that are tensors of this graph).
+        self.fed = {}  # type: Dict[str, Any]
+        for key in (feed_dict or {}):
+            for element in graph_elements(graph, key):
+                self.fed[element.name] = element
+        #: The fetches as graph elements (foreign ones left out).
+        self.elements = graph_elements(graph, fetches)
+        self.key = (tuple(sorted(e.name for e in self.elements)), tuple(sorted(self.fed)))
+        self._ran = None  # type: Optional[Dict[str, Any]]
+        self._fed_only = {}  # type: Dict[str, Any]
+        self._executed = None  # type: Optional[List[Tuple[Any, bool]]]
+
+    @property
+    def ran(self) -> Dict[str, Any]:
+        """``{op name: op}`` of the ops that run (walked on first use)."""
+        if self._ran is None:
+            self._walk()
+        return self._ran  # type: ignore[return-value]
+
+    def executed(self) -> List[Tuple[Any, bool]]:
+        """``[(op, fed_only)]``: the ops that run and those only reached through feeds, in topological order."""
+        if self._executed is None:
+            ran = self.ran
+            ops = dict(self._fed_only)
+            ops.update(ran)
+            self._executed = [(op, op.name not in ran) for op in self.index.topological(ops)]
+        return self._executed
+
+    def _walk(self) -> None:
+        fed, edges = self.fed, self.index.edges
+        ran = {}  # type: Dict[str, Any]
+        stack = []  # type: List[Any]
+        for element in self.elements:
+            if element.name in fed:
+                self._fed_only[element.op.name] = element.op
+            else:
+                stack.append(getattr(element, "op", element))
+        while stack:
+            op = stack.pop()
+            if op.name in ran:
+                continue
+            ran[op.name] = op
+            inputs, controls = edges(op)
+            for tensor in inputs:
+                if tensor.name in fed:
+                    self._fed_only.setdefault(tensor.op.name, tensor.op)
+                elif tensor.op.name not in ran:
+                    stack.append(tensor.op)
+            stack.extend(control for control in controls if control.name not in ran)
+        self._ran = ran
