@@ -90,9 +90,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence  # noqa: F401 (t
 from . import _tf
 from .backends import resolve_backend
 from .collect import collect_run
-from .determinism import DEFAULT_SEED, POLICIES, apply_policy
+from . import settings
+from .determinism import apply_policy
 from .errors import NpuDumpError, OptionError
-from .constants import ON_MISMATCH
 from .options import DumpOptions
 from .run_record import RunLayout, RunRecord, rank_and_device
 from .train.dump_run import DumpRun, check_writable_dir, default_options
@@ -111,13 +111,10 @@ DEFAULT_OUTPUT_DIR = "npu_dump_hook_out"
 
 
 def _check_keywords(max_steps: Optional[int], randomness: str, on_mismatch: str) -> None:
-    """The hook's keywords, each checked on its own (combination rules live with their collaborator)."""
-    if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):
-        raise OptionError("max_steps", max_steps, "must be a positive int")
-    if randomness not in POLICIES:
-        raise OptionError("randomness", randomness, "must be one of " + "|".join(POLICIES))
-    if on_mismatch not in ON_MISMATCH:
-        raise OptionError("on_mismatch", on_mismatch, "must be one of " + "|".join(ON_MISMATCH))
+    """The keywords checked on their own before anything else, by their rows of the settings table
+    (the others are checked where they are resolved: backend, options, output folders)."""
+    for name, value in (("max_steps", max_steps), ("randomness", randomness), ("on_mismatch", on_mismatch)):
+        settings.check_keyword(name, value)
 
 
 def _options_or_default(options: Optional[DumpOptions], layout: RunLayout) -> DumpOptions:
@@ -189,7 +186,7 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
     """
 
     def __init__(self, options: Optional[DumpOptions] = None, *, max_steps: Optional[int] = None,
-                 randomness: str = "strip", seed: int = DEFAULT_SEED, output_dir: Optional[str] = None,
+                 randomness: str = "strip", seed: int = settings.DEFAULT_SEED, output_dir: Optional[str] = None,
                  save_initial_state: bool = True, backend: Any = "auto", reference: Optional[bool] = None,
                  emulate_precision: str = "fp32", collect: bool = True, bundle_dir: Optional[str] = None,
                  strict: bool = True, verbose: bool = True, ranks: Optional[Sequence[int]] = None,
