@@ -104,7 +104,7 @@ def sha256_rule(entry: Mapping[str, Any], digest: Optional[str]) -> Optional[str
     return None
 
 
-def open_regular(path: str) -> IO[bytes]:
+def open_regular(path: str, buffering: int = -1) -> IO[bytes]:
     """``path`` opened for reading without following a final symlink and without blocking on a
     FIFO (O_NOFOLLOW | O_NONBLOCK), then checked to be a regular file; OSError otherwise."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
@@ -113,7 +113,7 @@ def open_regular(path: str) -> IO[bytes]:
         kind = special_kind(os.fstat(fd).st_mode)
         if kind is not None:
             raise OSError("{} is {}, not a regular file".format(path, kind))
-        return os.fdopen(fd, "rb")
+        return os.fdopen(fd, "rb", buffering=buffering)
     except BaseException:
         os.close(fd)
         raise
