@@ -13,8 +13,12 @@ written, every path inside the bag and through no symlink): ``open`` reads its b
 (of an archive nothing else is extracted), ``checkpoint_prefix`` opens it again for
 ``data/init/`` (an archive's extraction goes into the golden run's scratch folder, which the
 hook removes once restored). The bundle must be an NPU or emulated NPU bundle (``backend``
-``"npu"`` or ``"emulated"``); its ``data/init/`` files are checked against the sha256 in its
-bundle.json before they are restored. Any BundleError is an OptionError(``initial_state``).
+``"npu"`` or ``"emulated"``). Its ``data/init/`` files follow the reading rules
+(docs/bundle-format.md section 4, :meth:`~npu_dump_hook.bundle.BundleView.init_files`): at
+``open`` each path stays in the bag, goes through no symlink, names no special file and lists a
+sha256 (a null one is not verifiable); ``checkpoint_prefix`` hashes each file against it
+before anything is restored. Any BundleError (it names the path and the rule) is an
+OptionError(``initial_state``).
 
 ``identity()`` is what a golden bundle's ``golden_for`` records: the sha256 of the NPU bundle's
 ``data/bundle.json`` bytes (its own description, which holds every payload digest), its path,
@@ -26,7 +30,7 @@ import os
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence
 
 from . import _tf
-from .bundle import DATA_DIR, BundleView, archive_format, looks_like_tar, open_bundle, sha256_file
+from .bundle import BundleView, archive_format, looks_like_tar, open_bundle
 from .errors import BundleError, OptionError
 
 __all__ = ["NpuBundleTarget", "check_variables", "TARGET_BACKENDS"]
@@ -106,9 +110,7 @@ class NpuBundleTarget(object):
             if self.archive:
                 os.makedirs(scratch_dir, exist_ok=True)
             self._view = view = open_bundle(self.path, parts=(_INIT,), workdir=scratch_dir)
-            files = view.init_files()
-            for entry in files:
-                _check_init_file(view, entry, self.path)
+            files = view.init_files(verify=True)  # every file present, regular, hashed: before any restore
             indexes = sorted(e["path"] for e in files if e["path"].endswith(".index"))
             if len(indexes) != 1:
                 raise OptionError(_OPTION, self.path, "data/init/ holds {} checkpoint(s) (.index files), not "
@@ -139,16 +141,6 @@ def check_variables(stored: Mapping[str, Sequence[int]], graph_variables: Sequen
             mismatched.append(name)
     return {"missing": sorted(set(graph) - set(stored)), "extra": sorted(set(stored) - set(graph)),
             "mismatched": mismatched}
-
-
-def _check_init_file(view: BundleView, entry: Mapping[str, Any], bundle: str) -> None:
-    """OptionError unless the init file ``entry`` lists is present with the sha256 bundle.json gives."""
-    local = view.path(entry["path"])
-    if not os.path.isfile(local):
-        raise OptionError(_OPTION, bundle, "lacks {}/{} that its bundle.json lists".format(DATA_DIR, entry["path"]))
-    if isinstance(entry.get("sha256"), str) and sha256_file(local)[1] != entry["sha256"]:
-        raise OptionError(_OPTION, bundle, "{}/{} differs from the sha256 in its bundle.json "
-                                           "(a damaged bundle)".format(DATA_DIR, entry["path"]))
 
 
 @contextlib.contextmanager

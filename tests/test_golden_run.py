@@ -264,3 +264,27 @@ def test_mismatch_error_carries_the_differences():
     error = FingerprintMismatchError("differs", "/b", {"state": {"values": ["w"]}})
     assert (error.target, error.differences["state"]["values"]) == ("/b", ["w"])
     assert pickle.loads(pickle.dumps(error)).differences == error.differences
+
+
+@pytest.mark.parametrize("damage, rule", [("null_sha256", "not verifiable"), ("escape", "escapes"),
+                                          ("symlink", "is a symlink")])
+def test_the_hook_refuses_an_unverifiable_or_escaping_checkpoint_before_training(tmp_path, damage, rule):
+    bundle = tmp_path / "b"
+    (bundle / "data" / "init").mkdir(parents=True)
+    payload = b"index bytes"
+    (bundle / "data" / "init" / "model.ckpt.index").write_bytes(payload)
+    entry = {"kind": "init", "path": "init/model.ckpt.index", "size": len(payload),
+             "sha256": hashlib.sha256(payload).hexdigest()}
+    if damage == "null_sha256":
+        entry["sha256"] = None
+    elif damage == "escape":
+        entry["path"] = "init/../../victim/model.ckpt.index"
+    else:
+        (tmp_path / "victim.index").write_bytes(payload)
+        os.unlink(str(bundle / "data" / "init" / "model.ckpt.index"))
+        os.symlink(str(tmp_path / "victim.index"), str(bundle / "data" / "init" / "model.ckpt.index"))
+    (bundle / "data" / "bundle.json").write_text(json.dumps(
+        {"backend": "emulated", "run": {"captured_step": 0}, "files": [entry], "created": "now"}))
+    with pytest.raises(OptionError, match=rule) as info:
+        NpuDumpHook(output_dir=str(tmp_path / "out"), initial_state=str(bundle))
+    assert info.value.option == "initial_state" and "model.ckpt.index" in str(info.value)

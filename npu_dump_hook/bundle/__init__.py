@@ -18,14 +18,17 @@ init files::
 
 Other packages use the public names below only (never ``bundle._x``): ``open_bundle`` to
 read, ``safe_join``/``safe_relpath``, ``sha256_file``, ``place_file``, ``archive_format``,
-``looks_like_tar``.
+``looks_like_tar``; ``walk_files``/``is_within`` (a tree's regular files, links out of it and special files
+skipped and reported) and ``open_regular`` (open without following a link or blocking on a
+FIFO) for readers of dump and golden folders.
 
 Several processes (one per rank) may share one root: :func:`write_rank_bundle` writes
 ``{root}/rank_{rank}/`` and records it in ``{root}/index.json`` under a file lock.
 """
 from ._archive import archive_format, looks_like_tar
 from ._bagit import Problem
-from ._fs import place_file, safe_join, safe_relpath, sha256_file
+from ._fs import is_within, place_file, safe_join, safe_relpath, sha256_file, walk_files
+from ._rules import open_regular
 from ._spec import BACKENDS, BUNDLE_JSON, DATA_DIR, FILE_KINDS, GOLDEN_MANIFEST, INDEX_JSON, INDEX_SCHEMA
 from ..constants import ARCHIVES, CHECKSUMS
 from .describe import header_summary
@@ -45,6 +48,9 @@ __all__ = [
     "safe_join",
     "safe_relpath",
     "sha256_file",
+    "walk_files",
+    "is_within",
+    "open_regular",
     "place_file",
     "DATA_DIR",
     "GOLDEN_MANIFEST",

@@ -12,15 +12,19 @@ bound is refused as soon as it does, before anything more is read. :func:`extrac
 checks every member (names, types, total size) before it writes anything, then writes each
 member's listed size at most; :func:`extract_bag` is that extraction for a bundle archive
 (where its bag is, and optionally only some of its files): what ``verify`` and
-:func:`~npu_dump_hook.bundle.open_bundle` both use.
+:func:`~npu_dump_hook.bundle.open_bundle` both use, inside :func:`terminating_cleanly` so a
+SIGTERM during the extraction still removes the temporary folder.
 """
 import bz2
+import contextlib
 import gzip
 import io
 import lzma
 import os
+import signal
 import stat
 import tarfile
+import threading
 import zlib
 from typing import IO, Any, Callable, Iterator, List, Optional, Tuple
 
@@ -30,7 +34,8 @@ from ._fs import CHUNK_SIZE, safe_join, safe_relpath
 
 __all__ = ["archive_format", "strip_archive_ext", "checked_member", "pack_archive", "extract_archive", "extract_bag",
            "iter_members", "looks_like_tar", "expansion_limit", "MAX_RATIO", "RATIO_FREE_BYTES",
-           "MAX_EXPANDED_BYTES"]
+           "MAX_EXPANDED_BYTES", "member_limit", "FREE_MEMBERS", "BYTES_PER_MEMBER", "MAX_MEMBERS",
+           "terminating_cleanly", "Terminated"]
 
 _SUFFIXES = ((".tar.gz", "tar.gz"), (".tgz", "tar.gz"), (".tar", "tar"))
 # What reading a truncated or corrupt (compressed) tar raises, besides tarfile's own errors.
@@ -45,12 +50,50 @@ MAX_RATIO = 200
 RATIO_FREE_BYTES = 256 << 20
 #: Absolute cap on the uncompressed tar stream, whatever the archive's size (1 TiB).
 MAX_EXPANDED_BYTES = 1 << 40
+#: Members always accepted, whatever the archive's size.
+FREE_MEMBERS = 20000
+#: Archive bytes per member above FREE_MEMBERS: a real member (a tar header naming a dump file,
+#: with data) never compresses below ~100 bytes, an empty member to ~6 (400,000 in 2.4 MB).
+BYTES_PER_MEMBER = 64
+#: Absolute cap on the members of an archive (a bundle of ~1,000,000 files).
+MAX_MEMBERS = 1000000
 _TAR_TAIL = 20 << 10  # end-of-archive blocks and record padding, not counted against the bound
 
 
 def expansion_limit(archive_bytes: int) -> int:
     """Most bytes the uncompressed tar stream of an archive of ``archive_bytes`` may hold."""
     return min(MAX_EXPANDED_BYTES, max(RATIO_FREE_BYTES, MAX_RATIO * max(0, archive_bytes)))
+
+
+def member_limit(archive_bytes: int) -> int:
+    """Most members an archive of ``archive_bytes`` may hold (docs/bundle-format.md rule 7)."""
+    return min(MAX_MEMBERS, max(FREE_MEMBERS, max(0, archive_bytes) // BYTES_PER_MEMBER))
+
+
+class Terminated(SystemExit):
+    """SIGTERM received while :func:`terminating_cleanly` was in force: raised so that the
+    ``finally``/``except BaseException`` clean-ups on the way out run; exit status 143."""
+
+
+@contextlib.contextmanager
+def terminating_cleanly() -> Iterator[None]:
+    """Turn SIGTERM into :class:`Terminated` for the duration of the block, so an extraction
+    interrupted by it removes its temporary folder. Installed only in the main thread and only
+    while SIGTERM has its default action (a process that chose its own handler, e.g. a training
+    script, keeps it); the default is restored when the block ends, whatever happens."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def _raise(signum: int, frame: Any) -> None:
+        raise Terminated(128 + signum)
+
+    signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def archive_format(path: str) -> Optional[str]:
@@ -221,13 +264,20 @@ def _member_list(fh: IO[bytes], archive: str) -> List[Tuple[str, bool, int]]:
     """Pass 1: every member checked (name, type, total listed size), nothing written."""
     listed = []  # type: List[Tuple[str, bool, int]]
     total = 0
-    limit = expansion_limit(os.fstat(fh.fileno()).st_size)
+    archive_bytes = os.fstat(fh.fileno()).st_size
+    limit, most = expansion_limit(archive_bytes), member_limit(archive_bytes)
     with _open_tar(fh, archive) as tar:
         try:
             while True:
                 member = tar.next()
                 if member is None:
                     break
+                if len(listed) >= most:
+                    raise UnsafePathError("archive {}: more than {} members in {} bytes; refused before anything is "
+                                          "written (bound: max({}, archive bytes / {}), at most {}; "
+                                          "docs/bundle-format.md rule 7)".format(
+                                              archive, most, archive_bytes, FREE_MEMBERS, BYTES_PER_MEMBER,
+                                              MAX_MEMBERS), archive)
                 rel = checked_member(member, archive)
                 total += member.size if member.isfile() else 0
                 if total > limit:

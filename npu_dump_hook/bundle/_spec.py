@@ -7,17 +7,16 @@
     <bundle>/data/{graph,tf,dump,golden,init}/...
     <bundle>/data/golden/golden_manifest.json   GOLDEN_DIR, GOLDEN_MANIFEST
     {root}/index.json, {root}/rank_{N}/  (multi-rank roots)
-"""
-import json
-from typing import Any, Dict
 
+``load_bundle_json`` (the one bounded bundle.json parser) lives in :mod:`._document`.
+"""
 from ..constants import RECORDED_BACKENDS
-from ..errors import BundleError
 from ..formats.mapping_csv import MAPPING_FILE_NAME
+from ._document import load_bundle_json
 
 __all__ = ["DATA_DIR", "BUNDLE_JSON", "BUNDLE_JSON_PATH", "INDEX_JSON", "INDEX_SCHEMA", "MAPPING_FILE",
            "FILE_KINDS", "DUMP_NAME_FIELDS", "BACKENDS", "REFERENCE_BACKEND", "GOLDEN_DIR", "GOLDEN_MANIFEST",
-           "INIT_DIR", "DUMP_DIR", "load_bundle_json"]
+           "INIT_DIR", "DUMP_DIR", "VERIFIED_PARTS", "load_bundle_json"]
 
 DATA_DIR = "data"
 BUNDLE_JSON = "bundle.json"
@@ -27,6 +26,9 @@ INDEX_SCHEMA = "npu_dump_hook/bundle-index@1"
 MAPPING_FILE = MAPPING_FILE_NAME  # GE's name, defined with its format
 #: Payload folders (under ``data/``) of the golden tensors, the initial-state checkpoint, the dump chain.
 GOLDEN_DIR, INIT_DIR, DUMP_DIR = "golden", "init", "dump"
+#: Payload folders whose files are restored into a run: each needs a listed sha256, checked
+#: before any of them is handed out (docs/bundle-format.md section 4).
+VERIFIED_PARTS = (INIT_DIR, "inputs")
 #: The golden capture's manifest in ``data/golden/`` (written by :mod:`npu_dump_hook.reference`).
 GOLDEN_MANIFEST = "golden_manifest.json"
 #: What bundle.json's ``backend`` may record (who wrote the data).
@@ -35,14 +37,3 @@ BACKENDS = RECORDED_BACKENDS
 REFERENCE_BACKEND = "reference"
 FILE_KINDS = ("dump", "stats", "opdebug", "mapping", "graph", "tf_graph", "golden", "init", "other")
 DUMP_NAME_FIELDS = ("op_type", "op_name", "task_id", "stream_id", "timestamp")
-
-
-def load_bundle_json(raw: bytes, where: str) -> Dict[str, Any]:
-    """A bundle.json (or index.json) document from its bytes; BundleError naming ``where`` otherwise."""
-    try:
-        doc = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise BundleError("{} is not valid JSON: {}".format(where, exc), where)
-    if not isinstance(doc, dict):
-        raise BundleError("{} is not a JSON object".format(where), where)
-    return doc

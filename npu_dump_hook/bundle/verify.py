@@ -8,32 +8,33 @@ every member is checked before anything is written
 stream passes :func:`~npu_dump_hook.bundle._archive.expansion_limit` is refused before it is
 decompressed further (docs/bundle-format.md rule 7).
 """
-import json
 import os
 import re
 import tempfile
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..constants import BUNDLE_SCHEMA
 from ..errors import BundleError, FormatError, UnsafePathError
 from ..formats.mapping_csv import read_mapping
-from . import _bagit, _fs
-from ._archive import archive_format, extract_bag, looks_like_tar
+from . import _bagit, _fs, _rules
+from ._archive import archive_format, extract_bag, looks_like_tar, terminating_cleanly
 from ._bagit import Problem
 from ._spec import BACKENDS, BUNDLE_JSON_PATH, DATA_DIR, DUMP_NAME_FIELDS, FILE_KINDS, REFERENCE_BACKEND
 from .describe import graph_ops, header_summary
+from ._document import (GOLDEN_FOR_TYPES, MAX_BUNDLE_JSON_BYTES, TOP_TYPES, load_bundle_json, too_large,
+                        type_problems)
 from .schema import RUN_SECTION_KEYS, fingerprint_problems
 
 __all__ = ["verify_bundle", "check_bundle_json", "check_payload"]
 
-_TOP = (("schema", str), ("backend", str), ("created", str), ("versions", dict), ("options", dict),
-        ("run", dict), ("randomness", (dict, type(None))), ("graph", dict), ("dump", dict), ("files", list),
-        ("coverage", dict), ("warnings", list))
 _SECTIONS = {
     "run": RUN_SECTION_KEYS,
     "graph": ("file", "name", "stage", "op_count"),
     "dump": ("time_dir", "device_id", "model_name", "model_id", "steps"),
 }
+#: Top-level keys a bundle MAY lack (section 2: fingerprints since bundle@1's addition, golden_for
+#: in golden bundles only).
+_OPTIONAL_KEYS = ("fingerprints", "golden_for")
 _SHA256 = re.compile(r"[0-9a-f]{64}\Z")
 
 
@@ -48,7 +49,7 @@ def verify_bundle(path: str, workers: Optional[int] = None) -> List[Problem]:
     if os.path.isfile(path):
         if archive_format(path) is None and not looks_like_tar(path):
             return [Problem("unparsable", "", "{} is neither a bundle folder nor a tar archive".format(path))]
-        with tempfile.TemporaryDirectory(prefix="npu_dump_hook-verify-") as tmp:
+        with terminating_cleanly(), tempfile.TemporaryDirectory(prefix="npu_dump_hook-verify-") as tmp:
             try:
                 root = extract_bag(path, tmp)
             except UnsafePathError as exc:
@@ -73,12 +74,9 @@ def _verify_dir(root: str, workers: Optional[int]) -> List[Problem]:
 
 def check_bundle_json(doc: Mapping[str, Any]) -> List[str]:
     """Schema problems of a bundle.json document, one message each (empty when valid)."""
-    problems = []  # type: List[str]
-    for key, types in _TOP:
-        if key not in doc:
-            problems.append("missing key {!r}".format(key))
-        elif not isinstance(doc[key], types):
-            problems.append("{!r} has type {}".format(key, type(doc[key]).__name__))
+    problems = ["missing key {!r}".format(key) for key, _types in TOP_TYPES
+                if key not in doc and key not in _OPTIONAL_KEYS]
+    problems.extend(type_problems(doc))
     if doc.get("schema") not in (None, BUNDLE_SCHEMA) and isinstance(doc.get("schema"), str):
         problems.append("schema {!r} is not {!r}".format(doc["schema"], BUNDLE_SCHEMA))
     if isinstance(doc.get("backend"), str) and doc["backend"] not in BACKENDS:
@@ -86,21 +84,38 @@ def check_bundle_json(doc: Mapping[str, Any]) -> List[str]:
     for section, keys in _SECTIONS.items():
         if isinstance(doc.get(section), dict):
             problems.extend("{}: missing key {!r}".format(section, k) for k in keys if k not in doc[section])
-    if isinstance(doc.get("dump"), dict) and not isinstance(doc["dump"].get("steps", []), list):
-        problems.append("dump.steps is not a list")
     if isinstance(doc.get("files"), list):
         for number, entry in enumerate(doc["files"]):
             problems.extend("files[{}]: {}".format(number, p) for p in _check_file_entry(entry))
+    problems.extend("{} {}: {}".format(where, path, rule) for where, path, rule in _read_path_problems(doc))
     if isinstance(doc.get("warnings"), list) and not all(isinstance(w, str) for w in doc["warnings"]):
         problems.append("warnings holds a non-string")
-    problems.extend(fingerprint_problems(doc.get("fingerprints")))
+    if isinstance(doc.get("fingerprints"), dict):  # any other non-null value is a type problem
+        problems.extend(fingerprint_problems(doc["fingerprints"]))
     problems.extend(_golden_problems(doc))
     return problems
 
 
-#: ``golden_for`` keys and their types (docs/bundle-format.md §2.3).
-_GOLDEN_FOR = (("bundle_json_sha256", str), ("path", str), ("created", (str, type(None))),
-               ("backend", str), ("captured_step", int), ("match", bool))
+def _read_path_problems(doc: Mapping[str, Any]) -> List[Tuple[str, str, str]]:
+    """(where, path, rule) of the read paths (:func:`._rules.read_paths`) that are not a safe
+    relative path, that graph names but files[] does not describe, or that must be verifiable
+    and are not (a null sha256 under init/ or inputs/)."""
+    found = []
+    read = _rules.read_paths(doc)
+    listed = {path for _where, path, entry in read if entry is not None}
+    for where, path, entry in read:
+        try:
+            safe = _fs.safe_relpath(path)
+        except UnsafePathError as exc:
+            if entry is None:  # files[] paths are reported as unsafe problems by check_payload
+                found.append((where, repr(path), "{} (not followed)".format(exc)))
+            continue
+        if entry is None and path not in listed:
+            found.append((where, safe, "not a file that files[] describes"))
+        rule = _rules.sha256_rule(dict(entry, path=safe), None) if entry is not None else None
+        if rule is not None:
+            found.append((where, safe, rule))
+    return found
 
 
 def _golden_problems(doc: Mapping[str, Any]) -> List[str]:
@@ -120,12 +135,9 @@ def _golden_problems(doc: Mapping[str, Any]) -> List[str]:
         problems.append("golden_for in a {!r} bundle (only reference bundles are made for another)".format(
             doc.get("backend")))
     if not isinstance(target, dict):
-        return problems + ["golden_for is neither null nor an object"]
-    for key, types in _GOLDEN_FOR:
-        if key not in target:
-            problems.append("golden_for: missing key {!r}".format(key))
-        elif not isinstance(target[key], types) or (types is int and isinstance(target[key], bool)):
-            problems.append("golden_for.{} has type {}".format(key, type(target[key]).__name__))
+        return problems  # a type problem
+    problems.extend("golden_for: missing key {!r}".format(key) for key, _types in GOLDEN_FOR_TYPES
+                    if key not in target)  # their types: type_problems
     digest = target.get("bundle_json_sha256")
     if isinstance(digest, str) and not _SHA256.match(digest):
         problems.append("golden_for.bundle_json_sha256 is not 64 lowercase hex digits")
@@ -133,22 +145,23 @@ def _golden_problems(doc: Mapping[str, Any]) -> List[str]:
 
 
 def _check_file_entry(entry: Any) -> List[str]:
+    """A files[] entry's missing fields and wrong values (its types: :func:`._document.type_problems`)."""
     if not isinstance(entry, dict):
-        return ["not an object"]
-    problems = []
-    if not isinstance(entry.get("path"), str) or not entry.get("path"):
-        problems.append("path missing or not a string")
-    if not isinstance(entry.get("size"), int) or isinstance(entry.get("size"), bool) or entry.get("size", -1) < 0:
-        problems.append("size missing or not a non-negative integer")
+        return []  # a type problem
+    problems = ["{} missing".format(key) for key in ("path", "size") if key not in entry]
+    if entry.get("path") == "":
+        problems.append("path is empty")
+    size = entry.get("size")
+    if isinstance(size, int) and not isinstance(size, bool) and size < 0:
+        problems.append("size is negative")
     digest = entry.get("sha256", "absent")
-    if digest is not None and not (isinstance(digest, str) and _SHA256.match(digest)):
+    if isinstance(digest, str) and not _SHA256.match(digest):
         problems.append("sha256 is neither null nor 64 lowercase hex digits")
-    if entry.get("kind") not in FILE_KINDS:
+    kind = entry.get("kind")
+    if "kind" not in entry or (isinstance(kind, str) and kind not in FILE_KINDS):
         problems.append("kind {!r} is not one of {}".format(entry.get("kind"), "|".join(FILE_KINDS)))
     if entry.get("kind") in ("dump", "stats", "opdebug"):
         problems.extend("{} missing".format(k) for k in DUMP_NAME_FIELDS if k not in entry)
-    if entry.get("parse_error") is not None and not isinstance(entry["parse_error"], str):
-        problems.append("parse_error is neither absent, null nor a string")
     return problems
 
 
@@ -170,12 +183,9 @@ def check_payload(root: str, digests: Mapping[str, str],
             return []  # a symlink or special file: reported as unsafe by the BagIt check
         return [Problem("missing", BUNDLE_JSON_PATH, "bundle description not found")]
     try:
-        with open(present[BUNDLE_JSON_PATH].path, "rb") as fh:
-            doc = json.loads(fh.read().decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        return [Problem("unparsable", BUNDLE_JSON_PATH, "not JSON: {}".format(exc))]
-    if not isinstance(doc, dict):
-        return [Problem("unparsable", BUNDLE_JSON_PATH, "not a JSON object")]
+        doc = _read_bundle_json(present[BUNDLE_JSON_PATH])
+    except BundleError as exc:
+        return [Problem("unparsable", BUNDLE_JSON_PATH, exc.args[0] if exc.args else str(exc))]
     problems = [Problem("schema", BUNDLE_JSON_PATH, message) for message in check_bundle_json(doc)]
     files = []  # type: List[Dict[str, Any]]
     for number, entry in enumerate(doc.get("files") if isinstance(doc.get("files"), list) else []):
@@ -192,6 +202,19 @@ def check_payload(root: str, digests: Mapping[str, str],
     return problems
 
 
+def _read_bundle_json(found: _fs.SourceFile) -> Dict[str, Any]:
+    """bundle.json parsed as open_bundle parses it (:func:`._document.load_bundle_json`: the same
+    bounds), read only when its size is within them; BundleError otherwise."""
+    if found.size > MAX_BUNDLE_JSON_BYTES:
+        raise too_large(found.size, BUNDLE_JSON_PATH)
+    try:
+        with _rules.open_regular(found.path) as fh:
+            raw = fh.read(MAX_BUNDLE_JSON_BYTES + 1)
+    except OSError as exc:
+        raise BundleError("{}: cannot be read: {}".format(BUNDLE_JSON_PATH, exc.strerror or exc), found.path)
+    return load_bundle_json(raw, BUNDLE_JSON_PATH)
+
+
 def _files_vs_payload(root: str, files: List[Dict[str, Any]], digests: Mapping[str, str],
                       present: Mapping[str, _fs.SourceFile]) -> List[Problem]:
     problems = []
@@ -203,12 +226,9 @@ def _files_vs_payload(root: str, files: List[Dict[str, Any]], digests: Mapping[s
             if not _bagit.reported_unsafe(root, rel):
                 problems.append(Problem("missing", rel, "described in bundle.json but absent"))
             continue
-        size = present[rel].size
-        if isinstance(entry.get("size"), int) and entry["size"] != size:
-            problems.append(Problem("changed", rel, "size {} but bundle.json says {}".format(size, entry["size"])))
-        actual = digests.get(rel)
-        if isinstance(entry.get("sha256"), str) and actual is not None and actual != entry["sha256"]:
-            problems.append(Problem("changed", rel, "sha256 differs from bundle.json"))
+        rules = (_rules.size_rule(entry, present[rel].size),  # the rules open_bundle applies
+                 _rules.sha256_rule(entry, digests.get(rel)) if isinstance(entry.get("sha256"), str) else None)
+        problems.extend(Problem("changed", rel, rule) for rule in rules if rule is not None)
     for rel in sorted(set(digests) - described - {BUNDLE_JSON_PATH}):
         problems.append(Problem("extra", rel, "present but not described in bundle.json"))
     return problems

@@ -16,37 +16,44 @@
     with open_bundle(path) as view:
         view.doc["backend"], view.files("dump"), view.path("graph/x.txt")
 
-Rules (what the view guarantees, in this order):
+Rules (docs/bundle-format.md section 4, "the reading rules"; what the view guarantees):
 
 * **Nothing is written for a folder.** A folder is read in place.
 * **An archive is checked before anything is written.** It is extracted with the code
   ``verify`` uses (:func:`~npu_dump_hook.bundle._archive.extract_bag`: every member's name,
-  type and the total size checked first) into a temporary folder (under ``workdir`` when
-  given) that :meth:`BundleView.close` removes; ``parts`` limits which payload folders are
-  written (``data/bundle.json`` always is).
-* **bundle.json** is a regular file reached through no symlink, and a JSON object
-  (:class:`~npu_dump_hook.errors.BundleError` naming it otherwise).
-* **Every path the view hands out is inside the bag**: :meth:`BundleView.path` refuses a
-  path that is absolute, holds ``..``, NUL or nothing, or goes through a symlink (``data/``
-  itself included) with :class:`~npu_dump_hook.errors.UnsafePathError` (a BundleError)
-  naming the bundle, the path and the rule. The graph file, dump, golden and init paths
-  are built with it.
-
-Checks that read more than names (sizes, sha256 of what is restored, special files) belong in
-:meth:`BundleView._check` (run once when the bundle is opened) and :meth:`BundleView.path`,
-so that every consumer gets them at once.
+  type, the member count and the total size checked first) into a temporary folder (under
+  ``workdir`` when given) that :meth:`BundleView.close` removes; ``parts`` limits which
+  payload folders are written (``data/bundle.json`` always is).
+* **At open** (:meth:`BundleView._check`, cheap, nothing but bundle.json read): bundle.json is a
+  regular file reached through no symlink, at most ``MAX_BUNDLE_JSON_BYTES``, a JSON object
+  nested at most ``MAX_JSON_DEPTH`` deep without lone surrogates, and every known key it has
+  is of the type section 2 gives (:func:`._document.type_problems`, what ``verify`` reports
+  as ``schema`` problems). BundleError naming it otherwise.
+* **Before a path is handed out** (:meth:`path` and the accessors built on it, per part):
+  the path is relative, without ``..``/NUL, and goes through no symlink (``data/`` included);
+  a file that exists is a regular file (no FIFO, device, socket) of the size ``files[]``
+  lists. ``dump_dir()``/``golden_dir()`` check every file ``files[]`` lists in their folder,
+  ``graph_file()``/``golden_manifest()`` theirs, ``init_files()`` every init entry, each of
+  which must list a sha256 (a null one is "not verifiable"); ``init_files(verify=True)``
+  also hashes each file (the files are present) before anything is restored.
+  UnsafePathError (a BundleError) naming the bundle, the path and the rule otherwise.
+* What the view does not do: hash dump or golden files (compare reads them; ``verify``
+  hashes everything), or look at files ``files[]`` does not list (readers walking a folder
+  skip symlinks and special files themselves).
 """
 import hashlib
 import os
 import shutil
 import tempfile
-from typing import Any, Callable, Dict, Iterable, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
 
 from ..errors import BundleError, UnsafePathError
-from ._archive import extract_bag
-from ._fs import safe_relpath
+from ._archive import extract_bag, terminating_cleanly
+from ._document import MAX_BUNDLE_JSON_BYTES, load_bundle_json, too_large, type_problems
+from ._fs import CHUNK_SIZE, safe_relpath
+from ._rules import file_rule, open_regular, sha256_rule, symlink_on
 from ._spec import (BUNDLE_JSON, BUNDLE_JSON_PATH, DATA_DIR, DUMP_DIR, FILE_KINDS, GOLDEN_DIR, GOLDEN_MANIFEST,
-                    INIT_DIR, load_bundle_json)
+                    INIT_DIR)
 
 __all__ = ["BundleView", "open_bundle"]
 
@@ -68,6 +75,7 @@ class BundleView(object):
         self.bundle_json_sha256 = bundle_json_sha256
         self.archive = temp is not None
         self._temp = temp
+        self._by_path = None  # type: Optional[Dict[str, Mapping[str, Any]]]
 
     # -- lifetime -----------------------------------------------------------------------------
     def close(self) -> None:
@@ -83,8 +91,14 @@ class BundleView(object):
         self.close()
 
     def _check(self) -> None:
-        """Checks of the whole bundle made once, when it is opened (today: none beyond
-        bundle.json's own; the reading rules of docs/bundle-format.md grow here)."""
+        """Checks made once, when the bundle is opened (bundle.json's own bounds are checked as it
+        is parsed): every known key has its documented type, so no consumer meets a list where
+        it reads an object. BundleError naming bundle.json and the first problems otherwise."""
+        problems = type_problems(self.doc)
+        if problems:
+            raise BundleError("{}: {} has {} key(s) of the wrong type: {}{} (npu-dump-hook verify lists them "
+                              "all)".format(self.location, BUNDLE_JSON_PATH, len(problems), "; ".join(problems[:5]),
+                                            " ..." if len(problems) > 5 else ""), self.location)
 
     # -- what bundle.json says ----------------------------------------------------------------
     @property
@@ -115,49 +129,81 @@ class BundleView(object):
             parts = safe_relpath(rel).split("/")
         except UnsafePathError as exc:
             raise self._unsafe(rel, str(exc))
-        current = self.data_dir
-        for depth, part in enumerate([None] + parts):
-            current = current if part is None else os.path.join(current, part)
-            if os.path.islink(current):
-                raise self._unsafe(rel, "{} is a symlink (no path of a bundle may go through one)".format(
-                    "/".join([DATA_DIR] + parts[:depth])))
-            if not os.path.lexists(current):
-                break
+        link = symlink_on(self.data_dir, parts)
+        if link is not None:
+            raise self._unsafe(rel, "{} is a symlink (no path of a bundle may go through one)".format(link))
         return os.path.join(self.data_dir, *parts)
+
+    def checked(self, rel: str, entry: Optional[Mapping[str, Any]] = None) -> str:
+        """:meth:`path` of ``rel``, and when the file exists: a regular file (not a FIFO, device,
+        socket or folder) of the size ``entry`` (its files[] entry) lists."""
+        local = self.path(rel)
+        rule = file_rule(local, entry if entry is not None else self._listed().get(rel))
+        if rule is not None:
+            raise self._unsafe(rel, rule)
+        return local
+
+    def _listed(self) -> Dict[str, Mapping[str, Any]]:
+        """files[] entries by their path as recorded."""
+        if self._by_path is None:
+            self._by_path = {entry["path"]: entry for entry in self.files()}
+        return self._by_path
 
     def _unsafe(self, rel: Any, rule: str) -> UnsafePathError:
         return UnsafePathError("bundle {}: data/{}: {}".format(self.location, rel, rule), self.location)
 
     def graph_file(self) -> Optional[str]:
-        """The Build graph bundle.json's ``graph.file`` names, or None when it names none."""
+        """The Build graph bundle.json's ``graph.file`` names (:meth:`checked`), or None when it
+        names none."""
         graph = self.doc.get("graph")
         recorded = graph.get("file") if isinstance(graph, dict) else None
-        return self.path(str(recorded)) if recorded else None
+        return self.checked(recorded) if isinstance(recorded, str) and recorded else None
 
     def dump_dir(self) -> Optional[str]:
-        """``data/dump`` when the bundle has that folder."""
+        """``data/dump`` when the bundle has that folder, every file files[] lists there checked."""
         return self._folder(DUMP_DIR)
 
     def golden_dir(self) -> Optional[str]:
-        """``data/golden`` when the bundle has that folder (the golden tensors)."""
+        """``data/golden`` when the bundle has that folder (the golden tensors), every file files[]
+        lists there checked."""
         return self._folder(GOLDEN_DIR)
 
     def golden_manifest(self) -> Optional[str]:
-        """``data/golden/golden_manifest.json`` when the bundle has it."""
-        found = self.path(GOLDEN_DIR + "/" + GOLDEN_MANIFEST)
+        """``data/golden/golden_manifest.json`` when the bundle has it (checked)."""
+        found = self.checked(GOLDEN_DIR + "/" + GOLDEN_MANIFEST)
         return found if os.path.isfile(found) else None
 
-    def init_files(self) -> List[Dict[str, Any]]:
+    def init_files(self, verify: bool = False) -> List[Dict[str, Any]]:
         """``files[]`` entries of the initial-state checkpoint (kind ``init`` under ``init/``), each
-        path checked with :meth:`path`."""
+        checked with :meth:`checked` and required to list a sha256; with ``verify``, each file must
+        be present and is hashed against it (the check before a restore)."""
         found = [entry for entry in self.files("init") if entry["path"].startswith(INIT_DIR + "/")]
         for entry in found:
-            self.path(entry["path"])
+            local = self.checked(entry["path"], entry)
+            rule = sha256_rule(entry, _sha256_regular(local) if verify and os.path.lexists(local) else None)
+            if rule is None and verify and not os.path.lexists(local):
+                rule = "listed in bundle.json but absent"
+            if rule is not None:
+                raise self._unsafe(entry["path"], rule)
         return found
 
     def _folder(self, rel: str) -> Optional[str]:
         found = self.path(rel)
-        return found if os.path.isdir(found) else None
+        if not os.path.isdir(found):
+            return None
+        for entry in self.files():
+            if entry["path"].startswith(rel + "/"):
+                self.checked(entry["path"], entry)
+        return found
+
+
+def _sha256_regular(local: str) -> str:
+    """The sha256 of the regular file at ``local`` (opened without following a link or blocking)."""
+    digest = hashlib.sha256()
+    with open_regular(local) as handle:
+        for chunk in iter(lambda: handle.read(CHUNK_SIZE), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def open_bundle(path: str, parts: Optional[Iterable[str]] = None, workdir: Optional[str] = None) -> BundleView:
@@ -182,13 +228,14 @@ def open_bundle(path: str, parts: Optional[Iterable[str]] = None, workdir: Optio
 
 
 def _open_archive(path: str, parts: Optional[Iterable[str]], workdir: Optional[str]) -> BundleView:
-    temp = tempfile.mkdtemp(prefix=_TEMP_PREFIX, dir=workdir)
-    try:
-        root = extract_bag(path, temp, _keep(parts))
-        return _view(path, root, temp)
-    except BaseException:
-        shutil.rmtree(temp, ignore_errors=True)
-        raise
+    with terminating_cleanly():  # SIGTERM during the extraction: the except below still runs
+        temp = tempfile.mkdtemp(prefix=_TEMP_PREFIX, dir=workdir)
+        try:
+            root = extract_bag(path, temp, _keep(parts))
+            return _view(path, root, temp)
+        except BaseException:
+            shutil.rmtree(temp, ignore_errors=True)
+            raise
 
 
 def _keep(parts: Optional[Iterable[str]]) -> Optional[Callable[[str], bool]]:
@@ -203,10 +250,20 @@ def _view(location: str, root: str, temp: Optional[str]) -> BundleView:
     """The view of the bag at ``root``, once its bundle.json is read."""
     view = BundleView(location, root, {}, "", temp)
     target = view.path(BUNDLE_JSON)
-    if not os.path.isfile(target):
+    where = target if temp is None else "{}:{}".format(location, BUNDLE_JSON_PATH)
+    if not os.path.lexists(target):
         raise BundleError("{} {} no {}".format(location, "holds" if temp else "has", BUNDLE_JSON_PATH), location)
-    with open(target, "rb") as handle:
-        raw = handle.read()
-    view.doc = load_bundle_json(raw, target if temp is None else "{}:{}".format(location, BUNDLE_JSON_PATH))
+    rule = file_rule(target, None)
+    if rule is not None:
+        raise BundleError("{} {}".format(where, rule), location)
+    try:
+        with open_regular(target) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > MAX_BUNDLE_JSON_BYTES:
+                raise too_large(size, where)
+            raw = handle.read(MAX_BUNDLE_JSON_BYTES + 1)
+    except OSError as exc:
+        raise BundleError("{} cannot be read: {}".format(where, exc.strerror or exc), location)
+    view.doc = load_bundle_json(raw, where)
     view.bundle_json_sha256 = hashlib.sha256(raw).hexdigest()
     return view

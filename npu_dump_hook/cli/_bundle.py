@@ -18,8 +18,11 @@ Exit codes (the table is :mod:`._exit`):
 the archive is written); an explicit ``--archive`` must agree with that suffix.
 
 ``inspect`` opens the bundle once with :func:`npu_dump_hook.bundle.open_bundle` (an archive is
-extracted once, every member checked first) and verifies that opened bag; its text is written
-here from the bundle.json dict (:func:`format_bundle`); it shows values, never Python reprs.
+extracted once, every member checked first; a bundle.json above its size cap, too deeply
+nested, with lone surrogates or known keys of the wrong type is the package's one-line error,
+exit 1) and verifies that opened bag; its text is written here from the bundle.json dict
+(:func:`format_bundle`); it shows values, never Python reprs. ``--json`` streams the document
+(memory: the parsed bundle.json, at most 64 MiB of it, not a second copy as text).
 ``verify`` is :func:`npu_dump_hook.bundle.verify_bundle` (the same archive extraction).
 """
 import argparse
@@ -236,7 +239,8 @@ def _inspect(args: argparse.Namespace) -> int:
         out = dict(doc)
         out["verification"] = {"ok": not problems, "problems": [
             {"kind": p.kind, "path": p.path, "detail": p.detail} for p in problems]}
-        print(json.dumps(out, indent=1))
+        json.dump(out, sys.stdout, indent=1)  # streamed: no second copy of the document as one string
+        sys.stdout.write("\n")
     else:
         for line in format_bundle(doc, problems):
             print(line)

@@ -12,6 +12,11 @@ Sources (docs/reference/ascend-dump-formats.md §6):
 The key of a file is ``{op name}.{output_index}`` (:func:`npu_dump_hook.formats.names.parse_npy_name`);
 when several files share one, the latest timestamp wins, as in msaccucmp (timestamps that
 are not 16 digits sort as 0).
+
+Only regular files are indexed and opened (:func:`index_npy_dir`, :func:`load_golden`): a
+golden bundle's folder passed the bundle's reading rules (docs/bundle-format.md section 4) and
+any symlink in it is skipped; in a plain folder a symlink is followed only to a regular file in
+that folder; FIFOs, devices and sockets are skipped, each named in ``skipped`` with the reason.
 """
 import mmap
 import os
@@ -21,7 +26,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ..bundle import BUNDLE_JSON, DATA_DIR, GOLDEN_MANIFEST, looks_like_tar, open_bundle
+from ..bundle import BUNDLE_JSON, DATA_DIR, GOLDEN_MANIFEST, is_within, looks_like_tar, open_bundle, open_regular
 from ..errors import CompareError, NameFormatError
 from ..formats.names import parse_npy_name
 
@@ -42,8 +47,9 @@ def load_golden(path: str, buffer: Optional[bytearray] = None) -> np.ndarray:
     (numpy's own reader evaluates the header with ``ast``: a millisecond per file); anything
     else goes through ``np.load(mmap_mode="r", allow_pickle=False)``. With ``buffer``, a file
     that fits is read into it in one call and the array is a view of it, valid until the
-    buffer is reused. OSError/ValueError for bad files."""
-    with open(path, "rb", buffering=0) as handle:
+    buffer is reused. OSError/ValueError for bad files (a symlink or special file at ``path`` is
+    not opened: OSError)."""
+    with open_regular(path, buffering=0) as handle:  # a FIFO or link put there since indexing: OSError
         file_size = os.fstat(handle.fileno()).st_size
         if buffer is not None and 12 <= file_size <= len(buffer):
             view = memoryview(buffer)[:file_size]
@@ -116,13 +122,13 @@ class GoldenSide(object):
     ``owner``: the opened golden bundle (its archive extraction), closed by :meth:`close`."""
 
     def __init__(self, path: str, kind: str, folder: str, bundle_json: Optional[Dict[str, Any]] = None,
-                 owner: Any = None) -> None:
+                 owner: Any = None, in_tree_links: bool = True) -> None:
         self.path = path
         self.kind = kind
         self.folder = folder
         self.bundle_json = bundle_json
         self.owner = owner
-        self.files, self.skipped = index_npy_dir(folder)
+        self.files, self.skipped = index_npy_dir(folder, in_tree_links)
         if not self.files:
             raise CompareError("golden {}: {} holds no {{op}}.{{output_index}}.{{timestamp}}.npy file{}".format(
                 path, folder, " ({} other file(s))".format(len(self.skipped)) if self.skipped else ""), path)
@@ -143,7 +149,7 @@ def load_golden_side(golden: Optional[str], npu: Any) -> GoldenSide:
         if npu.golden_dir is None:
             raise CompareError("NPU {} carries no data/golden folder: give GOLDEN (a golden bundle or a folder "
                                "of .npy files)".format(npu.path), npu.path)
-        return GoldenSide(npu.path, "embedded", npu.golden_dir, npu.bundle_json)
+        return GoldenSide(npu.path, "embedded", npu.golden_dir, npu.bundle_json, in_tree_links=False)
     if not os.path.exists(golden):
         raise CompareError("golden {}: no such file or folder".format(golden), golden)
     if os.path.isdir(golden) and not os.path.isfile(os.path.join(golden, DATA_DIR, BUNDLE_JSON)):
@@ -156,7 +162,7 @@ def load_golden_side(golden: Optional[str], npu: Any) -> GoldenSide:
         folder = view.golden_dir()
         if folder is None:
             raise CompareError("golden {}: the bundle has no data/golden folder".format(golden), golden)
-        return GoldenSide(golden, "bundle", folder, view.doc, owner=view)
+        return GoldenSide(golden, "bundle", folder, view.doc, owner=view, in_tree_links=False)
     except BaseException:
         view.close()
         raise
@@ -166,15 +172,24 @@ def _sort_stamp(timestamp: int) -> int:
     return timestamp if len(str(timestamp)) == 16 else 0
 
 
-def index_npy_dir(folder: str) -> Tuple[Dict[str, str], List[str]]:
-    """(key -> path, names skipped) for the ``.npy`` files directly in ``folder``."""
+def index_npy_dir(folder: str, in_tree_links: bool = True) -> Tuple[Dict[str, str], List[str]]:
+    """(key -> path, names skipped) for the ``.npy`` files directly in ``folder``.
+
+    Only regular files are indexed: a symlink is followed only with ``in_tree_links`` and when it
+    leads to a regular file in ``folder`` (its target is indexed; in a bundle no link is), and
+    symlinks, FIFOs, devices and sockets are skipped with the reason (``"name (why)"``), never
+    opened."""
     if not os.path.isdir(folder):
         raise CompareError("golden {}: not a folder".format(folder), folder)
-    best = {}  # type: Dict[str, Tuple[int, str]]
+    best = {}  # type: Dict[str, Tuple[int, str, str]]
     skipped = []  # type: List[str]
+    real_folder = os.path.realpath(folder)
     with os.scandir(folder) as entries:
         for entry in entries:
-            if not entry.is_file():
+            path, why = _regular_entry(entry, real_folder, in_tree_links)
+            if path is None:
+                if why:
+                    skipped.append("{} ({}; not read)".format(entry.name, why))
                 continue
             try:
                 parsed = parse_npy_name(entry.name)
@@ -184,6 +199,22 @@ def index_npy_dir(folder: str) -> Tuple[Dict[str, str], List[str]]:
                 continue
             stamp = _sort_stamp(parsed.timestamp)
             held = best.get(parsed.key)
-            if held is None or (stamp, entry.name) > (held[0], os.path.basename(held[1])):
-                best[parsed.key] = (stamp, entry.path)
-    return {key: path for key, (_, path) in best.items()}, sorted(skipped)
+            if held is None or (stamp, entry.name) > (held[0], held[2]):
+                best[parsed.key] = (stamp, path, entry.name)
+    return {key: path for key, (_, path, _name) in best.items()}, sorted(skipped)
+
+
+def _regular_entry(entry: "os.DirEntry", real_folder: str, in_tree_links: bool) -> Tuple[Optional[str], str]:
+    """(the path to read, "") for a regular file or a followed in-folder link; (None, why) for a
+    link or special file that is not read; (None, "") for a folder."""
+    if entry.is_symlink():
+        target = os.path.realpath(entry.path)
+        if in_tree_links and is_within(target, real_folder) and os.path.isfile(target) \
+                and not os.path.islink(target):
+            return target, ""
+        return None, "a symlink{}".format(" out of the folder" if in_tree_links else " (none is read in a bundle)")
+    if entry.is_dir(follow_symlinks=False):
+        return None, ""
+    if entry.is_file(follow_symlinks=False):
+        return entry.path, ""
+    return None, "a FIFO, device or socket"

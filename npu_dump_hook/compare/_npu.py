@@ -10,7 +10,12 @@ Accepted (``kind``):
 * ``"dump_dir"``: a dump step folder (or a folder above step folders), with ``graph`` required.
 
 Bundles (folder or archive) are opened with :func:`npu_dump_hook.bundle.open_bundle`, so the
-graph, dump and golden paths they yield stay inside the bag.
+graph, dump and golden paths they yield follow its reading rules (docs/bundle-format.md
+section 4: inside the bag, through no symlink, no special file, listed sizes; the dump files'
+digests are not re-hashed here: ``verify`` checks them). Dump folders are walked without
+recursion and without opening anything but regular files: a symlink leaving the tree (in a
+bundle: any symlink), a FIFO (also one named like a dump file or ``mapping.csv``), a device or
+a socket is skipped and named in ``warnings``.
 
 A step folder is a folder holding dump files (names per docs/reference/ascend-dump-formats.md §5,
 hashed names through its ``mapping.csv``). With several, ``step`` picks the one whose name is that number;
@@ -19,11 +24,12 @@ and a golden run's are of) is used when a folder has that name, else the lowest-
 one; the others are named in a warning.
 Stats CSVs, Opdebug files and anything else are ignored.
 """
+import collections
 import logging
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..bundle import BUNDLE_JSON, DATA_DIR, BundleView, looks_like_tar, open_bundle
+from ..bundle import BUNDLE_JSON, DATA_DIR, BundleView, looks_like_tar, open_bundle, walk_files
 from ..errors import CompareError, NameFormatError
 from ..formats.mapping_csv import MAPPING_FILE_NAME, read_mapping
 from ..formats.names import KIND_DUMP, DumpName, parse_dump_name
@@ -83,7 +89,7 @@ def load_npu(path: str, graph: Optional[str] = None, step: Optional[int] = None)
             raise CompareError("NPU {} is not a bundle (no data/bundle.json); for a dump step folder give "
                                "--graph (its Build graph, .txt or msaccucmp .json)".format(path), path)
         side.graph_path = graph
-        _pick_step(side, path, step)
+        _pick_step(side, path, step, in_tree_links=True)
         return side
     if os.path.isfile(path) and looks_like_tar(path):
         return _bundle_side(path, "archive", graph, step)
@@ -121,16 +127,21 @@ def _read_bundle(side: NpuSide, view: BundleView, graph: Optional[str], step: Op
         raise CompareError("NPU {}: the bundle has no data/dump folder".format(side.path), side.path)
     captured = (side.bundle_json.get("run") or {}).get("captured_step")
     preferred = str(captured) if isinstance(captured, int) and not isinstance(captured, bool) else None
-    _pick_step(side, dump_root, step, preferred)
+    _pick_step(side, dump_root, step, preferred, in_tree_links=False)
 
 
-def _step_folders(root: str) -> List[Tuple[str, List[DumpRef]]]:
-    found = []
-    for folder, dirs, files in os.walk(root):
-        dirs.sort()
-        mapping = None  # type: Optional[Dict[str, str]]
-        if MAPPING_FILE_NAME in files:
-            mapping = read_mapping(os.path.join(folder, MAPPING_FILE_NAME))
+def _step_folders(root: str, warnings: List[str], in_tree_links: bool) -> List[Tuple[str, List[DumpRef]]]:
+    """(folder, its dump files) of every folder under ``root`` holding dump files. Only regular
+    files are read (:func:`~npu_dump_hook.bundle.walk_files`, no recursion): symlinks leaving the
+    tree (every symlink in a bundle, ``in_tree_links=False``), links to folders, FIFOs, devices
+    and sockets are skipped and named in ``warnings``, never opened."""
+    by_folder = collections.OrderedDict()  # type: Dict[str, Dict[str, str]]
+    for found in walk_files(root, warnings, in_tree_links=in_tree_links):
+        folder, _, name = found.rel.rpartition("/")
+        by_folder.setdefault(folder, {})[name] = found.path
+    folders = []
+    for folder, files in by_folder.items():
+        mapping = read_mapping(files[MAPPING_FILE_NAME]) if MAPPING_FILE_NAME in files else None
         refs = []
         for name in sorted(files):
             try:
@@ -138,10 +149,10 @@ def _step_folders(root: str) -> List[Tuple[str, List[DumpRef]]]:
             except NameFormatError:
                 continue
             if parsed.kind == KIND_DUMP and parsed.op_type != "Opdebug":
-                refs.append(DumpRef(os.path.join(folder, name), parsed))
+                refs.append(DumpRef(files[name], parsed))
         if refs:
-            found.append((folder, refs))
-    return found
+            folders.append((os.path.join(root, *folder.split("/")) if folder else root, refs))
+    return folders
 
 
 def _step_number(folder: str) -> Tuple[int, str]:
@@ -149,8 +160,9 @@ def _step_number(folder: str) -> Tuple[int, str]:
     return (int(base) if base.isdigit() and len(base) < 20 else 1 << 62, folder)
 
 
-def _pick_step(side: NpuSide, root: str, step: Optional[int], preferred: Optional[str] = None) -> None:
-    folders = _step_folders(root)
+def _pick_step(side: NpuSide, root: str, step: Optional[int], preferred: Optional[str] = None,
+               in_tree_links: bool = True) -> None:
+    folders = _step_folders(root, side.warnings, in_tree_links)
     if not folders:
         raise CompareError("NPU {}: no dump file found under {}".format(side.path, root), side.path)
     if step is not None:

@@ -1,0 +1,119 @@
+"""The reading rules of docs/bundle-format.md section 4: the checks of the paths bundle.json
+names, shared by :class:`~npu_dump_hook.bundle.BundleView` (before it hands a path out) and
+``verify`` (which lists the same rules as problems)::
+
+    read_paths(doc)                   (where, path, files[] entry or None) of every path a
+                                      consumer reads: files[].path, graph.file, graph.json
+    symlink_on(data_dir, parts)       the first of data/, data/a, data/a/b ... that is a symlink
+    file_rule(local, entry)           lstat of a payload file: a regular file of the listed size
+    size_rule(entry, size)            a size that is not the listed one
+    sha256_rule(entry, digest)        a null sha256 where one is required, or another digest
+    open_regular(path)                a read handle that never blocks on a FIFO nor follows a link
+
+Each ``*_rule`` returns None when the rule holds, else the rule broken in words (the caller
+names the bundle and the path). Nothing here follows a symlink or opens a special file.
+"""
+import os
+import stat
+from typing import Any, IO, List, Mapping, Optional, Sequence, Tuple
+
+from ._spec import DATA_DIR, VERIFIED_PARTS
+
+__all__ = ["read_paths", "symlink_on", "file_rule", "size_rule", "sha256_rule", "needs_sha256", "open_regular",
+           "special_kind"]
+
+_SPECIAL = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+            (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"), (stat.S_ISLNK, "a symlink"))
+
+
+def read_paths(doc: Mapping[str, Any]) -> List[Tuple[str, Any, Optional[Mapping[str, Any]]]]:
+    """(where in bundle.json, the path it records, its files[] entry or None) of every payload path
+    a consumer may read; paths that are not strings are left to the type checks."""
+    found = []  # type: List[Tuple[str, Any, Optional[Mapping[str, Any]]]]
+    listed = doc.get("files")
+    for number, entry in enumerate(listed if isinstance(listed, list) else []):
+        if isinstance(entry, dict) and isinstance(entry.get("path"), str) and entry["path"]:
+            found.append(("files[{}]".format(number), entry["path"], entry))
+    graph = doc.get("graph")
+    for key in ("file", "json"):
+        value = graph.get(key) if isinstance(graph, dict) else None
+        if isinstance(value, str) and value:
+            found.append(("graph.{}".format(key), value, None))
+    return found
+
+
+def symlink_on(data_dir: str, parts: Sequence[str]) -> Optional[str]:
+    """``data/...`` of the first of ``data_dir`` and its components along ``parts`` that is a
+    symlink (never followed), or None; stops at the first component that does not exist."""
+    current = data_dir
+    for depth in range(len(parts) + 1):
+        if depth:
+            current = os.path.join(current, parts[depth - 1])
+        try:
+            mode = os.lstat(current).st_mode
+        except OSError:
+            return None
+        if stat.S_ISLNK(mode):
+            return "/".join([DATA_DIR] + list(parts[:depth]))
+    return None
+
+
+def special_kind(mode: int) -> Optional[str]:
+    """What a file of ``mode`` is when it is not a regular file (``a FIFO``, ...), else None."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((name for test, name in _SPECIAL if test(mode)), "not a regular file")
+
+
+def file_rule(local: str, entry: Optional[Mapping[str, Any]]) -> Optional[str]:
+    """None when ``local`` is absent (the caller decides what absence means) or a regular file
+    of the size ``entry`` lists; else the rule it breaks."""
+    try:
+        found = os.lstat(local)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return "cannot be looked at: {}".format(exc.strerror or exc)
+    kind = special_kind(found.st_mode)
+    if kind is not None:
+        return "is {} (a bundle holds regular files only; not read)".format(kind)
+    return size_rule(entry, found.st_size) if entry is not None else None
+
+
+def size_rule(entry: Mapping[str, Any], size: int) -> Optional[str]:
+    listed = entry.get("size")
+    if isinstance(listed, int) and not isinstance(listed, bool) and listed != size:
+        return "size {} but bundle.json says {}".format(size, listed)
+    return None
+
+
+def needs_sha256(path: str) -> bool:
+    """True for payload paths whose files are restored, so must be verifiable (init/, inputs/)."""
+    return path.split("/", 1)[0] in VERIFIED_PARTS
+
+
+def sha256_rule(entry: Mapping[str, Any], digest: Optional[str]) -> Optional[str]:
+    """The sha256 rule of a files[] ``entry`` whose bytes hash to ``digest`` (None: not hashed):
+    a null sha256 is "not verifiable" where :func:`needs_sha256`, another digest a change."""
+    listed = entry.get("sha256")
+    if listed is None and needs_sha256(str(entry.get("path"))):
+        return "not verifiable: bundle.json lists no sha256 for it (required under {}/)".format(
+            "/, ".join(VERIFIED_PARTS))
+    if isinstance(listed, str) and digest is not None and digest != listed:
+        return "sha256 differs from bundle.json"
+    return None
+
+
+def open_regular(path: str, buffering: int = -1) -> IO[bytes]:
+    """``path`` opened for reading without following a final symlink and without blocking on a
+    FIFO (O_NOFOLLOW | O_NONBLOCK), then checked to be a regular file; OSError otherwise."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+                 | getattr(os, "O_CLOEXEC", 0))
+    try:
+        kind = special_kind(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise OSError("{} is {}, not a regular file".format(path, kind))
+        return os.fdopen(fd, "rb", buffering=buffering)
+    except BaseException:
+        os.close(fd)
+        raise
