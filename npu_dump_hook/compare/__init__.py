@@ -30,9 +30,8 @@ import logging
 import os
 import re
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from ..formats.mapping_csv import MAPPING_FILE_NAME as MAPPING_FILE
 from ..errors import CompareError, OptionError
 from ._analysis import analyse
 from ._golden import GoldenSide, load_golden_side
@@ -45,7 +44,7 @@ from ._report import SCHEMA, csv_text, first_divergence_doc, row_doc, summary_do
 from ._rows import Row, build_rows
 from ._thresholds import DEFAULT_THRESHOLDS, Thresholds, make_thresholds
 from ._pool import run_jobs
-from ._worker import FileResult, special_file
+from ._worker import FileResult
 
 __all__ = ["compare", "CompareResult", "Thresholds", "DEFAULT_THRESHOLDS", "SCHEMA", "ProgressFn", "render_html"]
 
@@ -108,19 +107,10 @@ def _golden_for_warning(npu: NpuSide, golden: GoldenSide) -> List[str]:
     return []
 
 
-def _refuse_special_mapping(npu: str) -> None:
-    """CompareError naming a mapping.csv under the NPU folder that is no regular file (a FIFO
-    would block the reading forever). (Skipping it with a warning belongs in ``_npu.py``'s
-    step folder scan, owned by another change while this one is made.)"""
-    if not os.path.isdir(npu):
-        return
-    for folder, _, files in os.walk(npu):
-        if MAPPING_FILE in files:
-            path = os.path.join(folder, MAPPING_FILE)
-            special = special_file(path)
-            if special is not None:
-                raise CompareError("NPU {}: {} is {}, not a regular file: reading it could block forever".format(
-                    npu, path, special), path)
+def _skipped_inputs(npu_warnings: Sequence[str]) -> List[str]:
+    """Files the NPU folder scan skipped without opening them (special files, links out of the
+    tree): something was dumped there that nothing compared, so the comparison fails closed."""
+    return [w for w in npu_warnings if w.startswith(("skipped special file", "skipped symlink"))]
 
 
 def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = None, thresholds: Any = None,
@@ -147,7 +137,6 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
     pattern = _ops_pattern(ops)
     if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
         raise OptionError("step", step, "must be a non-negative int")
-    _refuse_special_mapping(npu)
     npu_side = load_npu(npu, graph, step)
     golden_side = None
     try:
@@ -167,6 +156,7 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
         analysis = analyse(rows, the_graph, limits, npu_side.bundle_json,
                            golden_side.bundle_json if golden_side.kind == "bundle" else None)
         warnings = list(npu_side.warnings) + _golden_for_warning(npu_side, golden_side)
+        analysis.incomplete.extend(_skipped_inputs(npu_side.warnings))
         unclaimed = [e.name for e in plan.entries if e.position is None]
         if unclaimed:
             warnings.append("{} of {} dump file(s) match no op of the graph {} (compared by their own names; is "

@@ -334,7 +334,7 @@ def test_compare_of_a_plain_dump_folder_never_opens_fifos_or_links_out(tmp_path)
     os.mkfifo(os.path.join(step, "mapping.csv"))
     _alarm(60)
     try:
-        result = compare(step, golden, graph=graph, workers=1)
+        result = compare(step, golden, graph=graph, workers=1, allow_uncompared=True)  # skipped files: incomplete
     finally:
         signal.alarm(0)
     warnings = "\n".join(result.doc["warnings"])
