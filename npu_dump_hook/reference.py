@@ -1,6 +1,6 @@
 """Reference (golden) capture: the CPU/GPU tensors of one step as msaccucmp-ready ``.npy`` files.
 
-Layout of the golden folder (reference ascend-dump-formats.md §6)::
+Layout of the golden folder (docs/reference/ascend-dump-formats.md §6)::
 
     {golden}/{op name with / and . -> _}.{output_index}.{16-digit µs timestamp}.npy
     {golden}/golden_manifest.json
@@ -31,6 +31,7 @@ from typing import Any, Dict, List, Optional
 
 from . import _tf
 from ._capture import TensorCapture
+from .bundle import GOLDEN_MANIFEST
 from .formats import names
 from .formats.names import golden_npy_name as golden_file_name
 
@@ -38,7 +39,7 @@ __all__ = ["MANIFEST_NAME", "MANIFEST_SCHEMA", "golden_file_name", "golden_repor
 
 logger = logging.getLogger(__name__)
 
-MANIFEST_NAME = "golden_manifest.json"
+MANIFEST_NAME = GOLDEN_MANIFEST  # named once, by the bundle format
 MANIFEST_SCHEMA = "npu_dump_hook/golden@1"
 
 

@@ -27,14 +27,6 @@ REFERENCE = os.path.join("docs", "reference")
 TOKEN = re.compile(r"[\w./-]*\.md(?![\w/-]|\.\w)")
 LINK = re.compile(r"\]\(([^)\s#]+\.md)(?:#[^)\s]*)?\)")
 ADDRESS = re.compile(r"[a-z][a-z0-9+.-]*://\S*", re.I)
-# Citations in modules other engineers restructure in parallel (issue #19): still written the
-# old way, to be rewritten as docs/reference/<file>.md after the merge; delete an entry then.
-# Any other missing document fails; these are reported as xfail while they remain.
-PENDING = {
-    "npu_dump_hook/reference.py": ["ascend-dump-formats.md"],
-}
-
-
 def _citing_files():
     """Repository-relative paths of the files whose citations are checked."""
     found = ["README.rst"]
@@ -71,12 +63,7 @@ def _missing(path):
 
 @pytest.mark.parametrize("path", _citing_files())
 def test_every_cited_document_is_in_the_repository(path):
-    missing = _missing(path)
-    unexpected = ["{}:{}: {}".format(path, number, cited) for number, cited in missing
-                  if cited not in PENDING.get(path, ())]
-    assert unexpected == []
-    if missing:
-        pytest.xfail("still to rewrite after the merge: {}".format(missing))
+    assert _missing(path) == []
 
 
 def test_the_reference_notes_are_in_the_repository():
