@@ -6,12 +6,8 @@
     main(argv)
       RunSettings.from_env()        every variable checked before the script starts (exit 2)
       install(settings)             the patches, applied as TensorFlow loads (:mod:`._install`)
-      the script runs as __main__   as ``python SCRIPT`` runs it: its code compiled and run in a
-                                    new __main__ module (runpy.run_path cannot: it sets argv[0]
-                                    to __file__), sys.argv = [SCRIPT as typed, ARGS...],
-                                    sys.path[0] = its folder, __file__ as typed on 3.7 and
-                                    absolute from 3.9; a folder or zip with __main__.py through
-                                    runpy.run_path, -m MODULE through runpy.run_module
+      the script runs as __main__   as ``python SCRIPT`` runs it (sys.argv, sys.path[0],
+                                    __file__: the call order in :mod:`npu_dump_hook.runner`)
       finish()                      the script returned or exited: pending collection
       print(bundle path)            the last line on stdout, when a bundle was written
       exit status                   the script's: its SystemExit passes through; an uncaught

@@ -2,14 +2,8 @@
 
 :func:`install` makes the process's one :class:`~npu_dump_hook.runner._inject.Injection` and
 has it patch the three TensorFlow modules -- now for those already loaded, else through an
-:class:`~npu_dump_hook.runner._after_import.AfterImport` finder once the script loads them::
-
-    _tf.SESSION_MODULE            Session/InteractiveSession.__init__, Session.__exit__,
-                                  BaseSession.run and BaseSession.close
-    _tf.MONITORED_SESSION_MODULE  _MonitoredSession.__init__ (MonitoredSession, Singular-
-                                  MonitoredSession, MonitoredTrainingSession) and the
-                                  session creation inside it
-    _tf.ESTIMATOR_MODULE          Estimator.train (and so NPUEstimator's)
+:class:`~npu_dump_hook.runner._after_import.AfterImport` finder once the script loads them
+(which methods of each: the call order in :mod:`npu_dump_hook.runner`).
 
 :func:`start` is the environment-only mode (the ``sitecustomize`` in :func:`site_dir`): the
 same installation, with the pending collection and the bundle path at interpreter exit.
