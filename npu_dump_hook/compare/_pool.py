@@ -1,7 +1,7 @@
 """Running :func:`._worker.compare_file` over every dump file, on worker processes that may die.
 
 :func:`run_jobs` compares in this process for one worker or a handful of files, else on
-``workers`` processes (``fork`` where the platform has it) that receive jobs (file paths and
+``workers`` processes (``fork`` where it is safe, else ``spawn``) that receive jobs (file paths and
 names, never arrays) over a pipe, at most :data:`_IN_FLIGHT` at a time each, and send back
 one :class:`~._worker.FileResult` per job. The golden index is handed to each worker once.
 
@@ -23,6 +23,7 @@ import signal
 from multiprocessing.connection import wait
 from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence
 
+from .._forked import fork_is_safe
 from ._blas import single_blas_thread
 from ._worker import REASON_WORKER_DIED, FileJob, FileResult, compare_file, init_worker
 
@@ -36,8 +37,10 @@ _STOP_WAIT = 5.0  # seconds a worker gets to exit after the last job
 
 
 def _context() -> Any:
-    methods = multiprocessing.get_all_start_methods()
-    return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    """``fork`` where it is safe (:func:`~npu_dump_hook._forked.fork_is_safe`: no other thread, no
+    TensorFlow loaded, whose native threads may hold locks a forked child would wait on forever),
+    else ``spawn``: the workers import only the TF-free compare modules."""
+    return multiprocessing.get_context("fork" if fork_is_safe() else "spawn")
 
 
 def _test_kill(job: FileJob) -> None:
