@@ -2,14 +2,15 @@
 
 A backend object is what the hook drives; it never asks "which backend?" again::
 
-    backend.name                    what bundle.json records ("npu", "emulated" or "reference")
+    backend.name                    what bundle.json records ("npu", "emulated", or "reference":
+                                    the format's name of the golden backend)
     backend.captures                True: write_step() needs the capture of every dumped step
     backend.settles                 True: files may still be landing at end(); wait for them
     backend.golden_in_run           (optional, default True) False: this run's graph computes
                                     with NPU numerics, so its own tensors are no golden
                                     (EmulatedNpu with profile="ascend" or faults)
     backend.golden_only             (optional, default False) True: no dump at all, the run's
-                                    product is the golden capture (ReferenceOnly)
+                                    product is the golden capture (GoldenOnly)
     backend.begin(graph, options, device_id)     in hook.begin(), graph still editable
     backend.session_started()       after the session is created (GE names its time folder)
     backend.write_step(capture, step)            emulated only: the files of one dumped step
@@ -17,11 +18,12 @@ A backend object is what the hook drives; it never asks "which backend?" again::
     backend.summary()               JSON-ready description for run.json, or None
 
 :class:`RealNpu` (GE writes everything; the hook only configures and collects),
-:class:`~npu_dump_hook.emulator.EmulatedNpu` and :class:`ReferenceOnly` (the golden run on
-CPU/GPU: no dump, the hook's reference capture is the product) implement it.
+:class:`~npu_dump_hook.emulator.EmulatedNpu` and :class:`GoldenOnly` (the golden run on
+CPU/GPU: no dump, the hook's golden capture is the product) implement it.
 :func:`resolve_backend` turns the user's ``backend=`` choice
-(:data:`~npu_dump_hook.constants.BACKEND_CHOICES`) plus the emulator options into one;
-:func:`reference_default` is what ``reference=None`` means for a backend;
+(:data:`~npu_dump_hook.constants.BACKEND_CHOICES`; ``"reference"`` is an alias of ``"golden"``)
+plus the emulator options into one; :func:`golden_capture_default` is what ``reference=None``
+(capture the golden tensors?) means for a backend;
 :func:`npu_output_missing` is the error of a backend-``npu`` run that found no GE output (npu_bridge
 imports, so ``"auto"`` chose the real NPU, but no GE ran): it says why ``npu`` was chosen, where GE's
 output was expected and how to use the emulator instead.
@@ -30,15 +32,16 @@ import os
 from typing import Any, Dict, List, Mapping, Optional
 
 from . import _tf
-from .constants import BACKEND_CHOICES
+from .constants import BACKEND_CHOICES, RECORDED_GOLDEN_BACKEND
 from .emulator import backend as emulator_backend
 from .emulator.backend import EmulatedNpu
 from .errors import BackendError, LocateError, OptionError
 from .locate import graph_search_dirs
 from .options import DumpOptions
+from .settings import GOLDEN_BACKEND, canonical
 
-__all__ = ["RealNpu", "ReferenceOnly", "resolve_backend", "reference_default", "golden_in_run",
-           "npu_output_missing"]
+__all__ = ["RealNpu", "GoldenOnly", "resolve_backend", "golden_capture_default", "golden_in_run",
+           "npu_output_missing", "ReferenceOnly", "reference_default"]
 
 
 class RealNpu(object):
@@ -65,10 +68,10 @@ class RealNpu(object):
         return None
 
 
-class ReferenceOnly(object):
-    """The golden run: no NPU and no dump; the hook's reference capture writes ``golden/``."""
+class GoldenOnly(object):
+    """The golden run: no NPU and no dump; the hook's golden capture writes ``golden/``."""
 
-    name = "reference"
+    name = RECORDED_GOLDEN_BACKEND
     captures = False
     settles = False
     golden_in_run = True
@@ -81,7 +84,7 @@ class ReferenceOnly(object):
         """No dump folder to name."""
 
     def write_step(self, capture: Any, step: int) -> Dict[str, Any]:
-        raise BackendError("the reference backend writes no dump: ReferenceOnly.write_step must not be called")
+        raise BackendError("the golden backend writes no dump: GoldenOnly.write_step must not be called")
 
     def graph_dirs(self, device_id: int) -> Optional[List[str]]:
         return None
@@ -95,35 +98,43 @@ def golden_in_run(backend: Any) -> bool:
     return bool(getattr(backend, "golden_in_run", True))
 
 
-def reference_default(backend: Any) -> bool:
-    """``reference=None``: on for the golden-only backend, else when the backend captures
-    (the emulator) and its run computes CPU numerics (:func:`golden_in_run`)."""
+def golden_capture_default(backend: Any) -> bool:
+    """``reference=None`` (capture the golden tensors?): on for the golden-only backend, else when
+    the backend captures (the emulator) and its run computes CPU numerics (:func:`golden_in_run`)."""
     if getattr(backend, "golden_only", False):
         return True
     return bool(backend.captures) and golden_in_run(backend)
 
 
+#: The older names, kept: ``ReferenceOnly`` is :class:`GoldenOnly`, ``reference_default`` is
+#: :func:`golden_capture_default`.
+ReferenceOnly = GoldenOnly
+reference_default = golden_capture_default
+
+
 def resolve_backend(backend: Any, emulate_precision: str = "fp32", profile: Optional[str] = None,
                     faults: Optional[Mapping[str, str]] = None) -> Any:
     """The backend object for ``backend=``: a ready object is kept; ``"auto"`` is the real NPU
-    when npu_bridge imports, else the emulator; ``"reference"`` is :class:`ReferenceOnly`.
+    when npu_bridge imports, else the emulator; ``"golden"`` (or its alias ``"reference"``) is
+    :class:`GoldenOnly`.
 
     ``profile`` (``emulate_profile=`` of the hook: ``"exact"``/``"ascend"``, None: the
     emulator's default) and ``faults`` (``{"op name": spec}``) configure the emulator and are
     an OptionError with any other backend, or with a ready object (configure it instead).
     """
     emulator_options = profile is not None or bool(faults)
-    if isinstance(backend, (EmulatedNpu, RealNpu, ReferenceOnly)):
+    if isinstance(backend, (EmulatedNpu, RealNpu, GoldenOnly)):
         if emulator_options:
             raise OptionError("emulate_profile" if profile is not None else "faults", profile or faults,
                               "configure the {} object you pass as backend= instead".format(type(backend).__name__))
         return backend
     if backend not in BACKEND_CHOICES:
         raise OptionError("backend", backend, "must be one of " + "|".join(BACKEND_CHOICES)
-                          + ", an EmulatedNpu, a RealNpu or a ReferenceOnly")
-    if backend == "reference":
+                          + ", an EmulatedNpu, a RealNpu or a GoldenOnly")
+    backend = canonical("backend", backend)
+    if backend == GOLDEN_BACKEND:
         _no_emulator_options(backend, profile, faults)
-        return ReferenceOnly()
+        return GoldenOnly()
     if backend == "npu" or (backend == "auto" and _tf.npu_bridge_available()):
         if not _tf.npu_bridge_available():
             raise OptionError("backend", backend, "needs npu_bridge (the Ascend TF adapter), which is not importable")

@@ -19,7 +19,8 @@ Variables read by :mod:`npu_dump_hook.runner` (``npu-dump-hook run`` sets them f
     NPU_DUMP_HOOK_RUN        "0"/"false"/... : the runner runs the script without injecting anything
     NPU_DUMP_HOOK_<KEYWORD>  an NpuDumpHook keyword, one variable each (ENV_RUN_HOOK_OPTIONS, built
                              from the table in :mod:`npu_dump_hook.settings`):
-                             MAX_STEPS, RANDOMNESS, SEED, BACKEND, EMULATE_PRECISION, REFERENCE,
+                             MAX_STEPS, RANDOMNESS, SEED, BACKEND (golden; alias reference),
+                             EMULATE_PRECISION, REFERENCE (capture the golden tensors: 1/0),
                              SAVE_INITIAL_STATE, OUTPUT_DIR, BUNDLE_DIR, STRICT, RANKS ("0,1"),
                              GRAPH_KEYWORD, LINK, CHECKSUM, ARCHIVE, EMULATE_PROFILE (exact|ascend),
                              FAULTS (below), INITIAL_STATE (an NPU bundle: the golden run, the
@@ -66,7 +67,11 @@ __all__ = [
     "NPU_OPTIMIZER_NAME",
     "BUNDLE_SCHEMA",
     "BACKEND_CHOICES",
+    "BACKEND_ALIASES",
+    "GOLDEN_BACKEND",
     "RECORDED_BACKENDS",
+    "RECORDED_GOLDEN_BACKEND",
+    "RECORDED_BACKEND_ALIASES",
     "ON_MISMATCH",
     "LINK_MODES",
     "CHECKSUMS",
@@ -77,6 +82,7 @@ __all__ = [
 # The keywords' own names and value lists live with their rows in the settings table.
 from .settings import (  # noqa: E402 - after __all__, as the names it lists
     ARCHIVES,
+    BACKEND_ALIASES,
     BACKEND_CHOICES,
     CHECKSUMS,
     ENV_RUN,
@@ -86,6 +92,7 @@ from .settings import (  # noqa: E402 - after __all__, as the names it lists
     ENV_RUN_STOP,
     FAULT_OP_SEPARATOR,
     FAULTS_SEPARATOR,
+    GOLDEN_BACKEND,
     LINK_MODES,
     ON_MISMATCH,
     STOP_MODES,
@@ -120,8 +127,13 @@ NPU_OPTIMIZER_NAME = "NpuOptimizer"
 
 BUNDLE_SCHEMA = "npu_dump_hook/bundle@1"
 
-#: What bundle.json's ``backend`` may record: who wrote the data.
-RECORDED_BACKENDS = ("npu", "emulated", "reference")
+#: bundle.json's name of the golden backend (golden tensors, no graph, no dump): ``"reference"``,
+#: the format's recorded name since bundle@1, kept so bundles in users' hands stay valid.
+RECORDED_GOLDEN_BACKEND = "reference"
+#: What bundle.json's ``backend`` may record: who wrote the data (what writers write).
+RECORDED_BACKENDS = ("npu", "emulated", RECORDED_GOLDEN_BACKEND)
+#: Other spellings readers accept for a recorded ``backend``, each read as the value it names.
+RECORDED_BACKEND_ALIASES = {"golden": RECORDED_GOLDEN_BACKEND}
 
 #: Left in a dump step folder whose writing failed part-way (the emulator writes it; collection
 #: refuses such a folder instead of bundling a silently smaller dump).

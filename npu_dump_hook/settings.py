@@ -14,14 +14,24 @@ which ``npu-dump-hook run`` starts). A row says, for its keyword ``name``:
                 for keywords whose check is pure keyword logic
     choices     what the keyword accepts, when it is a fixed list (``choices()`` gives it;
                 loaded when asked, so the emulator's lists load numpy only then)
+    aliases     older spellings of values, each -> the value it stands for: accepted wherever
+                the value is, and replaced by it where the value is read (:func:`canonical`)
     flag        the ``npu-dump-hook run`` flag that gives a value (True for an on/off keyword);
                 ``negative`` the flag that gives False; ``help``/``negative_help`` their text;
                 ``cli`` further argparse keywords; ``list_choices``: argparse lists ``choices``
     to_env      the flag's value as the variable's text (default: ``str``, True/False as 1/0)
+    flag_aliases  older flags, each -> the flag (or negative) it stands for: the same argument
+                under a second name, listed with the other aliases in ``run --help``
+
+Names: the CPU/GPU tensors a comparison needs, and the run that makes them, are *golden*
+(README "Names"): ``backend="golden"`` (alias ``"reference"``), ``--golden``/``--no-golden``
+(aliases ``--reference``/``--no-reference``). The hook keyword ``reference=`` keeps its name
+(capture the golden tensors), and so does its variable NPU_DUMP_HOOK_REFERENCE.
 
 Combination rules (keywords that cannot go together) are functions over the given values,
-in :data:`HOOK_RULES`; :func:`check_combination` reports a broken rule with the name the user
-typed: the keyword (hook), the variable (runner) or, via the variable, the flag (CLI).
+in :data:`HOOK_RULES` (they accept a value and its aliases alike); :func:`check_combination`
+reports a broken rule with the name the user typed: the keyword (hook), the variable (runner)
+or, via the variable, the flag (CLI).
 
 Built from the table: ``constants.ENV_RUN_HOOK_OPTIONS``, the runner's
 :meth:`~npu_dump_hook.runner.RunSettings.from_env`, the ``run`` command's hook flags and the
@@ -51,9 +61,9 @@ DEFAULT_SEED = 20221
 
 __all__ = ["Setting", "SETTINGS", "HOOK", "SESSION", "RUNNER", "HOOK_KEYWORDS", "HOOK_RULES", "SESSION_RULES",
            "ENV_RUN", "ENV_RUN_STOP", "ENV_RUN_LOG_LEVEL", "ENV_RUN_KEEP_CHECKPOINTS", "ENV_RUN_HOOK_OPTIONS",
-           "BACKEND_CHOICES", "ON_MISMATCH", "LINK_MODES", "CHECKSUMS", "ARCHIVES", "STOP_MODES",
-           "FAULTS_SEPARATOR", "FAULT_OP_SEPARATOR", "rows", "variable", "read", "read_all", "check_keyword",
-           "check_combination", "parse_flag", "parse_faults", "format_faults"]
+           "BACKEND_CHOICES", "GOLDEN_BACKEND", "BACKEND_ALIASES", "ON_MISMATCH", "LINK_MODES", "CHECKSUMS",
+           "ARCHIVES", "STOP_MODES", "FAULTS_SEPARATOR", "FAULT_OP_SEPARATOR", "rows", "variable", "read", "read_all",
+           "canonical", "check_keyword", "check_combination", "parse_flag", "parse_faults", "format_faults"]
 
 HOOK, SESSION, RUNNER = "hook", "session", "runner"
 
@@ -66,9 +76,14 @@ ENV_RUN_LOG_LEVEL = "NPU_DUMP_HOOK_LOG_LEVEL"
 #: "1": an Estimator script under the runner trains in its own model_dir (default: the run folder's).
 ENV_RUN_KEEP_CHECKPOINTS = "NPU_DUMP_HOOK_KEEP_CHECKPOINTS"
 
-#: What ``backend=`` (hook) and ``--backend`` (CLI) accept. ``"reference"``: the golden run
-#: (CPU/GPU tensors only, no NPU dump), usually with ``initial_state=`` an NPU bundle.
-BACKEND_CHOICES = ("auto", "npu", "emulated", "reference")
+#: The golden run's backend: the CPU/GPU (golden) tensors only, no NPU dump, usually with
+#: ``initial_state=`` an NPU bundle. bundle.json records it as ``"reference"``
+#: (:data:`~npu_dump_hook.constants.RECORDED_GOLDEN_BACKEND`).
+GOLDEN_BACKEND = "golden"
+#: Older spellings of ``backend=`` values, each the same as the value it names.
+BACKEND_ALIASES = {"reference": GOLDEN_BACKEND}  # type: Mapping[str, str]
+#: What ``backend=`` (hook) and ``--backend`` (CLI) accept: the values, then their aliases.
+BACKEND_CHOICES = ("auto", "npu", "emulated", GOLDEN_BACKEND) + tuple(BACKEND_ALIASES)
 #: What a golden run does when its fingerprints differ from the NPU bundle's (``on_mismatch=``).
 ON_MISMATCH = ("error", "warn")
 #: How payload files enter a bundle (``link=``, ``--link``).
@@ -241,6 +256,12 @@ class Setting:
     cli: Mapping[str, Any] = field(default_factory=dict)
     list_choices: bool = False
     to_env: Optional[Callable[[Any], str]] = None
+    aliases: Mapping[str, str] = field(default_factory=dict)
+    flag_aliases: Mapping[str, str] = field(default_factory=dict)
+
+    def canonical(self, value: Any) -> Any:
+        """``value``, or the value it stands for when it is one of :attr:`aliases`."""
+        return self.aliases.get(value, value) if isinstance(value, str) else value
 
     def flag_for(self, value: Any) -> str:
         """The flag that gave ``value`` (the negative one for False)."""
@@ -288,7 +309,9 @@ _ROWS = [
             choices=_fixed(POLICIES), flag="--randomness", list_choices=True),
     Setting("seed", HOOK, "int", DEFAULT_SEED, "seed the pin/strip policies derive op seeds from",
             env=_hook_variable("seed"), parse=_integer(None), flag="--seed", cli={"type": int}),
-    _choice("backend", HOOK, BACKEND_CHOICES, "auto", "npu, emulated, or auto (default: npu when npu_bridge imports)"),
+    _choice("backend", HOOK, BACKEND_CHOICES, "auto",
+            "npu, emulated, golden (the golden run: golden tensors only, no dump; alias reference), or auto "
+            "(default: npu when npu_bridge imports)", aliases=BACKEND_ALIASES),
     Setting("emulate_precision", HOOK, "fp32|fp16", "fp32", "emulated backend: fp32 (default) or fp16",
             env=_hook_variable("emulate_precision"), parse=_one_of(_precisions), choices=_precisions,
             flag="--emulate-precision"),
@@ -303,7 +326,7 @@ _ROWS = [
             env=_hook_variable("faults"), parse=lambda var, raw: parse_faults(raw, var), flag="--fault",
             cli={"action": "append", "metavar": "OP=SPEC"}, to_env=FAULTS_SEPARATOR.join),
     Setting("initial_state", HOOK, "path of an NPU bundle", None,
-            "the golden run of NPU_BUNDLE: backend reference, its initial state restored before its captured step, "
+            "the golden run of NPU_BUNDLE: backend golden, its initial state restored before its captured step, "
             "fingerprints checked (same script, on a CPU/GPU machine)",
             env=_hook_variable("initial_state"), parse=_existing_path, flag="--golden-for",
             cli={"metavar": "NPU_BUNDLE"}),
@@ -312,8 +335,9 @@ _ROWS = [
             "write the bundle with the differences (warn)",
             env=_hook_variable("on_mismatch"), parse=_one_of(_fixed(ON_MISMATCH)), check=_member(_fixed(ON_MISMATCH)),
             choices=_fixed(ON_MISMATCH), flag="--on-mismatch", list_choices=True),
-    _on_off("reference", None, "capture the golden (CPU/GPU) tensors (default: with the emulated backend)",
-            flag="--reference", negative="--no-reference", negative_help="do not capture them"),
+    _on_off("reference", None, "capture the golden (CPU/GPU) tensors (default: with the emulated and golden "
+            "backends)", flag="--golden", negative="--no-golden", negative_help="do not capture them",
+            flag_aliases={"--reference": "--golden", "--no-reference": "--no-golden"}),
     _on_off("save_initial_state", True, "checkpoint the variables before the dumped step",
             negative="--no-initial-state", negative_help="do not checkpoint the variables before the dumped step"),
     Setting("output_dir", HOOK, "folder", None, "where run folders go (default ./npu_dump_hook_out)",
@@ -375,10 +399,17 @@ def variable(name: str) -> str:
 
 
 def read(name: str, environ: Mapping[str, str]) -> Any:
-    """Keyword ``name`` from its variable in ``environ`` (unset or empty: the default)."""
+    """Keyword ``name`` from its variable in ``environ`` (unset or empty: the default); an
+    alias spelling is read as the value it stands for."""
     row = SETTINGS[name]
     raw = environ.get(variable(name))
-    return row.parse(row.env, raw) if raw and row.parse is not None else row.default
+    return row.canonical(row.parse(row.env, raw)) if raw and row.parse is not None else row.default
+
+
+def canonical(name: str, value: Any) -> Any:
+    """``value`` of keyword ``name``, an alias spelling replaced by the value it stands for
+    (``canonical("backend", "reference") == "golden"``); anything else unchanged."""
+    return SETTINGS[name].canonical(value)
 
 
 def read_all(owner: str, environ: Mapping[str, str]) -> Dict[str, Any]:
@@ -404,9 +435,9 @@ Rule = Callable[[Mapping[str, Any], Spelled, Given], None]
 
 
 def _golden_backend(values: Mapping[str, Any], spelled: Spelled, given: Given) -> None:
-    """initial_state (the golden run) needs backend reference, or auto/unset, which becomes it."""
+    """initial_state (the golden run) needs backend golden (or its alias), or auto/unset, which becomes it."""
     backend = values.get("backend")
-    if "initial_state" in values and backend not in (None, "auto", "reference"):
+    if "initial_state" in values and canonical("backend", backend) not in (None, "auto", GOLDEN_BACKEND):
         raise OptionError(spelled("initial_state"), given("initial_state"),
                           "is for the golden run, whose backend is reference, not {} ({}={})".format(
                               backend, spelled("backend"), backend))
@@ -415,7 +446,7 @@ def _golden_backend(values: Mapping[str, Any], spelled: Spelled, given: Given) -
 def _emulated_only(values: Mapping[str, Any], spelled: Spelled, given: Given) -> None:
     """emulate_profile and faults shape the emulated NPU run: not the golden run, not the real NPU."""
     backend = values.get("backend")
-    golden = "initial_state" in values or backend == "reference"
+    golden = "initial_state" in values or canonical("backend", backend) == GOLDEN_BACKEND
     for keyword in ("emulate_profile", "faults"):
         if keyword in values and (golden or backend == "npu"):
             raise OptionError(spelled(keyword), given(keyword), "applies to the emulated NPU run only, not to {}".format(

@@ -9,14 +9,19 @@
     {root}/index.json, {root}/rank_{N}/  (multi-rank roots)
 
 ``load_bundle_json`` (the one bounded bundle.json parser) lives in :mod:`._document`.
+
+The golden backend is recorded as ``"reference"`` (:data:`GOLDEN_BACKEND`, what writers write);
+readers take a recorded ``backend`` through :func:`read_backend`, which reads ``"golden"`` as it.
 """
-from ..constants import RECORDED_BACKENDS
+from typing import Any
+
+from ..constants import RECORDED_BACKEND_ALIASES, RECORDED_BACKENDS, RECORDED_GOLDEN_BACKEND
 from ..formats.mapping_csv import MAPPING_FILE_NAME
 from ._document import load_bundle_json
 
 __all__ = ["DATA_DIR", "BUNDLE_JSON", "BUNDLE_JSON_PATH", "INDEX_JSON", "INDEX_SCHEMA", "MAPPING_FILE",
-           "FILE_KINDS", "DUMP_NAME_FIELDS", "BACKENDS", "REFERENCE_BACKEND", "GOLDEN_DIR", "GOLDEN_MANIFEST",
-           "INIT_DIR", "DUMP_DIR", "VERIFIED_PARTS", "load_bundle_json"]
+           "FILE_KINDS", "DUMP_NAME_FIELDS", "BACKENDS", "GOLDEN_BACKEND", "GOLDEN_DIR", "GOLDEN_MANIFEST",
+           "INIT_DIR", "DUMP_DIR", "VERIFIED_PARTS", "load_bundle_json", "read_backend"]
 
 DATA_DIR = "data"
 BUNDLE_JSON = "bundle.json"
@@ -29,11 +34,18 @@ GOLDEN_DIR, INIT_DIR, DUMP_DIR = "golden", "init", "dump"
 #: Payload folders whose files are restored into a run: each needs a listed sha256, checked
 #: before any of them is handed out (docs/bundle-format.md section 4).
 VERIFIED_PARTS = (INIT_DIR, "inputs")
-#: The golden capture's manifest in ``data/golden/`` (written by :mod:`npu_dump_hook.reference`).
+#: The golden capture's manifest in ``data/golden/`` (written by the hook's golden capture).
 GOLDEN_MANIFEST = "golden_manifest.json"
 #: What bundle.json's ``backend`` may record (who wrote the data).
 BACKENDS = RECORDED_BACKENDS
-#: The backend of golden bundles: golden tensors, no graph and no dump (coverage not applicable).
-REFERENCE_BACKEND = "reference"
+#: The recorded backend of golden bundles (``"reference"``): golden tensors, no graph and no
+#: dump (coverage not applicable).
+GOLDEN_BACKEND = RECORDED_GOLDEN_BACKEND
 FILE_KINDS = ("dump", "stats", "opdebug", "mapping", "graph", "tf_graph", "golden", "init", "other")
 DUMP_NAME_FIELDS = ("op_type", "op_name", "task_id", "stream_id", "timestamp")
+
+
+def read_backend(recorded: Any) -> Any:
+    """A recorded ``backend`` as readers take it: an alias (``"golden"``) read as the value it
+    names (``"reference"``); anything else unchanged."""
+    return RECORDED_BACKEND_ALIASES.get(recorded, recorded) if isinstance(recorded, str) else recorded

@@ -19,7 +19,7 @@ from ..formats.mapping_csv import read_mapping
 from . import _bagit, _fs, _rules
 from ._archive import archive_format, extract_bag, looks_like_tar, terminating_cleanly
 from ._bagit import Problem
-from ._spec import BACKENDS, BUNDLE_JSON_PATH, DATA_DIR, DUMP_NAME_FIELDS, FILE_KINDS, REFERENCE_BACKEND
+from ._spec import BACKENDS, BUNDLE_JSON_PATH, DATA_DIR, DUMP_NAME_FIELDS, FILE_KINDS, GOLDEN_BACKEND, read_backend
 from .describe import graph_ops, header_summary
 from ._document import (GOLDEN_FOR_TYPES, MAX_BUNDLE_JSON_BYTES, TOP_TYPES, load_bundle_json, too_large,
                         type_problems)
@@ -79,7 +79,7 @@ def check_bundle_json(doc: Mapping[str, Any]) -> List[str]:
     problems.extend(type_problems(doc))
     if doc.get("schema") not in (None, BUNDLE_SCHEMA) and isinstance(doc.get("schema"), str):
         problems.append("schema {!r} is not {!r}".format(doc["schema"], BUNDLE_SCHEMA))
-    if isinstance(doc.get("backend"), str) and doc["backend"] not in BACKENDS:
+    if isinstance(doc.get("backend"), str) and read_backend(doc["backend"]) not in BACKENDS:
         problems.append("backend {!r} is not one of {}".format(doc["backend"], ", ".join(BACKENDS)))
     for section, keys in _SECTIONS.items():
         if isinstance(doc.get(section), dict):
@@ -119,10 +119,11 @@ def _read_path_problems(doc: Mapping[str, Any]) -> List[Tuple[str, str, str]]:
 
 
 def _golden_problems(doc: Mapping[str, Any]) -> List[str]:
-    """A golden (reference) bundle holds no NPU dump; ``golden_for`` appears only there, with its keys."""
+    """A golden bundle (``backend`` ``"reference"``, or its alias ``"golden"``) holds no NPU dump;
+    ``golden_for`` appears only there, with its keys. (The problems' wording names the recorded value.)"""
     problems = []  # type: List[str]
-    reference = doc.get("backend") == REFERENCE_BACKEND
-    if reference and isinstance(doc.get("files"), list):
+    golden = read_backend(doc.get("backend")) == GOLDEN_BACKEND
+    if golden and isinstance(doc.get("files"), list):
         dumped = [e.get("path") for e in doc["files"] if isinstance(e, dict) and e.get("kind") in ("dump", "stats",
                                                                                                    "opdebug")]
         if dumped:
@@ -131,7 +132,7 @@ def _golden_problems(doc: Mapping[str, Any]) -> List[str]:
     if "golden_for" not in doc or doc["golden_for"] is None:
         return problems
     target = doc["golden_for"]
-    if not reference:
+    if not golden:
         problems.append("golden_for in a {!r} bundle (only reference bundles are made for another)".format(
             doc.get("backend")))
     if not isinstance(target, dict):

@@ -38,7 +38,7 @@ from ._placing import FileError, write_payload_and_json
 from ._archive import archive_format, pack_archive, strip_archive_ext
 from ._progress import ProgressFn, make_progress
 from ._staging import Staging, is_nonempty
-from ._spec import BACKENDS, BUNDLE_JSON_PATH, DATA_DIR, MAPPING_FILE, REFERENCE_BACKEND
+from ._spec import BACKENDS, BUNDLE_JSON_PATH, DATA_DIR, GOLDEN_BACKEND, MAPPING_FILE
 from .describe import GraphOps, graph_ops
 from .schema import run_section
 
@@ -211,7 +211,7 @@ def _write(dest: str, located: Any, doing: _Doing, archive_only: bool, archive_p
         head = _head(located, backend, options, run, randomness, graph, fingerprints, golden_for)
         doing("placing the payload and writing data/bundle.json in", stage.path)
         tally = write_payload_and_json(stage.path, head, plan, ops, link, checksum, report, workers, warnings,
-                                       dumps=backend != REFERENCE_BACKEND)
+                                       dumps=backend != GOLDEN_BACKEND)
         report.close()
         # what only placement needed goes before the tag files are built (about 100 bytes a file)
         plan[:] = []

@@ -162,7 +162,7 @@ is present) and write its bundle: a quick look at what the hook produces.
 --compare, the second act: the emulated NPU run with the realistic profile (float16 Cube
 ops, GE fusion, device formats) and one injected kernel fault (cnn: conv2/Conv2D=scale=1.05,
 mlp: hidden2/MatMul, text: logits/MatMul), then the golden run in a second process (backend
-reference, initial state from the NPU bundle: what --golden-for runs), then the comparison of
+golden, initial state from the NPU bundle: what --golden-for runs), then the comparison of
 the two bundles: its summary, OUT/compare.html and the command that repeats it. Exit 1 when
 the first divergence is not the faulted op.""", """
   npu-dump-hook demo
@@ -211,6 +211,7 @@ script's process (python -m npu_dump_hook.runner reads the same).""", """
                       help="collect overflow data (Opdebug) instead of a data dump")
     dump.add_argument("--dump-debug-mode", choices=DUMP_DEBUG_MODES, help="overflow kind (implies --dump-debug)")
     _add_setting_flags(p.add_argument_group("hook options (NPU_DUMP_HOOK_*)"))
+    _add_flag_aliases(p.add_argument_group("aliases (older spellings, same behaviour)"))
     p.add_argument("target", nargs="*", metavar="COMMAND",
                    help="after --: [python [PYTHON_OPTIONS]] SCRIPT [ARGS...] or [python] -m MODULE [ARGS...]")
     return p
@@ -227,6 +228,21 @@ def _add_setting_flags(group: "argparse._ArgumentGroup") -> None:
         if row.negative:
             default = {} if row.flag else {"default": None}
             group.add_argument(row.negative, dest=row.name, action="store_false", help=row.negative_help, **default)
+
+
+def _add_flag_aliases(group: "argparse._ArgumentGroup") -> None:
+    """Each older flag of a settings-table row (its ``flag_aliases``): the argument of the flag it
+    stands for, under the older name (same keyword, same value)."""
+    for row in settings.SETTINGS.values():
+        for alias, flag in row.flag_aliases.items():
+            same = "same as " + flag
+            if flag == row.negative:
+                group.add_argument(alias, dest=row.name, action="store_false", default=None, help=same)
+                continue
+            extra = dict(row.cli)
+            if row.list_choices:
+                extra["choices"] = row.choices()
+            group.add_argument(alias, dest=row.name, help=same, **extra)
 
 
 def _add_compare(sub: "argparse._SubParsersAction") -> argparse.ArgumentParser:

@@ -16,7 +16,7 @@ import logging
 import shutil
 from typing import Any, Dict, List, Mapping, Optional, Sequence  # noqa: F401 (type comments)
 
-from .. import _tf
+from .. import _tf, settings
 from ..errors import FingerprintMismatchError, OptionError
 from ..fingerprints import CAUSES, compare
 from ..golden_run import NpuBundleTarget, check_variables
@@ -136,7 +136,7 @@ def golden_backend(backend: Any, initial_state: Any) -> Any:
         return backend
     if backend == "auto":
         return "reference"
-    if backend == "reference" or getattr(backend, "golden_only", False):
+    if settings.canonical("backend", backend) == settings.GOLDEN_BACKEND or getattr(backend, "golden_only", False):
         return backend
     raise OptionError("initial_state", initial_state, "is for the golden run: use backend='reference' (or leave "
                                                       "backend unset), not {!r}".format(getattr(backend, "name",
