@@ -3,6 +3,7 @@
 import pytest
 
 from npu_dump_hook.backends import RealNpu, ReferenceOnly, golden_in_run, reference_default, resolve_backend
+from npu_dump_hook.backends import GoldenOnly, golden_capture_default
 from npu_dump_hook.constants import BACKEND_CHOICES, RECORDED_BACKENDS
 from npu_dump_hook.emulator import EmulatedNpu
 from npu_dump_hook.errors import BackendError, OptionError
@@ -83,3 +84,17 @@ def test_profile_is_refused_on_the_real_npu(npu_bridge_double):
     with pytest.raises(OptionError) as info:
         resolve_backend("npu", "fp32", "ascend")
     assert info.value.option == "emulate_profile" and "emulated backend only" in str(info.value)
+
+
+@pytest.mark.parametrize("typed", ["golden", "reference"])
+def test_golden_and_its_alias_reference_resolve_to_the_golden_backend(typed):
+    golden = resolve_backend(typed)
+    assert isinstance(golden, GoldenOnly) and golden.name == "reference"  # bundle.json's recorded name
+    assert golden_capture_default(golden) and golden.golden_only
+    with pytest.raises(OptionError) as info:
+        resolve_backend(typed, "fp32", "ascend")
+    assert info.value.option == "emulate_profile"
+
+
+def test_the_older_names_are_the_golden_ones():
+    assert ReferenceOnly is GoldenOnly and reference_default is golden_capture_default

@@ -216,6 +216,29 @@ def test_a_bundle_without_checkpoint_can_only_be_compared(tmp_path):
         NpuDumpHook(output_dir=str(tmp_path), initial_state=str(bundle), restore_initial_state=False, max_steps=2)
 
 
+def _bundle_without_checkpoint(folder, backend):
+    (folder / "data").mkdir(parents=True)
+    (folder / "data" / "bundle.json").write_text(json.dumps(
+        {"backend": backend, "run": {"captured_step": 0}, "files": [], "created": "now"}))
+    return str(folder)
+
+
+@pytest.mark.parametrize("backend", ["golden", "reference", "auto"])
+def test_backend_golden_and_its_alias_make_the_golden_run(tmp_path, backend):
+    bundle = _bundle_without_checkpoint(tmp_path / "b", "emulated")
+    hook = NpuDumpHook(output_dir=str(tmp_path), initial_state=bundle, restore_initial_state=False, backend=backend)
+    assert hook.backend.name == "reference" and hook.golden_only and hook.reference
+    alone = NpuDumpHook(output_dir=str(tmp_path), backend=backend if backend != "auto" else "golden")
+    assert alone.backend.name == "reference" and alone.golden_only
+
+
+@pytest.mark.parametrize("recorded", ["golden", "reference"])
+def test_a_bundle_recorded_golden_or_its_alias_cannot_be_an_initial_state(tmp_path, recorded):
+    bundle = _bundle_without_checkpoint(tmp_path / "b", recorded)
+    with pytest.raises(OptionError, match="is a '{}' bundle: a golden run is made for an NPU bundle".format(recorded)):
+        NpuDumpHook(output_dir=str(tmp_path), initial_state=bundle, restore_initial_state=False)
+
+
 def test_reference_is_off_when_the_emulator_computes_npu_numerics(tmp_path):
     exact = NpuDumpHook(DumpOptions(), output_dir=str(tmp_path), backend="emulated")
     assert exact.reference and exact.backend.golden_in_run

@@ -80,3 +80,40 @@ def test_a_flag_value_becomes_its_variables_text():
     assert rows["save_initial_state"].flag_for(False) == "--no-initial-state"
     assert rows["faults"].variable_text(["a=nan", "b=overflow"]) == "a=nan;b=overflow"
     assert rows["initial_state"].flag_for("x") == "--golden-for"
+
+
+# -- golden: the name; reference: its documented alias (README "Names") ---------------------------
+
+
+@pytest.mark.parametrize("typed", ["golden", "reference"])
+def test_backend_golden_and_its_alias_reference_are_one_value(typed):
+    assert typed in settings.BACKEND_CHOICES and settings.BACKEND_CHOICES == constants.BACKEND_CHOICES
+    assert settings.canonical("backend", typed) == settings.GOLDEN_BACKEND == "golden"
+    assert settings.read("backend", {"NPU_DUMP_HOOK_BACKEND": typed}) == "golden"
+    assert settings.read_all(settings.HOOK, {"NPU_DUMP_HOOK_BACKEND": typed}) == {"backend": "golden"}
+    settings.check_combination({"backend": typed, "initial_state": "/b"})  # the golden run's own backend
+    for keyword, value in (("faults", {"a": "nan"}), ("emulate_profile", "ascend")):
+        with pytest.raises(OptionError, match="not to the golden run") as raised:
+            settings.check_combination({"backend": typed, keyword: value})
+        assert raised.value.option == keyword
+
+
+def test_canonical_leaves_other_values_and_objects_alone():
+    backend = object()
+    assert settings.canonical("backend", backend) is backend
+    assert [settings.canonical("backend", name) for name in ("auto", "npu", "emulated")] == ["auto", "npu", "emulated"]
+    assert settings.canonical("randomness", "reference") == "reference"  # an alias of backend only
+
+
+def test_the_golden_flags_and_their_aliases_set_one_keyword():
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    group = next(g for g in sub["run"]._action_groups if g.title == "aliases (older spellings, same behaviour)")
+    aliases = {opt: action for action in group._group_actions for opt in action.option_strings}
+    row = settings.SETTINGS["reference"]
+    assert (row.flag, row.negative) == ("--golden", "--no-golden")
+    assert sorted(aliases) == sorted(row.flag_aliases) == ["--no-reference", "--reference"]
+    assert all(action.dest == "reference" for action in aliases.values())
+    run = sub["run"]
+    for argv, value in ((["--golden"], True), (["--reference"], True), (["--no-golden"], False),
+                        (["--no-reference"], False), ([], None)):
+        assert run.parse_args(argv + ["--", "train.py"]).reference is value, argv

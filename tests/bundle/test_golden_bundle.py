@@ -83,3 +83,19 @@ def test_inspect_text_names_the_npu_bundle_and_says_coverage_does_not_apply(tmp_
     differing = dict(TARGET, match=False, on_mismatch="warn")
     text = summarize(dict(read_bundle(result.path), golden_for=differing))
     assert "fingerprints DIFFER (on_mismatch=warn)" in text
+
+
+def test_readers_take_a_recorded_golden_backend_as_reference(tmp_path):
+    from npu_dump_hook.bundle._spec import read_backend
+
+    assert read_backend("golden") == read_backend("reference") == "reference"
+    assert read_backend("emulated") == "emulated" and read_backend(None) is None
+    doc = read_bundle(write(tmp_path / "b", None, backend="reference", golden_dir=_golden_folder(tmp_path / "src"),
+                            fingerprints=_fingerprints(), golden_for=TARGET).path)
+    doc["backend"] = "golden"
+    assert check_bundle_json(doc) == []  # a golden bundle, golden_for in its place
+    doc["files"].append({"path": "dump/x", "size": 1, "sha256": None, "kind": "dump"})
+    problems = check_bundle_json(doc)
+    assert any(p.startswith("a reference bundle holds no NPU dump, but files lists") for p in problems), problems
+    doc["backend"] = "gpu"
+    assert "backend 'gpu' is not one of npu, emulated, reference" in check_bundle_json(doc)

@@ -187,3 +187,20 @@ def test_run_help_names_the_variables_the_options_set(capsys):
     out = capsys.readouterr().out
     assert "dump options (NPU_DUMP_*" in out and "hook options (NPU_DUMP_HOOK_*)" in out
     assert "usage: npu-dump-hook run [options] -- [python [PYTHON_OPTIONS]] SCRIPT|-m MODULE [ARGS...]" in out
+
+
+@pytest.mark.parametrize("backend, capture", [("golden", "--golden"), ("reference", "--reference"),
+                                              ("golden", "--no-reference"), ("reference", "--no-golden")])
+def test_golden_and_its_alias_reference_reach_the_script_alike(tmp_path, monkeypatch, backend, capture):
+    from npu_dump_hook.runner import RunSettings
+
+    monkeypatch.chdir(tmp_path)
+    seen = {}
+    monkeypatch.setattr(cli_run, "_run_child", lambda command, env: seen.update(env=env) or 0)
+    (tmp_path / "train.py").write_text("")
+    (tmp_path / "npu_bundle").mkdir()
+    assert main(["run", "--backend", backend, capture, "--golden-for", "npu_bundle", "--", "train.py"]) == 0
+    env = seen["env"]
+    assert env["NPU_DUMP_HOOK_REFERENCE"] == ("0" if capture.startswith("--no-") else "1")
+    options = RunSettings.from_env(env).hook_options
+    assert options["backend"] == "golden" and options["reference"] is not capture.startswith("--no-")
