@@ -37,7 +37,8 @@ __all__ = ["NpuBundleTarget", "check_variables", "TARGET_BACKENDS"]
 
 logger = logging.getLogger(__name__)
 
-#: Bundles a golden run can be made for: who wrote an NPU dump.
+#: Bundles a golden run can be made for: who wrote an NPU dump (a golden bundle, recorded
+#: ``"reference"`` or its alias ``"golden"``, is refused by name).
 TARGET_BACKENDS = ("npu", "emulated")
 _INIT = "init"
 _OPTION = "initial_state"

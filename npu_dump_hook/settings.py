@@ -438,6 +438,7 @@ def _golden_backend(values: Mapping[str, Any], spelled: Spelled, given: Given) -
     """initial_state (the golden run) needs backend golden (or its alias), or auto/unset, which becomes it."""
     backend = values.get("backend")
     if "initial_state" in values and canonical("backend", backend) not in (None, "auto", GOLDEN_BACKEND):
+        # The message keeps its earlier wording ("backend is reference"): tests and scripts match it.
         raise OptionError(spelled("initial_state"), given("initial_state"),
                           "is for the golden run, whose backend is reference, not {} ({}={})".format(
                               backend, spelled("backend"), backend))

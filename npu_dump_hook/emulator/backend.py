@@ -24,7 +24,7 @@ Emulated NPU profiles (``profile=``)
     op and its dump shows exactly the tensors TF computed, in ND layout. The demo's
     "everything equal" check uses it. ``emulate_precision="fp16"`` (exact profile only) rounds
     floating tensors through float16 *at dump time* and dumps them as DT_FLOAT16 (the error
-    does not propagate). The reference (golden) capture can run in the same process
+    does not propagate). The golden capture can run in the same process
     (:attr:`EmulatedNpu.golden_in_run` is True).
 ``"ascend"``
     What an Ascend device in ``allow_fp32_to_fp16`` mode does, in four parts:
@@ -119,7 +119,7 @@ class EmulatedNpu(object):
         #: ``{op name: canonical spec}`` of the injected kernel faults.
         self.faults = {fault.op: fault.spec for fault in parsed}  # type: Dict[str, str]
         #: False when this emulator alters the step's numerics (profile "ascend" or any fault): the
-        #: hook must then take no reference capture in this run (the golden comes from a golden run).
+        #: hook must then take no golden capture in this run (the golden comes from a golden run).
         self.golden_in_run = profile == "exact" and not self.faults
         self.plan = None  # type: Any
         self.options = None  # type: Optional[DumpOptions]
