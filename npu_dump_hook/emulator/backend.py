@@ -148,8 +148,8 @@ class EmulatedNpu(object):
             logger.info("emulated NPU (%s): %s", self.profile, NUMERICS_NOTE)
 
     def session_started(self) -> None:
-        """GE names the dump time folder when the session loads the model."""
-        self.time_dir = names.format_time_dir(datetime.datetime.now())
+        """GE names the dump time folder when the session loads the model (one per second)."""
+        self.time_dir = _claim_time_dir(self.options.dump_path if self.options and self.options.enabled else None)
 
     def write_step(self, capture: Any, step: int) -> Dict[str, Any]:
         """Write the Build graph (first time) and the dump files of one captured step."""
@@ -390,6 +390,32 @@ def _next_graph_index(folder: str) -> int:
         if parsed is not None and parsed.index is not None:
             highest = max(highest, parsed.index)
     return highest + 1
+
+
+#: How many seconds past now a run may name its time folder when earlier ones are taken.
+_TIME_DIR_TRIES = 3600
+
+
+def _claim_time_dir(dump_path: Optional[str]) -> str:
+    """The time folder name for this run, created under ``dump_path`` so no other run shares it.
+
+    GE names the folder by the second, so two runs started within one second (two hooks in one
+    script, a test suite, concurrent jobs on one ``dump_path``) would write their dump files into
+    one step folder, which collection would then bundle as one run. The first free second from
+    now on is claimed with an atomic ``mkdir``; without a dump path nothing is claimed."""
+    now = datetime.datetime.now().replace(microsecond=0)
+    if not dump_path:
+        return names.format_time_dir(now)
+    os.makedirs(dump_path, exist_ok=True)
+    for ahead in range(_TIME_DIR_TRIES):
+        name = names.format_time_dir(now + datetime.timedelta(seconds=ahead))
+        try:
+            os.mkdir(os.path.join(dump_path, name))
+        except FileExistsError:
+            continue
+        return name
+    raise BackendError("emulated NPU: every time folder of the next {} s under {} is taken".format(
+        _TIME_DIR_TRIES, dump_path))
 
 
 def _mark_incomplete(step_dir: str, exc: BaseException) -> None:

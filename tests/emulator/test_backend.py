@@ -297,3 +297,13 @@ def test_every_selected_step_is_dumped_and_golden_is_the_first(in_tmp_cwd):
     assert len(golden_losses) == 1
     assert float(np.load(os.path.join(hook.golden_dir, golden_losses[0]))) == losses[0]
     assert not os.path.exists(os.path.join(hook.run_dir, ".capture"))
+
+
+def test_two_runs_in_one_second_never_share_a_time_folder(tmp_path):
+    """GE names the dump's time folder by the second: the emulator claims a free one (mkdir), so
+    two runs on one dump_path within a second get two folders, never one step folder of both."""
+    from npu_dump_hook.emulator.backend import _claim_time_dir
+
+    names = [_claim_time_dir(str(tmp_path)) for _ in range(3)]
+    assert len(set(names)) == 3, names
+    assert sorted(os.listdir(str(tmp_path))) == sorted(names)
