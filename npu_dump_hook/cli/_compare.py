@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from .._atomic import atomic_write_bytes
 from ._exit import EXIT_USAGE, CliError, pending
+from ._output import say
 
 __all__ = ["run", "add_arguments", "threshold_value", "OFF", "HELP_DEFAULTS"]
 
@@ -181,5 +182,5 @@ def run(args: argparse.Namespace) -> int:
 
         _write("html", args.html, lambda: render_html(result.doc))
     pending(args, result.exit_code)
-    print(result.summary_text(args.top))
+    say(result.summary_text(args.top))
     return result.exit_code
