@@ -36,6 +36,7 @@ each would otherwise be kept 4,096 at a time (300 padded headers: 513 MB).
 import logging
 import mmap
 import os
+import signal
 import stat
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
@@ -274,11 +275,15 @@ def _npu_array(job: "FileJob", dump: DumpFile, info: TensorInfo, kind: str, slot
 
 
 def init_worker(golden: Dict[str, str], pooled: bool = False) -> None:
-    """Hand the golden index (key -> path) to this process; ``pooled``: a pool process."""
+    """Hand the golden index (key -> path) to this process; ``pooled``: a pool process (one BLAS
+    thread, SIGTERM's default action)."""
     global _GOLDEN
     _GOLDEN = golden
     if pooled:
         limit_blas_threads()  # a pool process: one BLAS thread for good (see ._blas)
+        # a forked worker inherits the CLI's SIGTERM-to-SystemExit handler (cli/_compare.py), which
+        # is for the CLI process: a worker stopped with terminate() just ends
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _address(dump: DumpFile, kind: str, slot: int) -> str:
