@@ -8,13 +8,16 @@ Two entry points, one pipeline (settle -> locate -> bundle)::
 ``collect_run`` takes the :class:`~npu_dump_hook.run_record.RunRecord` the hook froze at
 ``end()``, never the hook. With ``RANK_ID`` set a run lands in ``{bundle_dir}/rank_{N}`` of a
 shared, locked ``index.json``; otherwise in ``{bundle_dir}/{run folder name}``.
-:func:`wait_for_settle` waits until GE stops writing (real NPU only).
+:func:`wait_for_settle` waits until GE stops writing (real NPU only). What this module logs
+names paths and steps as printable text (:func:`npu_dump_hook._inert.printable`): they come from
+dump trees, and the log may be a terminal.
 """
 import logging
 import os
 import time
 from typing import Any, Iterable, List, Optional, Tuple, Union
 
+from ._inert import printable
 from .backends import npu_output_missing
 from .bundle import BundleResult, write_bundle, write_rank_bundle
 from .emulator.ge_model import is_emulated_graph
@@ -110,9 +113,9 @@ def post_hoc_run_section(located: LocatedRun) -> dict:
 
 def _log_result(result: BundleResult) -> None:
     coverage = result.coverage or {}
-    logger.info(
+    logger.info(  # names from the dump tree, escaped: this line reaches the training script's terminal
         "NpuDumpHook: bundle %s: %d file(s), %d bytes, dump step(s) %s, coverage %s/%s op(s), backend %s%s",
-        result.location, result.files, result.bytes, ", ".join(result.steps) or "none",
+        printable(result.location), result.files, result.bytes, printable(", ".join(result.steps)) or "none",
         coverage.get("dumped", "?"), coverage.get("expected", "?"), result.backend,
         "; {} warning(s)".format(len(result.warnings)) if result.warnings else "",
     )
@@ -139,7 +142,8 @@ def wait_for_settle(paths: Union[PathLike, Iterable[PathLike]], quiet_seconds: f
         if now - quiet_since >= quiet_seconds:
             return True
         if now - start >= timeout:
-            logger.warning("dump still changing after %.1f s under %s; collecting anyway", timeout, ", ".join(roots))
+            logger.warning("dump still changing after %.1f s under %s; collecting anyway", timeout,
+                           printable(", ".join(roots)))
             return False
         time.sleep(max(0.0, min(poll, timeout - (now - start))))
         current = _signature(roots)

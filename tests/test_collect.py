@@ -299,3 +299,23 @@ def test_two_runs_in_one_process_get_their_own_graph_folders(in_tmp_cwd):
         assert "DUMP_GRAPH_PATH" not in os.environ
     assert all(len(os.listdir(h.layout.graph_dir)) == 1 for h in bundles)  # one Build graph each
     assert all(h.bundle is not None for h in bundles)
+
+
+def test_what_collect_logs_names_paths_from_the_tree_escaped(tmp_path, caplog):
+    """Issue #20 item 6: collect's log lines reach the training script's terminal; a path with an
+    ESC sequence or a C1 control is logged as visible escapes."""
+    import types
+
+    from npu_dump_hook.collect import _log_result, wait_for_settle
+
+    root = tmp_path / "dump\x1b[2J\x9b"
+    root.mkdir()
+    result = types.SimpleNamespace(location=str(tmp_path / "out\x1b]0;t\x07"), files=1, bytes=1, steps=["0\x9b"],
+                                   coverage={}, backend="npu", warnings=[])
+    with caplog.at_level(logging.INFO, logger="npu_dump_hook"):
+        assert wait_for_settle(str(root), quiet_seconds=5, timeout=0.0, poll=0.01) is False
+        _log_result(result)  # the hook's end-of-run bundle line
+    messages = [r.getMessage() for r in caplog.records if r.name == "npu_dump_hook.collect"]
+    assert any("dump\\x1b[2J\\x9b" in m for m in messages)
+    assert any("out\\x1b]0;t\\x07" in m for m in messages)
+    assert not any(c in m for m in messages for c in "\x1b\x07\x9b")

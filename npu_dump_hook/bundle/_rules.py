@@ -9,21 +9,20 @@ names, shared by :class:`~npu_dump_hook.bundle.BundleView` (before it hands a pa
     size_rule(entry, size)            a size that is not the listed one
     sha256_rule(entry, digest)        a null sha256 where one is required, or another digest
     open_regular(path)                a read handle that never blocks on a FIFO nor follows a link
+                                      (npu_dump_hook._files, shared with formats and compare)
 
 Each ``*_rule`` returns None when the rule holds, else the rule broken in words (the caller
 names the bundle and the path). Nothing here follows a symlink or opens a special file.
 """
 import os
 import stat
-from typing import Any, IO, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
+from .._files import open_regular, special_kind
 from ._spec import DATA_DIR, VERIFIED_PARTS
 
 __all__ = ["read_paths", "symlink_on", "file_rule", "size_rule", "sha256_rule", "needs_sha256", "open_regular",
            "special_kind"]
-
-_SPECIAL = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-            (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"), (stat.S_ISLNK, "a symlink"))
 
 
 def read_paths(doc: Mapping[str, Any]) -> List[Tuple[str, Any, Optional[Mapping[str, Any]]]]:
@@ -56,13 +55,6 @@ def symlink_on(data_dir: str, parts: Sequence[str]) -> Optional[str]:
         if stat.S_ISLNK(mode):
             return "/".join([DATA_DIR] + list(parts[:depth]))
     return None
-
-
-def special_kind(mode: int) -> Optional[str]:
-    """What a file of ``mode`` is when it is not a regular file (``a FIFO``, ...), else None."""
-    if stat.S_ISREG(mode):
-        return None
-    return next((name for test, name in _SPECIAL if test(mode)), "not a regular file")
 
 
 def file_rule(local: str, entry: Optional[Mapping[str, Any]]) -> Optional[str]:
@@ -102,18 +94,3 @@ def sha256_rule(entry: Mapping[str, Any], digest: Optional[str]) -> Optional[str
     if isinstance(listed, str) and digest is not None and digest != listed:
         return "sha256 differs from bundle.json"
     return None
-
-
-def open_regular(path: str, buffering: int = -1) -> IO[bytes]:
-    """``path`` opened for reading without following a final symlink and without blocking on a
-    FIFO (O_NOFOLLOW | O_NONBLOCK), then checked to be a regular file; OSError otherwise."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-                 | getattr(os, "O_CLOEXEC", 0))
-    try:
-        kind = special_kind(os.fstat(fd).st_mode)
-        if kind is not None:
-            raise OSError("{} is {}, not a regular file".format(path, kind))
-        return os.fdopen(fd, "rb", buffering=buffering)
-    except BaseException:
-        os.close(fd)
-        raise

@@ -47,11 +47,12 @@ import shutil
 import tempfile
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
 
+from .._files import open_regular
 from ..errors import BundleError, UnsafePathError
 from ._archive import extract_bag, terminating_cleanly
 from ._document import MAX_BUNDLE_JSON_BYTES, load_bundle_json, too_large, type_problems
 from ._fs import CHUNK_SIZE, safe_relpath
-from ._rules import file_rule, open_regular, sha256_rule, symlink_on
+from ._rules import file_rule, sha256_rule, symlink_on
 from ._spec import (BUNDLE_JSON, BUNDLE_JSON_PATH, DATA_DIR, DUMP_DIR, FILE_KINDS, GOLDEN_DIR, GOLDEN_MANIFEST,
                     INIT_DIR)
 

@@ -21,6 +21,8 @@ Conventions every command follows:
   ``-q`` together with ``-v`` or ``--debug`` is a usage error.
 * An error is one line on stderr, ``npu-dump-hook: <message>``, naming the option or the
   path as typed; the traceback only with ``--debug``. Usage errors name the command too.
+* Output is inert: control characters and lone surrogates in what is printed (names and paths
+  from bundles, dump trees, graphs; warnings; errors) are visible escapes (:mod:`._output`).
 * A warning is printed once, as ``npu-dump-hook: warning: <message>``: the library's log
   records and the CLI's own warnings share one handler that drops repeats.
 * stdout carries the result only. When its reader goes away early (``... | head``) the
@@ -39,6 +41,7 @@ from .._cli_conventions import PROG, LogFormatter, level_name
 from ..constants import ARCHIVES, BACKEND_CHOICES, CHECKSUMS, LINK_MODES
 from ..errors import NpuDumpError, OptionError
 from ._exit import EXIT_CHECK_FAILED, EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
+from ._output import inert_lines, say
 
 __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_CHECK_FAILED", "EXIT_USAGE", "EXIT_ERROR"]
 
@@ -299,10 +302,14 @@ class _OnceFilter(logging.Filter):
 
 
 class _StderrHandler(logging.StreamHandler):
-    """Writes to the *current* sys.stderr (tests replace it)."""
+    """Writes to the *current* sys.stderr (tests replace it), every line inert (:mod:`._output`:
+    library warnings name files and ops from untrusted trees)."""
 
     def __init__(self) -> None:
         super().__init__(sys.stderr)
+
+    def format(self, record: logging.LogRecord) -> str:
+        return inert_lines(super().format(record))
 
     def emit(self, record: logging.LogRecord) -> None:
         self.stream = sys.stderr
@@ -413,9 +420,9 @@ def _fail(args: argparse.Namespace, exc: BaseException, code: int) -> int:
     if getattr(args, "debug", False) and not (isinstance(exc, CliError) and exc.__cause__ is None):
         import traceback
 
-        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+        sys.stderr.write(inert_lines("".join(traceback.format_exception(type(exc), exc, exc.__traceback__))))
     text = " ".join(_message(exc).split("\n"))
-    print("{}: {}".format(PROG, text), file=sys.stderr)
+    say("{}: {}".format(PROG, text), file=sys.stderr)
     return code
 
 

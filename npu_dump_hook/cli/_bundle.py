@@ -42,6 +42,7 @@ from ..errors import (BundleError, BundleExistsError, LocateError, NpuDumpError,
                       UnsafePathError)
 from . import warn
 from ._exit import EXIT_CHECK_FAILED, EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError, pending
+from ._output import say
 from ._since import parse_since
 
 __all__ = ["run", "format_bundle", "archive_for"]
@@ -104,11 +105,11 @@ def _collect(args: argparse.Namespace) -> int:
     except NpuDumpError as exc:  # BundleError, FormatError, ...: reworded, staging folders named as --out
         raise CliError(_user_words(_one_line(exc), args), EXIT_ERROR) from exc
     cov = result.coverage or {}
-    print("bundle {}: {} files, {} bytes ({} linked, {} copied), steps {}, coverage {}/{}".format(
+    say("bundle {}: {} files, {} bytes ({} linked, {} copied), steps {}, coverage {}/{}".format(
         result.location, result.files, result.bytes, result.linked, result.copied,
         ", ".join(result.steps) or "-", _text(cov.get("dumped")), _text(cov.get("expected"))))
     if result.archive and result.path:
-        print("archive {}".format(result.archive))
+        say("archive {}".format(result.archive))
     for warning in result.warnings:
         warn(warning)
     return EXIT_OK
@@ -207,11 +208,11 @@ def _verify(args: argparse.Namespace) -> int:
     code = EXIT_CHECK_FAILED if problems else EXIT_OK
     pending(args, code)
     for problem in problems:
-        print(str(problem))
+        say(str(problem))
     if problems:
-        print("npu-dump-hook: {}: {} problem(s)".format(args.bundle, len(problems)), file=sys.stderr)
+        say("npu-dump-hook: {}: {} problem(s)".format(args.bundle, len(problems)), file=sys.stderr)
     else:
-        print("{}: ok".format(args.bundle))
+        say("{}: ok".format(args.bundle))
     return code
 
 
@@ -243,7 +244,7 @@ def _inspect(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         for line in format_bundle(doc, problems):
-            print(line)
+            say(line)
     return code
 
 

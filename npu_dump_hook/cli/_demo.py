@@ -26,6 +26,7 @@ from ..bundle import read_bundle
 
 from ._bundle import format_bundle
 from ._exit import EXIT_CHECK_FAILED, EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
+from ._output import say
 
 __all__ = ["run", "DEFAULT_FAULT_OPS", "DEFAULT_FAULT_SPEC", "GOLDEN_LINE"]
 
@@ -68,12 +69,12 @@ def _tree(root: str, limit: int = 25) -> None:
     for folder, dirs, files in os.walk(root):
         dirs.sort()
         depth = os.path.relpath(folder, root).count(os.sep) + (folder != root)
-        print("  " * depth + os.path.basename(folder) + "/")
+        say("  " * depth + os.path.basename(folder) + "/")
         for name in sorted(files):
             if shown >= limit:
-                print("  " * (depth + 1) + "...")
+                say("  " * (depth + 1) + "...")
                 return
-            print("  " * (depth + 1) + name)
+            say("  " * (depth + 1) + name)
             shown += 1
 
 
@@ -109,29 +110,29 @@ def _first_act(args: argparse.Namespace) -> int:
 
     out = os.path.abspath(args.out)
     hook = NpuDumpHook(output_dir=out, backend=args.backend)
-    print("npu-dump-hook demo: training the {} sample model (the script asks for 1000 steps)".format(args.model))
+    say("npu-dump-hook demo: training the {} sample model (the script asks for 1000 steps)".format(args.model))
     _train(args.model, hook, hook.run_dir)
     summary = hook.summary
-    print("steps run: {} (global step {} -> {})".format(
+    say("steps run: {} (global step {} -> {})".format(
         summary["steps"], summary["global_step"]["before"], summary["global_step"]["after"]))
     randomness = summary["randomness"]
-    print("randomness '{}': {} source(s), {} not handled".format(
+    say("randomness '{}': {} source(s), {} not handled".format(
         randomness["policy"], len(randomness["sources"]), len(randomness["not_handled"])))
     for source in randomness["sources"]:
-        print("  {:<14} {:<60} {}".format(source["category"], source["op"][:60], source["action"]))
-    print("initial state: {}".format(summary["initial_state"] or "not saved"))
+        say("  {:<14} {:<60} {}".format(source["category"], source["op"][:60], source["action"]))
+    say("initial state: {}".format(summary["initial_state"] or "not saved"))
     emulator = summary.get("emulator")
     if emulator:
-        print("\nemulated NPU ({} precision): Build graph {}".format(emulator["emulate_precision"], emulator["graph_file"]))
-        print("dump tree:")
+        say("\nemulated NPU ({} precision): Build graph {}".format(emulator["emulate_precision"], emulator["graph_file"]))
+        say("dump tree:")
         _tree(hook.options.dump_path)
     if hook.golden_dir:
-        print("\nreference (golden) tensors:")
+        say("\nreference (golden) tensors:")
         _tree(hook.golden_dir, limit=8)
     if hook.bundle is not None:
-        print("\nbundle: {}".format(hook.bundle.location))
+        say("\nbundle: {}".format(hook.bundle.location))
         for line in format_bundle(read_bundle(hook.bundle.location)):
-            print(line)
+            say(line)
     return EXIT_OK
 
 
@@ -158,8 +159,8 @@ def _npu_run(model: str, out: str, faults: Dict[str, str]) -> str:
     from ..hook import NpuDumpHook  # loads TensorFlow: after its logging is quieted
 
     text = ", ".join("{}={}".format(op, spec) for op, spec in faults.items())
-    print("npu-dump-hook demo --compare")
-    print("1. the NPU run (emulated NPU, profile ascend: float16 Cube ops, GE fusion, device formats; "
+    say("npu-dump-hook demo --compare")
+    say("1. the NPU run (emulated NPU, profile ascend: float16 Cube ops, GE fusion, device formats; "
           "injected fault {}): training the {} sample model".format(text, model))
     hook = NpuDumpHook(output_dir=out, backend="emulated", emulate_profile="ascend", faults=faults, verbose=False)
     _train(model, hook, hook.run_dir)
@@ -168,10 +169,10 @@ def _npu_run(model: str, out: str, faults: Dict[str, str]) -> str:
     doc = read_bundle(hook.bundle.location)
     coverage = doc.get("coverage") or {}
     graph = (hook.summary.get("emulator") or {}).get("graph") or {}
-    print("   steps run: {}; dumped {}/{} ops, {} fused node(s), no golden tensors (this run's numerics "
+    say("   steps run: {}; dumped {}/{} ops, {} fused node(s), no golden tensors (this run's numerics "
           "are the NPU's)".format(hook.summary["steps"], coverage.get("dumped", "?"), coverage.get("expected", "?"),
                                   len(graph.get("fused") or ())))
-    print("   NPU bundle:    {}".format(hook.bundle.location))
+    say("   NPU bundle:    {}".format(hook.bundle.location))
     return hook.bundle.location
 
 
@@ -190,8 +191,8 @@ def _golden_in_second_process(args: argparse.Namespace, npu_bundle: str, out: st
                "--golden-for", npu_bundle]
     if getattr(args, "quiet", False):
         command.append("-q")
-    print("2. the golden run in a second process (backend reference, initial state from the NPU bundle):")
-    print("   $ " + " ".join(_quoted(word) for word in command))
+    say("2. the golden run in a second process (backend reference, initial state from the NPU bundle):")
+    say("   $ " + " ".join(_quoted(word) for word in command))
     sys.stdout.flush()
     child = subprocess.Popen(command, env=_child_env(), stdout=subprocess.PIPE, universal_newlines=True)
     golden = None  # type: Optional[str]
@@ -200,12 +201,12 @@ def _golden_in_second_process(args: argparse.Namespace, npu_bundle: str, out: st
         if line.startswith(GOLDEN_LINE):
             golden = line[len(GOLDEN_LINE):].rstrip("\n")
         else:
-            print("   | " + line.rstrip("\n"))
+            say("   | " + line.rstrip("\n"))
     code = child.wait()
     if code != 0 or golden is None:
         raise CliError("demo: the golden run (second process) failed with status {}{}".format(
             code, "" if code else " and printed no bundle"), EXIT_ERROR)
-    print("   golden bundle: {}".format(golden))
+    say("   golden bundle: {}".format(golden))
     return golden
 
 
@@ -222,7 +223,7 @@ def _golden_run(args: argparse.Namespace) -> int:
 
     hook = NpuDumpHook(output_dir=os.path.abspath(args.out), backend=args.backend,
                        initial_state=os.path.abspath(args.initial_state), verbose=False)
-    print("golden run: training the {} sample model from the initial state of {}".format(
+    say("golden run: training the {} sample model from the initial state of {}".format(
         args.model, hook.target.path if hook.target is not None else args.initial_state))
     _train(args.model, hook, hook.run_dir)
     if hook.bundle is None:
@@ -230,11 +231,11 @@ def _golden_run(args: argparse.Namespace) -> int:
     doc = read_bundle(hook.bundle.location)
     target = doc.get("golden_for") or {}
     fingerprints = doc.get("fingerprints") or {}
-    print("golden step {}: fingerprints {} the NPU bundle's ({} variable(s), {} input(s)); {} golden tensor(s)".format(
+    say("golden step {}: fingerprints {} the NPU bundle's ({} variable(s), {} input(s)); {} golden tensor(s)".format(
         target.get("captured_step"), "match" if target.get("match") else "DIFFER from",
         len(fingerprints.get("state") or ()), len(fingerprints.get("batch") or ()),
         sum(1 for entry in doc["files"] if entry["kind"] == "golden" and entry["path"].endswith(".npy"))))
-    print(GOLDEN_LINE + hook.bundle.location)
+    say(GOLDEN_LINE + hook.bundle.location)
     return EXIT_OK
 
 
@@ -247,19 +248,19 @@ def _compare(npu_bundle: str, golden_bundle: str, html: str, faults: Dict[str, s
         from ..compare import compare
         from ..compare import render_html
     except ImportError as exc:  # a copy of the package without the compare command
-        print("3. compare the two bundles (npu_dump_hook.compare is not importable here: {}):".format(exc))
-        print("   " + command)
+        say("3. compare the two bundles (npu_dump_hook.compare is not importable here: {}):".format(exc))
+        say("   " + command)
         return EXIT_OK
-    print("3. the comparison (npu-dump-hook compare NPU GOLDEN):")
+    say("3. the comparison (npu-dump-hook compare NPU GOLDEN):")
     sys.stdout.flush()
     result = compare(npu_bundle, golden_bundle)
     from .._atomic import atomic_write_bytes
 
     atomic_write_bytes(html, render_html(result.doc).encode("utf-8"))
     for line in result.summary_text(5).splitlines():
-        print("   " + line)
-    print("   HTML report: {}".format(html))
-    print("\nrepeat the comparison (exit 1: a threshold breached), with its HTML report:\n  " + command)
+        say("   " + line)
+    say("   HTML report: {}".format(html))
+    say("\nrepeat the comparison (exit 1: a threshold breached), with its HTML report:\n  " + command)
     return _caught(result.first_divergence, faults)
 
 
@@ -270,10 +271,10 @@ def _caught(first: Optional[Dict[str, Any]], faults: Dict[str, str]) -> int:
         names = set(first.get("original_ops") or ()) | {first.get("npu_op")}
     hit = sorted(op for op in faults if op in names)
     if hit:
-        print("\nthe comparison caught the injected fault: first divergence {} (original op(s) {})".format(
+        say("\nthe comparison caught the injected fault: first divergence {} (original op(s) {})".format(
             first["npu_op"], ", ".join(first.get("original_ops") or [first["npu_op"]])))
         return EXIT_OK
     found = first["npu_op"] if first else "none"
-    print("\nnpu-dump-hook demo: the first divergence ({}) is not the faulted op ({})".format(
+    say("\nnpu-dump-hook demo: the first divergence ({}) is not the faulted op ({})".format(
         found, ", ".join(sorted(faults))), file=sys.stderr)
     return EXIT_CHECK_FAILED

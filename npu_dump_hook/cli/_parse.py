@@ -37,6 +37,7 @@ from ..formats.mapping_csv import MAPPING_FILE_NAME, read_mapping
 from ..formats.opdebug import read_opdebug_file
 from ..formats.stats_csv import read_stats_csv
 from ._exit import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, CliError, pending
+from ._output import say
 
 __all__ = ["run"]
 
@@ -66,7 +67,7 @@ class _Report(object):
         if self._args is not None:
             pending(self._args, EXIT_CHECK_FAILED)
         where = path if offset is None else "{} at byte {}".format(path, offset)
-        print("npu-dump-hook: {}: {}".format(where, " ".join(rule.split("\n"))), file=sys.stderr)
+        say("npu-dump-hook: {}: {}".format(where, " ".join(rule.split("\n"))), file=sys.stderr)
 
     def format_error(self, exc: FormatError) -> None:
         self.error(exc.path, exc.rule, exc.offset)
@@ -331,20 +332,20 @@ def _jsonable(value: Any) -> Any:
 
 
 def _print_entry(entry: Dict[str, Any]) -> None:
-    print("{}: {}".format(entry["path"], entry["kind"]))
+    say("{}: {}".format(entry["path"], entry["kind"]))
     name = entry.get("name")
     if name:
-        print("  name: " + ", ".join("{} {}".format(k, v) for k, v in name.items() if v is not None))
+        say("  name: " + ", ".join("{} {}".format(k, v) for k, v in name.items() if v is not None))
     if "mapping" in entry:
         for hashed, original in sorted(entry["mapping"].items()):
-            print("  {} -> {}".format(hashed, original))
+            say("  {} -> {}".format(hashed, original))
     if "graph_file" in entry:
         graph_file = entry["graph_file"]
-        print("  graph file: stage {}, index {}, graph id {}{}".format(
+        say("  graph file: stage {}, index {}, graph id {}{}".format(
             graph_file["stage"], graph_file["index"], graph_file["graph_id"],
             "" if graph_file["used_for_mapping"] else " (not used for mapping; not parsed)"))
     for graph in entry.get("graphs", ()):
-        print("  graph {!r}: {} ops".format(graph["name"], graph["op_count"]))
+        say("  graph {!r}: {} ops".format(graph["name"], graph["op_count"]))
     if "rows" in entry:
         _print_stats(entry)
     if "header" in entry:
@@ -352,27 +353,27 @@ def _print_entry(entry: Dict[str, Any]) -> None:
     if "overflow" in entry:
         _print_overflow(entry["overflow"])
     if "error" in entry:
-        print("  malformed: {}".format(entry["error"]["rule"]))
+        say("  malformed: {}".format(entry["error"]["rule"]))
 
 
 def _print_stats(entry: Dict[str, Any]) -> None:
-    print("  stats CSV ({} header)".format(entry["variant"]))
+    say("  stats CSV ({} header)".format(entry["variant"]))
     for row in entry["rows"]:
         shape = "x".join(str(d) for d in row["shape"]) or "-"
         cells = ["{} {}".format(k, _fmt(row[k])) for k in (
             "max_value", "min_value", "avg_value", "count", "nan_count", "negative_inf_count",
             "positive_inf_count", "l2norm") if row.get(k) is not None]
-        print("  {}[{}] {} {} shape {} size {}  {}".format(
+        say("  {}[{}] {} {} shape {} size {}  {}".format(
             row["direction"].lower(), row["index"], row["data_type"] or "-", row["format"] or "-", shape,
             row["data_size"], " ".join(cells)))
 
 
 def _print_header(header: Dict[str, Any]) -> None:
-    print("  {} file, version {!r}, op_name {!r}, dump_time {}, header {} bytes, file {} bytes".format(
+    say("  {} file, version {!r}, op_name {!r}, dump_time {}, header {} bytes, file {} bytes".format(
         header["format"], header["version"], header["op_name"], header["dump_time"],
         header["header_len"], header["file_size"]))
     for name, value in sorted(header.get("attrs", {}).items()):
-        print("  attr {}: {}".format(name, value))
+        say("  attr {}: {}".format(name, value))
     for key in ("inputs", "outputs", "buffers", "workspaces"):
         for item in header.get(key, ()):
             line = "  {}[{}] {} {} shape {} original {} size {}".format(
@@ -384,19 +385,19 @@ def _print_header(header: Dict[str, Any]) -> None:
             if stats:
                 line += "  min {} max {} mean {} nan {} inf {}".format(
                     _fmt(stats["min"]), _fmt(stats["max"]), _fmt(stats["mean"]), stats["nan"], stats["inf"])
-            print(line)
+            say(line)
     for warning in header.get("warnings", ()):
-        print("  warning: {}".format(warning))
+        say("  warning: {}".format(warning))
 
 
 def _print_overflow(overflow: Dict[str, Any]) -> None:
     head = "  overflow record ({} layout)".format(overflow["layout"])
     if overflow["layout"] == "new":
         head += " version {} valid {} acc_type {}".format(overflow["version"], overflow["valid"], overflow["acc_type"])
-    print(head)
+    say(head)
     for item in overflow["entries"]:
         values = ", ".join("{} {}".format(k, v) for k, v in item.items() if k != "unit")
-        print("    {}: {}".format(item["unit"], values))
+        say("    {}: {}".format(item["unit"], values))
 
 
 def _fmt(value: Any) -> str:

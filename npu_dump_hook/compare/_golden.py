@@ -45,9 +45,9 @@ def load_golden(path: str, buffer: Optional[bytearray] = None) -> np.ndarray:
     """A golden ``.npy`` as an array: payloads up to 1 MiB are read, larger ones
     memory-mapped (read-only). Headers exactly as ``np.save`` writes them are parsed here
     (numpy's own reader evaluates the header with ``ast``: a millisecond per file); anything
-    else goes through ``np.load(mmap_mode="r", allow_pickle=False)``. With ``buffer``, a file
-    that fits is read into it in one call and the array is a view of it, valid until the
-    buffer is reused. OSError/ValueError for bad files (a symlink or special file at ``path`` is
+    else is read by numpy from the same descriptor (:func:`_numpy_load`; never reopened by
+    name). With ``buffer``, a file that fits is read into it in one call and the array is a
+    view of it, valid until the buffer is reused. OSError/ValueError for bad files (a symlink or special file at ``path`` is
     not opened: OSError)."""
     with open_regular(path, buffering=0) as handle:  # a FIFO or link put there since indexing: OSError
         file_size = os.fstat(handle.fileno()).st_size
@@ -63,7 +63,7 @@ def load_golden(path: str, buffer: Optional[bytearray] = None) -> np.ndarray:
             if layout is not None and got >= layout[2] + layout[3]:
                 dtype, shape, offset, size = layout
                 return np.frombuffer(buffer, dtype=dtype, count=_count(shape), offset=offset).reshape(shape)
-            return np.load(path, mmap_mode="r", allow_pickle=False)
+            return _numpy_load(handle, file_size)
 
         def header(start: int, length: int) -> bytes:
             handle.seek(start)
@@ -71,7 +71,7 @@ def load_golden(path: str, buffer: Optional[bytearray] = None) -> np.ndarray:
 
         layout = _saved_layout(handle.read(12), header)
         if layout is None or file_size < layout[2] + layout[3]:
-            return np.load(path, mmap_mode="r", allow_pickle=False)  # numpy names what is wrong
+            return _numpy_load(handle, file_size)  # numpy names what is wrong
         dtype, shape, offset, size = layout
         if size <= _READ_WHOLE:
             handle.seek(offset)
@@ -79,6 +79,25 @@ def load_golden(path: str, buffer: Optional[bytearray] = None) -> np.ndarray:
         mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
         return np.frombuffer(memoryview(mapped), dtype=dtype, count=_count(shape),
                              offset=offset).reshape(shape)
+
+
+def _numpy_load(handle: Any, file_size: int) -> np.ndarray:
+    """numpy's reading of the ``.npy`` open as ``handle`` (any header numpy accepts, never a
+    pickle), from that descriptor, never by name: payloads up to 1 MiB (and version 3 headers)
+    read, larger ones memory-mapped read-only, as ``np.load(mmap_mode="r")`` would."""
+    handle.seek(0)
+    readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+    if file_size <= _READ_WHOLE:
+        return np.load(handle, allow_pickle=False)
+    version = np.lib.format.read_magic(handle)
+    if version not in readers:
+        handle.seek(0)
+        return np.load(handle, allow_pickle=False)
+    shape, fortran_order, dtype = readers[version](handle)
+    if dtype.hasobject:
+        raise ValueError("Object arrays cannot be loaded when allow_pickle=False")
+    return np.memmap(handle, dtype=dtype, mode="r", shape=shape, order="F" if fortran_order else "C",
+                     offset=handle.tell())
 
 
 def _saved_layout(prefix: bytes, header: Any) -> Optional[Tuple[np.dtype, Tuple[int, ...], int, int]]:

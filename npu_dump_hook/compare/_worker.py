@@ -23,8 +23,9 @@ Anything that stops one tensor from being compared is a :class:`TensorResult` wi
 ``reason`` (``"<category>: <detail>"``), never an exception: no golden file, a data type
 numpy cannot hold or that has no values (string, resource, variant), a shape that does not
 match the golden one after conversion, an unreadable dump or golden file, a dump or golden
-path that is no regular file (a FIFO, a link to one, a device: opening it could block
-forever; :func:`special_file`).
+path that is no regular file (a FIFO, a link to one, a device: opening it by name could block
+forever; :func:`special_file` before, the descriptor after the one non-blocking open of
+:func:`npu_dump_hook._files.open_regular`, which every later read of that file goes through).
 
 The golden ``.npy`` header cache of :mod:`._golden` is bounded by bytes here
 (:class:`HeaderCache`, installed over ``_golden._LAYOUTS``): padded headers of up to 4 GiB
@@ -33,15 +34,18 @@ each would otherwise be kept 4,096 at a time (300 padded headers: 513 MB).
 :mod:`._pool` runs :func:`compare_file` on worker processes (:func:`init_worker` first).
 """
 import logging
+import mmap
 import os
+import signal
 import stat
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
+from .._files import NotRegularFile, open_regular
 from ..errors import DumpFileError, FormatError, NpuDumpError
 from ..formats import device_format
-from ..formats.dump_file import DumpFile, TensorInfo
+from ..formats.dump_file import DumpFile, TensorInfo, read_header_from
 from . import _golden
 from ._blas import limit_blas_threads
 from ._golden import golden_key, load_golden
@@ -188,22 +192,61 @@ def _scratch_buffers() -> Tuple[bytearray, bytearray]:
     return _NPU_SCRATCH, _GOLDEN_SCRATCH
 
 
-class _ScratchDumpFile(DumpFile):
-    """A DumpFile whose ``copy=True`` payload reads of v2 files go into the process's scratch
-    buffer (valid until the next read) instead of fresh memory."""
+class _HeldDumpFile(DumpFile):
+    """A DumpFile read through the one descriptor it was opened with (:func:`open_held`:
+    :func:`npu_dump_hook._files.open_regular`, so no FIFO, link or device put at the path after
+    the folder was walked is ever opened by name); its ``copy=True`` payload reads of v2 files go
+    into the process's scratch buffer (valid until the next read) instead of fresh memory."""
 
-    def _storage(self, info: TensorInfo, storage: np.dtype, copy: bool) -> np.ndarray:
-        buffer = _scratch_buffers()[0]
-        if not copy or self.version == "legacy" or info.size == 0 or info.size > len(buffer) \
-                or info.offset is None:
-            return DumpFile._storage(self, info, storage, copy)
-        with open(self.path, "rb", buffering=0) as fileobj:
-            fileobj.seek(info.offset)
-            got = fileobj.readinto(memoryview(buffer)[:info.size])
-        if got != info.size:
+    _handle = None  # type: Any
+
+    @classmethod
+    def open_held(cls, path: str) -> "_HeldDumpFile":
+        """The dump file at ``path``, its header parsed from the descriptor opened here;
+        NotRegularFile / OSError / DumpFileError as :func:`open_regular` and the reader raise."""
+        handle = open_regular(path, buffering=0)
+        try:
+            found = read_header_from(handle, path)
+        except BaseException:
+            handle.close()
+            raise
+        self = cls.__new__(cls)
+        self.__dict__.update(found.__dict__)
+        self._mmap = None
+        self._handle = handle
+        return self
+
+    def close(self) -> None:
+        DumpFile.close(self)
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            handle.close()
+
+    def _buffer(self) -> Any:
+        if self._mmap is None:
+            fd = self._handle.fileno()
+            if os.fstat(fd).st_size != self.file_size:
+                raise DumpFileError(self.path, "file changed size since its header was read", 0)
+            self._mmap = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        return self._mmap
+
+    def _read_into(self, info: TensorInfo, target: memoryview) -> None:
+        self._handle.seek(info.offset)
+        if self._handle.readinto(target) != info.size:
             raise DumpFileError(self.path, "file shrank while reading {}[{}]".format(info.kind, info.index),
                                 info.offset)
-        return np.frombuffer(buffer, dtype=storage, count=info.size // storage.itemsize)
+
+    def _storage(self, info: TensorInfo, storage: np.dtype, copy: bool) -> np.ndarray:
+        if not copy or self.version == "legacy" or info.size == 0 or info.offset is None:
+            return DumpFile._storage(self, info, storage, copy)  # mapped through _buffer, or no payload to read
+        count = info.size // storage.itemsize
+        buffer = _scratch_buffers()[0]
+        if info.size <= len(buffer):
+            self._read_into(info, memoryview(buffer)[:info.size])
+            return np.frombuffer(buffer, dtype=storage, count=count)
+        array = np.empty(count, dtype=storage)
+        self._read_into(info, memoryview(array).cast("B"))
+        return array
 
 
 def origin_format(job: "FileJob", info: TensorInfo, kind: str, slot: int) -> Optional[str]:
@@ -232,11 +275,15 @@ def _npu_array(job: "FileJob", dump: DumpFile, info: TensorInfo, kind: str, slot
 
 
 def init_worker(golden: Dict[str, str], pooled: bool = False) -> None:
-    """Hand the golden index (key -> path) to this process; ``pooled``: a pool process."""
+    """Hand the golden index (key -> path) to this process; ``pooled``: a pool process (one BLAS
+    thread, SIGTERM's default action)."""
     global _GOLDEN
     _GOLDEN = golden
     if pooled:
         limit_blas_threads()  # a pool process: one BLAS thread for good (see ._blas)
+        # a forked worker inherits the CLI's SIGTERM-to-SystemExit handler (cli/_compare.py), which
+        # is for the CLI process: a worker stopped with terminate() just ends
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _address(dump: DumpFile, kind: str, slot: int) -> str:
@@ -305,6 +352,9 @@ def _compare_tensor(job: FileJob, dump: DumpFile, kind: str, slot: int) -> Tenso
         return _empty(kind, slot, info, address, golden, "{}: {}".format(REASON_SHAPE, exc.rule), path)
     try:
         gold = load_golden(path, _scratch_buffers()[1])
+    except NotRegularFile as exc:  # put there since the check above
+        return _empty(kind, slot, info, address, golden, "{}: golden {} is {} (skipped)".format(
+            REASON_SPECIAL_FILE, path, exc.kind), path, npu_dtype=_dtype_name(npu.dtype))
     except Exception as exc:  # noqa: BLE001 - untrusted .npy: numpy's header parsing raises anything (<f3: TypeError)
         return _empty(kind, slot, info, address, golden, "{}: {}: {}".format(REASON_GOLDEN_FILE, path, exc), path,
                       npu_dtype=_dtype_name(npu.dtype))
@@ -325,12 +375,11 @@ def _compare_tensor(job: FileJob, dump: DumpFile, kind: str, slot: int) -> Tenso
 def compare_file(job: FileJob) -> FileResult:
     """Compare every input and output of one dump file (see the module doc); never raises
     for bad data: an unreadable file is a FileResult with ``error``."""
-    special = special_file(job.path)
-    if special is not None:
-        return FileResult(job.job, None, None, "{}: {} is {} (skipped)".format(REASON_SPECIAL_FILE, job.path,
-                                                                             special), [])
     try:
-        dump = _ScratchDumpFile.open(job.path)
+        dump = _HeldDumpFile.open_held(job.path)
+    except NotRegularFile as exc:  # checked on the descriptor: a FIFO put there since the walk never blocks
+        return FileResult(job.job, None, None, "{}: {} is {} (skipped)".format(REASON_SPECIAL_FILE, job.path,
+                                                                             exc.kind), [])
     except (NpuDumpError, OSError) as exc:
         return FileResult(job.job, None, None, "{}: {}".format(REASON_DUMP, exc), [])
     tensors = []

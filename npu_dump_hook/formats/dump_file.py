@@ -115,6 +115,7 @@ __all__ = [
     "DumpHeader",
     "DumpFile",
     "read_header",
+    "read_header_from",
     "read_header_bytes",
     "build_header",
     "encode_header",
@@ -315,6 +316,13 @@ def read_header(path: Union[str, "os.PathLike[str]"], strict: bool = False) -> D
     path = os.fspath(path)
     with open(path, "rb", buffering=0) as fileobj:
         return _parse(path, fileobj, strict)
+
+
+def read_header_from(fileobj: Any, path: Union[str, "os.PathLike[str]"], strict: bool = False) -> DumpHeader:
+    """:func:`read_header` of the file already open as ``fileobj`` (binary, seekable, with a
+    ``fileno``; left open), named ``path`` in errors: for a reader that opened it itself, e.g.
+    without blocking (:func:`npu_dump_hook._files.open_regular`)."""
+    return _parse(os.fspath(path), fileobj, strict)
 
 
 def read_header_bytes(path: Union[str, "os.PathLike[str]"], head: bytes, file_size: int,

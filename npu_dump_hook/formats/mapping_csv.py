@@ -14,6 +14,10 @@ When a dump file name exceeds NAME_MAX, the writer stores the data under the dec
 
 Errors are :class:`NameFormatError` with the file, the 1-based line and its byte offset.
 
+Reading (:func:`read_mapping`): the file is opened once, without blocking
+(:func:`npu_dump_hook._files.open_regular`; links are followed, as for any path a user names),
+and what the descriptor shows is checked: anything but a regular file is a NameFormatError.
+
 Limits and cost: a file over 256 MiB is refused before it is read, and so is a line over
 1 MiB (:data:`MAX_LINE_BYTES`; real names are a few hundred bytes). The file is read in
 256 KiB chunks, empty lines are skipped in C, a line repeating the previous one is skipped
@@ -31,6 +35,7 @@ import re
 import sys
 from typing import Dict, Iterable, Mapping, Optional, Tuple, Union
 
+from .._files import NotRegularFile, open_regular
 from ..errors import NameFormatError
 from ._text_lines import nonblank_lines
 
@@ -59,12 +64,17 @@ Pairs = Union[Mapping[str, str], Iterable[Tuple[str, str]]]
 
 
 def read_mapping(path: PathName) -> Dict[str, str]:
-    """Hashed name -> original file name, from one ``mapping.csv``."""
+    """Hashed name -> original file name, from one ``mapping.csv`` (a regular file: opened without
+    blocking, so a FIFO, device or socket there is a NameFormatError naming it, never a hang)."""
     path = os.fspath(path)
-    size = os.path.getsize(path)
-    if size > _MAX_BYTES:
-        raise NameFormatError(path, "mapping.csv larger than {} bytes".format(_MAX_BYTES), 0)
-    with open(path, "rb") as handle:
+    try:
+        handle = open_regular(path, follow_links=True)
+    except NotRegularFile as exc:
+        raise NameFormatError(path, "is {} (mapping.csv must be a regular file; not read)".format(exc.kind))
+    with handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size > _MAX_BYTES:
+            raise NameFormatError(path, "mapping.csv larger than {} bytes".format(_MAX_BYTES), 0)
         return _parse_lines(handle, size, path)
 
 
