@@ -39,7 +39,7 @@ place, which TensorFlow allows until it is finalized, i.e. in ``SessionRunHook.b
 """
 import logging
 import zlib
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from . import _tf
 from ._graph_functions import rewrite_functions
@@ -208,19 +208,21 @@ class _Rewriter:
         pattern = _match_dropout(random_op)
         if pattern is None:
             return
+        self._stripped_randoms.add(random_op.name)
         if random_op._control_flow_context is not None:
             self.sources.append(_entry(random_op, "dropout", "not handled: dropout inside a control-flow context"))
-            self._stripped_randoms.add(random_op.name)
+            return
+        if pattern["scale"] is None:
+            self.sources.append(_entry(random_op, "dropout", "not handled: dropout whose scale is not recognised, "
+                                       "so it cannot be made the identity; " + self._pin_attrs(random_op)))
             return
         tf = _tf.tf_v1()
-        dtype = random_op.outputs[0].dtype
-        ones = tf.fill(random_op.inputs[0], tf.constant(1, dtype=dtype), name="keep_all")
+        ones = tf.fill(random_op.inputs[0], tf.constant(1, dtype=random_op.outputs[0].dtype), name="keep_all")
         _reroute(random_op.outputs[0], ones)
         scale = pattern["scale"]
-        _reroute(scale, tf.constant(1, dtype=scale.dtype, shape=scale.shape, name="unit_scale"))
-        self._stripped_randoms.add(random_op.name)
+        _replace_with_ones(scale, name="unit_" + pattern["role"])
         self.sources.append(
-            _entry(random_op, "dropout", "stripped (mask keeps all, scale {} -> 1)".format(scale.op.name))
+            _entry(random_op, "dropout", "stripped (mask keeps all, {} {} -> 1)".format(pattern["role"], scale.op.name))
         )
 
     def _visit_functions(self) -> None:
@@ -235,10 +237,11 @@ def _consumers(tensor: Any) -> Iterable[Any]:
     return tensor.consumers()
 
 
-def _reroute(old: Any, new: Any) -> int:
-    """Make every consumer of ``old`` read ``new`` instead; returns how many inputs moved."""
+def _reroute(old: Any, new: Any, consumers: Optional[List[Any]] = None) -> int:
+    """Make every consumer of ``old`` (or those of ``consumers``) read ``new`` instead; returns how
+    many inputs moved."""
     moved = 0
-    for consumer in list(_consumers(old)):
+    for consumer in list(_consumers(old)) if consumers is None else consumers:
         if consumer is new.op:
             continue
         for index, tensor in enumerate(list(consumer.inputs)):
@@ -248,33 +251,67 @@ def _reroute(old: Any, new: Any) -> int:
     return moved
 
 
+def _replace_with_ones(tensor: Any, name: str) -> int:
+    """Every consumer of ``tensor`` (forward and gradient) reads ones of its shape and dtype instead.
+
+    ``ones_like``: the shape may be unknown until run time (a placeholder ``keep_prob``), and a
+    broadcast ``x * ones`` or ``x / ones`` keeps the shape the original gave. The consumers are
+    taken before the ones exist: ``ones_like`` itself may read ``tensor``'s shape.
+    """
+    consumers = list(_consumers(tensor))
+    return _reroute(tensor, _tf.tf_v1().ones_like(tensor, name=name), consumers)
+
+
 def _match_dropout(random_op: Any) -> Optional[Dict[str, Any]]:
     """The dropout pattern around a RandomUniform op, or None.
 
-    TF 2.x: SelectV2(GreaterEqual(random, rate), Mul(x, scale), zeros), scale a Const.
-    TF 1.15: Mul(Mul(x, scale), Cast(GreaterEqual(random * (max - min) + min, rate))), scale
-    ``RealDiv(1, 1 - rate)``. The scale is rerouted whatever computes it: with the mask
-    keeping everything, only a scale of 1 makes dropout the identity.
+    TF 2.x: SelectV2(GreaterEqual(random, rate), scaled, zeros), where ``scaled`` is
+    Mul(x, scale) with a Const scale (a number ``rate``), or RealDiv(x, Sub(1, rate)) (a tensor
+    ``rate``: ``rate=1 - keep_prob``, ``v1.nn.dropout(x, keep_prob)``).
+    TF 1.15: Mul(Mul(x, scale), Cast(GreaterEqual(random * (max - min) + min, rate))), scale a
+    Const or ``RealDiv(1, 1 - rate)``. The scale (or divisor) is rerouted whatever computes it:
+    with the mask keeping everything, only a scale of 1 makes dropout the identity.
+
+    Returns ``{"compare", "scale", "role"}`` (role "scale" or "divisor"); ``scale`` is None when
+    a mask is built the dropout way but what scales ``x`` is not recognised.
     """
     for compare in _through_affine(random_op.outputs[0]):
         if compare.type != "GreaterEqual":
             continue
-        for user in _consumers(compare.outputs[0]):
-            candidates = []  # type: List[Any]   the x * scale operand of the masking op
-            if user.type == "SelectV2":
-                candidates.append(user.inputs[1])
-            elif user.type == "Cast":
-                # Every Mul by the mask: the forward one, and in TF 1.15 its gradients too.
-                for mul in _consumers(user.outputs[0]):
-                    if mul.type == "Mul":
-                        candidates.extend(t for t in mul.inputs if t is not user.outputs[0])
-            scope = _scope(compare)
-            for scaled in candidates:
-                # x * scale is made by the same dropout call, in its name scope (gradient Muls are not).
-                if (scaled.op.type == "Mul" and _scope(scaled.op) == scope
-                        and scaled.op.inputs[1].op.type in _SCALE_TYPES):
-                    return {"compare": compare, "scale": scaled.op.inputs[1]}
+        candidates = _masked_operands(compare)
+        for scaled in candidates:
+            found = _scale_of(scaled, _scope(compare))
+            if found is not None:
+                return {"compare": compare, "scale": found[0], "role": found[1]}
+        if candidates:
+            return {"compare": compare, "scale": None, "role": None}
     return None
+
+
+def _masked_operands(compare: Any) -> List[Any]:
+    """What the mask ``compare`` selects or multiplies: SelectV2's kept operand, or every operand
+    a Cast of the mask multiplies (the forward Mul, and in TF 1.15 its gradients too)."""
+    operands = []  # type: List[Any]
+    for user in _consumers(compare.outputs[0]):
+        if user.type == "SelectV2":
+            operands.append(user.inputs[1])
+        elif user.type == "Cast":
+            for mul in _consumers(user.outputs[0]):
+                if mul.type == "Mul":
+                    operands.extend(t for t in mul.inputs if t is not user.outputs[0])
+    return operands
+
+
+def _scale_of(scaled: Any, scope: str) -> Optional[Tuple[Any, str]]:
+    """``(scale tensor, role)`` when ``scaled`` is dropout's ``x * scale`` or ``x / (1 - rate)``.
+
+    Made by the same dropout call, so in its name scope (gradient Muls are not)."""
+    expected = {"Mul": (_SCALE_TYPES, "scale"), "RealDiv": (("Sub",), "divisor")}.get(scaled.op.type)
+    if expected is None or _scope(scaled.op) != scope:
+        return None
+    operand_types, role = expected
+    operand = scaled.op.inputs[1]
+    return (operand, role) if operand.op.type in operand_types else None
 
 
 # What computes dropout's 1 / (1 - rate): a Const (TF 2.x) or a RealDiv (TF 1.15).
