@@ -75,7 +75,7 @@ from ._graph_functions import rewrite_functions
 from .errors import OptionError, RandomnessError
 from .settings import DEFAULT_SEED, POLICIES  # one definition, with the randomness= row
 
-__all__ = ["POLICIES", "DEFAULT_SEED", "CLOCK_SEED_YEARS", "audit", "apply_policy", "derived_seed",
+__all__ = ["POLICIES", "DEFAULT_SEED", "CLOCK_SEED_YEARS", "CLOCK_SEEDED", "audit", "apply_policy", "derived_seed",
            "clock_reading", "seed_host_generators"]
 
 logger = logging.getLogger(__name__)
@@ -127,7 +127,7 @@ CLOCK_SEEDED = "clock-seeded"
 
 
 def clock_reading(seeds: Iterable[int], now: Optional[float] = None) -> Optional[str]:
-    """``"seed2=1764633533 is the clock time 2026-12-02 00:38:53 UTC"`` when one of ``(seed, seed2)``
+    """``"seed2=1800000000 is the clock time 2027-01-15 08:00:00 UTC"`` when one of ``(seed, seed2)``
     is epoch seconds of the last CLOCK_SEED_YEARS years (``now``: default the clock), else None."""
     now = time.time() if now is None else now
     for name, value in zip(("seed", "seed2"), seeds):
