@@ -20,21 +20,29 @@ Edits (FunctionDef level; references are ``node:output_arg:index`` strings):
 * pin (and strip for what it does not remove): stateful random nodes with seed = seed2 = 0 get
   ``seed``/``seed2`` attributes derived from their names; the seed inputs of shuffles are the
   function's ``Const`` nodes, which get the pinned values.
+
+Stateful nodes whose user seeds are a clock reading (the caller's rule, passed as ``clock``)
+are reported ``clock-seeded`` under every policy; their seeds are kept.
 """
-from typing import Any, Callable, Dict, List, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from . import _tf
 
-__all__ = ["rewrite_functions", "SUFFIX"]
+__all__ = ["rewrite_functions", "SUFFIX", "ClockRule"]
 
 SUFFIX = "_npu_dump_hook"
 _SHUFFLES = frozenset(("ShuffleDataset", "ShuffleDatasetV2", "ShuffleDatasetV3"))
 _SHUFFLE_AND_REPEAT = frozenset(("ShuffleAndRepeatDataset", "ShuffleAndRepeatDatasetV2"))
+#: ``rule((seed, seed2), what_happened)``: the action of a node seeded from the clock, else None.
+ClockRule = Callable[[Tuple[int, int], str], Optional[str]]
 
 
 def rewrite_functions(graph: Any, stateful: Set[str], shuffles: Set[str], pin: bool, strip: bool,
-                      seed: int, derive: Callable[[str], int]) -> List[Dict[str, str]]:
-    """Edit the live random sources of ``graph``'s functions as the policy says; returns report entries."""
+                      seed: int, derive: Callable[[str], int],
+                      clock: ClockRule) -> List[Dict[str, str]]:
+    """Edit the live random sources of ``graph``'s functions as the policy says; returns report entries.
+
+    ``clock``: which user seeds are clock readings (the rule is the caller's)."""
     library = {f.signature.name: f for f in graph.as_graph_def(add_shapes=False).library.function}
     random_types = stateful | shuffles | _SHUFFLE_AND_REPEAT
     users = _main_graph_users(graph, library)
@@ -50,11 +58,12 @@ def rewrite_functions(graph: Any, stateful: Set[str], shuffles: Set[str], pin: b
             entries.extend(_entry(name, n, dead + "; left as is" if pin else "reported (" + dead + ")") for n in nodes)
             continue
         if not pin:
-            entries.extend(_entry(name, n, "reported (inside graph function {})".format(name)) for n in nodes)
+            entries.extend(_entry(name, n, _clock_action(clock, n, "reported", name) or
+                                  "reported (inside graph function {})".format(name)) for n in nodes)
             continue
         copy = type(library[name])()
         copy.CopyFrom(library[name])
-        entries.extend(_edit(copy, name, stateful, strip, seed, derive))
+        entries.extend(_edit(copy, name, stateful, strip, seed, derive, clock))
         edited[name] = copy
     if edited:
         _register(graph, library, edited, live, users)
@@ -102,14 +111,23 @@ def _reachable(roots: Set[str], library: Dict[str, Any]) -> Set[str]:
 
 
 # -- editing one function -------------------------------------------------------------------
-def _edit(fdef: Any, name: str, stateful: Set[str], strip: bool, seed: int,
-          derive: Callable[[str], int]) -> List[Dict[str, str]]:
+def _clock_action(clock: ClockRule, node: Any, what_happened: str, function: str) -> Optional[str]:
+    """``clock``'s action for a stateful ``node`` (shuffle seeds are inputs, not attrs), else None."""
+    if "seed" not in node.attr or "seed2" not in node.attr:
+        return None
+    seeds = (node.attr["seed"].i, node.attr["seed2"].i)
+    return clock(seeds, "{}, inside graph function {}".format(what_happened, function))
+
+
+def _edit(fdef: Any, name: str, stateful: Set[str], strip: bool, seed: int, derive: Callable[[str], int],
+          clock: ClockRule) -> List[Dict[str, str]]:
     entries = []
     for node in list(fdef.node_def):
         where = "{}/{}".format(name, node.name)
         if node.op in stateful:
             if node.attr["seed"].i or node.attr["seed2"].i:
-                entries.append(_entry(name, node, "kept user seeds (inside graph function {})".format(name)))
+                entries.append(_entry(name, node, _clock_action(clock, node, "kept", name) or
+                                      "kept user seeds (inside graph function {})".format(name)))
                 continue
             node.attr["seed"].i, node.attr["seed2"].i = seed, derive(where)
             entries.append(_entry(name, node, "pinned inside graph function {} (seed={}, seed2={})".format(

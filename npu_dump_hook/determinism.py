@@ -10,8 +10,12 @@ Random sources found in a ``tf.Graph`` (op name, type, category)::
                     (TF 2.x tf.compat.v1.layers / Keras initializers draw it from Python's
                     ``random``, so neither tf_random_seed nor op attributes pin it)
     dropout         the dropout pattern: RandomUniform -> GreaterEqual(rate) ->
-                    SelectV2(mask, x * scale, 0)  (TF 2.x), or RandomUniform -> * (max - min)
-                    + min -> GreaterEqual(rate) -> Cast -> Mul(x * scale)  (TF 1.15)
+                    SelectV2(mask, x * scale, 0), or x / (1 - rate) for a tensor rate (TF 2.x);
+                    RandomUniform -> * (max - min) + min -> GreaterEqual(rate) -> Cast ->
+                    Mul(x * scale) (TF 1.15; scale a Const, or 1 / (1 - rate) for a tensor).
+                    ``rate`` may be a number, a placeholder ``keep_prob`` (``v1.nn.dropout(x,
+                    keep_prob)``), ``placeholder_with_default`` or any scalar tensor
+                    (``rate=1 - keep_prob``, what tf_upgrade_v2 writes)
     shuffle         ShuffleDataset(V2/V3), ShuffleAndRepeatDataset(V2)
     function_*      shuffles and stateful random ops inside functions of the graph library
                     (tf.data pipelines of make_one_shot_iterator, map functions): pinned or
@@ -25,28 +29,54 @@ Policies (``randomness=`` of the hook):
             seed := seed, seed2 := crc32(op name); every stateless seed Const is replaced
             by [seed, crc32(op name)]; shuffle seeds := (seed, crc32(op name)).
             Values depend on op names only, so two processes building the same model
-            draw the same numbers.
-    strip   (default) pin, plus: dropout becomes the identity (the RandomUniform output
-            is replaced by ones, so the mask keeps everything, and every consumer of the
-            scale constant, forward and gradient, gets 1.0: forward and backward stay
-            consistent); dataset shuffles are removed (consumers read the shuffle's input;
-            ShuffleAndRepeat becomes Repeat). Random augmentation ops are pinned, not removed.
+            draw the same numbers. Python's ``random`` and numpy's global generator are
+            seeded too, when the policy is applied (``begin()``): ``random.seed(seed)``,
+            ``numpy.random.seed(seed % 2**32)``, so numpy/Python shuffles, noise and toy
+            data drawn from then on repeat in every run with the same seed (draws made
+            before the hook began are not affected). Report: ``host_generators``.
+    strip   (default) pin, plus: dropout becomes the identity, its output equal to its
+            input whatever rate it is given: the RandomUniform output is replaced by ones
+            (``ones >= rate`` keeps everything for any rate < 1), and every consumer of the
+            scale (``1 / keep_prob``) or divisor (``1 - rate``), forward and gradient, reads
+            ones of its shape instead (``ones_like``: the shape of a placeholder
+            ``keep_prob`` is known only at run time), so forward and backward stay
+            consistent. The rate tensor is still computed: a placeholder ``keep_prob`` is
+            fed as the script feeds it. Dataset shuffles are removed (consumers read the
+            shuffle's input; ShuffleAndRepeat becomes Repeat). Random augmentation ops are
+            pinned, not removed.
     error   raise RandomnessError listing the sources.
 
-What cannot be rewritten (ops inside control-flow contexts or graph functions,
-patterns that do not match) is reported with the reason. The graph is edited in
+    ``audit`` and ``error`` leave Python's and numpy's generators alone (``host_generators``
+    ``{"random": null, "numpy": null}``: unseeded by the hook).
+
+Clock seeds. A user seed cannot be compared with another run's from one process, so the rule
+looks at its value: an op whose ``seed`` or ``seed2`` attribute lies within the last
+CLOCK_SEED_YEARS (10) years of epoch seconds (up to a day ahead) was seeded from the clock
+(``int(time.time())``, directly, through ``tf.random.set_seed`` or inside a dataset map). Such
+an op is reported as ``clock-seeded (not reproducible: ...)``, listed in the report's
+``not_reproducible`` and logged as a warning; its seeds are kept (a false positive must not
+change a user's seed). Milliseconds or finer do not survive TensorFlow's 31-bit truncation of
+op seeds and are not recognisable; a deliberate seed in that range (1.48e9..1.8e9 in 2026) is
+a false positive. Shuffle and stateless seeds are pinned whatever they were, so the rule
+applies to stateful ops (main graph and graph functions).
+
+What cannot be rewritten (ops inside control-flow contexts, a dropout-shaped mask whose
+scale is not recognised: pinned instead) is reported with the reason under ``not_handled``. The graph is edited in
 place, which TensorFlow allows until it is finalized, i.e. in ``SessionRunHook.begin``.
 """
 import logging
+import random
+import time
 import zlib
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from . import _tf
 from ._graph_functions import rewrite_functions
 from .errors import OptionError, RandomnessError
 from .settings import DEFAULT_SEED, POLICIES  # one definition, with the randomness= row
 
-__all__ = ["POLICIES", "DEFAULT_SEED", "audit", "apply_policy", "derived_seed"]
+__all__ = ["POLICIES", "DEFAULT_SEED", "CLOCK_SEED_YEARS", "CLOCK_SEEDED", "audit", "apply_policy", "derived_seed",
+           "clock_reading", "seed_host_generators"]
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +117,46 @@ def derived_seed(op_name: str) -> int:
     return (zlib.crc32(op_name.encode("utf-8")) & 0x7FFFFFFF) or 1
 
 
+#: A user seed within this many years before the clock (up to a day after it) reads as
+#: ``int(time.time())``: a seed that changes with every run.
+CLOCK_SEED_YEARS = 10
+_CLOCK_PAST_SECONDS = CLOCK_SEED_YEARS * 365 * 86400
+_CLOCK_FUTURE_SECONDS = 86400
+#: How a clock seed's action starts (report key ``not_reproducible``).
+CLOCK_SEEDED = "clock-seeded"
+
+
+def clock_reading(seeds: Iterable[int], now: Optional[float] = None) -> Optional[str]:
+    """``"seed2=1800000000 is the clock time 2027-01-15 08:00:00 UTC"`` when one of ``(seed, seed2)``
+    is epoch seconds of the last CLOCK_SEED_YEARS years (``now``: default the clock), else None."""
+    now = time.time() if now is None else now
+    for name, value in zip(("seed", "seed2"), seeds):
+        if now - _CLOCK_PAST_SECONDS <= value <= now + _CLOCK_FUTURE_SECONDS:
+            return "{}={} is the clock time {} UTC".format(
+                name, value, time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(value)))
+    return None
+
+
+def _clock_action(seeds: Iterable[int], what_happened: str) -> Optional[str]:
+    """The action of a source whose ``seeds`` hold a clock reading, else None."""
+    reading = clock_reading(seeds)
+    return None if reading is None else "{} (not reproducible: {}; {})".format(CLOCK_SEEDED, reading, what_happened)
+
+
+def seed_host_generators(seed: int) -> Dict[str, Optional[int]]:
+    """Seed Python's ``random`` and numpy's global generator from ``seed``; the seed each got.
+
+    numpy takes 0 <= seed < 2**32, so it gets ``seed % 2**32``. numpy is imported here, not at
+    module import: ``import npu_dump_hook`` stays light.
+    """
+    import numpy
+
+    random.seed(seed)
+    numpy_seed = seed % 2 ** 32
+    numpy.random.seed(numpy_seed)
+    return {"random": seed, "numpy": numpy_seed}
+
+
 def _entry(op: Any, category: str, action: str) -> Dict[str, str]:
     return {"op": op.name, "type": op.type, "category": category, "action": action}
 
@@ -99,12 +169,19 @@ def audit(graph: Any) -> List[Dict[str, str]]:
 def apply_policy(graph: Any, policy: str, seed: int = DEFAULT_SEED) -> Dict[str, Any]:
     """Apply ``policy`` to ``graph`` in place and return the randomness report.
 
-    The report: ``{"policy", "seed", "sources": [{op, type, category, action}],
-    "not_handled": [...]}`` where ``not_handled`` lists what could not be pinned or removed.
+    The report: ``{"policy", "seed", "sources": [{op, type, category, action}], "not_handled":
+    [...], "not_reproducible": [...], "host_generators": {"random", "numpy"}}`` where
+    ``not_handled`` lists what could not be pinned or removed, ``not_reproducible`` the sources
+    whose user seed is a clock reading (see :func:`clock_reading`), and ``host_generators`` the
+    seed Python's ``random`` and numpy's global generator got (null: left as they were).
     """
     if policy not in POLICIES:
         raise OptionError("randomness", policy, "must be one of " + "|".join(POLICIES))
     report = _Rewriter(graph, policy, seed).run()
+    pin = policy in ("pin", "strip")
+    report["host_generators"] = seed_host_generators(seed) if pin else {"random": None, "numpy": None}
+    if not pin:
+        logger.info("randomness=%s: Python's random and numpy's global generator are left unseeded", policy)
     if policy == "error" and report["sources"]:
         listing = ", ".join("{} ({})".format(s["op"], s["type"]) for s in report["sources"])
         raise RandomnessError(
@@ -140,9 +217,11 @@ class _Rewriter:
                 self._visit(op)
         self._visit_functions()
         not_handled = [s for s in self.sources if s["action"].startswith("not handled")]
-        for s in not_handled:
+        not_reproducible = [s for s in self.sources if s["action"].startswith(CLOCK_SEEDED)]
+        for s in not_handled + not_reproducible:
             logger.warning("randomness: %s (%s): %s", s["op"], s["type"], s["action"])
-        return {"policy": self.policy, "seed": self.seed, "sources": self.sources, "not_handled": not_handled}
+        return {"policy": self.policy, "seed": self.seed, "sources": self.sources, "not_handled": not_handled,
+                "not_reproducible": not_reproducible}
 
     # -- per-op handling ----------------------------------------------------
     def _visit(self, op: Any) -> None:
@@ -159,6 +238,9 @@ class _Rewriter:
 
     def _pin_attrs(self, op: Any) -> str:
         seeds = (op.get_attr("seed"), op.get_attr("seed2"))
+        clock = _clock_action(seeds, "kept" if self.pin else "reported")
+        if clock is not None:
+            return clock
         if not self.pin:
             return "reported (seed={}, seed2={})".format(*seeds)
         if seeds != (0, 0):
@@ -208,19 +290,21 @@ class _Rewriter:
         pattern = _match_dropout(random_op)
         if pattern is None:
             return
+        self._stripped_randoms.add(random_op.name)
         if random_op._control_flow_context is not None:
             self.sources.append(_entry(random_op, "dropout", "not handled: dropout inside a control-flow context"))
-            self._stripped_randoms.add(random_op.name)
+            return
+        if pattern["scale"] is None:
+            self.sources.append(_entry(random_op, "dropout", "not handled: dropout whose scale is not recognised, "
+                                       "so it cannot be made the identity; " + self._pin_attrs(random_op)))
             return
         tf = _tf.tf_v1()
-        dtype = random_op.outputs[0].dtype
-        ones = tf.fill(random_op.inputs[0], tf.constant(1, dtype=dtype), name="keep_all")
+        ones = tf.fill(random_op.inputs[0], tf.constant(1, dtype=random_op.outputs[0].dtype), name="keep_all")
         _reroute(random_op.outputs[0], ones)
         scale = pattern["scale"]
-        _reroute(scale, tf.constant(1, dtype=scale.dtype, shape=scale.shape, name="unit_scale"))
-        self._stripped_randoms.add(random_op.name)
+        _replace_with_ones(scale, name="unit_" + pattern["role"])
         self.sources.append(
-            _entry(random_op, "dropout", "stripped (mask keeps all, scale {} -> 1)".format(scale.op.name))
+            _entry(random_op, "dropout", "stripped (mask keeps all, {} {} -> 1)".format(pattern["role"], scale.op.name))
         )
 
     def _visit_functions(self) -> None:
@@ -228,17 +312,19 @@ class _Rewriter:
         self.sources.extend(rewrite_functions(
             self.graph, STATEFUL_TYPES, frozenset(SHUFFLE_SEED_INPUTS) - {"ShuffleAndRepeatDataset",
                                                                           "ShuffleAndRepeatDatasetV2"},
-            pin=self.pin, strip=self.strip, seed=self.seed, derive=derived_seed))
+            pin=self.pin, strip=self.strip, seed=self.seed, derive=derived_seed,
+            clock=_clock_action))
 
 
 def _consumers(tensor: Any) -> Iterable[Any]:
     return tensor.consumers()
 
 
-def _reroute(old: Any, new: Any) -> int:
-    """Make every consumer of ``old`` read ``new`` instead; returns how many inputs moved."""
+def _reroute(old: Any, new: Any, consumers: Optional[List[Any]] = None) -> int:
+    """Make every consumer of ``old`` (or those of ``consumers``) read ``new`` instead; returns how
+    many inputs moved."""
     moved = 0
-    for consumer in list(_consumers(old)):
+    for consumer in list(_consumers(old)) if consumers is None else consumers:
         if consumer is new.op:
             continue
         for index, tensor in enumerate(list(consumer.inputs)):
@@ -248,33 +334,67 @@ def _reroute(old: Any, new: Any) -> int:
     return moved
 
 
+def _replace_with_ones(tensor: Any, name: str) -> int:
+    """Every consumer of ``tensor`` (forward and gradient) reads ones of its shape and dtype instead.
+
+    ``ones_like``: the shape may be unknown until run time (a placeholder ``keep_prob``), and a
+    broadcast ``x * ones`` or ``x / ones`` keeps the shape the original gave. The consumers are
+    taken before the ones exist: ``ones_like`` itself may read ``tensor``'s shape.
+    """
+    consumers = list(_consumers(tensor))
+    return _reroute(tensor, _tf.tf_v1().ones_like(tensor, name=name), consumers)
+
+
 def _match_dropout(random_op: Any) -> Optional[Dict[str, Any]]:
     """The dropout pattern around a RandomUniform op, or None.
 
-    TF 2.x: SelectV2(GreaterEqual(random, rate), Mul(x, scale), zeros), scale a Const.
-    TF 1.15: Mul(Mul(x, scale), Cast(GreaterEqual(random * (max - min) + min, rate))), scale
-    ``RealDiv(1, 1 - rate)``. The scale is rerouted whatever computes it: with the mask
-    keeping everything, only a scale of 1 makes dropout the identity.
+    TF 2.x: SelectV2(GreaterEqual(random, rate), scaled, zeros), where ``scaled`` is
+    Mul(x, scale) with a Const scale (a number ``rate``), or RealDiv(x, Sub(1, rate)) (a tensor
+    ``rate``: ``rate=1 - keep_prob``, ``v1.nn.dropout(x, keep_prob)``).
+    TF 1.15: Mul(Mul(x, scale), Cast(GreaterEqual(random * (max - min) + min, rate))), scale a
+    Const or ``RealDiv(1, 1 - rate)``. The scale (or divisor) is rerouted whatever computes it:
+    with the mask keeping everything, only a scale of 1 makes dropout the identity.
+
+    Returns ``{"compare", "scale", "role"}`` (role "scale" or "divisor"); ``scale`` is None when
+    a mask is built the dropout way but what scales ``x`` is not recognised.
     """
     for compare in _through_affine(random_op.outputs[0]):
         if compare.type != "GreaterEqual":
             continue
-        for user in _consumers(compare.outputs[0]):
-            candidates = []  # type: List[Any]   the x * scale operand of the masking op
-            if user.type == "SelectV2":
-                candidates.append(user.inputs[1])
-            elif user.type == "Cast":
-                # Every Mul by the mask: the forward one, and in TF 1.15 its gradients too.
-                for mul in _consumers(user.outputs[0]):
-                    if mul.type == "Mul":
-                        candidates.extend(t for t in mul.inputs if t is not user.outputs[0])
-            scope = _scope(compare)
-            for scaled in candidates:
-                # x * scale is made by the same dropout call, in its name scope (gradient Muls are not).
-                if (scaled.op.type == "Mul" and _scope(scaled.op) == scope
-                        and scaled.op.inputs[1].op.type in _SCALE_TYPES):
-                    return {"compare": compare, "scale": scaled.op.inputs[1]}
+        candidates = _masked_operands(compare)
+        for scaled in candidates:
+            found = _scale_of(scaled, _scope(compare))
+            if found is not None:
+                return {"compare": compare, "scale": found[0], "role": found[1]}
+        if candidates:
+            return {"compare": compare, "scale": None, "role": None}
     return None
+
+
+def _masked_operands(compare: Any) -> List[Any]:
+    """What the mask ``compare`` selects or multiplies: SelectV2's kept operand, or every operand
+    a Cast of the mask multiplies (the forward Mul, and in TF 1.15 its gradients too)."""
+    operands = []  # type: List[Any]
+    for user in _consumers(compare.outputs[0]):
+        if user.type == "SelectV2":
+            operands.append(user.inputs[1])
+        elif user.type == "Cast":
+            for mul in _consumers(user.outputs[0]):
+                if mul.type == "Mul":
+                    operands.extend(t for t in mul.inputs if t is not user.outputs[0])
+    return operands
+
+
+def _scale_of(scaled: Any, scope: str) -> Optional[Tuple[Any, str]]:
+    """``(scale tensor, role)`` when ``scaled`` is dropout's ``x * scale`` or ``x / (1 - rate)``.
+
+    Made by the same dropout call, so in its name scope (gradient Muls are not)."""
+    expected = {"Mul": (_SCALE_TYPES, "scale"), "RealDiv": (("Sub",), "divisor")}.get(scaled.op.type)
+    if expected is None or _scope(scaled.op) != scope:
+        return None
+    operand_types, role = expected
+    operand = scaled.op.inputs[1]
+    return (operand, role) if operand.op.type in operand_types else None
 
 
 # What computes dropout's 1 / (1 - rate): a Const (TF 2.x) or a RealDiv (TF 1.15).
