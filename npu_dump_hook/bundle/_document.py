@@ -61,12 +61,14 @@ _SECTION_TYPES = {
              ("steps", list), ("chains", list), ("source", _STR)),
     "coverage": (("expected", _INT), ("dumped", _INT), ("missing", list), ("not_in_graph", list),
                  ("not_applicable", _STR)),
-    "randomness": (("policy", _STR), ("sources", _LIST), ("not_handled", _LIST)),
+    "randomness": (("policy", _STR), ("sources", _LIST), ("not_handled", _LIST), ("not_reproducible", _LIST),
+                   ("host_generators", _DICT)),
 }
 #: Sections whose values are lists of strings.
 _STRING_LISTS = (("dump", "steps"), ("coverage", "missing"), ("coverage", "not_in_graph"))
 #: Sections whose values are lists of objects.
-_OBJECT_LISTS = (("dump", "chains"), ("randomness", "sources"), ("randomness", "not_handled"))
+_OBJECT_LISTS = (("dump", "chains"), ("randomness", "sources"), ("randomness", "not_handled"),
+                 ("randomness", "not_reproducible"))
 
 
 def too_large(size: int, where: str) -> BundleError:

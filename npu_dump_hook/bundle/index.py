@@ -18,6 +18,7 @@ except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
 from .._atomic import atomic_write_bytes
+from .._files import open_regular
 from ..constants import ENV_DEVICE_ID, ENV_RANK_ID
 from ..errors import BundleError
 from ._spec import INDEX_JSON, INDEX_SCHEMA, load_bundle_json
@@ -94,7 +95,7 @@ def update_index(root: str, rank: int, result: BundleResult, device_id: Optional
 def read_index(root: str) -> Dict[str, Any]:
     """The parsed ``{root}/index.json``."""
     path = os.path.join(root, INDEX_JSON)
-    with open(path, "rb") as fh:
+    with open_regular(path, follow_links=True) as fh:  # a FIFO named index.json never blocks
         index = load_bundle_json(fh.read(), path)
     if index.get("schema") != INDEX_SCHEMA or not isinstance(index.get("ranks"), dict):
         raise BundleError("{} is not a {} document".format(path, INDEX_SCHEMA), path)

@@ -413,3 +413,11 @@ def test_a_handler_the_process_chose_is_kept(tmp_path, good):
         assert signal.getsignal(signal.SIGTERM) is _users
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_fifo_index_json_is_refused_without_blocking(tmp_path):
+    from npu_dump_hook.bundle.index import read_index
+
+    os.mkfifo(str(tmp_path / "index.json"))
+    with pytest.raises(OSError, match="FIFO|not a regular file"):
+        read_index(str(tmp_path))
