@@ -65,7 +65,7 @@ def monitored(tmp_path_factory):
 
 def test_monitored_training_session_trains_in_the_run_folder_from_the_scripts_checkpoint(monitored):
     assert _contents(monitored["D"]) == monitored["before"]  # not one byte written into D
-    assert monitored["lines"][-2] == "global step 3"  # resumed from D's latest checkpoint (step 3)
+    assert monitored["lines"][-2] == "global step 4"  # resumed from D's latest checkpoint (step 3)
     doc = assert_one_training_bundle(monitored["tmp"] / "out", monitored["lines"], config_printed=False)
     assert doc["run"]["steps"] == 1
     saved = os.path.join(_run_folder(monitored["tmp"] / "out"), CHECKPOINTS)
@@ -84,7 +84,7 @@ def test_the_golden_run_trains_from_the_bundle_only_and_writes_nothing_into_the_
     code, lines, err = run(argv, tmp_path, clean_env())
     assert code == 0, err[-3000:]
     assert _contents(user_dir) == before
-    assert lines[-2] == "global step 3"  # the bundle's state before its captured step, not D's step 6
+    assert lines[-2] == "global step 4"  # from the bundle's state (step 3), not from D's step 6
     golden = lines[-1]
     assert verify_bundle(golden) == [] and read_bundle(golden)["golden_for"]["path"] == npu_bundle
     assert verify_bundle(npu_bundle) == [] and read_bundle(npu_bundle)["run"]["steps"] == 1
@@ -101,7 +101,7 @@ def test_the_scripts_own_checkpoint_saver_hook_saves_into_the_run_folder(tmp_pat
                            clean_env(NPU_DUMP_HOOK_OUTPUT_DIR=str(tmp_path / "out")))
     assert code == 0, err[-3000:]
     assert _contents(user_dir) == before
-    assert lines[-2] == "global step 3"  # restored from D
+    assert lines[-2] == "global step 4"  # restored from D (step 3)
     assert_one_training_bundle(tmp_path / "out", lines, config_printed=False)
     saved = os.path.join(_run_folder(tmp_path / "out"), CHECKPOINTS)
     assert _checkpoint_indexes(saved) == ["model.ckpt-4.index"]
@@ -120,8 +120,8 @@ def test_saver_save_in_a_plain_session_loop_saves_into_the_run_folder(tmp_path):
     saved = os.path.join(_run_folder(tmp_path / "out"), CHECKPOINTS)
     prefixes = [line.split(" ", 1)[1] for line in lines if line.startswith("saved ")]
     assert len(prefixes) == 3 and all(os.path.dirname(p) == saved for p in prefixes), prefixes
-    assert [os.path.basename(p) for p in prefixes] == ["model.ckpt-3", "model.ckpt-4", "model.ckpt-5"]
-    assert _checkpoint_indexes(saved) == ["model.ckpt-4.index", "model.ckpt-5.index"]  # its max_to_keep=2
+    assert [os.path.basename(p) for p in prefixes] == ["model.ckpt-4", "model.ckpt-5", "model.ckpt-6"]
+    assert _checkpoint_indexes(saved) == ["model.ckpt-5.index", "model.ckpt-6.index"]  # its max_to_keep=2
     logged = [line for line in err.splitlines() if "checkpoints the script writes into" in line]
     assert len(logged) == 1 and str(user_dir) in logged[0] and saved in logged[0], logged
 

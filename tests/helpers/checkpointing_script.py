@@ -11,7 +11,8 @@ latest checkpoint:
     saver       a tf.compat.v1.Session whose loop calls Saver.save(sess, FOLDER/model.ckpt,
                 global_step) after every step; prints "saved PREFIX" for each
 
-Prints "global step N" after training (under the runner: the step the dumped step ended at).
+Prints "global step N" after training: the global step after its last step (under the runner:
+after the dumped step).
 """
 import os
 import sys
@@ -28,8 +29,10 @@ def model():
     y_all = x_all.sum(axis=1, keepdims=True)
     x, y = v1.data.make_one_shot_iterator(tf.data.Dataset.from_tensor_slices((x_all, y_all)).repeat().batch(16)).get_next()
     loss = v1.losses.mean_squared_error(y, v1.layers.dense(v1.layers.dense(x, 8, activation=tf.nn.tanh), 1))
-    step = v1.train.get_or_create_global_step()
-    return v1.train.MomentumOptimizer(0.05, 0.9).minimize(loss, global_step=step), step
+    train_op = v1.train.MomentumOptimizer(0.05, 0.9).minimize(loss, global_step=v1.train.get_or_create_global_step())
+    with tf.control_dependencies([train_op]):  # read after the step's update, on TF 1.15 and 2.x alike
+        step = tf.identity(v1.train.get_global_step())
+    return train_op, step
 
 
 def monitored(folder, steps):
