@@ -20,8 +20,8 @@ first training entry point the script reaches claims the process's one
                                   with status 0 after the dumped steps
 
 Once a hook exists nothing else is injected, and the script's checkpoints (Saver.save,
-CheckpointSaverHook, MonitoredTrainingSession) go to the run folder (:mod:`._checkpoints`); a script that imports NpuDumpHook or
-NpuDumpSession itself gets nothing (its own hook decides). :meth:`Injection.finish` and
+CheckpointSaverHook, MonitoredTrainingSession) go to the run folder (:mod:`._checkpoints`); a
+script that imports NpuDumpHook or NpuDumpSession itself gets nothing (its own hook decides). :meth:`Injection.finish` and
 :meth:`Injection.announce` end the run after the script (see :mod:`npu_dump_hook.runner`).
 Nothing here imports TensorFlow: the patches run once the script has loaded it.
 """

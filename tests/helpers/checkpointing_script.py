@@ -27,7 +27,8 @@ v1.disable_eager_execution()
 def model():
     x_all = np.random.RandomState(0).rand(64, 4).astype(np.float32)
     y_all = x_all.sum(axis=1, keepdims=True)
-    x, y = v1.data.make_one_shot_iterator(tf.data.Dataset.from_tensor_slices((x_all, y_all)).repeat().batch(16)).get_next()
+    dataset = tf.data.Dataset.from_tensor_slices((x_all, y_all)).repeat().batch(16)
+    x, y = v1.data.make_one_shot_iterator(dataset).get_next()
     loss = v1.losses.mean_squared_error(y, v1.layers.dense(v1.layers.dense(x, 8, activation=tf.nn.tanh), 1))
     train_op = v1.train.MomentumOptimizer(0.05, 0.9).minimize(loss, global_step=v1.train.get_or_create_global_step())
     with tf.control_dependencies([train_op]):  # read after the step's update, on TF 1.15 and 2.x alike
