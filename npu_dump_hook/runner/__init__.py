@@ -13,7 +13,8 @@ The package: :mod:`._settings` reads the variables (:class:`RunSettings`, each c
 row of :mod:`npu_dump_hook.settings`), :mod:`._install` installs the injection (and the
 environment-only :func:`start`), :mod:`._after_import` is the import hook that waits for
 TensorFlow's modules, :mod:`._inject` patches them and hands out the one hook
-(:class:`Injection`), :mod:`._child` runs the script (:func:`main`, :func:`bootstrap_command`).
+(:class:`Injection`), :mod:`._checkpoints` keeps the script's checkpoint folders its own,
+:mod:`._child` runs the script (:func:`main`, :func:`bootstrap_command`).
 Program name, exit codes and log format are the command line's (:mod:`npu_dump_hook._cli_conventions`).
 
 Call order in the child::
@@ -23,14 +24,15 @@ Call order in the child::
                                     [_settings]
       install(settings)             [_install, _after_import]
                                     TensorFlow is not imported: a finder on sys.meta_path waits
-                                    for three of its modules and patches each once it has loaded
+                                    for five of its modules and patches each once it has loaded
                                     (at once if it is loaded already):
           _tf.SESSION_MODULE            Session/InteractiveSession.__init__, Session.__exit__,
                                         BaseSession.run and BaseSession.close
           _tf.MONITORED_SESSION_MODULE  _MonitoredSession.__init__ (MonitoredSession, Singular-
-                                        MonitoredSession, MonitoredTrainingSession) and the
-                                        session creation inside it
+                                        MonitoredSession, MonitoredTrainingSession), the
+                                        session creation inside it, MonitoredTrainingSession
           _tf.ESTIMATOR_MODULE          Estimator.train (and so NPUEstimator's)
+          SAVER_MODULE, SAVER_HOOK_MODULE   Saver.save, CheckpointSaverHook.begin [_checkpoints]
       the script runs as __main__   as ``python SCRIPT`` runs it: its code compiled and run in a
                                     new __main__ module (runpy.run_path cannot: it sets argv[0]
                                     to __file__), sys.argv = [SCRIPT as typed, ARGS...],
@@ -47,6 +49,10 @@ Call order in the child::
           MonitoredSession(...) made by the script (not by an Estimator), on a graph with
                                         training ops: hooks += [hook]; its Chief/Worker session
                                         creator makes its session with the dump options
+          MonitoredTrainingSession(...) claims the hook for the MonitoredSession it makes, whose
+                                        checkpoint_dir is {run folder}/checkpoints, seeded with
+                                        the latest checkpoint of the script's (a golden run: not
+                                        seeded), unless NPU_DUMP_HOOK_KEEP_CHECKPOINTS=1 in a dump run
           tf.compat.v1.Session(...) made by the script (not by a monitored session: those come
                                         from _CoordinatedSessionCreator.create_session, on a
                                         finalized graph), on a graph with training ops (else
@@ -55,7 +61,9 @@ Call order in the child::
                                         of the thread that made it (not queue-runner threads);
                                         after the dumped steps the bundle is written and, with
                                         stop="exit" (default), SystemExit(0) ends the script
-        once a hook exists nothing else is injected; a script that imports NpuDumpHook or
+        once a hook exists nothing else is injected, and every checkpoint the script saves
+        (Saver.save, CheckpointSaverHook) goes under {run folder}/checkpoints, never into its
+        own folders [_checkpoints]; a script that imports NpuDumpHook or
         NpuDumpSession itself gets nothing injected (its own hook decides)
       finish()                      the script returned or exited: a wrapped session whose
                                     steps did not end the run is collected, a monitored

@@ -1,13 +1,16 @@
 """The TensorFlow patches of the runner and the one hook they hand out (:class:`Injection`).
 
 :func:`~npu_dump_hook.runner.install` makes one :class:`Injection` per process and calls
-:meth:`Injection.patch` for each of the three TensorFlow modules once it has loaded. The
+:meth:`Injection.patch` for each of the TensorFlow modules it patches once it has loaded. The
 first training entry point the script reaches claims the process's one
 :class:`~npu_dump_hook.hook.NpuDumpHook` (:meth:`Injection._claim`)::
 
     Estimator.train(...)          hooks += [hook]; the session config carries the dump options
                                   for this call, unless it has its own; the estimator trains in
-                                  {run folder}/model_dir (unless keep_checkpoints)
+                                  {run folder}/model_dir (unless keep_checkpoints; a golden run
+                                  always, not seeded from model_dir)
+    MonitoredTrainingSession(...) claims the hook for the MonitoredSession it makes (below), then
+                                  points its checkpoint_dir at the run folder (._checkpoints)
     MonitoredSession(...)         made by the script on a graph with training ops: hooks +=
                                   [hook]; its session creator makes its session with the dump options
     tf.compat.v1.Session(...)     made by the script (not by a monitored session) on a graph with
@@ -16,8 +19,9 @@ first training entry point the script reaches claims the process's one
                                   of the thread that made it; settings.stop="exit" ends the script
                                   with status 0 after the dumped steps
 
-Once a hook exists nothing else is injected; a script that imports NpuDumpHook or
-NpuDumpSession itself gets nothing (its own hook decides). :meth:`Injection.finish` and
+Once a hook exists nothing else is injected, and the script's checkpoints (Saver.save,
+CheckpointSaverHook, MonitoredTrainingSession) go to the run folder (:mod:`._checkpoints`); a
+script that imports NpuDumpHook or NpuDumpSession itself gets nothing (its own hook decides). :meth:`Injection.finish` and
 :meth:`Injection.announce` end the run after the script (see :mod:`npu_dump_hook.runner`).
 Nothing here imports TensorFlow: the patches run once the script has loaded it.
 """
@@ -35,6 +39,7 @@ from ..constants import ENV_OPTIONS, NPU_OPTIMIZER_NAME
 from ..errors import NpuDumpError, OptionError
 from ..options import DumpOptions
 from ..settings import ENV_RUN_HOOK_OPTIONS
+from ._checkpoints import SAVER_HOOK_MODULE, SAVER_MODULE, CheckpointRedirect, redirecting_begin, redirecting_save
 from ._settings import RunSettings
 
 __all__ = ["Injection"]
@@ -62,18 +67,25 @@ def _named_after_variables(exc: NpuDumpError) -> NpuDumpError:
     return exc
 
 
-def _redirect_model_dir(estimator: Any, run_dir: str) -> None:
+def _redirect_model_dir(estimator: Any, run_dir: str, seed: bool = True) -> None:
     """Point ``estimator`` at ``{run folder}/model_dir`` for the rest of the process.
 
     The dump run's step-1 checkpoint then lands in the run folder instead of the script's
     ``model_dir`` (where the next real training run would resume from it), while the script's
-    own later ``evaluate``/``predict``/``get_variable_value`` calls still find it. The new
-    folder starts from the latest checkpoint of ``model_dir`` (:func:`~npu_dump_hook.config.dump_run_model_dir`).
+    own later ``evaluate``/``predict``/``get_variable_value`` calls still find it. With ``seed``
+    the new folder starts from the latest checkpoint of ``model_dir``
+    (:func:`~npu_dump_hook.config.dump_run_model_dir`); without (a golden run: the hook
+    restores the NPU bundle) it starts empty.
     """
     from ..config import dump_run_model_dir
 
     run_config = _tf.estimator_run_config(estimator)
-    target = dump_run_model_dir(run_config.model_dir, os.path.join(run_dir, "model_dir"))
+    target = os.path.join(run_dir, "model_dir")
+    if seed:
+        target = dump_run_model_dir(run_config.model_dir, target)
+    else:
+        logger.warning("npu_dump_hook: the Estimator trains in %s for this golden run, from the NPU bundle's state; "
+                       "%s is left as it was", target, run_config.model_dir or "its temporary model_dir")
     if run_config.model_dir != target:
         _tf.set_estimator_model_dir(estimator, run_config.replace(model_dir=target), target)
 
@@ -119,6 +131,7 @@ class Injection(object):
         self._stood_down = False
         self._announced = False
         self._hook_module_is_ours = False
+        self._redirect = None  # type: Optional[CheckpointRedirect]
         self._lock = threading.RLock()
         self._local = threading.local()
 
@@ -211,6 +224,23 @@ class Injection(object):
 
         return hook, session_config(hook.options, config, ranks=self.settings.hook_options.get("ranks"))
 
+    @property
+    def golden(self) -> bool:
+        """Whether the process's hook makes a golden run (``initial_state``)."""
+        return getattr(self.hook, "target", None) is not None
+
+    def checkpoints(self) -> Optional[CheckpointRedirect]:
+        """Where the script's checkpoints go once the hook exists: the run folder
+        (:mod:`._checkpoints`); None before the hook, and in a dump run with keep_checkpoints."""
+        if self._redirect is None and self.hook is not None:
+            with self._lock:
+                if self._redirect is None and (self.golden or not self.settings.keep_checkpoints):
+                    if self.golden and self.settings.keep_checkpoints:
+                        logger.warning("npu_dump_hook: keep_checkpoints is ignored in a golden run: its checkpoints "
+                                       "(the NPU bundle's state) never go into the script's folders")
+                    self._redirect = CheckpointRedirect(self.hook.run_dir, self.golden)
+        return self._redirect
+
     def _no_config(self, what: str) -> None:
         if self.hook.backend_name == "npu":
             logger.warning("npu_dump_hook: %s: the dump options could not be put into its session config, "
@@ -230,7 +260,16 @@ class Injection(object):
     def patch(self, module_name: str) -> None:
         """Patch what ``module_name`` (one of the ``_tf.*_MODULE`` names) defines."""
         {_tf.SESSION_MODULE: self._patch_sessions, _tf.MONITORED_SESSION_MODULE: self._patch_monitored,
-         _tf.ESTIMATOR_MODULE: self._patch_estimator}[module_name]()
+         _tf.ESTIMATOR_MODULE: self._patch_estimator, SAVER_MODULE: self._patch_saver,
+         SAVER_HOOK_MODULE: self._patch_saver_hook}[module_name]()
+
+    def _patch_saver(self) -> None:
+        saver = sys.modules[SAVER_MODULE].Saver  # loaded: the import hook calls this after its code ran
+        _set(saver, "save", redirecting_save(saver.__dict__["save"], self.checkpoints))
+
+    def _patch_saver_hook(self) -> None:
+        hook = sys.modules[SAVER_HOOK_MODULE].CheckpointSaverHook
+        _set(hook, "begin", redirecting_begin(hook.__dict__["begin"], self.checkpoints))
 
     def _patch_estimator(self) -> None:
         estimator = _tf.estimator_class()
@@ -248,8 +287,8 @@ class Injection(object):
             bound = signature.bind(self, *args, **kwargs)
             bound.arguments["hooks"] = list(bound.arguments.get("hooks") or []) + [hook]
             _tf.set_estimator_session_config(self, merged)
-            if not injection.settings.keep_checkpoints:
-                _redirect_model_dir(self, hook.run_dir)
+            if injection.checkpoints() is not None:
+                _redirect_model_dir(self, hook.run_dir, seed=not injection.golden)
             setattr(self, _SCRIPT_SESSION_CONFIG, config)  # evaluations inside train() use it (below)
             try:
                 return original(*bound.args, **bound.kwargs)
@@ -270,12 +309,12 @@ class Injection(object):
         @functools.wraps(original)
         def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
             bound = signature.bind(self, *args, **kwargs)
-            claim = None
-            if injection._open() and _trains(_tf.tf_v1().get_default_graph()):
+            claim = injection._local.__dict__.pop("claimed", None)  # by MonitoredTrainingSession, for this one
+            if claim is not None or (injection._open() and _trains(_tf.tf_v1().get_default_graph())):
                 creator = bound.arguments.get("session_creator")
                 known = creator is None or isinstance(creator, creators)
                 config = _tf.session_creator_config(creator) if creator is not None else None
-                claim = injection._claim("MonitoredSession", config)
+                claim = claim or injection._claim("MonitoredSession", config)
                 if claim is not None:
                     hook, merged = claim
                     bound.arguments["hooks"] = list(bound.arguments.get("hooks") or []) + [hook]
@@ -291,6 +330,7 @@ class Injection(object):
                 injection._monitored = self
 
         _set(base, "__init__", __init__)
+        self._patch_training_session()
         if coordinated is not None:  # recovery sessions are made there too, later
             create = coordinated.__dict__["create_session"]
 
@@ -300,6 +340,30 @@ class Injection(object):
                     return create(self, *args, **kwargs)
 
             _set(coordinated, "create_session", create_session)
+
+    def _patch_training_session(self) -> None:
+        """``MonitoredTrainingSession`` claims the hook before it makes its checkpoint and summary
+        hooks, so its checkpoint_dir can point at the run folder; the MonitoredSession it then
+        makes gets the claimed hook as the script's own MonitoredSession would."""
+        module = sys.modules[_tf.MONITORED_SESSION_MODULE]
+        original = module.__dict__["MonitoredTrainingSession"]
+        signature = inspect.signature(original)
+        injection = self
+
+        @functools.wraps(original)
+        def MonitoredTrainingSession(*args: Any, **kwargs: Any) -> Any:  # noqa: N802 - TF's name
+            bound = signature.bind(*args, **kwargs)
+            if injection._open() and _trains(_tf.tf_v1().get_default_graph()):
+                injection._local.claimed = injection._claim("MonitoredSession", bound.arguments.get("config"))
+            redirect = injection.checkpoints()
+            if redirect is not None:
+                redirect.training_session(bound.arguments)
+            try:
+                return original(*bound.args, **bound.kwargs)
+            finally:
+                injection._local.__dict__.pop("claimed", None)
+
+        _set(module, "MonitoredTrainingSession", MonitoredTrainingSession)
 
     def _patch_sessions(self) -> None:
         base, session, interactive = _tf.session_classes()
@@ -430,7 +494,8 @@ def _without_dump_keys(method: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def _set(cls: type, name: str, function: Callable[..., Any]) -> None:
+def _set(cls: Any, name: str, function: Callable[..., Any]) -> None:
+    """``cls.name = function`` (a class, or a module for its functions), once."""
     function._npu_dump_hook_patch = True  # type: ignore[attr-defined]
     if not getattr(cls.__dict__.get(name), "_npu_dump_hook_patch", False):
         setattr(cls, name, function)

@@ -26,8 +26,10 @@ class RunSettings:
     :class:`NpuDumpHook`. ``stop``: what a plain session does after the dumped steps.
     ``log_level``: the package's log records go to stderr at that level (None: Python's default).
     ``enabled``: False injects nothing (``NPU_DUMP_HOOK_RUN=0``).
-    ``keep_checkpoints``: an Estimator trains in the script's own ``model_dir`` (default: in
-    ``{run folder}/model_dir``, see :func:`~npu_dump_hook.runner._inject._redirect_model_dir`;
+    ``keep_checkpoints``: a dump run trains and saves in the script's own folders, an
+    Estimator's ``model_dir`` and every checkpoint folder (default: in ``{run folder}/model_dir``
+    and ``{run folder}/checkpoints``, see :func:`~npu_dump_hook.runner._inject._redirect_model_dir`
+    and :mod:`~npu_dump_hook.runner._checkpoints`; ignored by a golden run;
     ``NPU_DUMP_HOOK_KEEP_CHECKPOINTS=1``).
     """
 
