@@ -373,7 +373,8 @@ _ROWS = [
             "the package's log records on stderr at that level (the CLI's -v/-q/--debug)",
             env=ENV_RUN_LOG_LEVEL, parse=_one_of(_fixed(LOG_LEVELS), upper=True), choices=_fixed(LOG_LEVELS)),
     Setting("keep_checkpoints", RUNNER, "bool", False,
-            "an Estimator trains in the script's own model_dir (default: in {run folder}/model_dir)",
+            "a dump run trains and saves in the script's own folders (default: {run folder}/model_dir and "
+            "{run folder}/checkpoints); ignored by a golden run",
             env=ENV_RUN_KEEP_CHECKPOINTS, parse=parse_flag),
 ]  # type: List[Setting]
 
