@@ -62,7 +62,7 @@ machine, same script and data): no dump; the captured step is the NPU bundle's
 (``run.captured_step``), the variables are restored from its ``data/init/`` checkpoint right
 before that step (names and shapes must match the graph's global variables, else
 :class:`~npu_dump_hook.errors.FingerprintMismatchError` in ``begin()``), the golden tensors are
-captured, and the run's state and batch fingerprints (:mod:`npu_dump_hook.fingerprints`) are
+captured, and the run's state and batch fingerprints (:mod:`npu_dump_hook.train.fingerprints`) are
 compared with the NPU bundle's. A difference fails the run before its bundle is written
 (``on_mismatch="error"``: run.json records it, ``end()`` raises the error naming the variables or
 inputs and the likely cause) or is recorded as a warning (``on_mismatch="warn"``). The golden

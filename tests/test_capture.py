@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from npu_dump_hook._capture import (
+from npu_dump_hook.train.capture import (
     BUDGET_ENV, DEFAULT_MEMORY_BUDGET, WRITE_SCOPE, CaptureResult, TensorCapture,
 )
 from npu_dump_hook.errors import BackendError

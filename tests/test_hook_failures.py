@@ -11,7 +11,7 @@ from npu_dump_hook import BundleError, DumpOptions, NpuDumpHook
 from npu_dump_hook.bundle import _fs
 from npu_dump_hook.constants import INCOMPLETE_STEP_MARKER
 from npu_dump_hook.emulator import backend as emulator_backend
-from npu_dump_hook import _capture as capture
+from npu_dump_hook.train import capture
 from npu_dump_hook.sample_models import mlp_session
 
 

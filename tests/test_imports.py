@@ -240,3 +240,38 @@ def test_bundle_imports_only_bundle_formats_and_shared_modules():
     outside = sorted(m for m in seen if m not in BUNDLE_MAY_IMPORT
                      and not any(m == p or m.startswith(p + ".") for p in inside))
     assert outside == []
+
+
+#: The modules outside ``train/`` that may import it: the hook that drives it, the runner's
+#: training-graph check, and the old import paths of the modules that moved into it.
+TRAIN_IMPORTERS = ("npu_dump_hook.hook", "npu_dump_hook.runner._inject", "npu_dump_hook.fingerprints",
+                   "npu_dump_hook.training_step", "npu_dump_hook.reference", "npu_dump_hook._capture")
+MOVED_INTO_TRAIN = {"npu_dump_hook.fingerprints": "npu_dump_hook.train.fingerprints",
+                    "npu_dump_hook.training_step": "npu_dump_hook.train.training_step",
+                    "npu_dump_hook.reference": "npu_dump_hook.train.golden_capture",
+                    "npu_dump_hook._capture": "npu_dump_hook.train.capture"}
+
+
+def _in_train(module):
+    return module == "npu_dump_hook.train" or module.startswith("npu_dump_hook.train.")
+
+
+def test_train_is_imported_only_from_above():
+    """``train/`` imports the layers below it; of those, none imports ``train/`` back."""
+    graph = _import_graph()
+    importers = sorted(m for m, edges in graph.items() if not _in_train(m) and any(map(_in_train, edges)))
+    assert importers == sorted(TRAIN_IMPORTERS)
+    below = {e for m, edges in graph.items() if _in_train(m) for e in edges if not _in_train(e)}
+    assert "npu_dump_hook.bundle" in below and not below & set(TRAIN_IMPORTERS)
+
+
+def test_the_moved_modules_keep_their_old_import_paths_as_the_same_objects():
+    code = ("import importlib, sys\n"
+            "pairs = {!r}\n"
+            "for old, new in sorted(pairs.items()):\n"
+            "    assert importlib.import_module(old) is importlib.import_module(new) is sys.modules[old], old\n"
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in {!r})\n"
+            "print(','.join(bad))\n").format(MOVED_INTO_TRAIN, TF_ROOTS)
+    done = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    assert done.stdout.decode().strip() == ""  # and importing them loads no TensorFlow

@@ -1,6 +1,6 @@
 """The captured step's variables are read once before it: the state fingerprints join the capture's read."""
 from npu_dump_hook import DumpOptions, NpuDumpHook
-from npu_dump_hook import _capture_reads, fingerprints
+from npu_dump_hook.train import _capture_reads, fingerprints
 from npu_dump_hook.sample_models import mlp_session
 
 

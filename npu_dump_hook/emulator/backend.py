@@ -1,6 +1,6 @@
 """``EmulatedNpu``: writes what GE would write for the dumped iterations, without an NPU.
 
-Input: the tensors the capture engine (:mod:`npu_dump_hook._capture`) streamed to
+Input: the tensors the capture engine (:mod:`npu_dump_hook.train.capture`) streamed to
 disk for one executed step. Output, exactly as on an Ascend device::
 
     {DUMP_GRAPH_PATH or cwd}/ge_proto_{index:08d}_Build.txt      graph { name: "ge_default_{time}_{n}" ... }
@@ -55,7 +55,7 @@ bookkeeping tasks GE adds (atomic clean, memcpy, send/recv).
 
 Both profiles dump the in-place variable updates (``ResourceApply*``/``Apply*``,
 ``Assign*``, ``Assign*VariableOp``): inputs as the update read them (variables before the
-step), outputs the updated variables (see :mod:`npu_dump_hook._capture`), so a training
+step), outputs the updated variables (see :mod:`npu_dump_hook.train.capture`), so a training
 step's coverage is complete. The graph shape (fused, ``trans_TransData_N``/``trans_Cast_N``
 nodes) is described in :mod:`.npu_graph`. Everything the emulator writes is recorded in :attr:`EmulatedNpu.report`, whose
 ``backend`` is ``"emulated"``, so emulated data is never mistaken for NPU data.

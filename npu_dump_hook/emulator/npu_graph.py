@@ -1,6 +1,6 @@
 """The executed graph as the emulated GE builds it: nodes, their tensors and where each dumped value comes from.
 
-Input: the capture of one step (:class:`~npu_dump_hook._capture.CaptureResult`), the
+Input: the capture of one step (:class:`~npu_dump_hook.train.capture.CaptureResult`), the
 :class:`~npu_dump_hook.emulator.numerics.NumericsPlan` when the graph was rewritten, and the
 profile. Output: :class:`NpuNode` objects in execution order, which :mod:`.ge_model` prints as
 the Build graph and :mod:`.backend` dumps.

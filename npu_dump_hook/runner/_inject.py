@@ -53,7 +53,7 @@ _CANDIDATE = "_npu_dump_hook_candidate"
 
 def _trains(graph: Any) -> bool:
     """Whether ``graph`` holds an op that updates a trainable variable or the global step."""
-    from ..training_step import TrainingStepDetector
+    from ..train.training_step import TrainingStepDetector
 
     return TrainingStepDetector(graph).verdict(graph.get_operations()).training
 

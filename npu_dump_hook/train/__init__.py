@@ -2,13 +2,26 @@
 
 ::
 
-    walk.py      StepWalk: the ops one session.run executes (walked once per run call),
-                 GraphIndex: a graph's edges, read once and kept
-    steps.py     StepCounter: which runs are training steps, the captured step, max_steps
-    guard.py     FailureGuard: strict / not strict, the failures list (run.json)
-    dump_run.py  DumpRun: the backend, the capture, the initial-state checkpoint, the emulated dump
-    golden.py    GoldenRun: restore from the NPU bundle, fingerprint comparison, on_mismatch
-    state.py     StepFingerprints: the state and batch fingerprints of the captured step
+    walk.py            StepWalk: the ops one session.run executes (walked once per run call),
+                       GraphIndex: a graph's edges, read once and kept
+    training_step.py   TrainingStepDetector: which session.run calls are training steps
+    steps.py           StepCounter: which runs are training steps, the captured step, max_steps
+    guard.py           FailureGuard: strict / not strict, the failures list (run.json)
+    capture.py         TensorCapture: the tensor capture engine (fetch or stream); its graph plan
+                       (_capture_plan.py), variable reads (_capture_reads.py), results (_capture_results.py)
+    golden_capture.py  ReferenceCapture, golden_report: the golden .npy folder and its manifest
+    fingerprints.py    state and batch fingerprints (sha256 per variable / input) and their comparison
+    dump_run.py        DumpRun: the backend, the capture, the initial-state checkpoint, the emulated dump
+    golden.py          GoldenRun: restore from the NPU bundle, fingerprint comparison, on_mismatch
+    state.py           StepFingerprints: the state and batch fingerprints of the captured step
+    report.py          the end-of-run summary lines
+
+Imports run one way: modules here import the layers below (``_tf``, ``errors``, ``constants``,
+``options``, ``config``, ``backends``, ``run_record``, ``golden_run``, ``bundle``, ``formats``) and
+each other; nothing below imports ``train``. The old top-level paths
+``npu_dump_hook.fingerprints``, ``npu_dump_hook.training_step``, ``npu_dump_hook.reference`` and
+``npu_dump_hook._capture`` are the same module objects as ``fingerprints``, ``training_step``,
+``golden_capture`` and ``capture`` here.
 
 Importing this package imports none of its modules (and no TensorFlow): import the module you need.
 """

@@ -24,13 +24,13 @@ import time
 from typing import Any, Dict, List, Optional, Sequence  # noqa: F401 (type comments)
 
 from .. import _tf
-from .._capture import TensorCapture
+from .capture import TensorCapture
 from ..backends import golden_in_run, reference_default
 from ..config import apply_graph_dump_env
 from ..constants import ENV_OPTIONS
 from ..errors import OptionError
 from ..options import DumpOptions
-from ..reference import golden_report
+from .golden_capture import golden_report
 from ..run_record import RunLayout, dumps_on_this_rank, rank_and_device
 from .guard import HOOK_LOGGER, FailureGuard
 from .walk import GraphIndex, StepWalk

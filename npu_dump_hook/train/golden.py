@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence  # noqa: F401 (t
 
 from .. import _tf, settings
 from ..errors import FingerprintMismatchError, OptionError
-from ..fingerprints import CAUSES, compare
+from .fingerprints import CAUSES, compare
 from ..golden_run import NpuBundleTarget, check_variables
 from .guard import HOOK_LOGGER, FailureGuard
 

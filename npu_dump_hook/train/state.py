@@ -1,6 +1,6 @@
 """The captured step's state and batch fingerprints, recorded for run.json and the golden comparison.
 
-Contract (see :mod:`npu_dump_hook.fingerprints` for what is hashed)::
+Contract (see :mod:`npu_dump_hook.train.fingerprints` for what is hashed)::
 
     prints = StepFingerprints()
     prints.begin(variables)                     # the global variables, read before the captured step
@@ -12,8 +12,8 @@ Contract (see :mod:`npu_dump_hook.fingerprints` for what is hashed)::
 """
 from typing import Any, Dict, List, Optional, Tuple  # noqa: F401 (type comments)
 
-from .._capture_plan import resolve_memory_budget
-from ..fingerprints import StateReader, batch_entries, batch_tensors_of, fingerprints_section
+from ._capture_plan import resolve_memory_budget
+from .fingerprints import StateReader, batch_entries, batch_tensors_of, fingerprints_section
 from .guard import FailureGuard
 from .walk import StepWalk
 

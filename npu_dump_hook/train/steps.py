@@ -9,7 +9,7 @@ Contract::
     steps.end_run(run_context)                         # after_run: count; request_stop() at max_steps
 
 A run counts when it updates a trainable variable or the global step
-(:mod:`npu_dump_hook.training_step`); ``counted_steps`` and ``skipped_runs`` go to run.json. The
+(:mod:`npu_dump_hook.train.training_step`); ``counted_steps`` and ``skipped_runs`` go to run.json. The
 numbers: :func:`run_steps`, that is :func:`dump_run_steps` (``max_steps`` and ``dump_step`` of a dump run) and
 :func:`golden_run_steps` (a golden run takes the NPU bundle's captured step).
 """
@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, Tuple  # noqa: F401 (type comments
 from .. import _tf
 from ..errors import OptionError
 from ..options import DumpOptions
-from ..training_step import TrainingStepDetector
+from .training_step import TrainingStepDetector
 from .guard import HOOK_LOGGER
 from .walk import GraphIndex, StepWalk
 

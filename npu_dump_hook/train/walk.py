@@ -14,8 +14,8 @@ a fed tensor ends the walk (its producer does not run for it). An op reached onl
 feeds is listed as ``fed_only`` (its fed outputs hold the fed values; it does not run).
 Fetches that are no element of this graph (a fetch-conversion object, another graph's
 tensor) are left out: nothing to walk. Training-step detection
-(:mod:`npu_dump_hook.training_step`), the capture plan (:mod:`npu_dump_hook._capture`) and the
-batch fingerprints (:mod:`npu_dump_hook.fingerprints`) consume the same walk.
+(:mod:`npu_dump_hook.train.training_step`), the capture plan (:mod:`npu_dump_hook.train.capture`) and the
+batch fingerprints (:mod:`npu_dump_hook.train.fingerprints`) consume the same walk.
 
 TensorFlow objects are received, never imported (``_tf`` only for ``nest``).
 """

@@ -3,7 +3,7 @@ captured (and why not), its static size, whether it may be dead in a step (TF 1.
 and which TF 1.x reference variable it aliases; plus the memory budget and device placement of
 dump ops. Functions over TensorFlow graph objects; no session runs here. :func:`plan_graph` plans
 every tensor of a graph and makes the dump ops a step may stream to (see
-:mod:`npu_dump_hook._capture` for when).
+:mod:`npu_dump_hook.train.capture` for when).
 """
 import logging
 import os
@@ -12,10 +12,10 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 import numpy as np
 
-from . import _tf
-from .constants import ENV_CAPTURE_BUDGET
-from .errors import BackendError
-from .formats.npy import NUMPY_OF_TF_ENUM, TF_DT_BFLOAT16
+from .. import _tf
+from ..constants import ENV_CAPTURE_BUDGET
+from ..errors import BackendError
+from ..formats.npy import NUMPY_OF_TF_ENUM, TF_DT_BFLOAT16
 
 __all__ = ["Plan", "plan_graph", "WRITE_SCOPE", "DEFAULT_MEMORY_BUDGET", "BUDGET_ENV", "while_or_cond", "reference_variable", "dtype_reason",
            "static_nbytes", "maybe_dead", "resolve_memory_budget", "as_stored_array", "static_shape", "cpu_device",
@@ -216,7 +216,7 @@ def variable_handle(tensor: Any) -> Any:
 
 def needs_handle_reader(handle_op: Any) -> bool:
     """A resource variable some op updates or reads in place (not only through ``ReadVariableOp``):
-    its value before and after the step is read separately (see :mod:`npu_dump_hook._capture`)."""
+    its value before and after the step is read separately (see :mod:`npu_dump_hook.train.capture`)."""
     return any(consumer.type not in _HANDLE_ONLY_READERS for consumer in handle_op.outputs[0].consumers())
 
 

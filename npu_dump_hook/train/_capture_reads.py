@@ -1,6 +1,6 @@
 """Variable values the capture reads outside the captured step's own work, within the memory budget.
 
-Why (see :mod:`npu_dump_hook._capture`): a TF 1.x reference variable's output and its
+Why (see :mod:`npu_dump_hook.train.capture`): a TF 1.x reference variable's output and its
 ``w/read`` alias the buffer the step's ``Apply*``/``Assign*`` ops update in place, and an in-place
 update's variable inputs are recorded as the values before the step and its outputs as the
 values after it. Those values are read by ``session.run`` calls of the variables alone (no other
@@ -15,7 +15,7 @@ Contract::
     updated = reads.after(session, updates)                     # finish: values after the step
 
 ``also`` is another reader of the same moment (the state fingerprints,
-:class:`npu_dump_hook.fingerprints.StateReader`: ``variables``, ``open()``, ``take(variable,
+:class:`npu_dump_hook.train.fingerprints.StateReader`: ``variables``, ``open()``, ``take(variable,
 value)``, ``close()``): its variables join the same ``session.run`` calls, so each variable is
 read once before the captured step. A variable is fetched once per read however many of its
 tensors or readers ask for it. The read after the step repeats the fetch lists of the read
@@ -24,11 +24,11 @@ before it when they cover the updated variables, so TensorFlow reuses the execut
 import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple  # noqa: F401 (type comments)
 
-from . import _tf
+from .. import _tf
+from ..errors import BackendError
+from ..formats.npy import write_npy
 from ._capture_plan import (WRITE_SCOPE, as_stored_array, is_update_type, needs_handle_reader, reference_variable,
                             static_nbytes, variable_handle)
-from .errors import BackendError
-from .formats.npy import write_npy
 
 __all__ = ["VariableReads", "read_values", "budget_groups", "UNINITIALIZED_BEFORE"]
 

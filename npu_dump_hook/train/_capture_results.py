@@ -1,6 +1,6 @@
 """What one captured step produced: the tensors written, those skipped (and why), the ops it executed.
 
-Plain records (no TensorFlow); :class:`npu_dump_hook._capture.TensorCapture` fills them and
+Plain records (no TensorFlow); :class:`npu_dump_hook.train.capture.TensorCapture` fills them and
 re-exports them, the reference writer and the emulated backend read them.
 """
 from dataclasses import dataclass, field

@@ -1,0 +1,437 @@
+"""Capture every output tensor of every op one training step executes, with bounded memory.
+
+Contract (used by the reference writer and the emulated NPU backend)::
+
+    capture = TensorCapture(graph, scratch_dir, npy_dir=None, memory_budget=None)  # in begin()
+    return capture.run_args(run_context)                         # in before_run of the captured step
+    result = capture.finish(timestamp_us)                        # in after_run of the captured step
+
+Two ways to take the tensors, chosen per captured step; both give the same files (same names,
+bit-identical arrays) and the same :class:`CaptureResult`:
+
+* **fetch** (small steps): the executed tensors are fetched in the step's own ``session.run``
+  (already computed, so nothing extra runs) and written as ``.npy`` by ``finish``. Taken when
+  their total static size (shape x dtype) is at most ``memory_budget`` bytes, which bounds
+  what is held in memory at once. Default :data:`DEFAULT_MEMORY_BUDGET` (256 MiB); the
+  constructor argument, else ``$NPU_DUMP_HOOK_CAPTURE_BUDGET`` (bytes), overrides it; 0 always
+  streams. The values reach the engine through a registered ``Session.run`` fetch conversion
+  (private ``tensorflow.python.client.session`` API; without it every step streams).
+* **stream** (large steps, or any executed tensor whose static size is unknown): one in-graph
+  ``DebugIdentity`` op per tensor (TensorFlow's own tensor-dump kernel, the one tfdbg uses)
+  with a ``file://{scratch_dir}`` URL writes each tensor to its own file as soon as it is
+  computed, in TF's threads; a tensor is held only until its dump op has run, never the whole
+  step. ``finish`` turns each dump file (an ``Event`` proto holding a ``TensorProto``) into its
+  ``.npy`` in place: it parses only the protobuf headers before the tensor bytes, overwrites
+  them with an ``.npy`` header of exactly that length, cuts the tail and renames the file (a
+  copy with ``os.sendfile`` when that fails); one tensor at a time, so memory stays flat.
+
+``__init__`` (the graph is still editable) plans every output tensor and makes dump ops only
+where a step may stream: for every capturable tensor when the graph's fetchable tensors exceed
+the budget or any has an unknown static size, otherwise only for tensors that are never fetched
+directly. Those are tensors that may be dead in a step (TF 1.x ``tf.cond`` contexts, ``Switch``
+outputs and what they feed up to a ``Merge``: fetching a dead tensor fails the whole step, a
+dead dump op just does not run), TF 1.x reference tensors (``VariableV2``: a fetched value could
+show a later in-place update) and ops TF marks unfetchable (TF 2 ``If``/``While``). Dump ops
+are made under the name scope ``npu_dump_hook_capture`` on the CPU of the producer's task; they
+run only when fetched. Each extra node costs Grappler time when the captured step's executor is
+built, so a graph that fits the budget gets none.
+
+``run_args`` walks back from the step's fetches (data and control inputs; fed tensors end the
+walk, as in TF's pruning; fetches that are no element of the graph are left out) to the ops the step executes and fetches only *their* tensors (or
+dump ops), so no op the step would not run is triggered (e.g. a metric's update op) and the step
+computes what it computes without capture. :attr:`TensorCapture.last_path` tells which path a
+step took.
+
+Values are those of the graph as written (each captured tensor is fetched or has a dump-op
+consumer, so Grappler keeps it), unlike tfdbg's run-option watches, which see the graph after Grappler
+fused or folded nodes away.
+
+With ``npy_dir`` the ``.npy`` files get the reference (golden) name
+``{op name with / and . -> _}.{output_index}.{timestamp_us}.npy``; otherwise they stay in
+``scratch_dir`` as ``t{n}.npy`` and the caller removes them with :meth:`TensorCapture.cleanup`.
+Timestamps are 16-digit microsecond counts: ``timestamp_us + order`` for every output of the
+op at position ``order`` among the executed ops (topological, ties in graph creation order).
+
+What is not captured, with the reason recorded in :class:`SkippedTensor`:
+
+* resource, variant and string tensors (handles and non-numeric data: no array to compare);
+  dtypes numpy cannot hold (float8, int4); tensors whose static size is 2 GiB or more (a
+  protobuf cannot hold them). ``bfloat16`` is widened to float32 (exact); quantized types
+  are stored as their integer type.
+* TF 1.x control flow: tensors inside a ``tf.while_loop`` body (per-iteration values; the
+  loop's ``Exit`` outputs are captured); tensors of an untaken ``tf.cond`` branch (no value in
+  this step). TF 2 control flow puts bodies into functions: the ``If``/``While`` outputs are
+  captured, the function-internal tensors are not graph tensors and are not listed.
+* tensors of ops created after ``__init__`` (e.g. by hooks whose ``begin`` ran later).
+* fetches and feeds added by *other* hooks are not seen: the walk starts from the step's
+  own fetches (``run_context.original_args``).
+
+TF 1.x *reference* variables (``VariableV2``, the TF 1.15 default): a variable's output and the
+``Identity`` that reads it (``w/read``) alias the variable's buffer, which the step's
+``Apply*``/``Assign*`` ops update in place, so fetching them with the step gives the updated
+value and a dump op a racing one. Their value is what the variable held before the step: it is
+read in ``run_args`` by a separate ``session.run`` of the variables alone (in groups within the
+memory budget, written to scratch files at once), which runs no other op. A variable without a
+value yet (an initializer step) is skipped with that reason. Resource variables copy on read
+and need none of this for their ``ReadVariableOp`` outputs.
+
+In-place updates (``ApplyAdam``/``ResourceApplyAdam`` and the other ``Apply*``, ``Assign*``,
+``Assign*VariableOp``, ``Scatter*``): the dump of an update shows its inputs as they were before
+the step and its outputs as updated, so both are captured. An update's reference or
+resource-handle input is captured as the variable's value before the step (a ``VarHandleOp``
+handle through a ``ReadVariableOp`` the engine makes for each updated resource variable in
+``__init__``, under its name scope, read in the same separate ``session.run`` as the reference
+variables). After the step ``finish`` reads the updated variables (same grouping; the session
+comes from ``run_args``) and records them as the update's outputs: output ``k`` of an update op is
+its ``k``-th variable input after the step (TF 1.x ``Apply*`` return output 0 themselves, which is
+kept). :attr:`CaptureResult.updates` lists each update's variables. A variable two ops update in
+one step shows its final value for both. ``DebugIdentity`` file dumps count against tfdbg's per-process disk
+budget (``TFDBG_DISK_BYTES_LIMIT``, 100 GB by default).
+
+Where the parts live: the per-tensor plan and dump ops in :mod:`npu_dump_hook.train._capture_plan`,
+the variable reads before and after the step in :mod:`npu_dump_hook.train._capture_reads`, the result
+records in :mod:`npu_dump_hook.train._capture_results`, the walk of the executed ops in
+:mod:`npu_dump_hook.train.walk` (``run_args`` takes a ready :class:`~npu_dump_hook.train.walk.StepWalk`
+so a hook walks a step once); this module runs the step's capture and writes the files.
+
+TensorFlow APIs: ``tf.compat.v1`` names present in TF 1.15 and 2.x (``Graph.is_fetchable``), the
+``DebugIdentity`` op (made by ``_tf.debug_identity``: TF 1.15 has no Python wrapper for it), plus two private ones: ``Operation._control_flow_context``
+(no public way to know that an op sits in a TF 1.x ``tf.cond``/``tf.while_loop``; read
+defensively, absent in TF 2 graphs) and ``session.register_session_run_conversion_functions``
+(present since TF 1.0; the fetch path is off without it).
+
+Also importable as ``npu_dump_hook._capture`` (the same module object).
+"""
+
+import logging
+import os
+import re
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Dict, List, Optional, Set, Tuple
+
+import numpy as np
+
+from .. import _tf
+from ..errors import BackendError
+from ..formats.names import golden_npy_name
+from ..formats.npy import debug_event_to_npy, write_npy
+from ._capture_plan import (BUDGET_ENV, DEFAULT_MEMORY_BUDGET, WRITE_SCOPE, Plan, as_stored_array, plan_graph,
+                            resolve_memory_budget, static_shape, while_or_cond)
+from ._capture_reads import VariableReads
+from ._capture_results import CapturedTensor, CaptureResult, ExecutedOp, SkippedTensor
+from .walk import GraphIndex, StepWalk
+
+__all__ = [
+    "TensorCapture",
+    "CaptureResult",
+    "CapturedTensor",
+    "SkippedTensor",
+    "ExecutedOp",
+    "WRITE_SCOPE",
+    "DEFAULT_MEMORY_BUDGET",
+    "BUDGET_ENV",
+]
+
+logger = logging.getLogger("npu_dump_hook._capture")  # its name before it moved into train/
+
+_CONVERT_THREADS = 4
+# DebugIdentity file dumps: {root}/_tfdbg_device_{device}/{node}_{slot}_DebugIdentity_{wall µs}
+_DUMP_FILE = re.compile(r"t([0-9]+)_+0_DebugIdentity_[0-9]+\Z")
+
+
+class _FetchedValues(object):
+    """A ``session.run`` fetch of many tensors whose values land here, not in the hook's results.
+
+    The capture engine is driven through ``run_args``/``finish`` and never sees ``run_values``;
+    a registered fetch conversion (``fetch_function`` -> tensors + contraction) hands the
+    values over the moment ``session.run`` returns them.
+    """
+
+    def __init__(self, tensors: List[Any]) -> None:
+        self.tensors = tensors
+        self.values = None  # type: Optional[List[Any]]
+
+    def receive(self, values: List[Any]) -> None:
+        self.values = list(values)
+
+
+_FETCH_REGISTERED = []  # type: List[bool]
+
+
+def _register_fetch_conversion() -> bool:
+    """Teach ``Session.run`` to fetch :class:`_FetchedValues` (private TF API; False when absent)."""
+    if not _FETCH_REGISTERED:
+        done = _tf.register_fetch_conversion(_FetchedValues, lambda sink: (list(sink.tensors), sink.receive))
+        if not done:
+            logger.warning("capture: this TensorFlow has no session-run fetch conversions; streaming only")
+        _FETCH_REGISTERED.append(done)
+    return _FETCH_REGISTERED[0]
+
+
+# --------------------------------------------------------------------------- the engine
+
+
+class TensorCapture(object):
+    """Streams the output tensors of one step's executed ops to ``.npy`` files (see module doc)."""
+
+    def __init__(self, graph: Any, scratch_dir: str, *, npy_dir: Optional[str] = None,
+                 memory_budget: Optional[int] = None, index: Optional[GraphIndex] = None) -> None:
+        self.graph = graph
+        self.scratch_dir = os.path.abspath(scratch_dir)
+        self.npy_dir = os.path.abspath(npy_dir) if npy_dir else None
+        self.memory_budget = resolve_memory_budget(memory_budget)
+        #: The graph's edges, read once (shared with a hook's :class:`~npu_dump_hook.train.walk.StepWalk`).
+        self.index = index if index is not None else GraphIndex(graph)
+        self._dump_root = os.path.join(self.scratch_dir, "dumps")
+        self._pending = None  # type: Optional[List[Tuple[Any, bool]]]
+        self._fed = set()  # type: Set[str]
+        self._sink = None  # type: Optional[_FetchedValues]
+        self._snapshots = {}  # type: Dict[str, Any]
+        self._updates = []  # type: List[Tuple[Any, List[Tuple[str, Any]]]]
+        self._session = None  # type: Any
+        self._given = (None, None)  # type: Tuple[Optional[StepWalk], Any]
+        #: How the last captured step was taken: "fetch" (with the step, within the budget) or "stream".
+        self.last_path = ""
+        # begin(): plan every tensor; dump ops only where streaming may be needed.
+        self._plans, self._outputs = plan_graph(graph, self.index, _register_fetch_conversion(),
+                                                self.memory_budget, self._dump_root)
+        self._reads = VariableReads(graph, self._dump_root, self.memory_budget)
+
+    # -- before_run(): fetch the executed tensors, or their dump ops ---------------------
+    def use(self, walk: Optional[StepWalk], also_read: Any = None) -> None:
+        """The walk (and the co-reader) the next :meth:`run_args` takes (a hook walks each step once)."""
+        self._given = (walk, also_read)
+
+    def run_args(self, run_context: Any, walk: Optional[StepWalk] = None, also_read: Any = None) -> Any:
+        """``SessionRunArgs`` that capture every tensor the step computes (module doc: fetch or stream).
+
+        ``walk``: the step's :class:`~npu_dump_hook.train.walk.StepWalk` when the caller has one
+        (over this capture's ``index``); ``also_read``: a reader whose variables join the read
+        before the step (:mod:`npu_dump_hook.train._capture_reads`). Both may instead be handed over
+        by :meth:`use` for the next call.
+        """
+        given, self._given = self._given, (None, None)
+        walk, also_read = walk or given[0], also_read or given[1]
+        if walk is None:
+            args = run_context.original_args
+            self.index.forget_if_editable()  # an editable graph may gain edges between steps
+            walk = StepWalk(self.index, args.fetches, args.feed_dict)
+        executed, fed = walk.executed(), set(walk.fed)
+        self._pending, self._fed = executed, fed
+        shutil.rmtree(self._dump_root, ignore_errors=True)  # stale dumps must not pass for this step's
+        variable_reads, self._updates = self._reads.plan(executed, fed, self.index.edges)
+        direct, streamed = self._split(executed, fed, variable_reads)
+        self._session = run_context.session
+        self._snapshots = self._reads.before(run_context.session, variable_reads, also_read)
+        sizes = [plan.nbytes for _, plan in direct]
+        fetch = all(plan.dump_op is None for _, plan in direct) or (
+            None not in sizes and sum(sizes) <= self.memory_budget)  # type: ignore[arg-type]
+        if not fetch:
+            streamed, direct = direct + streamed, []
+        self.last_path = "fetch" if direct else "stream"
+        self._sink = _FetchedValues([tensor for tensor, _ in direct])
+        dumps = [plan.dump_op for _, plan in streamed]
+        if dumps:
+            os.makedirs(self._dump_root, exist_ok=True)
+        logger.debug("capture: step executes %d op(s); fetching %d tensor(s) and %d dump op(s); "
+                     "%d reference-variable read(s) taken before the step",
+                     len(executed), len(direct), len(dumps), len(variable_reads))
+        return _tf.tf_v1().train.SessionRunArgs([self._sink, dumps] if direct else dumps)
+
+    def _split(self, executed: List[Tuple[Any, bool]], fed: Set[str],
+               variable_reads: List[Tuple[Any, Any]]) -> Tuple[List[Tuple[Any, Plan]], List[Tuple[Any, Plan]]]:
+        """``(fetched directly, streamed)`` tensors of the step; reference-variable tensors are
+        appended to ``variable_reads`` (read before the step, never fetched or dumped)."""
+        direct, streamed = [], []  # type: List[Tuple[Any, Plan]], List[Tuple[Any, Plan]]
+        for op, fed_only in executed:
+            for tensor in op.outputs:
+                plan = self._plans.get(tensor.name)
+                if plan is None or plan.reason:
+                    continue
+                if fed_only and tensor.name not in fed:
+                    continue  # the op is replaced by a feed; its other outputs are never computed
+                if plan.variable is not None and tensor.name not in fed:
+                    variable_reads.append((tensor, plan.variable))
+                    continue
+                (streamed if plan.stream_only else direct).append((tensor, plan))
+        return direct, streamed
+
+    # -- after_run(): dump files -> .npy ------------------------------------------------
+    def finish(self, timestamp_us: int, to_scratch: bool = False) -> CaptureResult:
+        """Convert this step's dump files to ``.npy`` files; one tensor in memory at a time.
+
+        ``to_scratch=True`` keeps this step's files in the scratch folder even when
+        ``npy_dir`` is set (a further dumped step that must not mix into the golden set);
+        :meth:`cleanup` removes them.
+        """
+        executed, fetched = self._take_step(timestamp_us)
+        dumped = self._dump_files()
+        snapshots, self._snapshots = self._snapshots, {}
+        updates, self._updates = self._updates, []
+        session, self._session = self._session, None
+        updated = self._reads.after(session, updates)
+        golden = bool(self.npy_dir) and not to_scratch
+        files = _StepFiles(self.npy_dir if golden else self.scratch_dir, golden)
+        os.makedirs(files.target_dir, exist_ok=True)
+        executed_ops = []  # type: List[ExecutedOp]
+        for order, (op, fed_only) in enumerate(executed):
+            executed_ops.append(self._executed_op(op, order))
+            stamp = timestamp_us + order
+            for index, tensor in enumerate(op.outputs):
+                self._add_output(files, op, index, tensor, fed_only, (order, stamp), snapshots, dumped, fetched)
+            if op.name in updated:
+                self._add_updated(op, updated[op.name], files.tensors, files.skipped, files.target_dir, golden,
+                                  order, stamp)
+        del fetched
+        self._write([t for t in files.tensors if not t.dtype], files.jobs)
+        files.jobs = []
+        shutil.rmtree(self._dump_root, ignore_errors=True)
+        if golden:
+            self._remove_scratch_dir_if_empty()
+        logger.info("capture: %d tensor(s) written (%s), %d skipped, %d op(s) executed",
+                    len(files.tensors), self.last_path, len(files.skipped), len(executed_ops))
+        return CaptureResult(tensors=files.tensors, skipped=files.skipped, executed_ops=executed_ops,
+                             updates={op.name: [name for name, _ in variables] for op, variables in updates})
+
+    def _take_step(self, timestamp_us: int) -> Tuple[List[Tuple[Any, bool]], Dict[str, Any]]:
+        """The step run_args() prepared and the values it fetched (``{tensor name: value}``)."""
+        if self._pending is None:
+            raise BackendError("TensorCapture.finish() called without run_args() for this step")
+        if isinstance(timestamp_us, bool) or not isinstance(timestamp_us, int) or len(str(timestamp_us)) != 16:
+            raise BackendError("timestamp_us must be a 16-digit microsecond count, got {!r}".format(timestamp_us))
+        executed, self._pending = self._pending, None
+        sink, self._sink = self._sink, None
+        if sink is None or not sink.tensors:
+            return executed, {}
+        if sink.values is None:
+            raise BackendError("TensorCapture.finish(): the step did not return the fetched tensors "
+                               "(run_args() result not passed to this step's session.run?)")
+        return executed, {t.name: v for t, v in zip(sink.tensors, sink.values)}
+
+    def _executed_op(self, op: Any, order: int) -> ExecutedOp:
+        inputs, controls = self.index.edges(op)
+        dtypes, shapes = self._outputs.get(op.name) or (
+            [t.dtype.base_dtype.name for t in op.outputs], [static_shape(t) for t in op.outputs])
+        return ExecutedOp(name=op.name, type=op.type, inputs=[t.name for t in inputs],
+                          control_inputs=[c.name for c in controls], order=order,
+                          output_dtypes=list(dtypes), output_shapes=list(shapes))
+
+    def _add_output(self, files: "_StepFiles", op: Any, index: int, tensor: Any, fed_only: bool,
+                    when: Tuple[int, int], snapshots: Dict[str, Any], dumped: Dict[int, str],
+                    fetched: Dict[str, Any]) -> None:
+        """One output of an executed op: skipped (with the reason), moved from its snapshot, or queued."""
+        order, stamp = when
+        snapshot = snapshots.get(tensor.name)
+        reason = snapshot if isinstance(snapshot, str) else (
+            "" if snapshot else self._skip_reason(op, tensor, fed_only, dumped, fetched))
+        if reason:
+            files.skipped.append(SkippedTensor(tensor.name, op.type, reason))
+            return
+        target = os.path.join(files.target_dir, self._npy_name(op.name, index, stamp, files.golden))
+        if snapshot and not files.golden:  # a handle has no plan number: the scratch name is unique
+            target = os.path.join(files.target_dir, "s" + os.path.basename(snapshot[0]))
+        if snapshot:
+            os.replace(snapshot[0], target)
+            files.tensors.append(CapturedTensor(op_name=op.name, op_type=op.type, output_index=index,
+                                                dtype=snapshot[1], shape=snapshot[2], path=target,
+                                                order=order, timestamp_us=stamp))
+            return
+        if tensor.name in fetched:
+            # Released as soon as it is queued: the values dict must not outlive its writes.
+            files.jobs.append((as_stored_array(fetched.pop(tensor.name), tensor), target))
+        else:
+            files.jobs.append((dumped.pop(self._plans[tensor.name].number), target))
+        files.tensors.append(CapturedTensor(op_name=op.name, op_type=op.type, output_index=index, dtype="",
+                                            shape=(), path=target, order=order, timestamp_us=stamp))
+
+    def _add_updated(self, op: Any, values: List[Any], tensors: List[CapturedTensor], skipped: List[SkippedTensor],
+                     target_dir: str, golden: bool, order: int, stamp: int) -> None:
+        """Output ``k`` of update op ``op``: its ``k``-th variable after the step (unless TF's own
+        output ``k`` was captured already: a TF 1.x ``Apply*`` returns the updated reference)."""
+        own = {t.output_index for t in tensors if t.op_name == op.name}
+        for index, value in enumerate(values):
+            if index in own:
+                continue
+            if isinstance(value, str):
+                skipped.append(SkippedTensor("{}:{}".format(op.name, index), op.type, value))
+                continue
+            name = golden_npy_name(op.name, index, stamp) if golden else "u{}_{}.npy".format(order, index)
+            target = os.path.join(target_dir, name)
+            os.replace(value[0], target)
+            tensors.append(CapturedTensor(op_name=op.name, op_type=op.type, output_index=index, dtype=value[1],
+                                          shape=value[2], path=target, order=order, timestamp_us=stamp))
+
+    @staticmethod
+    def _write(tensors: List[CapturedTensor], jobs: List[Tuple[Any, str]]) -> None:
+        """Write each job's ``.npy`` and fill in its tensor's dtype and shape."""
+        if all(isinstance(source, np.ndarray) for source, _ in jobs):
+            # In-memory arrays: two system calls per file; threads only add lock hand-offs here.
+            for tensor, (array, target) in zip(tensors, jobs):
+                tensor.dtype, tensor.shape = write_npy(array, target)
+            return
+        # Dump files (open, header parse, rewrite, rename, unlink) release the GIL: a few threads
+        # overlap that work; each converts one tensor at a time, so memory stays bounded.
+        with ThreadPoolExecutor(max_workers=_CONVERT_THREADS) as pool:
+            for tensor, (dtype, shape) in zip(tensors, pool.map(_convert, jobs)):
+                tensor.dtype, tensor.shape = dtype, shape
+
+    def _dump_files(self) -> Dict[int, str]:
+        """``{dump op number: file}`` of the files the dump ops wrote in this step."""
+        found = {}  # type: Dict[int, str]
+        for folder, _, files in os.walk(self._dump_root):
+            for name in files:
+                match = _DUMP_FILE.match(name)
+                if match:
+                    found[int(match.group(1))] = os.path.join(folder, name)
+        return found
+
+    def _skip_reason(self, op: Any, tensor: Any, fed_only: bool, dumped: Dict[int, str],
+                     fetched: Dict[str, Any]) -> str:
+        plan = self._plans.get(tensor.name)
+        if plan is None:
+            return "op created after the capture was set up (no dump op)"
+        if plan.reason:
+            return plan.reason
+        if fed_only and tensor.name not in self._fed:
+            return "not computed: the op was replaced by a feed"
+        if tensor.name not in fetched and plan.number not in dumped:
+            if while_or_cond(op) == "cond":
+                return "no value in this step (untaken TF 1.x tf.cond branch)"
+            return "no value in this step (dead output, e.g. the untaken side of a Switch)"
+        return ""
+
+    def _npy_name(self, op_name: str, index: int, stamp: int, golden: bool) -> str:
+        if not golden:
+            return "t{}.npy".format(self._plans["{}:{}".format(op_name, index)].number)
+        return golden_npy_name(op_name, index, stamp)
+
+    def _remove_scratch_dir_if_empty(self) -> None:
+        try:
+            os.rmdir(self.scratch_dir)
+        except OSError:
+            pass  # not empty: someone else's files
+
+    def cleanup(self) -> None:
+        """Remove the scratch folder and everything in it (the .npy files too when no npy_dir)."""
+        shutil.rmtree(self.scratch_dir, ignore_errors=True)
+
+
+class _StepFiles(object):
+    """What ``finish`` assembles for one step: the tensors captured, those skipped, the writes to do."""
+
+    def __init__(self, target_dir: str, golden: bool) -> None:
+        self.target_dir = target_dir
+        self.golden = golden
+        self.tensors = []  # type: List[CapturedTensor]
+        self.skipped = []  # type: List[SkippedTensor]
+        self.jobs = []  # type: List[Tuple[Any, str]]
+
+
+def _convert(job: Tuple[Any, str]) -> Tuple[str, Tuple[int, ...]]:
+    source, target = job
+    if isinstance(source, np.ndarray):
+        return write_npy(source, target)
+    return debug_event_to_npy(source, target, move=True)
+
+

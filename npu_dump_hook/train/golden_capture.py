@@ -1,0 +1,141 @@
+"""Reference (golden) capture: the CPU/GPU tensors of one step as msaccucmp-ready ``.npy`` files.
+
+Layout of the golden folder (docs/reference/ascend-dump-formats.md §6)::
+
+    {golden}/{op name with / and . -> _}.{output_index}.{16-digit µs timestamp}.npy
+    {golden}/golden_manifest.json
+
+Each ``.npy`` holds one output tensor of one op the step executed, in TF layout and dtype
+(bfloat16 widened to float32), and its name matches msaccucmp's ``NUMPY_DUMP_PATTERN``
+``^([\\.A-Za-z0-9_-]+\\.[0-9]+)\\.[0-9]{1,255}\\.npy$``: group 1 is the key msaccucmp looks
+NPU outputs up by. Timestamps grow with the op's execution order, so when two op names
+sanitize to the same key the later op's file is the one msaccucmp uses (it sorts by
+timestamp); such collisions are listed in the manifest. An op name with a character that
+pattern rejects (TF allows ``>`` and ``\\``) is written with that character replaced by ``_``
+and listed as ``renamed``. msaccucmp skips the manifest with a warning (it is not an .npy).
+
+``golden_manifest.json``: ``{"schema": "npu_dump_hook/golden@1", "files": [{"file", "tensor",
+"op_type", "dtype", "shape", "order", "timestamp"}], "skipped": [{"tensor", "op_type",
+"reason"}], "renamed": [...], "key_collisions": {key: [tensor, ...]}}``.
+
+Memory: at most ``memory_budget`` bytes of tensors (default 256 MiB) are held at once; a step
+whose tensors need more, or whose sizes are not static, streams each tensor to disk as it is
+computed. The capture itself (what runs, memory, what is skipped and why) is
+:mod:`npu_dump_hook.train.capture`; :class:`ReferenceCapture` wires it into a SessionRunHook.
+
+Also importable as ``npu_dump_hook.reference`` (the same module object).
+"""
+import json
+import logging
+import os
+import time
+from typing import Any, Dict, List, Optional
+
+from .. import _tf
+from ..bundle import GOLDEN_MANIFEST
+from ..formats import names
+from ..formats.names import golden_npy_name as golden_file_name
+from .capture import TensorCapture
+
+__all__ = ["MANIFEST_NAME", "MANIFEST_SCHEMA", "golden_file_name", "golden_report", "ReferenceCapture"]
+
+logger = logging.getLogger("npu_dump_hook.reference")  # its name before it moved into train/
+
+MANIFEST_NAME = GOLDEN_MANIFEST  # named once, by the bundle format
+MANIFEST_SCHEMA = "npu_dump_hook/golden@1"
+
+
+def _flat(op_name: str) -> str:
+    return op_name.replace("/", "_").replace(".", "_")
+
+
+def golden_report(result: Any, golden_dir: str) -> Dict[str, Any]:
+    """Write ``golden_manifest.json`` for a capture whose ``.npy`` files are in ``golden_dir``.
+
+    Returns the run-summary entry: folder, counts, the manifest path and the skip reasons.
+    """
+    os.makedirs(golden_dir, exist_ok=True)
+    files, renamed = [], []  # type: List[Dict[str, Any]], List[Dict[str, str]]
+    keys = {}  # type: Dict[str, List[str]]
+    for tensor in result.tensors:
+        base = os.path.basename(tensor.path)
+        files.append({"file": base, "tensor": tensor.tensor_name, "op_type": tensor.op_type,
+                      "dtype": tensor.dtype, "shape": list(tensor.shape), "order": tensor.order,
+                      "timestamp": tensor.timestamp_us})
+        parsed = names.parse_npy_name(base)
+        if parsed.op_name != _flat(tensor.op_name):
+            renamed.append({"tensor": tensor.tensor_name, "file": base})
+        keys.setdefault(parsed.key, []).append(tensor.tensor_name)
+    collisions = {key: tensors for key, tensors in keys.items() if len(tensors) > 1}
+    skipped = [{"tensor": s.tensor_name, "op_type": s.op_type, "reason": s.reason} for s in result.skipped]
+    manifest = {"schema": MANIFEST_SCHEMA, "files": files, "skipped": skipped, "renamed": renamed,
+                "key_collisions": collisions}
+    path = os.path.join(golden_dir, MANIFEST_NAME)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(_manifest_text(manifest))
+    os.replace(tmp, path)
+    reasons = {}  # type: Dict[str, int]
+    for entry in skipped:
+        reasons[entry["reason"]] = reasons.get(entry["reason"], 0) + 1
+    if collisions:
+        logger.warning("reference: %d msaccucmp key(s) shared by several ops; the latest op's file wins: %s",
+                       len(collisions), ", ".join(sorted(collisions)[:5]))
+    logger.info("reference: %d tensor(s) in %s, %d skipped", len(files), golden_dir, len(skipped))
+    return {"dir": golden_dir, "manifest": path, "files": len(files), "skipped": len(skipped),
+            "skip_reasons": reasons, "renamed": len(renamed), "key_collisions": len(collisions)}
+
+
+def _manifest_text(manifest: Dict[str, Any]) -> str:
+    """The manifest as JSON, one file or skipped entry a line (readable, diffable). Each line is
+    encoded by json's C encoder: ``indent=`` would switch to the pure-Python one, which cost more
+    than writing the step's .npy files on a small model."""
+    parts = []
+    for key, value in manifest.items():
+        if isinstance(value, list) and value:
+            body = "[\n  " + ",\n  ".join(json.dumps(item) for item in value) + "\n ]"
+        else:
+            body = json.dumps(value)
+        parts.append(" {}: {}".format(json.dumps(key), body))
+    return "{\n" + ",\n".join(parts) + "\n}\n"
+
+
+class ReferenceCapture(object):
+    """Golden capture of one step for a SessionRunHook: call from its begin/before_run/after_run.
+
+    ``step`` is the 0-based local step to capture (counted by :meth:`before_run` calls);
+    ``memory_budget`` (bytes) is :class:`~npu_dump_hook.train.capture.TensorCapture`'s: steps whose
+    tensors fit are fetched with the step, larger ones stream to disk (default 256 MiB, or
+    ``$NPU_DUMP_HOOK_CAPTURE_BUDGET``).
+    After the captured step, :attr:`result` is the :class:`~npu_dump_hook.train.capture.CaptureResult`
+    and :attr:`report` the :func:`golden_report` summary.
+    """
+
+    def __init__(self, golden_dir: str, scratch_dir: Optional[str] = None, step: int = 0,
+                 memory_budget: Optional[int] = None) -> None:
+        self.golden_dir = os.path.abspath(golden_dir)
+        self.memory_budget = memory_budget
+        self.scratch_dir = os.path.abspath(scratch_dir or os.path.join(self.golden_dir, os.pardir, ".capture"))
+        self.step = step
+        self.result = None  # type: Any
+        self.report = None  # type: Optional[Dict[str, Any]]
+        self._capture = None  # type: Any
+        self._steps = 0
+        self._active = False
+
+    def begin(self, graph: Any = None) -> None:
+        graph = graph if graph is not None else _tf.tf_v1().get_default_graph()
+        self._capture = TensorCapture(graph, self.scratch_dir, npy_dir=self.golden_dir,
+                                      memory_budget=self.memory_budget)
+
+    def before_run(self, run_context: Any) -> Any:
+        self._active = self._capture is not None and self._steps == self.step
+        self._steps += 1
+        return self._capture.run_args(run_context) if self._active else None
+
+    def after_run(self, run_context: Any, run_values: Any) -> None:
+        if not self._active:
+            return
+        self._active = False
+        self.result = self._capture.finish(int(time.time() * 1000000))
+        self.report = golden_report(self.result, self.golden_dir)
