@@ -13,6 +13,7 @@ come from bundles made by someone else.
   (report files are valid UTF-8 whatever names they carry).
 """
 import re
+from typing import Any
 
 __all__ = ["printable", "csv_cell", "utf8", "FORMULA_STARTS"]
 
@@ -27,9 +28,10 @@ def _escape(match: "re.Match[str]") -> str:
     return "\\x{:02x}".format(code) if code < 0x100 else "\\u{:04x}".format(code)
 
 
-def printable(text: str) -> str:
-    """``text`` with control characters and lone surrogates as visible escapes (see the module doc)."""
-    return _UNPRINTABLE.sub(_escape, text)
+def printable(text: Any) -> str:
+    """``text`` (or ``str()`` of any other object: a path, an exception) with control characters and
+    lone surrogates as visible escapes (see the module doc)."""
+    return _UNPRINTABLE.sub(_escape, text if isinstance(text, str) else str(text))
 
 
 def csv_cell(text: str) -> str:

@@ -88,6 +88,7 @@ import weakref
 from typing import Any, Dict, List, Mapping, Optional, Sequence  # noqa: F401 (type comments)
 
 from . import _tf
+from ._inert import printable
 from .backends import resolve_backend
 from .collect import collect_run
 from . import settings
@@ -330,7 +331,7 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         if mismatch is not None:
             if self.strict:
                 raise mismatch  # no bundle: the golden run is not the NPU run's (run.json says so)
-            logger.error("NpuDumpHook: %s (strict=False: no golden bundle written)", mismatch)
+            logger.error("NpuDumpHook: %s (strict=False: no golden bundle written)", printable(mismatch))
         announce(self)
 
     # -- the record and the messages ------------------------------------------------------------

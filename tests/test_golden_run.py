@@ -311,3 +311,13 @@ def test_the_hook_refuses_an_unverifiable_or_escaping_checkpoint_before_training
     with pytest.raises(OptionError, match=rule) as info:
         NpuDumpHook(output_dir=str(tmp_path / "out"), initial_state=str(bundle))
     assert info.value.option == "initial_state" and "model.ckpt.index" in str(info.value)
+
+
+def test_golden_run_log_lines_escape_control_characters():
+    """Paths and notes from an NPU bundle reach the training script's terminal through the hook's
+    log lines: control characters there are shown as escapes, never sent raw."""
+    from npu_dump_hook._inert import printable
+
+    hostile = "bundle\x1b[2J\x9b\udc80"
+    assert "\x1b" not in printable(hostile) and "\x9b" not in printable(hostile)
+    assert printable(OSError(2, "No such file", hostile)).count("\\x1b") == 1

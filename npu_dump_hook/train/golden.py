@@ -17,6 +17,7 @@ import shutil
 from typing import Any, Dict, List, Mapping, Optional, Sequence  # noqa: F401 (type comments)
 
 from .. import _tf, settings
+from .._inert import printable
 from ..errors import FingerprintMismatchError, OptionError
 from .fingerprints import CAUSES, compare
 from ..golden_run import NpuBundleTarget, check_variables
@@ -79,7 +80,7 @@ class GoldenRun(object):
                                        "error": "FingerprintMismatchError: " + message})
                 raise FingerprintMismatchError(message, target.path, {"state": diff})
             logger.warning("NpuDumpHook: %s (on_mismatch='warn': restoring the %d variable(s) both hold)",
-                           message, len(stored) - len(diff["extra"]) - len(diff["mismatched"]))
+                           printable(message), len(stored) - len(diff["extra"]) - len(diff["mismatched"]))
             self.warnings.append(message)
         skip = set(diff["missing"]) | set(diff["mismatched"])
         restorable = {v.op.name: v for v in variables if v.op.name not in skip}
@@ -93,7 +94,7 @@ class GoldenRun(object):
             return
         with guard("restoring the initial state from {}".format(self.target.path)):
             self._restorer.restore(session, self._prefix)
-            logger.info("NpuDumpHook: initial state restored from %s", self.target.path)
+            logger.info("NpuDumpHook: initial state restored from %s", printable(self.target.path))
         shutil.rmtree(self._scratch, ignore_errors=True)
 
     def compare(self, section: Optional[Dict[str, Any]], randomness: Mapping[str, Any], run_context: Any,
@@ -106,15 +107,16 @@ class GoldenRun(object):
         self.golden_for = dict(target.identity(), match=comparison.match, on_mismatch=self.on_mismatch,
                                differences=comparison.as_dict())
         for note in comparison.notes:
-            logger.warning("NpuDumpHook: golden run for %s: %s", target.path, note)
+            logger.warning("NpuDumpHook: golden run for %s: %s", printable(target.path), printable(note))
             self.warnings.append("golden run: " + note)
         if comparison.match:
-            logger.info("NpuDumpHook: fingerprints match NPU bundle %s (%d variable(s), %d input(s))", target.path,
+            logger.info("NpuDumpHook: fingerprints match NPU bundle %s (%d variable(s), %d input(s))",
+                        printable(target.path),
                         len((section or {}).get("state") or ()), len((section or {}).get("batch") or ()))
             return
         message = comparison.message(target.path, _randomness_hints(target.randomness, randomness))
         if self.on_mismatch == "warn":
-            logger.warning("NpuDumpHook: %s (on_mismatch='warn': the golden bundle is written)", message)
+            logger.warning("NpuDumpHook: %s (on_mismatch='warn': the golden bundle is written)", printable(message))
             self.warnings.append(message)
             return
         self.mismatch = FingerprintMismatchError(message, target.path, comparison.as_dict())

@@ -16,6 +16,7 @@ import contextlib
 import logging
 from typing import Callable, Dict, Iterator, List, Optional
 
+from .._inert import printable
 from ..errors import BundleError, NpuDumpError
 
 __all__ = ["FailureGuard", "os_error_text", "HOOK_LOGGER"]
@@ -45,14 +46,14 @@ class FailureGuard(object):
                 try:
                     undo()
                 except OSError as cleanup_error:  # e.g. the same full disk: report, keep the first error
-                    logger.error("NpuDumpHook: cleaning up after %s failed too: %s", doing, cleanup_error)
+                    logger.error("NpuDumpHook: cleaning up after %s failed too: %s", printable(doing), printable(cleanup_error))
             self.record(doing, exc)
             if self.strict:
                 if isinstance(exc, NpuDumpError):
                     raise
                 raise BundleError("NpuDumpHook: {} failed: {}".format(doing, os_error_text(exc)),
                                   getattr(exc, "filename", None)) from exc
-            logger.error("NpuDumpHook: %s failed (strict=False: training continues): %s", doing, exc)
+            logger.error("NpuDumpHook: %s failed (strict=False: training continues): %s", printable(doing), printable(exc))
 
 
 def os_error_text(exc: OSError) -> str:

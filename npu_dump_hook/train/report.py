@@ -6,6 +6,7 @@ collaborators (``steps``, ``dump``, ``golden``); they log on the ``npu_dump_hook
 import logging
 from typing import Any
 
+from .._inert import printable
 from .dump_run import numerics_text
 from .guard import HOOK_LOGGER
 
@@ -34,17 +35,17 @@ def announce(hook: Any) -> None:
     if bundle is None:
         if hook.collect:
             reason = hook.failures[-1]["error"] if hook.failures else "nothing to collect (see the log)"
-            logger.log(level, "npu_dump_hook: no bundle for run %s: %s", hook.run_dir, reason)
+            logger.log(level, "npu_dump_hook: no bundle for run %s: %s", printable(hook.run_dir), printable(reason))
         return
-    warnings = "".join("\n  warning: " + w for w in bundle.warnings[:5])
+    warnings = "".join("\n  warning: " + printable(w) for w in bundle.warnings[:5])
     if hook.golden_only:
         logger.log(level, "npu_dump_hook: golden bundle %s: %d training step(s), golden step %d, %s, "
-                   "%d warning(s)%s", bundle.location, hook.steps.steps_run, hook.captured_step,
-                   hook.golden.describe(), len(bundle.warnings), warnings)
+                   "%d warning(s)%s", printable(bundle.location), hook.steps.steps_run, hook.captured_step,
+                   printable(hook.golden.describe()), len(bundle.warnings), warnings)
         return
     coverage = bundle.coverage or {}
     logger.log(level, "npu_dump_hook: bundle %s: %d training step(s), dump step(s) %s, coverage %s/%s ops, "
-               "%d warning(s)%s", bundle.location, hook.steps.steps_run, ", ".join(bundle.steps) or "none",
+               "%d warning(s)%s", printable(bundle.location), hook.steps.steps_run, ", ".join(bundle.steps) or "none",
                coverage.get("dumped", "?"), coverage.get("expected", "?"), len(bundle.warnings), warnings)
     if hook.dump.computes_npu_numerics():
         logger.log(level, "npu_dump_hook: the emulated run computed with NPU numerics (%s): its training "
