@@ -178,8 +178,8 @@ def test_steps_before_the_captured_one_fetch_its_tensors_and_keep_nothing(tmp_pa
     """The captured step's fetch set is the one the session's first step ran (one executor for both)."""
     golden = str(tmp_path / "golden")
     hook = RecordingReferenceHook(golden, step=2)
-    with tf.Graph().as_default():
-        counter = v1.get_variable("counter", initializer=tf.constant(0.0))
+    with tf.Graph().as_default():  # a resource variable: nothing streams (TF 1.x ref outputs would)
+        counter = v1.get_variable("counter", initializer=tf.constant(0.0), use_resource=True)
         bump = tf.identity(v1.assign_add(counter, 1.0), name="bump")
         with v1.train.MonitoredSession(hooks=[hook]) as session:
             for _ in range(2):
