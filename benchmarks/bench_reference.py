@@ -4,8 +4,10 @@ Model: the sample CNN (``npu_dump_hook.sample_models.cnn_estimator``: its model_
 input_fn) trained with ``tf.estimator`` for ``step + 2`` steps; local step ``step`` is
 captured, in a fresh process per side and repeat. Two steps are measured by default:
 step 0 (the default of ``NpuDumpHook`` and ``ReferenceCapture``: TF builds the step's
-executor then anyway) and step 1 (a later step: any capture changes the fetch set, so TF
-builds a second executor, Grappler included, which costs about as much as the first step).
+executor then anyway) and step 1 (a later step: a capture changes the fetch set, so TF builds
+another executor, Grappler included, unless that fetch set ran before: tfdbg's debug watches
+always pay it; ours, when the step's tensors are fetched (no dump op), has the steps before
+the captured one fetch them too, so the session's first step built that executor).
 
 * ``ours``:  :class:`npu_dump_hook.reference.ReferenceCapture` with its default memory budget
   (every output tensor of every executed op, msaccucmp-ready ``.npy`` files plus the
@@ -18,11 +20,14 @@ builds a second executor, Grappler included, which costs about as much as the fi
 * ``none``:  no capture, for the plain step time.
 
 Reported per side (median of ``--repeats`` runs): capture-step wall time (from the first
-hook's ``before_run`` to the last hook's ``after_run``), setup in ``begin()``, tfdbg's
-conversion to ``.npy``, tensors written, peak RSS of the process and its growth during the
-capture step (``ru_maxrss``). Target: ours at least 2x faster than tfdbg producing the same
-``.npy`` files; the dump-only ratio, the ratio of the capture costs (time above the plain
-step) and the ratio including our ``begin()`` are printed too.
+hook's ``before_run`` to the last hook's ``after_run``), the step after it (``next s``: where a
+later step pays for its own executor when the capture's was built at the first step), setup in
+``begin()``, tfdbg's conversion to ``.npy``, tensors written, peak RSS of the process and its
+growth during the capture step (``ru_maxrss``). Target: ours at least 2x faster than tfdbg
+producing the same ``.npy`` files, at step 0 and step 1, printed side by side at the end; the
+ratio of the process CPU time (all threads) in the same window, which other processes on a
+shared machine disturb less, the dump-only ratio, the ratio of the capture costs (time above
+the plain step) and the ratio including our ``begin()`` are printed too.
 
     .venv/bin/python benchmarks/bench_reference.py [--quick] [--batch N] [--repeats N] [--step N]
 """

@@ -3,6 +3,7 @@
 Contract (used by the reference writer and the emulated NPU backend)::
 
     capture = TensorCapture(graph, scratch_dir, npy_dir=None, memory_budget=None)  # in begin()
+    return capture.warm_args(run_context)                        # in before_run of a step before it
     return capture.run_args(run_context)                         # in before_run of the captured step
     result = capture.finish(timestamp_us)                        # in after_run of the captured step
 
