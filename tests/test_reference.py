@@ -159,3 +159,40 @@ def test_golden_file_name(op_name, expected):
 def test_golden_file_name_needs_a_16_digit_timestamp():
     with pytest.raises(NameFormatError, match="16-digit"):
         golden_file_name("op", 0, 17000)
+
+
+class RecordingReferenceHook(ReferenceHook):
+    """Keeps what ``before_run`` asked each step to fetch."""
+
+    def __init__(self, golden_dir, step=0):
+        super().__init__(golden_dir, step=step)
+        self.asked = []
+
+    def before_run(self, run_context):
+        args = super().before_run(run_context)
+        self.asked.append(args)
+        return args
+
+
+def test_steps_before_the_captured_one_fetch_its_tensors_and_keep_nothing(tmp_path):
+    """The captured step's fetch set is the one the session's first step ran (one executor for both)."""
+    golden = str(tmp_path / "golden")
+    hook = RecordingReferenceHook(golden, step=2)
+    with tf.Graph().as_default():  # a resource variable: nothing streams (TF 1.x ref outputs would)
+        counter = v1.get_variable("counter", initializer=tf.constant(0.0), use_resource=True)
+        bump = tf.identity(v1.assign_add(counter, 1.0), name="bump")
+        with v1.train.MonitoredSession(hooks=[hook]) as session:
+            for _ in range(2):
+                session.run(bump)
+                assert not os.path.exists(golden)  # a warm-up step writes nothing
+            session.run(bump)
+            session.run(bump)
+    warm, captured, after = hook.asked[:2], hook.asked[2], hook.asked[3]
+    fetched = [t.name for t in captured.fetches[0].tensors]
+    assert "bump:0" in fetched and after is None
+    for args in warm:
+        sink, dumps = args.fetches
+        assert [t.name for t in sink.tensors] == fetched and dumps == [] and sink.values is None
+    loaded = {names.parse_npy_name(f).key: np.load(os.path.join(golden, f))
+              for f in os.listdir(golden) if f.endswith(".npy")}
+    assert loaded["bump.0"] == 3.0  # the third step's value

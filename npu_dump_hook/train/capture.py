@@ -3,6 +3,7 @@
 Contract (used by the reference writer and the emulated NPU backend)::
 
     capture = TensorCapture(graph, scratch_dir, npy_dir=None, memory_budget=None)  # in begin()
+    return capture.warm_args(run_context)                        # in before_run of a step before it
     return capture.run_args(run_context)                         # in before_run of the captured step
     result = capture.finish(timestamp_us)                        # in after_run of the captured step
 
@@ -148,12 +149,14 @@ class _FetchedValues(object):
     values over the moment ``session.run`` returns them.
     """
 
-    def __init__(self, tensors: List[Any]) -> None:
+    def __init__(self, tensors: List[Any], keep: bool = True) -> None:
         self.tensors = tensors
+        self.keep = keep  # False: a warm-up fetch, whose values are dropped as they arrive
         self.values = None  # type: Optional[List[Any]]
 
     def receive(self, values: List[Any]) -> None:
-        self.values = list(values)
+        if self.keep:
+            self.values = list(values)
 
 
 _FETCH_REGISTERED = []  # type: List[bool]
@@ -221,14 +224,9 @@ class TensorCapture(object):
         self._pending, self._fed = executed, fed
         shutil.rmtree(self._dump_root, ignore_errors=True)  # stale dumps must not pass for this step's
         variable_reads, self._updates = self._reads.plan(executed, fed, self.index.edges)
-        direct, streamed = self._split(executed, fed, variable_reads)
+        direct, streamed = self._paths(executed, fed, variable_reads)
         self._session = run_context.session
         self._snapshots = self._reads.before(run_context.session, variable_reads, also_read)
-        sizes = [plan.nbytes for _, plan in direct]
-        fetch = all(plan.dump_op is None for _, plan in direct) or (
-            None not in sizes and sum(sizes) <= self.memory_budget)  # type: ignore[arg-type]
-        if not fetch:
-            streamed, direct = direct + streamed, []
         self.last_path = "fetch" if direct else "stream"
         self._sink = _FetchedValues([tensor for tensor, _ in direct])
         dumps = [plan.dump_op for _, plan in streamed]
@@ -238,6 +236,38 @@ class TensorCapture(object):
                      "%d reference-variable read(s) taken before the step",
                      len(executed), len(direct), len(dumps), len(variable_reads))
         return _tf.tf_v1().train.SessionRunArgs([self._sink, dumps] if direct else dumps)
+
+    def warm_args(self, run_context: Any, walk: Optional[StepWalk] = None) -> Any:
+        """``SessionRunArgs`` for a training step *before* the captured one: the fetches
+        :meth:`run_args` will add, their values dropped as they arrive; None when that step would
+        stream (dump ops must not run before it) or fetch nothing.
+
+        TensorFlow builds an executor per fetch set and keeps it for the session. The session's
+        first step builds one anyway; with these fetches it is the one the captured step needs,
+        so that step runs on it instead of pruning, placing and optimizing the graph again. Cost
+        on such a step: the fetched values (at most the memory budget) are held until ``run``
+        returns, and the graph runs as written (no fusion across the fetched tensors), as the
+        captured step does. Nothing is read, written or remembered here.
+        """
+        if walk is None:
+            args = run_context.original_args
+            self.index.forget_if_editable()
+            walk = StepWalk(self.index, args.fetches, args.feed_dict)
+        direct, streamed = self._paths(walk.executed(), set(walk.fed), [])
+        if streamed or not direct:
+            return None
+        warm = _FetchedValues([tensor for tensor, _ in direct], keep=False)
+        return _tf.tf_v1().train.SessionRunArgs([warm, []])  # the structure run_args gives
+
+    def _paths(self, executed: List[Tuple[Any, bool]], fed: Set[str],
+               variable_reads: List[Tuple[Any, Any]]) -> Tuple[List[Tuple[Any, Plan]], List[Tuple[Any, Plan]]]:
+        """``(fetched with the step, streamed)``: :meth:`_split`, then everything streams when the
+        directly fetchable tensors exceed the budget (or have unknown sizes) and have dump ops."""
+        direct, streamed = self._split(executed, fed, variable_reads)
+        sizes = [plan.nbytes for _, plan in direct]
+        fetch = all(plan.dump_op is None for _, plan in direct) or (
+            None not in sizes and sum(sizes) <= self.memory_budget)  # type: ignore[arg-type]
+        return (direct, streamed) if fetch else ([], direct + streamed)
 
     def _split(self, executed: List[Tuple[Any, bool]], fed: Set[str],
                variable_reads: List[Tuple[Any, Any]]) -> Tuple[List[Tuple[Any, Plan]], List[Tuple[Any, Plan]]]:

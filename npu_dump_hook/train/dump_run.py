@@ -121,12 +121,24 @@ class DumpRun(object):
         """The capture's ``SessionRunArgs`` for this step, or None (no capture, or it failed, not strict)."""
         self._capturing = self.captures_step(step, captured_step)
         if not self._capturing:
-            return None
+            return self._warm_args(run_context, step, captured_step, walk, guard)
         args = None
         with guard("preparing the capture of step {}".format(step), self.abandon_capture):
             self.capture.use(walk, also_read)
             args = self.capture.run_args(run_context)
         self._capturing = args is not None  # None: the guard logged a failure (strict=False)
+        return args
+
+    def _warm_args(self, run_context: Any, step: int, captured_step: int, walk: StepWalk,
+                   guard: FailureGuard) -> Any:
+        """A step before the captured one fetches what the capture will (values dropped), so the
+        captured step reuses the executor TensorFlow built for the first step
+        (:meth:`~npu_dump_hook.train.capture.TensorCapture.warm_args`); None otherwise."""
+        if self.capture is None or step >= captured_step:
+            return None
+        args = None
+        with guard("preparing the capture's fetches at step {}".format(step)):
+            args = self.capture.warm_args(run_context, walk)
         return args
 
     def finish_step(self, step: int, captured_step: int, guard: FailureGuard) -> None:

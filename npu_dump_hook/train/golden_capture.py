@@ -129,8 +129,11 @@ class ReferenceCapture(object):
                                       memory_budget=self.memory_budget)
 
     def before_run(self, run_context: Any) -> Any:
-        self._active = self._capture is not None and self._steps == self.step
+        began = self._capture is not None
+        self._active, warm = began and self._steps == self.step, began and self._steps < self.step
         self._steps += 1
+        if warm:  # the captured step's fetches, dropped: its executor is built once, at the first step
+            return self._capture.warm_args(run_context)
         return self._capture.run_args(run_context) if self._active else None
 
     def after_run(self, run_context: Any, run_values: Any) -> None:
