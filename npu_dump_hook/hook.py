@@ -57,7 +57,7 @@ partial golden folder to ``golden.incomplete`` (never bundled as golden) and lea
 :data:`~npu_dump_hook.constants.INCOMPLETE_STEP_MARKER` in a partly written emulated step
 folder, which collection refuses.
 
-The golden run (``backend="reference", initial_state=NPU_BUNDLE``, typically on a CPU/GPU
+The golden run (``backend="golden", initial_state=NPU_BUNDLE``, typically on a CPU/GPU
 machine, same script and data): no dump; the captured step is the NPU bundle's
 (``run.captured_step``), the variables are restored from its ``data/init/`` checkpoint right
 before that step (names and shapes must match the graph's global variables, else
@@ -66,7 +66,7 @@ captured, and the run's state and batch fingerprints (:mod:`npu_dump_hook.train.
 compared with the NPU bundle's. A difference fails the run before its bundle is written
 (``on_mismatch="error"``: run.json records it, ``end()`` raises the error naming the variables or
 inputs and the likely cause) or is recorded as a warning (``on_mismatch="warn"``). The golden
-bundle has ``backend: "reference"``, ``data/golden/`` and ``golden_for`` (docs/bundle-format.md).
+bundle records ``backend: "reference"`` (the bundle format's name of the golden backend), ``data/golden/`` and ``golden_for`` (docs/bundle-format.md).
 
 Only training is dumped: give the hook to ``estimator.train(hooks=...)`` or, with
 ``tf.estimator.train_and_evaluate``, to ``TrainSpec(hooks=...)`` only, never to
@@ -148,10 +148,10 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
             models too large to checkpoint twice).
         backend: ``"auto"`` (default: ``"npu"`` when npu_bridge imports, where real GE writes
             the dump and the hook only configures and collects; else ``"emulated"``),
-            ``"npu"``, ``"emulated"``, ``"reference"`` (the golden run: no dump, golden tensors
+            ``"npu"``, ``"emulated"``, ``"golden"`` (alias ``"reference"``; the golden run: no dump, golden tensors
             only), or a configured backend object.
-        reference: capture the CPU/GPU (golden) tensors into ``{run folder}/golden``;
-            default (None): on with the reference backend and with an emulated backend that
+        reference: capture the golden (CPU/GPU) tensors into ``{run folder}/golden``;
+            default (None): on with the golden backend and with an emulated backend that
             computes CPU numerics (``golden_in_run``), off on an NPU.
         emulate_precision: ``"fp32"`` (exact CPU values) or ``"fp16"`` (emulated backend only).
         collect: at ``end()``, locate this run's Build graph and dump folder and write a bundle.
@@ -171,7 +171,7 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
             fault the run computes with NPU numerics, so it takes no golden capture
             (``reference=True`` is then an OptionError): make the golden in a second run.
         initial_state: golden run: the NPU bundle (folder, ``.tar`` or ``.tar.gz``) this run
-            reproduces; implies ``backend="reference"`` (``"auto"`` becomes it; another backend
+            reproduces; implies ``backend="golden"`` (``"auto"`` becomes it; another backend
             is an OptionError). Its ``data/init/`` checkpoint is restored right before its
             captured step, which this run captures (``max_steps`` defaults to that step + 1).
         restore_initial_state: golden run: restore the NPU bundle's checkpoint (default); False
@@ -229,7 +229,7 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
     options = _delegate("dump", "options", "The :class:`DumpOptions` this run dumps with.")
     backend = _delegate("dump", "backend", "The backend object (:mod:`npu_dump_hook.backends`).")
     backend_name = _delegate("dump", "backend_name", "The backend's name, ``none`` on a rank that does not dump.")
-    golden_only = _delegate("dump", "golden_only", "The reference backend: no dump, golden tensors only.")
+    golden_only = _delegate("dump", "golden_only", "The golden backend: no dump, golden tensors only.")
     dumping = _delegate("dump", "dumping", "This rank dumps (``ranks``).")
     reference = _delegate("dump", "reference", "The golden tensors are captured into ``golden_dir``.")
     golden_dir = _delegate("dump", "golden_dir", "``{run folder}/golden`` when ``reference``, else None.")
