@@ -21,8 +21,8 @@ What the page shows:
   dashed, the first divergence as a red line, propagated rows shaded, root causes and overflows
   marked, a hover read-out and click-to-select; a table of the rows, sortable by any column,
   filtered by text and status, 100 rows a page; and the detail of the row clicked (original
-  ops, golden tensor, shapes, formats, dtypes, what it breached, every metric at full
-  precision, mean/std, fail reason). The view state lives in the address fragment
+  ops, golden tensor, shapes (and the shape note of a row compared flattened), formats, dtypes,
+  what it breached, every metric at full precision, mean/std, fail reason). The view state lives in the address fragment
   (``#row=12&sort=MaxRelativeError&dir=desc&status=propagated&q=conv&page=2``), so a link
   reopens the same view.
 

@@ -72,7 +72,7 @@ def row_doc(row: Row) -> Dict[str, Any]:
         "timestamp": row.timestamp,
         "golden_tensor": "{}:{}".format(*row.golden) if row.golden else None,
         "magnitude_error": _json_number(magnitude_error(row.metrics)) if row.metrics else None,
-        "breached": list(row.breached),
+        "breached": list(row.breached), "shape_note": row.shape_note,
     }
 
 
@@ -93,6 +93,7 @@ def summary_doc(rows: Sequence[Row], root_causes: Sequence[Row], inconsistent: b
             reasons[row.reason_category] = reasons.get(row.reason_category, 0) + 1
     breached = [r for r in rows if r.breached]
     return {"rows": len(rows), "compared": sum(1 for r in rows if r.compared),
+            "compared_flattened": sum(1 for r in rows if r.compared and r.shape_note),
             "not_compared": sum(reasons.values()), "not_compared_reasons": reasons,
             "breached": len(breached), "root_causes": len(root_causes),
             "propagated": sum(1 for r in breached if r.propagated),
@@ -152,6 +153,9 @@ def terminal_summary(doc: Dict[str, Any], rows: Sequence[Row], root_causes: Sequ
                  " (" + ", ".join("{} {}".format(k, v) for k, v in sorted(s["not_compared_reasons"].items())) + ")"
                  if s["not_compared_reasons"] else ""),
              "thresholds: " + thresholds.describe()]
+    if s.get("compared_flattened"):
+        lines.insert(2, "  {} compared flattened (as msaccucmp: another shape with as many elements as the "
+                        "golden's; shape_note in the JSON)".format(s["compared_flattened"]))
     verdict = s["verdict"].upper()
     lines.append("verdict: {}: {} row(s) breach: {} root cause(s), {} propagated, {} overflow ({:.2f} s)".format(
         verdict, s["breached"], s["root_causes"], s["propagated"], s["overflow"], s["elapsed_s"]))

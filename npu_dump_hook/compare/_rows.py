@@ -51,6 +51,7 @@ class Row(object):
             self.fail_reason = self.reason = reason
             self.overflow = False
             self.tensor = ""
+            self.shape_note = ""
             return
         self.direction, self.slot = tensor.direction, tensor.slot
         self.tensor = "{}:{}:{}".format(entry.name, tensor.direction, tensor.slot)
@@ -59,6 +60,7 @@ class Row(object):
         self.golden, self.golden_path = tensor.golden, tensor.golden_path
         self.metrics, self.std, self.cells = tensor.values, tensor.std, tensor.cells
         self.fail_reason, self.reason, self.overflow = tensor.fail_reason, tensor.reason, tensor.overflow
+        self.shape_note = tensor.shape_note  # "" unless compared flattened (another shape, as many elements)
 
     @property
     def compared(self) -> bool:

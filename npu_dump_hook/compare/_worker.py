@@ -21,11 +21,16 @@ an unset field reads as (value 0), and inputs never carry an ``original_op``.
 
 Anything that stops one tensor from being compared is a :class:`TensorResult` with a
 ``reason`` (``"<category>: <detail>"``), never an exception: no golden file, a data type
-numpy cannot hold or that has no values (string, resource, variant), a shape that does not
-match the golden one after conversion, an unreadable dump or golden file, a dump or golden
+numpy cannot hold or that has no values (string, resource, variant), an element count that
+does not match the golden one after conversion, an unreadable dump or golden file, a dump or golden
 path that is no regular file (a FIFO, a link to one, a device: opening it by name could block
 forever; :func:`special_file` before, the descriptor after the one non-blocking open of
 :func:`npu_dump_hook._files.open_regular`, which every later read of that file goes through).
+
+Shapes (:func:`shape_note`): after conversion, the NPU shape must be the golden one up to dims of
+size 1; one that differs but holds as many elements (what a folded Reshape/Flatten leaves on the
+device: NPU ``[16000]`` vs golden ``[1, 20, 100, 8]``) is compared flattened, as msaccucmp does,
+and its result carries a ``shape_note`` naming both shapes (a note, not a reason).
 
 The golden ``.npy`` header cache of :mod:`._golden` is bounded by bytes here
 (:class:`HeaderCache`, installed over ``_golden._LAYOUTS``): padded headers of up to 4 GiB
@@ -52,7 +57,7 @@ from ._golden import golden_key, load_golden
 from ._graph import FRAMEWORK_LAYOUTS
 
 __all__ = ["OutputPlan", "FileJob", "TensorResult", "FileResult", "compare_file", "init_worker", "origin_format",
-           "special_file",
+           "special_file", "shape_note", "FLATTENED",
            "REASON_NO_GOLDEN", "REASON_DTYPE", "REASON_SHAPE", "REASON_DUMP", "REASON_GOLDEN_FILE",
            "REASON_NO_PRODUCER", "REASON_SPECIAL_FILE", "REASON_WORKER_DIED"]
 
@@ -66,6 +71,8 @@ REASON_GOLDEN_FILE = "unreadable golden file"
 REASON_NO_PRODUCER = "no producer in the graph"
 REASON_SPECIAL_FILE = "not a regular file"
 REASON_WORKER_DIED = "worker died"
+#: The start of a ``shape_note``: the row was compared flattened.
+FLATTENED = "compared flattened"
 #: Data types that hold no values to compare (numpy may still read their bytes).
 _NO_VALUES = frozenset(("DT_STRING", "DT_RESOURCE", "DT_VARIANT", "DT_STRING_REF", "DT_UNDEFINED"))
 
@@ -108,6 +115,7 @@ class TensorResult(NamedTuple):
     fail_reason: str
     reason: str  # "" when compared; else "<category>: <detail>"
     overflow: bool
+    shape_note: str = ""  # "" unless compared flattened (see shape_note)
 
 
 class FileResult(NamedTuple):
@@ -321,6 +329,25 @@ def _same_shape(a: Tuple[int, ...], b: Tuple[int, ...]) -> bool:
     return a == b or (tuple(d for d in a if d != 1) == tuple(d for d in b if d != 1))
 
 
+def shape_note(npu_shape: Tuple[int, ...], golden_shape: Tuple[int, ...]) -> Optional[str]:
+    """How an NPU tensor of ``npu_shape`` (converted) compares with its golden of ``golden_shape``:
+    "" as it is (the same shape up to dims of size 1), a note naming both shapes when it is compared
+    flattened (other shape, as many elements), None when it cannot be compared (element counts differ)."""
+    if _same_shape(npu_shape, golden_shape):
+        return ""
+    count = _elements(npu_shape)
+    if count != _elements(golden_shape):
+        return None
+    return "{}: NPU {} vs golden {} ({} elements)".format(FLATTENED, list(npu_shape), list(golden_shape), count)
+
+
+def _elements(shape: Tuple[int, ...]) -> int:
+    count = 1
+    for dim in shape:
+        count *= dim
+    return count
+
+
 def _has_overflow(npu: np.ndarray, finite: Tuple[bool, bool]) -> bool:
     """Inf/NaN on the NPU side of a floating tensor while every golden value is finite."""
     return npu.dtype.kind in "fc" and npu.size > 0 and not finite[0] and finite[1]
@@ -361,15 +388,17 @@ def _compare_tensor(job: FileJob, dump: DumpFile, kind: str, slot: int) -> Tenso
     if gold.dtype.kind not in "biufc":
         return _empty(kind, slot, info, address, golden, "{}: golden {}".format(REASON_DTYPE, gold.dtype), path,
                       _dtype_name(gold.dtype), _dtype_name(npu.dtype))
-    if not _same_shape(tuple(npu.shape), tuple(gold.shape)):
+    note = shape_note(tuple(npu.shape), tuple(gold.shape))
+    if note is None:
         return _empty(kind, slot, info, address, golden, "{}: NPU {} (original shape, {} on the device) vs golden "
-                      "{}".format(REASON_SHAPE, list(npu.shape), list(info.shape), list(gold.shape)), path,
+                      "{} ({} vs {} elements)".format(REASON_SHAPE, list(npu.shape), list(info.shape), list(gold.shape),
+                                                      npu.size, gold.size), path,
                       _dtype_name(gold.dtype), _dtype_name(npu.dtype))
     result = compute_metrics(npu, gold, dump.path, path)
     overflow = _has_overflow(npu, result.finite)
     return TensorResult(kind, slot, _dtype_name(npu.dtype), address, tuple(info.shape), info.format_name,
                         tuple(npu.shape), golden, path, _dtype_name(gold.dtype), dict(result.values), result.std,
-                        result.csv_cells(), result.fail_reason, "", overflow)
+                        result.csv_cells(), result.fail_reason, "", overflow, note)
 
 
 def compare_file(job: FileJob) -> FileResult:

@@ -180,8 +180,9 @@ class NumericsPlan(object):
         self._origins = origins
 
     def original_of(self, tensor_name: str) -> str:
-        """The original ``"op:i"`` an added tensor stands for (an input rounding: the tensor it
-        rounds; an output chain: the output it replaces); any other name is returned as is."""
+        """The original ``"op:i"`` an added tensor stands for (an input rounding: the TF output it
+        rounds, also when it rounds a fault's or a rounding's output; an output chain: the output it
+        replaces); any other name is returned as is. Never a name of an added op."""
         return self._origins.get(tensor_name, tensor_name)
 
     def npu_tensor(self, tensor_name: str) -> str:
@@ -351,7 +352,9 @@ class _Rewriter(object):
         scope = "{}{}in_{}/".format(op.name, _SCOPE_MARK, index)
         with self.tf.name_scope(scope):
             rounded = self._round(tensor)
-        self._record_chain(rounded, scope, tensor.name)
+        # the source may itself be an added tensor (the fault chain of a producer that is no float16
+        # op): the rounding stands for the TF output behind it, the name the golden run has
+        self._record_chain(rounded, scope, self.origins.get(tensor.name, tensor.name))
         self.rounded_inputs[tensor.name] = rounded
         self.exact16.add(rounded.name)
         return rounded

@@ -77,3 +77,51 @@ def test_realistic_cnn_with_fusion_and_device_formats_compares_clean(in_tmp_cwd)
     assert fused and all(r["status"] == "ok" for r in fused)
     assert all(r["ground_truth"][-1].endswith("/Relu") and r["golden_tensor"] == r["ground_truth"][-1] + ":0"
                for r in fused)
+
+
+
+def _train_dense_pair(hook):
+    """fc1 (MatMul+BiasAdd+Relu, fused on the ascend profile) feeding fc2's MatMul directly,
+    one SGD step on fixed data; returns the bundle."""
+    import numpy as np
+    import tensorflow as tf
+
+    v1 = tf.compat.v1
+    with tf.Graph().as_default():
+        rng = np.random.RandomState(7)
+        x = tf.constant(rng.rand(8, 12).astype(np.float32), name="x")
+        labels = tf.constant(rng.randint(0, 3, size=8).astype(np.int64), name="labels")
+        init = v1.glorot_uniform_initializer(seed=11)
+        hidden = v1.layers.dense(x, 16, activation=tf.nn.relu, name="fc1", kernel_initializer=init)
+        logits = v1.layers.dense(hidden, 3, name="fc2", kernel_initializer=init)
+        loss = v1.losses.sparse_softmax_cross_entropy(labels, logits)
+        step = v1.train.get_or_create_global_step()
+        train_op = v1.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step)
+        with v1.train.MonitoredSession(hooks=[hook]) as session:
+            while not session.should_stop():
+                session.run(train_op)
+    assert hook.bundle is not None
+    return hook.bundle.location
+
+
+@pytest.mark.skipif(not _REALISTIC, reason="this emulator has no realistic profile / faults")
+def test_a_fault_on_the_last_op_of_a_fused_group_is_the_only_root_cause(in_tmp_cwd):
+    """A fault on fc1/Relu (the last op of the fused fc1 node, no float16 op) whose consumer fc2/MatMul
+    is a float16 op (it rounds its input): fc2's input row is matched to fc1/Relu:0, which has a
+    golden, never to the fault's internal tensor; so fc2 is no second root cause."""
+    from npu_dump_hook import DumpOptions
+
+    faulted = "fc1/Relu"
+    options = DumpOptions(enable_dump=True, dump_path="dump", dump_mode="all")
+    npu = _train_dense_pair(NpuDumpHook(options, output_dir=str(in_tmp_cwd / "npu"), backend="emulated",
+                                        emulate_profile="ascend", faults={faulted: "scale=1.05"}))
+    golden = _train_dense_pair(NpuDumpHook(options, output_dir=str(in_tmp_cwd / "golden"), initial_state=npu))
+    result = compare(npu, golden, workers=1)
+    rows = result.doc["rows"]
+    first = result.doc["first_divergence"]
+    assert result.exit_code == 1 and first["original_ops"][-1] == faulted, result.summary_text()
+    assert result.doc["root_causes"] == [first["row"]], result.summary_text()
+    fc2_inputs = [r for r in rows if r["npu_op"].startswith("fc2/MatMul") and r["direction"] == "input"]
+    assert fc2_inputs and fc2_inputs[0]["golden_tensor"] == faulted + ":0", fc2_inputs
+    assert fc2_inputs[0]["status"] == "propagated", fc2_inputs
+    assert not any("npu_dump_hook_numerics" in (r["golden_tensor"] or "") for r in rows)

@@ -185,6 +185,16 @@ def test_plan_names_aliases_added_ops_and_origins():
     assert json.loads(json.dumps(report)) == report  # goes into run.json as is
 
 
+
+def test_a_float16_consumer_of_a_faulted_op_reads_a_rounding_that_stands_for_the_faulted_output():
+    """relu1 is no float16 op; its fault's output feeds mm2 (float16), which rounds it: that
+    rounding stands for relu1:0 (the TF output the golden run has), not for the fault's tensor."""
+    model = Model("mlp")
+    plan = model.apply(fp16=True, faults={"relu1": "scale=1.05"})
+    rounded = model.graph.get_operation_by_name("mm2").inputs[0]
+    assert rounded.op.name in plan.added_ops and plan.original_of(rounded.name) == "relu1:0"
+    assert all(plan.original_of(name).split(":")[0] not in plan.added_ops for name in plan._origins)
+
 def test_fp16_false_without_faults_changes_nothing():
     model = Model("mlp")
     plan = model.apply(fp16=False)

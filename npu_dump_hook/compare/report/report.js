@@ -448,6 +448,7 @@ function renderDetail(i) {
   detailItem(grid, "dtype NPU / golden", el("span", {}, text(row.npu_dtype) + " / " + text(row.golden_dtype)));
   detailItem(grid, "shape (NPU format)", el("span", {}, shapeText(row.shape) + " " + text(row.npu_format)));
   detailItem(grid, "original shape", el("span", {}, shapeText(row.original_shape)));
+  if (row.shape_note) detailItem(grid, "shape note", el("span", {id: "detail-shape-note"}, text(row.shape_note)));
   detailItem(grid, "address", el("code", {}, text(row.address)));
   detailItem(grid, "timestamp", el("span", {}, text(row.timestamp)));
   var std = row.std;
