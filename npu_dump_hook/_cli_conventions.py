@@ -19,7 +19,7 @@ import logging
 import sys
 
 __all__ = ["PROG", "EXIT_OK", "EXIT_CHECK_FAILED", "EXIT_USAGE", "EXIT_ERROR", "EXIT_SCRIPT_ERROR",
-           "LOG_LEVELS", "LogFormatter", "one_line", "error_line", "print_error", "level_name"]
+           "LOG_LEVELS", "NOTICE", "LogFormatter", "one_line", "error_line", "print_error", "level_name"]
 
 #: The program name every message starts with.
 PROG = "npu-dump-hook"
@@ -39,6 +39,10 @@ EXIT_SCRIPT_ERROR = 1
 
 #: The level names ``NPU_DUMP_HOOK_LOG_LEVEL`` accepts, most verbose first.
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+#: A log record with this attribute true is a notice (``extra={NOTICE: True}``): a line the user
+#: must see that is no warning (the hook's summary); it is printed without a level name.
+NOTICE = "npu_dump_hook_notice"
 
 #: Library messages meant for plain scripts start with this; under the program's name it is dropped.
 _SCRIPT_PREFIX = "npu_dump_hook: "
@@ -72,7 +76,8 @@ def level_name(debug: bool = False, verbose: bool = False, quiet: bool = False) 
 
 
 class LogFormatter(logging.Formatter):
-    """``npu-dump-hook: warning: <message>`` on one line.
+    """``npu-dump-hook: warning: <message>`` on one line; a :data:`NOTICE` record has no level
+    name: ``npu-dump-hook: <message>``.
 
     ``names``: the logger's name before the message (``--debug``). ``drop_script_prefix``: a
     message that starts with ``npu_dump_hook: `` (worded for plain scripts) loses that prefix,
@@ -89,4 +94,5 @@ class LogFormatter(logging.Formatter):
         if self.drop_script_prefix and text.startswith(_SCRIPT_PREFIX):
             text = text[len(_SCRIPT_PREFIX):]
         where = "{}: ".format(record.name) if self.names else ""
-        return "{}: {}: {}{}".format(PROG, record.levelname.lower(), where, text)
+        level = "" if getattr(record, NOTICE, False) else record.levelname.lower() + ": "
+        return "{}: {}{}{}".format(PROG, level, where, text)

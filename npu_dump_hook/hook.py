@@ -160,9 +160,11 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
             when RANK_ID is set, so the ranks of one job share one root.
         strict: raise when the hook's own work fails (default, so CI jobs fail loudly); with
             ``strict=False`` the error is logged and training code carries on (module doc).
-        verbose: print the one summary line at the end (bundle, steps, coverage, warnings) as
-            a WARNING on the ``npu_dump_hook`` logger, which a plain script shows; False logs it
-            at INFO.
+        verbose: show the one summary line at the end (bundle, steps, coverage, warnings; with
+            NPU numerics, how to make the golden run). It is logged at INFO on the
+            ``npu_dump_hook.hook`` logger, never as a warning; with True (default) it is also
+            written to stderr once when no handler would show that INFO record (a plain script),
+            unless the logger is set quieter than WARNING. False: only the INFO record.
         ranks: ranks that dump (RANK_ID); others run their step untouched. Default: every rank.
         emulate_profile: emulated backend: ``"exact"`` (fp32, the default) or ``"ascend"`` (NPU
             numerics in the graph, GE fusion, device formats); see :class:`EmulatedNpu`.

@@ -355,7 +355,7 @@ _ROWS = [
     _choice("archive", HOOK, ARCHIVES, None, "also pack the bundle into an archive"),
     # hook keywords the runner does not read
     Setting("collect", HOOK, "bool", True, "at end(), locate this run's graph and dump and write a bundle"),
-    Setting("verbose", HOOK, "bool", True, "the summary line at the end as a WARNING (False: INFO)"),
+    Setting("verbose", HOOK, "bool", True, "the summary line at the end also on stderr when logging hides INFO (False: INFO log only)"),
     Setting("force", HOOK, "bool", False, "replace an existing bundle at the destination"),
     Setting("restore_initial_state", HOOK, "bool", True,
             "golden run: restore the NPU bundle's checkpoint (False: only compare fingerprints)"),

@@ -85,13 +85,20 @@ def test_dump_step_list_runs_enough_steps_and_dumps_each(in_tmp_cwd):
         NpuDumpHook(DumpOptions(enable_dump=True, dump_path="dump", dump_step="0|5"), output_dir="out", max_steps=2)
 
 
-def test_the_summary_line_is_a_warning_a_plain_script_shows(in_tmp_cwd, caplog):
+def test_the_summary_line_is_an_info_notice_a_plain_script_shows_on_stderr(in_tmp_cwd, caplog, capsys):
+    # Issue 21 point 9: it was a WARNING ("npu-dump-hook: warning: bundle ..." under the runner).
+    # Now: INFO, and on stderr once when logging would not show INFO (here: root at WARNING).
     options = DumpOptions(enable_dump=True, dump_path="dump")
+    plain = NpuDumpHook(options, output_dir="plain")
+    mlp_session.train(options, hooks=[plain])
+    shown = [l for l in capsys.readouterr().err.splitlines() if l.startswith("npu_dump_hook: bundle ")]
+    assert len(shown) == 1 and plain.bundle.location in shown[0]
     hook = NpuDumpHook(options, output_dir="out")
     with caplog.at_level(logging.INFO, logger="npu_dump_hook"):
         mlp_session.train(options, hooks=[hook])
     lines = [r for r in caplog.records if r.getMessage().startswith("npu_dump_hook: bundle ")]
-    assert len(lines) == 1 and lines[0].levelno == logging.WARNING
+    assert len(lines) == 1 and lines[0].levelno == logging.INFO
+    assert "npu_dump_hook: bundle " not in capsys.readouterr().err  # logging showed it: not twice
     assert hook.bundle.location in lines[0].getMessage() and "1 training step(s)" in lines[0].getMessage()
     quiet = NpuDumpHook(options, output_dir="out2", verbose=False)
     caplog.clear()
@@ -99,6 +106,9 @@ def test_the_summary_line_is_a_warning_a_plain_script_shows(in_tmp_cwd, caplog):
         mlp_session.train(options, hooks=[quiet])
     (line,) = [r for r in caplog.records if r.getMessage().startswith("npu_dump_hook: bundle ")]
     assert line.levelno == logging.INFO
+    caplog.clear()
+    mlp_session.train(options, hooks=[NpuDumpHook(options, output_dir="out3", verbose=False)])
+    assert "npu_dump_hook: bundle " not in capsys.readouterr().err
 
 
 def test_unusable_output_and_bundle_dirs_fail_at_construction(in_tmp_cwd):
@@ -319,3 +329,15 @@ def test_what_collect_logs_names_paths_from_the_tree_escaped(tmp_path, caplog):
     assert any("dump\\x1b[2J\\x9b" in m for m in messages)
     assert any("out\\x1b]0;t\\x07" in m for m in messages)
     assert not any(c in m for m in messages for c in "\x1b\x07\x9b")
+
+
+def test_golden_run_hint_names_the_api_by_hand_and_the_command_under_the_runner():
+    import types
+
+    from npu_dump_hook.train import report
+
+    by_hand = types.SimpleNamespace()
+    assert report.golden_run_hint(by_hand, "b/run 1") == "NpuDumpHook(backend='reference', initial_state='b/run 1')"
+    runner_made = types.SimpleNamespace(**{report.RERUN_COMMAND: ["-m", "pkg.train", "--lr", "0.1 x"]})
+    assert report.golden_run_hint(runner_made, "b/run 1") == (
+        "npu-dump-hook run --golden-for 'b/run 1' -- python -m pkg.train --lr '0.1 x'")

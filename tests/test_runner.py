@@ -213,6 +213,27 @@ def test_environment_only_start_chains_the_sitecustomize_it_hides(tmp_path):
 # -- settings (no process needed) ----------------------------------------------------------------
 
 
+@pytest.mark.parametrize("level", ["WARNING", "INFO"])
+def test_summary_and_golden_hint_under_the_runner_are_no_warnings_and_name_the_command(tmp_path, level):
+    # Issue 21 point 9: "npu-dump-hook: warning: bundle ..." and a hint naming the Python API.
+    env = _runner_env(tmp_path, NPU_DUMP_HOOK_BACKEND="emulated", NPU_DUMP_HOOK_EMULATE_PROFILE="ascend",
+                      NPU_DUMP_HOOK_LOG_LEVEL=level)
+    code, lines, err = run(RUNNER + [MONITORED, "0"], tmp_path, env)
+    assert code == 0, err[-3000:]
+    summary = [line for line in err.splitlines() if "bundle {}: 1 training step(s)".format(lines[-1]) in line]
+    assert summary and all(line.startswith("npu-dump-hook: bundle ") for line in summary), err[-3000:]
+    assert len(summary) == 1 and "warning: bundle" not in err
+    hint = "make them in a second run: npu-dump-hook run --golden-for {} -- python {} 0".format(lines[-1], MONITORED)
+    assert sum(hint in line for line in err.splitlines()) == 1, err[-3000:]
+    assert "NpuDumpHook(backend='reference'" not in err
+
+
+def test_summary_line_goes_quiet_with_quiet(tmp_path):
+    env = _runner_env(tmp_path, NPU_DUMP_HOOK_LOG_LEVEL="ERROR")
+    code, lines, err = run(RUNNER + [SESSION], tmp_path, env)
+    assert code == 0 and "bundle " + lines[-1] not in err, err[-3000:]
+
+
 def test_settings_read_every_hook_variable(tmp_path):
     env = {"NPU_DUMP_HOOK_MAX_STEPS": "3", "NPU_DUMP_HOOK_RANDOMNESS": "pin", "NPU_DUMP_HOOK_SEED": "-7",
            "NPU_DUMP_HOOK_BACKEND": "emulated", "NPU_DUMP_HOOK_EMULATE_PRECISION": "fp16",

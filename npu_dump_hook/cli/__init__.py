@@ -194,8 +194,10 @@ Run a training script as it is, with one NpuDumpHook injected into its Python pr
 first of Estimator.train, MonitoredSession/MonitoredTrainingSession or a tf.compat.v1.Session
 the script trains with gets it (a plain session ends the script with status 0 after the
 dumped step). The exit status is the script's; when a bundle was written its path is the
-last line on stdout. Put the script after --; "python" there is the interpreter to use
-(default: this one). The options become NPU_DUMP_* and NPU_DUMP_HOOK_* variables of the
+last line on stdout. Put the script after --; "python" there is the interpreter to use:
+a bare python, python3 or python3.X of this one's version is this interpreter (the venv
+npu-dump-hook runs in, activated or not), a path runs that file, another bare name
+(python2, pypy3) is looked up on PATH; default: this one. The options become NPU_DUMP_* and NPU_DUMP_HOOK_* variables of the
 script's process (python -m npu_dump_hook.runner reads the same).""", """
   npu-dump-hook run -- python train.py --epochs 10
   npu-dump-hook run --dump-mode all --dump-step 0 --output-dir out -- python train.py

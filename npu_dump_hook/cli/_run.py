@@ -9,8 +9,11 @@ script's (killed by signal N: 128+N). Ctrl-C reaches the script directly (same p
 group); a SIGTERM sent to this process is passed on to it.
 
 What follows ``--``: ``[python [PYTHON_OPTIONS]] SCRIPT [ARGS...]`` or ``[python] -m MODULE
-[ARGS...]``; a first word named ``python*``/``pypy*`` is the interpreter (looked up on PATH),
-otherwise this interpreter runs the script.
+[ARGS...]``. A first word named ``python*``/``pypy*`` is the interpreter (:func:`interpreter`):
+a bare ``python``, ``python3`` or ``python3.X`` of this interpreter's version is this
+interpreter (``sys.executable``: the venv ``npu-dump-hook`` is installed in, activated or not),
+a path runs that file, any other bare name is looked up on PATH. Without one, this interpreter
+runs the script.
 """
 import argparse
 import os
@@ -28,7 +31,7 @@ from ..errors import OptionError
 from ..runner import RunSettings, bootstrap_command, parse_faults
 from ._exit import EXIT_USAGE, CliError
 
-__all__ = ["run", "split_command", "faults_from_flags"]
+__all__ = ["run", "split_command", "interpreter", "faults_from_flags"]
 
 _INTERPRETER = re.compile(r"^(?:python|pypy)[0-9.]*[a-z]?(?:\.exe)?$")
 _PYTHON_FLAGS = set("bBdEiIOPqRsSuvx")  # interpreter options without a value
@@ -59,10 +62,7 @@ def split_command(words: Sequence[str]) -> Tuple[str, List[str], List[str]]:
         raise CliError("run: " + _NO_SCRIPT, EXIT_USAGE)
     python = sys.executable
     if _INTERPRETER.match(os.path.basename(words[0])):
-        found = shutil.which(words[0])
-        if found is None:
-            raise CliError("{}: no such interpreter (not on PATH)".format(words[0]), EXIT_USAGE)
-        python, words = found, words[1:]
+        python, words = interpreter(words[0]), words[1:]
     options = []  # type: List[str]
     while words and words[0].startswith("-") and words[0] != "-":
         word = words.pop(0)
@@ -90,6 +90,18 @@ def split_command(words: Sequence[str]) -> Tuple[str, List[str], List[str]]:
     if not os.path.exists(words[0]):
         raise CliError("{}: no such file or folder".format(words[0]), EXIT_USAGE)
     return python, options, ["--"] + words
+
+
+def interpreter(word: str) -> str:
+    """The interpreter the first word after ``--`` names (see the module doc)."""
+    version = "{}.{}".format(*sys.version_info[:2])
+    if word in ("python", "python3", "python" + version):
+        return sys.executable
+    found = shutil.which(word)
+    if found is None:
+        where = "no such file" if os.path.dirname(word) else "not on PATH"
+        raise CliError("{}: no such interpreter ({})".format(word, where), EXIT_USAGE)
+    return found
 
 
 def faults_from_flags(entries: Any) -> Dict[str, str]:

@@ -31,7 +31,7 @@ import logging
 import os
 import sys
 import threading
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .. import _tf
 from .._cli_conventions import EXIT_SCRIPT_ERROR, EXIT_USAGE, print_error
@@ -65,6 +65,14 @@ def _named_after_variables(exc: NpuDumpError) -> NpuDumpError:
         if var is not None and var in os.environ:
             return OptionError(var, os.environ[var], exc.rule)
     return exc
+
+
+def _script_words() -> List[str]:
+    """The script's words after ``python`` as the user typed them: ``[SCRIPT, ARGS...]``, or
+    ``["-m", MODULE, ARGS...]`` when ``__main__`` was run as a module."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    head = ["-m", spec.name] if spec is not None else sys.argv[:1]
+    return head + sys.argv[1:]
 
 
 def _redirect_model_dir(estimator: Any, run_dir: str, seed: bool = True) -> None:
@@ -205,6 +213,7 @@ class Injection(object):
                 return None
             self._hook_module_is_ours = True
             from ..hook import NpuDumpHook  # TensorFlow is loaded: the script is training
+            from ..train.report import RERUN_COMMAND
 
             try:
                 own = _script_dump_options(config)
@@ -213,6 +222,7 @@ class Injection(object):
                 self._stood_down = True
                 print_error(_named_after_variables(exc))
                 raise SystemExit(EXIT_USAGE if isinstance(exc, OptionError) else EXIT_SCRIPT_ERROR)
+            setattr(hook, RERUN_COMMAND, _script_words())  # the golden-run hint names the CLI command
             self.hook, self.claimed_by = hook, where
         logger.info("npu_dump_hook: %s gets the NpuDumpHook (run folder %s)", where, hook.run_dir)
         if own is not None:

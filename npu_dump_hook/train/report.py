@@ -2,17 +2,37 @@
 
 ``log_summary(hook)`` and ``announce(hook)`` read the hook's public attributes and its
 collaborators (``steps``, ``dump``, ``golden``); they log on the ``npu_dump_hook.hook`` logger.
+
+The line a user must see (where the bundle went; with NPU numerics, how to make the golden run)
+is a notice, not a warning: an INFO record marked :data:`~npu_dump_hook._cli_conventions.NOTICE`.
+With ``hook.verbose`` (the default) it is also written to stderr, once, when logging would not
+show it -- no handler on the way from ``npu_dump_hook.hook`` to the root takes INFO records, as
+in a plain script -- unless the logger is set quieter than WARNING (``-q``). It goes through the
+package's own stderr handler when there is one (under ``npu-dump-hook run``: ``npu-dump-hook:
+bundle ...``), else as the message itself (``npu_dump_hook: bundle ...``). A missing bundle that
+was asked for stays a WARNING (INFO without ``verbose``).
+
+The golden-run hint names the ``npu-dump-hook run --golden-for BUNDLE -- python ...`` command
+when the runner made the hook (it sets :data:`RERUN_COMMAND` on it: the script's own words),
+else the Python API ``NpuDumpHook(backend='reference', initial_state=...)``.
 """
 import logging
-from typing import Any
+import shlex
+import sys
+from typing import Any, List, Optional
 
+from .._cli_conventions import NOTICE, LogFormatter
 from .._inert import printable
 from .dump_run import numerics_text
 from .guard import HOOK_LOGGER
 
-__all__ = ["log_summary", "announce"]
+__all__ = ["log_summary", "announce", "golden_run_hint", "RERUN_COMMAND"]
 
 logger = logging.getLogger(HOOK_LOGGER)
+
+#: The hook attribute the runner sets: the script's words after ``python`` (``["train.py",
+#: ARGS...]`` or ``["-m", MODULE, ARGS...]``), for the golden-run hint.
+RERUN_COMMAND = "_npu_dump_hook_rerun_command"
 
 
 def log_summary(hook: Any) -> None:
@@ -29,26 +49,67 @@ def log_summary(hook: Any) -> None:
 
 
 def announce(hook: Any) -> None:
-    """The one line a user must see: where the bundle went (WARNING, so a plain script shows it)."""
-    level = logging.WARNING if hook.verbose else logging.INFO
+    """The one line a user must see: where the bundle went (a notice, see the module doc)."""
     bundle = hook.bundle
     if bundle is None:
-        if hook.collect:
+        if hook.collect:  # a real warning: a bundle was asked for
             reason = hook.failures[-1]["error"] if hook.failures else "nothing to collect (see the log)"
-            logger.log(level, "npu_dump_hook: no bundle for run %s: %s", printable(hook.run_dir), printable(reason))
+            logger.log(logging.WARNING if hook.verbose else logging.INFO, "npu_dump_hook: no bundle for run %s: %s",
+                       printable(hook.run_dir), printable(reason))
         return
     warnings = "".join("\n  warning: " + printable(w) for w in bundle.warnings[:5])
     if hook.golden_only:
-        logger.log(level, "npu_dump_hook: golden bundle %s: %d training step(s), golden step %d, %s, "
-                   "%d warning(s)%s", printable(bundle.location), hook.steps.steps_run, hook.captured_step,
-                   printable(hook.golden.describe()), len(bundle.warnings), warnings)
+        _notice(hook, "npu_dump_hook: golden bundle %s: %d training step(s), golden step %d, %s, %d warning(s)%s",
+                printable(bundle.location), hook.steps.steps_run, hook.captured_step,
+                printable(hook.golden.describe()), len(bundle.warnings), warnings)
         return
     coverage = bundle.coverage or {}
-    logger.log(level, "npu_dump_hook: bundle %s: %d training step(s), dump step(s) %s, coverage %s/%s ops, "
-               "%d warning(s)%s", printable(bundle.location), hook.steps.steps_run, ", ".join(bundle.steps) or "none",
-               coverage.get("dumped", "?"), coverage.get("expected", "?"), len(bundle.warnings), warnings)
+    _notice(hook, "npu_dump_hook: bundle %s: %d training step(s), dump step(s) %s, coverage %s/%s ops, "
+            "%d warning(s)%s", printable(bundle.location), hook.steps.steps_run, ", ".join(bundle.steps) or "none",
+            coverage.get("dumped", "?"), coverage.get("expected", "?"), len(bundle.warnings), warnings)
     if hook.dump.computes_npu_numerics():
-        logger.log(level, "npu_dump_hook: the emulated run computed with NPU numerics (%s): its training "
-                   "results differ from a fp32 run and it has no golden tensors; make them in a second "
-                   "run: NpuDumpHook(backend='reference', initial_state=%r)", numerics_text(hook.backend),
-                   bundle.location)
+        _notice(hook, "npu_dump_hook: the emulated run computed with NPU numerics (%s): its training results "
+                "differ from a fp32 run and it has no golden tensors; make them in a second run: %s",
+                numerics_text(hook.backend), printable(golden_run_hint(hook, bundle.location)))
+
+
+def golden_run_hint(hook: Any, location: str) -> str:
+    """How to make the golden run of the bundle at ``location``: the ``npu-dump-hook run
+    --golden-for`` command of the script when the runner made ``hook`` (:data:`RERUN_COMMAND`),
+    else the Python API."""
+    command = getattr(hook, RERUN_COMMAND, None)
+    if command is None:
+        return "NpuDumpHook(backend='reference', initial_state={!r})".format(location)
+    words = ["npu-dump-hook", "run", "--golden-for", location, "--", "python"] + list(command)
+    return " ".join(shlex.quote(word) for word in words)
+
+
+def _notice(hook: Any, message: str, *args: Any) -> None:
+    """Log ``message`` at INFO as a :data:`NOTICE`; with ``hook.verbose`` also write it to stderr
+    once when logging would not show it, unless the logger is set quieter than WARNING."""
+    logger.info(message, *args, extra={NOTICE: True})
+    if not hook.verbose or _logging_shows(logging.INFO) or logger.getEffectiveLevel() > logging.WARNING:
+        return
+    record = logging.makeLogRecord({"name": logger.name, "levelno": logging.INFO, "levelname": "INFO",
+                                    "msg": message, "args": args, NOTICE: True})
+    ours = [h for h in _handlers() if isinstance(h.formatter, LogFormatter)]
+    if ours:  # the runner's (or the command line's) stderr handler: npu-dump-hook: bundle ...
+        ours[0].handle(record)
+    else:
+        print(record.getMessage(), file=sys.stderr)
+
+
+def _logging_shows(level: int) -> bool:
+    """Whether a record of ``level`` on :data:`logger` reaches a handler that emits it
+    (Python's last-resort handler, which takes WARNING and above, does not count)."""
+    return logger.isEnabledFor(level) and any(level >= handler.level for handler in _handlers())
+
+
+def _handlers() -> List[logging.Handler]:
+    """The handlers a record of :data:`logger` passes, in order (its own, then its parents' while it propagates)."""
+    found = []  # type: List[logging.Handler]
+    current = logger  # type: Optional[logging.Logger]
+    while current is not None:
+        found.extend(current.handlers)
+        current = current.parent if current.propagate else None
+    return found

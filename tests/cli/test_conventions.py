@@ -584,3 +584,18 @@ def test_help_loads_neither_tensorflow_nor_numpy():
                           universal_newlines=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == ""
+
+
+def test_log_formatter_prints_a_notice_without_a_level_name():
+    import logging
+
+    from npu_dump_hook._cli_conventions import NOTICE, LogFormatter
+
+    def record(**extra):
+        return logging.makeLogRecord(dict({"name": "npu_dump_hook.hook", "levelno": logging.INFO,
+                                           "levelname": "INFO", "msg": "npu_dump_hook: bundle %s", "args": ("b",)},
+                                          **extra))
+
+    formatter = LogFormatter(drop_script_prefix=True)
+    assert formatter.format(record(**{NOTICE: True})) == "npu-dump-hook: bundle b"
+    assert formatter.format(record()) == "npu-dump-hook: info: bundle b"

@@ -129,8 +129,28 @@ def test_the_command_after_the_double_dash(tmp_path, monkeypatch, words, expecte
     (tmp_path / "train.py").write_text("")
     python, options, target = cli_run.split_command(words)
     interpreter, want_options, want_target = expected
-    assert python == (sys.executable if interpreter is None else cli_run.shutil.which(interpreter))
+    assert python == sys.executable  # none given, or a bare "python": this interpreter (issue 21 point 9)
     assert (options, target) == (want_options, want_target)
+
+
+def test_a_bare_python_of_this_version_is_this_interpreter_a_path_or_other_name_is_not(tmp_path, monkeypatch):
+    # Issue 21 point 9: "-- python" ran PATH's python, not the venv's (ModuleNotFoundError: tensorflow).
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("")
+    version = "python{}.{}".format(*sys.version_info[:2])
+    for word in ("python", "python3", version):
+        assert cli_run.split_command([word, "train.py"])[0] == sys.executable
+    other = tmp_path / "bin" / "python3.6"
+    other.parent.mkdir()
+    other.write_text("#!/bin/sh\n")
+    other.chmod(0o755)
+    assert cli_run.split_command([str(other), "train.py"])[0] == str(other)  # a path runs that file
+    monkeypatch.setenv("PATH", str(other.parent))
+    assert cli_run.split_command(["python3.6", "train.py"])[0] == str(other)  # another version: PATH's
+    with pytest.raises(CliError, match="no such interpreter .not on PATH."):
+        cli_run.split_command(["pypy3", "train.py"])
+    with pytest.raises(CliError, match="no such interpreter .no such file."):
+        cli_run.split_command([str(tmp_path / "python"), "train.py"])
 
 
 def test_flags_become_the_scripts_variables(tmp_path, monkeypatch):
