@@ -16,20 +16,18 @@ member's listed size at most; :func:`extract_bag` is that extraction for a bundl
 SIGTERM during the extraction still removes the temporary folder.
 """
 import bz2
-import contextlib
 import gzip
 import io
 import lzma
 import os
-import signal
 import stat
 import tarfile
-import threading
 import zlib
 from typing import IO, Any, Callable, Iterator, List, Optional, Tuple
 
 from ..errors import BundleError, UnsafePathError
 from ._bagit import BAGIT_TXT
+from .._signals import Terminated, terminating_cleanly  # noqa: F401 (re-exported)
 from ._fs import CHUNK_SIZE, safe_join, safe_relpath
 
 __all__ = ["archive_format", "strip_archive_ext", "checked_member", "pack_archive", "extract_archive", "extract_bag",
@@ -68,32 +66,6 @@ def expansion_limit(archive_bytes: int) -> int:
 def member_limit(archive_bytes: int) -> int:
     """Most members an archive of ``archive_bytes`` may hold (docs/bundle-format.md rule 7)."""
     return min(MAX_MEMBERS, max(FREE_MEMBERS, max(0, archive_bytes) // BYTES_PER_MEMBER))
-
-
-class Terminated(SystemExit):
-    """SIGTERM received while :func:`terminating_cleanly` was in force: raised so that the
-    ``finally``/``except BaseException`` clean-ups on the way out run; exit status 143."""
-
-
-@contextlib.contextmanager
-def terminating_cleanly() -> Iterator[None]:
-    """Turn SIGTERM into :class:`Terminated` for the duration of the block, so an extraction
-    interrupted by it removes its temporary folder. Installed only in the main thread and only
-    while SIGTERM has its default action (a process that chose its own handler, e.g. a training
-    script, keeps it); the default is restored when the block ends, whatever happens."""
-    if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        yield
-        return
-
-    def _raise(signum: int, frame: Any) -> None:
-        raise Terminated(128 + signum)
-
-    signal.signal(signal.SIGTERM, _raise)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def archive_format(path: str) -> Optional[str]:

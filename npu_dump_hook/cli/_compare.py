@@ -16,17 +16,15 @@ stdout carries the one-screen summary; ``--csv``/``--json``/``--html`` files are
 atomically (a reader never sees half a file). Progress goes to stderr when it is a terminal.
 """
 import argparse
-import contextlib
 import json
 import math
 import os
-import signal
 import sys
-import threading
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from .._atomic import atomic_write_bytes
+from .._signals import terminating_cleanly
 from ._exit import EXIT_USAGE, CliError, pending
 from ._output import say
 
@@ -159,29 +157,6 @@ class _Progress(object):
             self.stream.flush()
 
 
-@contextlib.contextmanager
-def _sigterm_exits() -> Iterator[None]:
-    """SIGTERM raises ``SystemExit(143)`` while the block runs, so compare's ``finally``/close
-    paths run (an archive's extraction is removed, the worker processes stopped) instead of the
-    process vanishing with them left behind. Only in the main thread and only while SIGTERM has
-    its default action (a program calling ``main`` that chose its own handler keeps it); the
-    default is restored after, whatever happens. Pool workers take the default back
-    (:func:`npu_dump_hook.compare._worker.init_worker`)."""
-    if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        yield
-        return
-
-    def _exit(signum: int, frame: Any) -> None:
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, _exit)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
 def _write(option: str, path: str, make: Callable[[], str]) -> None:
     from .._inert import utf8  # here: building the parser loads no numpy
 
@@ -197,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
 
     progress = _Progress()
     try:
-        with _sigterm_exits():  # the extracted archive's temp folder and the workers go on SIGTERM too
+        with terminating_cleanly():  # the extracted archive's temp folder and the workers go on SIGTERM too
             result = compare(args.npu, args.golden, graph=args.graph, thresholds=_thresholds(args), ops=args.ops,
                              step=args.step, workers=args.workers, progress=progress,
                              allow_uncompared=args.allow_uncompared)

@@ -13,6 +13,7 @@ import time
 import numpy as np
 import pytest
 
+from npu_dump_hook._signals import terminating_cleanly
 from npu_dump_hook.cli import _compare
 
 from helpers.compare_synth import Synth, chain
@@ -97,7 +98,7 @@ def test_a_sigterm_handler_of_the_caller_is_kept():
 
     previous = signal.signal(signal.SIGTERM, users)
     try:
-        with _compare._sigterm_exits():
+        with terminating_cleanly():
             assert signal.getsignal(signal.SIGTERM) is users
         assert signal.getsignal(signal.SIGTERM) is users
     finally:
@@ -108,7 +109,7 @@ def test_the_default_is_restored_after_the_compare():
     if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         pytest.skip("SIGTERM already has a handler in this process")
     with pytest.raises(SystemExit) as info:
-        with _compare._sigterm_exits():
+        with terminating_cleanly():
             assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(5)

@@ -3,7 +3,6 @@ folder walk, before the read) is refused through the descriptor, never waited on
 reader of compare's worker, the golden loader (also its numpy fallback), mapping.csv, and the
 shared helper npu_dump_hook._files.open_regular. Every call runs under a timeout."""
 import os
-import threading
 
 import numpy as np
 import pytest
@@ -14,28 +13,14 @@ from npu_dump_hook.compare._worker import REASON_DUMP, REASON_SPECIAL_FILE, File
 from npu_dump_hook.errors import NameFormatError
 from npu_dump_hook.formats.mapping_csv import read_mapping
 
+from helpers.timing import bounded
 from helpers.compare_synth import Synth
 
 TIMEOUT_S = 60
 
 
 def _bounded(call):
-    """``call()`` on a thread; the test fails (instead of hanging) after TIMEOUT_S."""
-    outcome = {}
-
-    def run():
-        try:
-            outcome["value"] = call()
-        except BaseException as exc:  # noqa: BLE001 - handed to the test
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(TIMEOUT_S)
-    assert not thread.is_alive(), "blocked on a FIFO"
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
+    return bounded(call, TIMEOUT_S, "blocked on a FIFO")
 
 
 @pytest.fixture

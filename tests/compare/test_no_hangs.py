@@ -2,7 +2,6 @@
 (named like a dump file, linked, or as mapping.csv), and its golden header cache is bounded
 by bytes. Every hostile input is built here; each compare runs under a timeout."""
 import os
-import threading
 
 import numpy as np
 import pytest
@@ -12,28 +11,14 @@ from npu_dump_hook.compare import _golden
 from npu_dump_hook.compare._pool import TEST_KILL_ENV
 from npu_dump_hook.compare._worker import HEADER_CACHE_BYTES
 
+from helpers.timing import bounded
 from helpers.compare_synth import T0, Synth, chain
 
 TIMEOUT_S = 120
 
 
 def _bounded(call):
-    """``call()`` on a thread, failing the test (instead of hanging it) after TIMEOUT_S."""
-    outcome = {}
-
-    def run():
-        try:
-            outcome["value"] = call()
-        except BaseException as exc:  # noqa: BLE001 - handed to the test
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(TIMEOUT_S)
-    assert not thread.is_alive(), "compare hung"
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
+    return bounded(call, TIMEOUT_S, "compare hung")
 
 
 def _chain_run(root, count=8):

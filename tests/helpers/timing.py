@@ -16,3 +16,25 @@ def best_time(call, arg, repeat=3, clock=time.perf_counter):
             pass
         best = min(best, clock() - start)
     return best
+
+
+def bounded(call, timeout_s, what="blocked"):
+    """``call()`` on a daemon thread; the test fails (instead of hanging the suite) when it has not
+    returned after ``timeout_s`` seconds. Its exception, if any, is raised here."""
+    import threading
+
+    outcome = {}
+
+    def run():
+        try:
+            outcome["value"] = call()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    assert not thread.is_alive(), "{} for {} s".format(what, timeout_s)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
