@@ -111,18 +111,20 @@ class SourceFile(NamedTuple):
     size: int
 
 
-def walk_files(root: str, warnings: Optional[List[str]] = None, in_tree_links: bool = True) -> Iterator[SourceFile]:
+def walk_files(root: str, warnings: Optional[List[str]] = None, in_tree_links: bool = True,
+               skipped: Optional[List[str]] = None) -> Iterator[SourceFile]:
     """Yield the regular files under ``root`` in sorted order, without following links out.
 
     Skipped entries (links leaving the tree, links to folders, special files) are logged
-    and appended to ``warnings`` when given. A ``root`` that is itself a symlink is not
+    and appended to ``warnings`` when given, and their messages to ``skipped`` (what a caller that
+    must account for every entry, such as compare, counts). A ``root`` that is itself a symlink is not
     walked at all (reported the same way). ``in_tree_links=False`` (for checking a bag,
     whose payload must hold no symlink at all) skips and reports every symlink, including
     one to a regular file inside the tree.
     """
     root = os.path.abspath(root)
     if os.path.islink(root):
-        warn(warnings, "skipped symlinked folder {} -> {} (symlinks to folders are never followed)".format(
+        _skip(warnings, skipped, "skipped symlinked folder {} -> {} (symlinks to folders are never followed)".format(
             root, _readlink(root)))
         return
     real_root = os.path.realpath(root)
@@ -138,7 +140,7 @@ def walk_files(root: str, warnings: Optional[List[str]] = None, in_tree_links: b
             elif isinstance(found, _Folder):
                 subdirs.append(found)
             else:
-                warn(warnings, found.message)
+                _skip(warnings, skipped, found.message)
         stack.extend(reversed(subdirs))
 
 
@@ -196,6 +198,12 @@ def _classify_entry(entry: "os.DirEntry", rel: str, real_root: str, in_tree_link
     if entry.is_file(follow_symlinks=False):
         return SourceFile(rel, entry.path, entry.stat(follow_symlinks=False).st_size)
     return _Skipped("skipped special file {} (not a regular file)".format(entry.path))
+
+
+def _skip(warnings: Optional[List[str]], skipped: Optional[List[str]], message: str) -> None:
+    warn(warnings, message)
+    if skipped is not None:
+        skipped.append(message)
 
 
 def warn(warnings: Optional[List[str]], message: str) -> None:

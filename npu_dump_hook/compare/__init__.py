@@ -30,7 +30,7 @@ import logging
 import os
 import re
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional
 
 from ..errors import CompareError, OptionError
 from ._analysis import analyse
@@ -107,12 +107,6 @@ def _golden_for_warning(npu: NpuSide, golden: GoldenSide) -> List[str]:
     return []
 
 
-def _skipped_inputs(npu_warnings: Sequence[str]) -> List[str]:
-    """Files the NPU folder scan skipped without opening them (special files, links out of the
-    tree): something was dumped there that nothing compared, so the comparison fails closed."""
-    return [w for w in npu_warnings if w.startswith(("skipped special file", "skipped symlink"))]
-
-
 def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = None, thresholds: Any = None,
             ops: Optional[str] = None, step: Optional[int] = None, workers: Optional[int] = None,
             progress: Optional[ProgressFn] = None, allow_uncompared: bool = False) -> CompareResult:
@@ -156,7 +150,8 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
         analysis = analyse(rows, the_graph, limits, npu_side.bundle_json,
                            golden_side.bundle_json if golden_side.kind == "bundle" else None)
         warnings = list(npu_side.warnings) + _golden_for_warning(npu_side, golden_side)
-        analysis.incomplete.extend(_skipped_inputs(npu_side.warnings))
+        # entries the NPU scan skipped unopened: something was dumped there that nothing compared
+        analysis.incomplete.extend(npu_side.skipped)
         unclaimed = [e.name for e in plan.entries if e.position is None]
         if unclaimed:
             warnings.append("{} of {} dump file(s) match no op of the graph {} (compared by their own names; is "

@@ -65,6 +65,8 @@ class NpuSide(object):
         self.dumps = []  # type: List[DumpRef]
         self.golden_dir = None  # type: Optional[str]
         self.warnings = []  # type: List[str]
+        #: Entries of the dump tree the scan skipped unopened (special files, links out of the tree).
+        self.skipped = []  # type: List[str]
         self.view = None  # type: Optional[BundleView]
 
     def describe(self) -> Dict[str, Any]:
@@ -130,13 +132,14 @@ def _read_bundle(side: NpuSide, view: BundleView, graph: Optional[str], step: Op
     _pick_step(side, dump_root, step, preferred, in_tree_links=False)
 
 
-def _step_folders(root: str, warnings: List[str], in_tree_links: bool) -> List[Tuple[str, List[DumpRef]]]:
+def _step_folders(root: str, warnings: List[str], skipped: List[str],
+                  in_tree_links: bool) -> List[Tuple[str, List[DumpRef]]]:
     """(folder, its dump files) of every folder under ``root`` holding dump files. Only regular
     files are read (:func:`~npu_dump_hook.bundle.walk_files`, no recursion): symlinks leaving the
     tree (every symlink in a bundle, ``in_tree_links=False``), links to folders, FIFOs, devices
     and sockets are skipped and named in ``warnings``, never opened."""
     by_folder = collections.OrderedDict()  # type: Dict[str, Dict[str, str]]
-    for found in walk_files(root, warnings, in_tree_links=in_tree_links):
+    for found in walk_files(root, warnings, in_tree_links=in_tree_links, skipped=skipped):
         folder, _, name = found.rel.rpartition("/")
         by_folder.setdefault(folder, {})[name] = found.path
     folders = []
@@ -162,7 +165,7 @@ def _step_number(folder: str) -> Tuple[int, str]:
 
 def _pick_step(side: NpuSide, root: str, step: Optional[int], preferred: Optional[str] = None,
                in_tree_links: bool = True) -> None:
-    folders = _step_folders(root, side.warnings, in_tree_links)
+    folders = _step_folders(root, side.warnings, side.skipped, in_tree_links)
     if not folders:
         raise CompareError("NPU {}: no dump file found under {}".format(side.path, root), side.path)
     if step is not None:
