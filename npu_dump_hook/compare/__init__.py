@@ -24,6 +24,7 @@ Modules, one job each::
     _analysis.py    breaches, root causes vs propagated, first divergence, input consistency
     _thresholds.py  the limits and how a row is checked against them
     _report.py      CSV, JSON document, terminal summary(escapes for terminal and CSV: npu_dump_hook/_inert.py)
+    checks.py       checks that need no golden: nan_origin.py (where NaN/Inf start), overflow.py (Opdebug report)
     metrics.py      the ten msaccucmp metrics;  _html.py  the HTML report
 """
 import logging
@@ -45,6 +46,7 @@ from ._rows import Row, build_rows
 from ._thresholds import DEFAULT_THRESHOLDS, Thresholds, make_thresholds
 from ._pool import run_jobs
 from ._worker import FileResult
+from .checks import checks_lines, checks_only_summary, checks_only_text, run_checks
 
 __all__ = ["compare", "CompareResult", "Thresholds", "DEFAULT_THRESHOLDS", "SCHEMA", "ProgressFn", "render_html"]
 
@@ -78,7 +80,10 @@ class CompareResult(object):
 
     def summary_text(self, top: int = 5) -> str:
         """The one-screen terminal summary."""
-        return terminal_summary(self.doc, self.rows, self.root_causes, self.thresholds, top)
+        if self.doc["golden"] is None:
+            return checks_only_text(self.doc, top)
+        text = terminal_summary(self.doc, self.rows, self.root_causes, self.thresholds, top)
+        return "\n".join([text] + checks_lines(self.doc.get("checks") or {}, top))
 
 
 def _workers(workers: Optional[int]) -> int:
@@ -105,6 +110,18 @@ def _golden_for_warning(npu: NpuSide, golden: GoldenSide) -> List[str]:
         return ["golden {} was made for another NPU bundle (golden_for.bundle_json_sha256 {}, NPU bundle {})".format(
             golden.path, recorded[:12], npu.bundle_id[:12])]
     return []
+
+
+def _golden_free(npu_side: NpuSide, limits: Thresholds, started: float, allow_uncompared: bool) -> CompareResult:
+    """No golden anywhere: the checks that need none (docs/compare.md), verdict from them."""
+    checks = run_checks(load_graph(npu_side.graph_path or ""), npu_side)
+    for warning in npu_side.warnings:
+        logger.warning("%s", printable(warning))
+    doc = {"schema": SCHEMA, "npu": npu_side.describe(), "golden": None, "thresholds": limits.as_dict(),
+           "summary": checks_only_summary(checks, time.monotonic() - started, allow_uncompared),
+           "first_divergence": None, "root_causes": [], "rows": [], "warnings": list(npu_side.warnings),
+           "checks": checks}
+    return CompareResult(doc, [], [], limits)
 
 
 def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = None, thresholds: Any = None,
@@ -134,6 +151,8 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
     npu_side = load_npu(npu, graph, step)
     golden_side = None
     try:
+        if golden is None and npu_side.golden_dir is None:
+            return _golden_free(npu_side, limits, started, bool(allow_uncompared))
         golden_side = load_golden_side(golden, npu_side)
         the_graph = load_graph(npu_side.graph_path or "")
         plan = build_plan(the_graph, npu_side.dumps, pattern)
@@ -175,6 +194,7 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
             "root_causes": [r.number for r in analysis.root_causes],
             "rows": [row_doc(r) for r in rows],
             "warnings": warnings,
+            "checks": run_checks(the_graph, npu_side, nan_inf=False),
         }
         return CompareResult(doc, rows, analysis.root_causes, limits)
     finally:

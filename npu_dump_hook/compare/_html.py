@@ -67,6 +67,7 @@ import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import FormatError
+from ._checks_html import checks_html
 from ._thresholds import magnitude_error
 
 __all__ = ["render_html", "SCHEMA", "PLOT_METRICS", "TABLE_METRICS", "THRESHOLD_METRICS"]
@@ -116,7 +117,7 @@ def render_html(doc: Dict[str, Any]) -> str:
     summary field) are shown as absent, never raise.
     """
     _check_document(doc)
-    summary = "\n".join(block for block in (_header_html(doc), _first_divergence_html(doc),
+    summary = "\n".join(block for block in (_header_html(doc), checks_html(doc), _first_divergence_html(doc),
                                               _root_causes_html(doc)) if block)
     page = _fill("page.html", {
         "TITLE": _esc(_page_title(doc)),
@@ -214,7 +215,7 @@ def _header_html(doc: Dict[str, Any]) -> str:
     summary = _summary(doc)
     verdict = str(summary.get("verdict", "unknown"))
     npu = doc.get("npu") if isinstance(doc.get("npu"), dict) else {}
-    golden = doc.get("golden") if isinstance(doc.get("golden"), dict) else {}
+    golden = doc.get("golden") if isinstance(doc.get("golden"), dict) else {"path": "none", "kind": "checks only"}
     thresholds = doc.get("thresholds") if isinstance(doc.get("thresholds"), dict) else {}
     sides = _dl([
         ("NPU", "<code>{}</code> ({}{}{})".format(

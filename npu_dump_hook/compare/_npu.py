@@ -22,7 +22,9 @@ hashed names through its ``mapping.csv``). With several, ``step`` picks the one 
 without ``step`` a bundle's captured step (``run.captured_step``, the step its golden tensors
 and a golden run's are of) is used when a folder has that name, else the lowest-numbered
 one; the others are named in a warning.
-Stats CSVs, Opdebug files and anything else are ignored.
+The chosen step folder's stats CSVs (``dump_data="stats"``) are ``stats`` and its Opdebug files
+(``enable_dump_debug``) ``opdebug``: a folder holding only those is a step folder too (for the
+statistics compare and the golden-free checks, :mod:`.checks`); anything else is ignored.
 """
 import collections
 import logging
@@ -32,7 +34,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..bundle import BUNDLE_JSON, DATA_DIR, BundleView, looks_like_tar, open_bundle, walk_files
 from ..errors import CompareError, NameFormatError
 from ..formats.mapping_csv import MAPPING_FILE_NAME, read_mapping
-from ..formats.names import KIND_DUMP, DumpName, parse_dump_name
+from ..formats.names import KIND_DUMP, KIND_OPDEBUG, KIND_STATS, DumpName, parse_dump_name
 
 __all__ = ["DumpRef", "NpuSide", "load_npu"]
 
@@ -63,6 +65,9 @@ class NpuSide(object):
         self.step_dir = None  # type: Optional[str]
         self.step = None  # type: Optional[str]
         self.dumps = []  # type: List[DumpRef]
+        #: The step folder's stats CSVs and Opdebug files.
+        self.stats = []  # type: List[DumpRef]
+        self.opdebug = []  # type: List[DumpRef]
         self.golden_dir = None  # type: Optional[str]
         self.warnings = []  # type: List[str]
         #: Entries of the dump tree the scan skipped unopened (special files, links out of the tree).
@@ -134,7 +139,7 @@ def _read_bundle(side: NpuSide, view: BundleView, graph: Optional[str], step: Op
 
 def _step_folders(root: str, warnings: List[str], skipped: List[str],
                   in_tree_links: bool) -> List[Tuple[str, List[DumpRef]]]:
-    """(folder, its dump files) of every folder under ``root`` holding dump files. Only regular
+    """(folder, its dump, stats and Opdebug files) of every folder under ``root`` holding any. Only regular
     files are read (:func:`~npu_dump_hook.bundle.walk_files`, no recursion): symlinks leaving the
     tree (every symlink in a bundle, ``in_tree_links=False``), links to folders, FIFOs, devices
     and sockets are skipped and named in ``warnings``, never opened."""
@@ -151,8 +156,7 @@ def _step_folders(root: str, warnings: List[str], skipped: List[str],
                 parsed = parse_dump_name(name, mapping)
             except NameFormatError:
                 continue
-            if parsed.kind == KIND_DUMP and parsed.op_type != "Opdebug":
-                refs.append(DumpRef(files[name], parsed))
+            refs.append(DumpRef(files[name], parsed))
         if refs:
             folders.append((os.path.join(root, *folder.split("/")) if folder else root, refs))
     return folders
@@ -179,5 +183,8 @@ def _pick_step(side: NpuSide, root: str, step: Optional[int], preferred: Optiona
         side.warnings.append("NPU {}: {} step folders hold dump files; comparing {} (pick one with --step): {}".format(
             side.path, len(folders), folders[0][0], ", ".join(f[0] for f in folders[1:4])
             + (" ..." if len(folders) > 4 else "")))
-    side.step_dir, side.dumps = folders[0]
+    side.step_dir, refs = folders[0]
     side.step = os.path.basename(side.step_dir)
+    side.dumps = [r for r in refs if r.name.kind == KIND_DUMP and r.name.op_type != "Opdebug"]
+    side.stats = [r for r in refs if r.name.kind == KIND_STATS]
+    side.opdebug = [r for r in refs if r.name.kind == KIND_OPDEBUG]

@@ -130,6 +130,7 @@ class EmulatedNpu(object):
         self._tf_graph = None  # type: Any
         self._dumped_iterations = 0
         self._task_ids = {}  # type: Dict[str, int]
+        self._last_debug_time = 0  # each Opdebug record gets its own timestamp (its own file)
         self.report = {"backend": self.name, "emulate_precision": emulate_precision, "ffts_names": ffts_names,
                        "profile": profile, "faults": dict(self.faults), "golden_in_run": self.golden_in_run,
                        "steps": [], "skipped": []}  # type: Dict[str, Any]
@@ -360,10 +361,13 @@ class EmulatedNpu(object):
                 ("context_id", 0), ("thread_id", 0), ("pc_start", 0), ("para_base", 0), ("core_id", 0),
                 ("block_id", 0)), status=(0x80,)),),
         )
-        # The Opdebug task id is not the op's (docs/reference/npu-bridge-dump-api.md §6).
+        # The Opdebug task id is not the op's (docs/reference/npu-bridge-dump-api.md §6). Ops that
+        # share a capture timestamp (a fused chain, an inserted Cast) still get one record each, in
+        # execution order: the record's time is after its op's and after the previous record's.
         debug_task = _FIRST_TASK_ID - 1
-        debug_name = names.format_dump_name("Opdebug", "Node_OpDebug", debug_task, 0, timestamp + 1)
-        opdebug.write_opdebug_file(self._place(step_dir, debug_name), record, dump_time=timestamp + 1)
+        debug_time = self._last_debug_time = max(timestamp + 1, self._last_debug_time + 1)
+        debug_name = names.format_dump_name("Opdebug", "Node_OpDebug", debug_task, 0, debug_time)
+        opdebug.write_opdebug_file(self._place(step_dir, debug_name), record, dump_time=debug_time)
         return written + 1
 
 
