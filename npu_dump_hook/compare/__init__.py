@@ -47,8 +47,11 @@ from ._thresholds import DEFAULT_THRESHOLDS, Thresholds, make_thresholds
 from ._pool import run_jobs
 from ._worker import FileResult
 from .checks import checks_lines, checks_only_summary, checks_only_text, run_checks
+from ._stats_report import run_stats_compare, stats_csv_text, stats_summary_text
+from .stats import DEFAULT_STATS_THRESHOLDS, StatsThresholds, load_golden_stats, make_stats_thresholds
 
-__all__ = ["compare", "CompareResult", "Thresholds", "DEFAULT_THRESHOLDS", "SCHEMA", "ProgressFn", "render_html"]
+__all__ = ["compare", "CompareResult", "Thresholds", "DEFAULT_THRESHOLDS", "SCHEMA", "ProgressFn", "render_html",
+           "StatsThresholds", "DEFAULT_STATS_THRESHOLDS"]
 
 logger = logging.getLogger(__name__)
 
@@ -60,11 +63,14 @@ class CompareResult(object):
     """``doc``: the JSON document; ``exit_code``: 0 pass, 1 fail or incomplete; ``rows``: the rows (objects);
     ``root_causes``: root-cause rows, first divergence first."""
 
-    def __init__(self, doc: Dict[str, Any], rows: List[Row], root_causes: List[Row], thresholds: Thresholds) -> None:
+    def __init__(self, doc: Dict[str, Any], rows: List[Row], root_causes: List[Row], thresholds: Thresholds,
+                 stats_limits: Optional[StatsThresholds] = None) -> None:
         self.doc = doc
         self.rows = rows
         self.root_causes = root_causes
         self.thresholds = thresholds
+        #: The statistics compare's limits (a ``"mode": "stats"`` document), else None.
+        self.stats_limits = stats_limits
 
     @property
     def exit_code(self) -> int:
@@ -75,13 +81,18 @@ class CompareResult(object):
         return self.doc["first_divergence"]
 
     def csv(self) -> str:
-        """msaccucmp's CSV of the rows (its header and row order)."""
+        """msaccucmp's CSV of the rows (its header and row order); the statistics CSV of a stats compare."""
+        if self.stats_limits is not None:
+            return stats_csv_text(self.doc)
         return csv_text(self.rows)
 
     def summary_text(self, top: int = 5) -> str:
         """The one-screen terminal summary."""
         if self.doc["golden"] is None:
             return checks_only_text(self.doc, top)
+        if self.stats_limits is not None:
+            text = stats_summary_text(self.doc, self.stats_limits, top)
+            return "\n".join([text] + checks_lines(self.doc.get("checks") or {}, top))
         text = terminal_summary(self.doc, self.rows, self.root_causes, self.thresholds, top)
         return "\n".join([text] + checks_lines(self.doc.get("checks") or {}, top))
 
@@ -124,9 +135,25 @@ def _golden_free(npu_side: NpuSide, limits: Thresholds, started: float, allow_un
     return CompareResult(doc, [], [], limits)
 
 
+def _stats_compare(npu_side: NpuSide, golden: Optional[str], limits: Thresholds, stats_limits: StatsThresholds,
+                   started: float, allow_uncompared: bool) -> CompareResult:
+    """A stats bundle (stats CSVs, no tensor dump) against golden statistics (docs/compare.md)."""
+    the_graph = load_graph(npu_side.graph_path or "")
+    golden_stats = load_golden_stats(golden, npu_side.golden_dir)
+    try:
+        doc = run_stats_compare(the_graph, npu_side, golden_stats, stats_limits, started, allow_uncompared)
+    finally:
+        golden_stats.close()
+    doc["checks"] = run_checks(the_graph, npu_side, nan_inf=False)
+    for warning in doc["warnings"]:
+        logger.warning("%s", printable(warning))
+    return CompareResult(doc, [], [], limits, stats_limits)
+
+
 def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = None, thresholds: Any = None,
             ops: Optional[str] = None, step: Optional[int] = None, workers: Optional[int] = None,
-            progress: Optional[ProgressFn] = None, allow_uncompared: bool = False) -> CompareResult:
+            progress: Optional[ProgressFn] = None, allow_uncompared: bool = False,
+            stats_thresholds: Any = None) -> CompareResult:
     """Compare the NPU side ``npu`` with ``golden`` (see the module doc and docs/compare.md).
 
     ``npu``: bundle folder or archive, or a dump step folder (then ``graph`` is required);
@@ -137,13 +164,19 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
     ``step``: the dump step folder to compare (default: the lowest); ``workers``: processes
     (default: every core); ``progress(done, total)`` after every dump file;
     ``allow_uncompared``: pass on the compared rows even when the comparison is incomplete
-    (broken data, ops with a dump file but no compared row; docs/compare.md).
+    (broken data, ops with a dump file but no compared row; docs/compare.md);
+    ``stats_thresholds``: None, a :class:`StatsThresholds` or a dict of its fields, the limits of
+    the statistics compare (an NPU side with stats CSVs and no tensor dump).
+
+    Without any golden (``golden`` None and no ``data/golden`` in the NPU bundle) only the checks
+    that need no golden run (NaN/Inf origin, overflow report): ``doc["golden"]`` is None.
 
     Raises CompareError / OptionError / BundleError / FormatError for inputs it cannot use;
     tensors it cannot compare are rows with a reason, never errors.
     """
     started = time.monotonic()
     limits = make_thresholds(thresholds)
+    stats_limits = make_stats_thresholds(stats_thresholds)
     count = _workers(workers)
     pattern = _ops_pattern(ops)
     if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
@@ -153,6 +186,8 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
     try:
         if golden is None and npu_side.golden_dir is None:
             return _golden_free(npu_side, limits, started, bool(allow_uncompared))
+        if npu_side.stats and not npu_side.dumps:
+            return _stats_compare(npu_side, golden, limits, stats_limits, started, bool(allow_uncompared))
         golden_side = load_golden_side(golden, npu_side)
         the_graph = load_graph(npu_side.graph_path or "")
         plan = build_plan(the_graph, npu_side.dumps, pattern)

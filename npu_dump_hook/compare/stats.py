@@ -1,0 +1,325 @@
+"""Statistics compare: a ``dump_data="stats"`` NPU bundle against the golden statistics of its
+golden run (docs/compare.md, "Statistics compare").
+
+* **NPU side**: the step folder's stats CSVs (:mod:`npu_dump_hook.formats.stats_csv`), the
+  newest per op, matched to graph ops as dump files are; each row (input ``j`` / output ``i`` of
+  op X) is matched to its golden TF tensor exactly as a tensor dump's (:mod:`._match`: output
+  origin attrs, Cast/TransData walked through, inputs through their producer).
+* **Golden side**: ``data/golden/golden_stats.json`` of a golden bundle (or that file, or a folder
+  holding it), written by the golden run of a stats bundle
+  (:mod:`npu_dump_hook.train.golden_stats`), looked up by msaccucmp's key.
+* **Per statistic** a relative difference: ``|npu - golden| / max(|golden|, rms)`` for Max, Min
+  and Avg, where ``rms`` is the golden tensor's root mean square (``l2norm / sqrt(count)``), so a
+  statistic near zero (the mean of a pre-activation) is measured against the tensor's scale, not
+  against itself; ``|npu - golden| / golden`` for the L2 norm when the CSV has the ``l2norm``
+  column. A device format with padding (NC1HWC0, FRACTAL_*) holds more elements than the
+  tensor: the padding is zeros, so the golden is compared as padded (max with 0, min with 0,
+  avg scaled by the counts; the L2 norm unchanged). NaN/-Inf/+Inf counts are compared as
+  differences; more non-finite elements on the NPU than in the golden is an **overflow** row.
+* **Thresholds** (:class:`StatsThresholds`): ``value_rel_max`` on Max/Min/Avg, ``norm_rel_max``
+  on the L2 norm (documented defaults, measured on the emulator's float16 profile); a row
+  breaches when one is crossed or it overflows. Its score, the largest difference / limit
+  ratio, is what :func:`._analysis.analyse` sees as its distance, so root causes, propagated
+  rows and the first divergence follow the tensor compare's rules exactly.
+"""
+import json
+import math
+import os
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+
+from ..bundle import BUNDLE_JSON, DATA_DIR, looks_like_tar, open_bundle, open_regular
+from ..errors import CompareError, FormatError, OptionError
+from ..formats.names import base_op_name, sanitize
+from ..formats.stats_csv import read_stats_csv
+from ._golden import golden_key
+from ._graph import Graph
+from ._match import data_inputs, ground_truth, origin_of, OpEntry
+from ._rows import Row
+from ._worker import TensorResult
+
+__all__ = ["StatsThresholds", "DEFAULT_STATS_THRESHOLDS", "STATS_FILE", "GoldenStats", "load_golden_stats",
+           "stats_rows", "StatsDetail", "VALUE_STATS"]
+
+STATS_FILE = "golden_stats.json"
+_SCHEMA = "npu_dump_hook/golden_stats@1"
+_MAX_FILE = 1 << 30  # a golden statistics file is ~300 bytes a tensor
+#: (JSON/CSV name, StatsRow field) of the statistics compared as values.
+VALUE_STATS = (("max", "max_value"), ("min", "min_value"), ("avg", "avg_value"))
+_COUNTS = (("nan", "nan_count"), ("neg_inf", "negative_inf_count"), ("pos_inf", "positive_inf_count"))
+
+
+class StatsThresholds(NamedTuple):
+    """Limits of the statistics compare; None turns one off. ``check_scalars`` as for tensors."""
+
+    value_rel_max: Optional[float] = 0.03
+    norm_rel_max: Optional[float] = 0.03
+    check_scalars: bool = False
+
+    def as_dict(self) -> Dict[str, Any]:
+        return dict(self._asdict())
+
+    def describe(self) -> str:
+        return "max/min/avg rel. diff <= {}, l2norm rel. diff <= {}{}".format(
+            self.value_rel_max if self.value_rel_max is not None else "off",
+            self.norm_rel_max if self.norm_rel_max is not None else "off",
+            ", scalars checked" if self.check_scalars else "")
+
+
+DEFAULT_STATS_THRESHOLDS = StatsThresholds()
+
+
+def make_stats_thresholds(value: Any) -> StatsThresholds:
+    """From None (defaults), a StatsThresholds or a dict of its fields; OptionError otherwise."""
+    if value is None:
+        return DEFAULT_STATS_THRESHOLDS
+    if isinstance(value, StatsThresholds):
+        return value
+    if not isinstance(value, dict):
+        raise OptionError("stats_thresholds", value, "must be None, a StatsThresholds or a dict of its fields")
+    unknown = sorted(set(value) - set(StatsThresholds._fields))
+    if unknown:
+        raise OptionError("stats_thresholds", unknown, "unknown key(s); known: " + ", ".join(StatsThresholds._fields))
+    fields = DEFAULT_STATS_THRESHOLDS.as_dict()
+    fields.update(value)
+    for key in ("value_rel_max", "norm_rel_max"):
+        limit = fields[key]
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float))
+                                  or not math.isfinite(limit) or limit < 0):
+            raise OptionError("stats_thresholds." + key, limit, "must be a finite number >= 0 or None (off)")
+    return StatsThresholds(**fields)
+
+
+# -- the golden side -------------------------------------------------------------------------
+
+class GoldenStats(object):
+    """``tensors``: key -> statistics entry; ``path``/``kind`` as the document shows them;
+    ``bundle_json`` of a golden bundle (input consistency), ``owner`` the opened bundle."""
+
+    def __init__(self, path: str, kind: str, tensors: Dict[str, Dict[str, Any]], file: str,
+                 bundle_json: Optional[Dict[str, Any]] = None, owner: Any = None) -> None:
+        self.path, self.kind, self.tensors, self.file = path, kind, tensors, file
+        self.bundle_json, self.owner = bundle_json, owner
+
+    def describe(self) -> Dict[str, Any]:
+        return {"path": self.path, "kind": self.kind, "statistics": self.file}
+
+    def close(self) -> None:
+        owner, self.owner = self.owner, None
+        if owner is not None:
+            owner.close()
+
+
+def _read_stats_file(path: str) -> Dict[str, Dict[str, Any]]:
+    try:
+        with open_regular(path, buffering=0) as handle:
+            if os.fstat(handle.fileno()).st_size > _MAX_FILE:
+                raise CompareError("golden statistics {}: larger than {} bytes".format(path, _MAX_FILE), path)
+            doc = json.loads(handle.read().decode("utf-8"))
+    except (OSError, ValueError) as exc:
+        raise CompareError("golden statistics {}: not readable as JSON ({})".format(path, exc), path)
+    if not isinstance(doc, dict) or doc.get("schema") != _SCHEMA or not isinstance(doc.get("tensors"), list):
+        raise CompareError("golden statistics {}: not a {} document (schema, tensors list)".format(path, _SCHEMA), path)
+    found = {}  # type: Dict[str, Dict[str, Any]]
+    for number, entry in enumerate(doc["tensors"]):
+        if not isinstance(entry, dict) or not isinstance(entry.get("key"), str) or not all(
+                _is_stat(entry.get(name)) for name in ("count", "max", "min", "avg", "nan", "neg_inf", "pos_inf",
+                                                       "l2norm")):
+            raise CompareError("golden statistics {}: tensors[{}] needs a string key and numbers (or null) for "
+                               "count, max, min, avg, nan, neg_inf, pos_inf, l2norm".format(path, number), path)
+        found[entry["key"]] = entry  # a later tensor of the same key wins, as for .npy files
+    return found
+
+
+def _is_stat(value: Any) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def load_golden_stats(golden: Optional[str], npu_golden_dir: Optional[str]) -> GoldenStats:
+    """The golden statistics of ``golden``: a golden bundle (folder or archive), a folder holding
+    ``golden_stats.json``, or that file; None: the NPU bundle's own ``data/golden``."""
+    if golden is None:
+        if npu_golden_dir is None or not os.path.isfile(os.path.join(npu_golden_dir, STATS_FILE)):
+            raise CompareError("stats bundle without golden statistics: give GOLDEN, the golden bundle of a golden "
+                               "run of this stats bundle (npu-dump-hook run --golden-for STATS_BUNDLE)", "GOLDEN")
+        path = os.path.join(npu_golden_dir, STATS_FILE)
+        return GoldenStats(npu_golden_dir, "embedded", _read_stats_file(path), path)
+    if os.path.isfile(golden) and not looks_like_tar(golden):
+        return GoldenStats(golden, "file", _read_stats_file(golden), golden)
+    if os.path.isdir(golden) and not os.path.isfile(os.path.join(golden, DATA_DIR, BUNDLE_JSON)):
+        return GoldenStats(golden, "folder", _read_stats_file(os.path.join(golden, STATS_FILE)),
+                           os.path.join(golden, STATS_FILE))
+    if not os.path.exists(golden):
+        raise CompareError("golden {}: no such file or folder".format(golden), golden)
+    view = open_bundle(golden, parts=("golden",))
+    try:
+        folder = view.golden_dir()
+        path = os.path.join(folder, STATS_FILE) if folder is not None else None
+        if path is None or not os.path.isfile(path):
+            raise CompareError("golden {}: the bundle has no data/golden/{}: is it the golden run of a stats bundle "
+                               "(--golden-for STATS_BUNDLE)?".format(golden, STATS_FILE), golden)
+        return GoldenStats(golden, "bundle", _read_stats_file(path), path, view.doc, view)
+    except BaseException:
+        view.close()
+        raise
+
+
+# -- rows -------------------------------------------------------------------------------------
+
+class StatsDetail(NamedTuple):
+    """What a stats row carries besides the analysis fields: both sides' statistics, the
+    differences, the golden tensor and a note (padding, missing statistics)."""
+
+    npu: Dict[str, Any]
+    golden: Optional[Dict[str, Any]]
+    rel_diff: Dict[str, Optional[float]]
+    count_diff: Dict[str, Optional[int]]
+    golden_tensor: Optional[str]
+    npu_format: str
+    note: str
+
+
+def _npu_stats(row: Any) -> Dict[str, Any]:
+    found = {name: getattr(row, field) for name, field in VALUE_STATS + _COUNTS}
+    found["count"], found["l2norm"] = row.count, row.l2norm
+    return found
+
+
+def _padded_golden(golden: Dict[str, Any], npu_count: Optional[int]) -> Tuple[Dict[str, Any], str]:
+    """The golden statistics as a zero-padded device payload of ``npu_count`` elements holds them."""
+    count = golden.get("count")
+    if not npu_count or not count or npu_count <= count:
+        return golden, ""
+    padded = dict(golden)
+    if golden.get("max") is not None:
+        padded["max"] = max(golden["max"], 0.0)
+    if golden.get("min") is not None:
+        padded["min"] = min(golden["min"], 0.0)
+    if golden.get("avg") is not None:
+        padded["avg"] = golden["avg"] * count / float(npu_count)
+    return padded, "device payload of {} elements for {}: golden compared as zero-padded".format(npu_count, count)
+
+
+def _rel(npu: Any, golden: Any, scale: float) -> Optional[float]:
+    if npu is None or golden is None:
+        return None
+    if isinstance(npu, float) and math.isnan(npu):
+        return math.nan
+    denom = max(abs(golden), scale)
+    if denom == 0:
+        return 0.0 if npu == golden else math.inf
+    return abs(npu - golden) / denom
+
+
+def compare_stats(npu: Dict[str, Any], golden: Dict[str, Any]) -> Tuple[Dict[str, Optional[float]],
+                                                                       Dict[str, Optional[int]], str]:
+    """(relative differences by statistic, NaN/Inf count differences, note) of one tensor."""
+    padded, note = _padded_golden(golden, npu.get("count"))
+    count, norm = golden.get("count"), golden.get("l2norm")
+    rms = norm / math.sqrt(count) if norm is not None and count else 0.0
+    rel = {name: _rel(npu.get(name), padded.get(name), rms) for name, _ in VALUE_STATS}
+    rel["l2norm"] = _rel(npu.get("l2norm"), norm, 0.0)
+    diffs = {name: (npu[name] - golden[name]) if npu.get(name) is not None and golden.get(name) is not None
+             else None for name, _ in _COUNTS}
+    return rel, diffs, note
+
+
+def score_of(rel: Dict[str, Optional[float]], limits: StatsThresholds) -> Tuple[float, List[str]]:
+    """(largest difference / limit ratio, names of the statistics past their limit)."""
+    worst, crossed = 0.0, []
+    for name, value in rel.items():
+        limit = limits.norm_rel_max if name == "l2norm" else limits.value_rel_max
+        if value is None or limit is None:
+            continue
+        ratio = math.inf if math.isnan(value) else (value / limit if limit > 0 else (math.inf if value else 0.0))
+        worst = max(worst, ratio)
+        if math.isnan(value) or value > limit:
+            crossed.append(name)
+    return worst, crossed
+
+
+def _newest(refs: List[Any]) -> Dict[str, Any]:
+    newest = {}  # type: Dict[str, Any]
+    for ref in refs:
+        key = base_op_name(ref.name.op_name)
+        held = newest.get(key)
+        if held is None or (ref.name.timestamp, ref.path) > (held.name.timestamp, held.path):
+            newest[key] = ref
+    return newest
+
+
+def _golden_of(graph: Graph, op: Any, direction: str, slot: int) -> Optional[Tuple[str, int]]:
+    if direction == "output":
+        plan = origin_of(graph, op.name, slot)
+        return plan.name, plan.index
+    edges = data_inputs(op)
+    if slot >= len(edges):
+        return None
+    plan = origin_of(graph, *edges[slot])
+    return plan.name, plan.index
+
+
+def _tensor_result(stats_row: Any, golden_name: Optional[Tuple[str, int]], golden: Optional[Dict[str, Any]],
+                   score: Optional[float], reason: str, overflow: bool) -> TensorResult:
+    direction = stats_row.direction.lower()
+    values = None if reason else {"RelativeEuclideanDistance": score}
+    shape = tuple(stats_row.shape)
+    return TensorResult(direction, stats_row.index, (stats_row.data_type or "NaN"), "NaN", shape,
+                        stats_row.format or "", tuple(golden["shape"]) if golden and golden.get("shape") else shape,
+                        golden_name, None, str(golden.get("dtype")) if golden else "NaN", values, None, None,
+                        reason, reason, overflow)
+
+
+def stats_rows(graph: Graph, refs: List[Any], golden: GoldenStats,
+               limits: StatsThresholds) -> Tuple[List[Row], Dict[int, StatsDetail], List[str]]:
+    """Rows (analysis objects, msaccucmp's row order, ``order`` set), their details by
+    ``id(row)``, and the stats CSVs that did not read (``"file: reason"``)."""
+    newest = _newest(refs)
+    rows, details, unreadable = [], {}, []  # type: List[Row], Dict[int, StatsDetail], List[str]
+    group = {}  # type: Dict[object, int]
+    for position, op in enumerate(graph.ops):
+        ref = newest.pop(sanitize(op.name), None)
+        truth = ground_truth(op)
+        index = group.setdefault(tuple(truth) if len(truth) != 1 else truth[0], len(group))
+        if ref is None:
+            continue
+        entry = OpEntry(position, index, op.name, op.type, truth, ref, None)
+        try:
+            parsed = read_stats_csv(ref.path).rows
+        except (OSError, FormatError) as exc:
+            unreadable.append("{}: {}".format(ref.path, exc))
+            continue
+        for stats_row in sorted(parsed, key=lambda r: (r.direction != "Input", r.index)):
+            row, detail = _one_row(graph, op, entry, stats_row, golden, limits)
+            rows.append(row)
+            details[id(row)] = detail
+    unclaimed = len(newest)
+    if unclaimed:
+        unreadable.append("{} stats CSV(s) match no op of the graph, e.g. {}".format(
+            unclaimed, sorted(r.path for r in newest.values())[0]))
+    for number, row in enumerate(rows):
+        row.number = number
+    for order, row in enumerate(sorted(rows, key=Row.order_key)):
+        row.order = order
+    return rows, details, unreadable
+
+
+def _one_row(graph: Graph, op: Any, entry: OpEntry, stats_row: Any, golden: GoldenStats,
+             limits: StatsThresholds) -> Tuple[Row, StatsDetail]:
+    direction = stats_row.direction.lower()
+    target = _golden_of(graph, op, direction, stats_row.index)
+    key = golden_key(*target) if target is not None else None
+    found = golden.tensors.get(key) if key is not None else None
+    npu = _npu_stats(stats_row)
+    tensor_name = "{}:{}".format(*target) if target is not None else None
+    if found is None:
+        reason = "no golden file: no golden statistics for {}".format(key) if key else \
+            "no producer in the graph: input {} of {}".format(stats_row.index, op.name)
+        result = _tensor_result(stats_row, target, None, None, reason, False)
+        return Row(entry, result, timestamp=entry.dump.name.timestamp), StatsDetail(
+            npu, None, {}, {}, tensor_name, stats_row.format or "", "")
+    rel, diffs, note = compare_stats(npu, found)
+    score, crossed = score_of(rel, limits)
+    overflow = sum(d for d in diffs.values() if d is not None) > 0
+    result = _tensor_result(stats_row, target, found, score, "", overflow)
+    row = Row(entry, result, timestamp=entry.dump.name.timestamp)
+    return row, StatsDetail(npu, found, rel, diffs, tensor_name, stats_row.format or "", note)
