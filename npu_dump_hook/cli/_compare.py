@@ -28,7 +28,7 @@ from .._signals import terminating_cleanly
 from ._exit import EXIT_USAGE, CliError, pending
 from ._output import say
 
-__all__ = ["run", "add_arguments", "threshold_value", "OFF", "HELP_DEFAULTS"]
+__all__ = ["run", "add_arguments", "threshold_value", "OFF", "HELP_DEFAULTS", "STATS_HELP_DEFAULTS"]
 
 _OFF = ("off", "none")
 #: What a threshold option is when the user turned it off (None means: not given).
@@ -71,6 +71,8 @@ def _non_negative(text: str) -> int:
 #: The defaults shown in --help, as npu_dump_hook.compare.DEFAULT_THRESHOLDS has them (a test
 #: checks they agree); not imported from there, so building the parser loads no numpy.
 HELP_DEFAULTS = {"cosine_min": 0.99, "magnitude_err_max": 0.01}
+#: The same for npu_dump_hook.compare.DEFAULT_STATS_THRESHOLDS (the statistics compare).
+STATS_HELP_DEFAULTS = {"value_rel_max": 0.03, "norm_rel_max": 0.03}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -98,6 +100,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         help="highest MeanRelativeError (default off)")
     limits.add_argument("--check-scalars", action="store_true", default=None,
                         help="also check one-element tensors (default: compared, not checked)")
+    stats = p.add_argument_group("statistics compare (a dump_data=stats bundle against its golden statistics)")
+    stats.add_argument("--stats-value-rel-max", metavar="X", type=threshold_value,
+                       help="highest relative difference of Max, Min, Avg (default {})".format(
+                           STATS_HELP_DEFAULTS["value_rel_max"]))
+    stats.add_argument("--stats-norm-rel-max", metavar="X", type=threshold_value,
+                       help="highest relative difference of the L2 norm (default {})".format(
+                           STATS_HELP_DEFAULTS["norm_rel_max"]))
     p.add_argument("--ops", metavar="REGEX", help="only ops whose NPU name or an original op name matches")
     p.add_argument("--step", metavar="N", type=_non_negative, help="dump step folder to compare (default: the lowest)")
     p.add_argument("--workers", metavar="N", type=_positive, help="processes (default: every core)")
@@ -129,6 +138,16 @@ def _thresholds(args: argparse.Namespace) -> Any:
         value = getattr(args, key, None)
         if value is not None:
             fields[key] = None if value == OFF else value
+    return fields
+
+
+def _stats_thresholds(args: argparse.Namespace) -> Any:
+    fields = dict(STATS_HELP_DEFAULTS)
+    for key in STATS_HELP_DEFAULTS:
+        value = getattr(args, "stats_" + key, None)
+        if value is not None:
+            fields[key] = None if value == OFF else value
+    fields["check_scalars"] = bool(getattr(args, "check_scalars", None))
     return fields
 
 
@@ -176,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
         with terminating_cleanly():  # the extracted archive's temp folder and the workers go on SIGTERM too
             result = compare(args.npu, args.golden, graph=args.graph, thresholds=_thresholds(args), ops=args.ops,
                              step=args.step, workers=args.workers, progress=progress,
-                             allow_uncompared=args.allow_uncompared)
+                             allow_uncompared=args.allow_uncompared, stats_thresholds=_stats_thresholds(args))
     finally:
         progress.close()
     if args.csv:
