@@ -138,7 +138,7 @@ def _golden_free(npu_side: NpuSide, limits: Thresholds, started: float, allow_un
 def _stats_compare(npu_side: NpuSide, golden: Optional[str], limits: Thresholds, stats_limits: StatsThresholds,
                    started: float, allow_uncompared: bool) -> CompareResult:
     """A stats bundle (stats CSVs, no tensor dump) against golden statistics (docs/compare.md)."""
-    the_graph = load_graph(npu_side.graph_path or "")
+    the_graph = load_graph(npu_side.graph_path or "", formats=False)  # no device payload is converted
     golden_stats = load_golden_stats(golden, npu_side.golden_dir)
     try:
         doc = run_stats_compare(the_graph, npu_side, golden_stats, stats_limits, started, allow_uncompared)

@@ -79,24 +79,26 @@ def split_input(text: str) -> Optional[Tuple[str, int]]:
     return (name, slot) if slot >= 0 else None
 
 
-def load_graph(path: str) -> Graph:
-    """The ops of a Build graph file (``.json``: msaccucmp's JSON form; anything else: GE text).
+def load_graph(path: str, formats: bool = True) -> Graph:
+    """The ops of a Build graph file (``.json``: msaccucmp's JSON form; anything else: GE text);
+    ``formats=False``: without the origin formats of GE text (:attr:`Graph.formats` empty), for
+    callers that convert no device payload (the statistics compare).
 
     CompareError naming the file when it is missing or holds no op; GraphFormatError from
     the text scanner for malformed text.
     """
     if not os.path.isfile(path):
         raise CompareError("graph {}: no such file".format(path), path)
-    formats = {}  # type: Dict[str, OpFormats]
+    found = {}  # type: Dict[str, OpFormats]
     if path.lower().endswith(".json"):
-        ops = _json_ops(path, formats)
+        ops = _json_ops(path, found)
     else:
         ops = [op for graph in ge_graph.iter_graphs(path) for op in graph.ops]
-        if ops:
-            formats = _text_formats(path, ops)
+        if ops and formats:
+            found = _text_formats(path, ops)
     if not ops:
         raise CompareError("graph {}: holds no op".format(path), path)
-    return Graph(path, ops, formats)
+    return Graph(path, ops, found)
 
 
 # -- origin formats from GE text ---------------------------------------------------------------

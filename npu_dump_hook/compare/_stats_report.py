@@ -27,8 +27,11 @@ CSV_HEADER = (["Index", "OpType", "NPUDump", "GroundTruth", "TensorIndex", "Gold
               + ["NanCountDiff", "NegInfCountDiff", "PosInfCountDiff", "Status", "Reason"])
 
 
+_INF = float("inf")
+
+
 def _number(value: Any) -> Any:
-    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+    if value is None or value != value or value == _INF or value == -_INF:
         return None
     return value
 
@@ -46,7 +49,7 @@ def _row_doc(row: Row, detail: StatsDetail) -> Dict[str, Any]:
             "ground_truth": row.ground_truth, "tensor": row.tensor, "direction": row.direction, "slot": row.slot,
             "golden_tensor": detail.golden_tensor, "npu_dtype": row.npu_dtype, "golden_dtype": row.golden_dtype,
             "npu_format": detail.npu_format, "shape": list(row.shape), "original_shape": list(row.original_shape),
-            "npu": {k: _number(v) for k, v in detail.npu.items()},
+            "npu": {k: (v if v == v and v != _INF and v != -_INF else None) for k, v in detail.npu.items()},
             "golden_stats": {k: _number(detail.golden.get(k)) for k in ["count"] + _STATS + list(_COUNTS)}
             if detail.golden else None,
             "rel_diff": {k: _number(v) for k, v in detail.rel_diff.items()}, "count_diff": detail.count_diff,

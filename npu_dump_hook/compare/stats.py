@@ -30,11 +30,11 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 from ..bundle import BUNDLE_JSON, DATA_DIR, looks_like_tar, open_bundle, open_regular
 from ..errors import CompareError, FormatError, OptionError
 from ..formats.names import base_op_name, sanitize
-from ..formats.stats_csv import read_stats_csv
 from ._golden import golden_key
 from ._graph import Graph
 from ._match import data_inputs, ground_truth, origin_of, OpEntry
 from ._rows import Row
+from ._stats_fast import read_stats_rows
 from ._worker import TensorResult
 
 __all__ = ["StatsThresholds", "DEFAULT_STATS_THRESHOLDS", "STATS_FILE", "GoldenStats", "load_golden_stats",
@@ -202,9 +202,11 @@ def _padded_golden(golden: Dict[str, Any], npu_count: Optional[int]) -> Tuple[Di
 def _rel(npu: Any, golden: Any, scale: float) -> Optional[float]:
     if npu is None or golden is None:
         return None
-    if isinstance(npu, float) and math.isnan(npu):
+    if npu != npu:  # NaN: the NPU tensor has no finite element where the golden has
         return math.nan
-    denom = max(abs(golden), scale)
+    denom = abs(golden)
+    if denom < scale:
+        denom = scale
     if denom == 0:
         return 0.0 if npu == golden else math.inf
     return abs(npu - golden) / denom
@@ -216,10 +218,12 @@ def compare_stats(npu: Dict[str, Any], golden: Dict[str, Any]) -> Tuple[Dict[str
     padded, note = _padded_golden(golden, npu.get("count"))
     count, norm = golden.get("count"), golden.get("l2norm")
     rms = norm / math.sqrt(count) if norm is not None and count else 0.0
-    rel = {name: _rel(npu.get(name), padded.get(name), rms) for name, _ in VALUE_STATS}
-    rel["l2norm"] = _rel(npu.get("l2norm"), norm, 0.0)
-    diffs = {name: (npu[name] - golden[name]) if npu.get(name) is not None and golden.get(name) is not None
-             else None for name, _ in _COUNTS}
+    rel = {"max": _rel(npu["max"], padded.get("max"), rms), "min": _rel(npu["min"], padded.get("min"), rms),
+           "avg": _rel(npu["avg"], padded.get("avg"), rms), "l2norm": _rel(npu["l2norm"], norm, 0.0)}
+    diffs = {}  # type: Dict[str, Optional[int]]
+    for name, _ in _COUNTS:
+        mine, theirs = npu[name], golden.get(name)
+        diffs[name] = mine - theirs if mine is not None and theirs is not None else None
     return rel, diffs, note
 
 
@@ -284,7 +288,7 @@ def stats_rows(graph: Graph, refs: List[Any], golden: GoldenStats,
             continue
         entry = OpEntry(position, index, op.name, op.type, truth, ref, None)
         try:
-            parsed = read_stats_csv(ref.path).rows
+            parsed = read_stats_rows(ref.path)
         except (OSError, FormatError) as exc:
             unreadable.append("{}: {}".format(ref.path, exc))
             continue

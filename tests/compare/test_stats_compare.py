@@ -2,6 +2,7 @@
 (golden_stats.json); on synthetic runs, and end to end with the emulated NPU (ascend profile) and
 a golden run of the stats bundle (real TF)."""
 import json
+import re
 import os
 
 import numpy as np
@@ -206,3 +207,29 @@ def test_emulated_healthy_mlp_stats_pass(in_tmp_cwd, capsys):
     assert result.doc["summary"]["compared"] > 50 and result.doc["summary"]["not_compared"] == 0
     assert main(["compare", npu, golden, "--workers", "1"]) == 0
     assert "verdict: PASS" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("body", [
+    "Input,0,64,DT_FLOAT,NC1HWC0,2x3x4x5x16,1.5,-2,0.25,120,0,0,0\nOutput,0,64,DT_FLOAT16,ND,-,nan,inf,-INF,1,1,0,0\n",
+    "Output,0,8,UNKNOW,-,2x2,1e+30,-1.5e-07,.5,4,0,2,1\r\nOutput,1,8,DT_INT32,ND,4,3,0,1.5,4,0,0,0\r\n",
+    "Output,0,8,DT_FLOAT,ND,2x2,NA,,1,4,0,0,0\n",            # missing statistics: the full reader
+    "Output,0,8,DT_FLOAT,ND,2X2,1,1,1,4,0,0,0\n",            # not a shape
+    "output,0,8,DT_FLOAT,ND,2x2,1,1,1,4,0,0,0\n",            # not a direction
+    "Output,0,8,DT_FLOAT,ND,2x2,1,1,1,4,0,0\n",              # a cell short
+    "Output,0,8,DT_FLOAT,ND,2x2,1_0,1,1,4,0,0,0\n",          # float() would take it, the format does not
+])
+def test_the_fast_stats_reader_reads_what_the_full_reader_reads(tmp_path, body):
+    from npu_dump_hook.compare._stats_fast import read_stats_rows
+    from npu_dump_hook.errors import StatsFormatError
+    from npu_dump_hook.formats.stats_csv import STATS_HEADER, read_stats_csv
+
+    path = str(tmp_path / "Add.a.2.0.1700000000000000.csv")
+    with open(path, "wb") as handle:
+        handle.write((",".join(STATS_HEADER) + "\n" + body).encode("ascii"))
+    try:
+        expected = list(read_stats_csv(path).rows)
+    except StatsFormatError as exc:
+        with pytest.raises(StatsFormatError, match=re.escape(exc.rule)):
+            read_stats_rows(path)
+        return
+    assert repr(read_stats_rows(path)) == repr(expected)  # repr: nan == nan

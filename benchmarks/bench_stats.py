@@ -1,0 +1,178 @@
+"""Issue 23's statistics targets, side by side in one run:
+
+1. **Size**: a TF model of >= 1,000 dumped ops (a chain of ``--blocks`` dense blocks, MatMul +
+   BiasAdd + Tanh each, batch 64 x width 256, one training step with plain SGD), run through the
+   emulated NPU (``ascend`` profile) twice: ``dump_data="tensor"`` and ``dump_data="stats"``;
+   the bytes of the two dump folders and of the two bundles, and their ratio (target: the stats
+   bundle at most 2% of the tensor bundle). Also the golden side: a tensor golden vs the golden
+   statistics file of the stats bundle's golden run.
+2. **Speed**: the statistics compare of a synthetic run of ``--rows`` rows (a chain of ops, one
+   input and one output row each; stats CSVs + golden_stats.json), beside the tensor compare of
+   the same ops (dump files of ``--elements`` elements + golden .npy files); wall time of
+   ``compare()`` in this process, best of 3 (target: stats compare of 10,000 rows under 2 s).
+
+    .venv/bin/python benchmarks/bench_stats.py [--blocks 120] [--rows 10000] [--elements 4096] [--skip-size]
+"""
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from npu_dump_hook.compare import compare  # noqa: E402
+from npu_dump_hook.formats.dump_file import DumpTensor, write_dump_file  # noqa: E402
+from npu_dump_hook.formats.ge_build import make_model, make_op, make_tensor_desc  # noqa: E402
+from npu_dump_hook.formats.ge_text import format_model  # noqa: E402
+from npu_dump_hook.formats.names import format_dump_name, golden_npy_name, parse_npy_name, sanitize  # noqa: E402
+from npu_dump_hook.formats.stats_csv import StatsRow, compute_stats, write_stats_csv  # noqa: E402
+from npu_dump_hook.train.golden_stats import STATS_SCHEMA, tensor_statistics  # noqa: E402
+
+GRAPH_NAME = "ge_default_20261201000000_1"
+T0 = 1700000000000000
+
+
+def tree_bytes(root):
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(root) for f in files)
+
+
+# -- 1. size ------------------------------------------------------------------------------------
+
+def _train_deep(hook, blocks):
+    import tensorflow as tf
+
+    v1 = tf.compat.v1
+    with tf.Graph().as_default():
+        rng = np.random.RandomState(5)
+        x = tf.constant(rng.standard_normal((64, 256)).astype(np.float32), name="x")
+        hidden = x
+        init = v1.glorot_uniform_initializer(seed=3)
+        for i in range(blocks):
+            hidden = v1.layers.dense(hidden, 256, activation=tf.nn.tanh, name="block{:04d}".format(i),
+                                     kernel_initializer=init)
+        loss = tf.reduce_mean(tf.square(hidden))
+        step = v1.train.get_or_create_global_step()
+        train_op = v1.train.GradientDescentOptimizer(0.01).minimize(loss, global_step=step)
+        with v1.train.MonitoredSession(hooks=[hook]) as session:
+            while not session.should_stop():
+                session.run(train_op)
+    return hook
+
+
+def size_figures(blocks, tmp):
+    from npu_dump_hook import DumpOptions, NpuDumpHook
+
+    found = {}
+    for data in ("tensor", "stats"):
+        options = DumpOptions(enable_dump=True, dump_path=os.path.join(tmp, data, "dump"), dump_data=data)
+        hook = _train_deep(NpuDumpHook(options, output_dir=os.path.join(tmp, data, "npu"), backend="emulated",
+                                       emulate_profile="ascend"), blocks)
+        bundle = hook.bundle.location
+        dump = os.path.join(bundle, "data", "dump")
+        files = sum(len(f) for _, _, f in os.walk(dump))
+        golden = _train_deep(NpuDumpHook(output_dir=os.path.join(tmp, data, "golden"), initial_state=bundle), blocks)
+        found[data] = {"files": files, "dump": tree_bytes(dump), "bundle": tree_bytes(bundle),
+                       "golden": tree_bytes(os.path.join(golden.bundle.location, "data", "golden"))}
+    return found
+
+
+# -- 2. speed -----------------------------------------------------------------------------------
+
+def write_synthetic(root, ops, elements):
+    """A chain of ``ops`` ops: stats CSVs (input + output rows) in stats/, dump files in dump/,
+    golden_stats.json and golden .npy files; returns the paths."""
+    rng = np.random.RandomState(9)
+    graph_path = os.path.join(root, "ge_proto_00000001_Build.txt")
+    stats_dir, dump_dir, npy_dir = (os.path.join(root, p, "20261201000000", "0", GRAPH_NAME, "1", "0")
+                                    for p in ("stats", "dump", "golden_npy"))
+    for folder in (stats_dir, dump_dir, npy_dir):
+        os.makedirs(folder)
+    op_defs, tensors, previous = [], [], None
+    for i in range(ops):
+        name = "net/block_{:05d}/Add".format(i)
+        value = rng.standard_normal(elements).astype(np.float32)
+        desc = make_tensor_desc("DT_FLOAT", value.shape, layout="ND", origin_name=name, origin_output_index=0)
+        op_defs.append(make_op(name, "Add", i, inputs=[previous[0] + ":0"] if previous else [], output_descs=[desc]))
+        stamp = T0 + 10 * i
+        rows = [StatsRow("Input", 0, int(previous[1].nbytes), "DT_FLOAT", "ND", previous[1].shape,
+                         **compute_stats(previous[1]))] if previous else []
+        rows.append(StatsRow("Output", 0, int(value.nbytes), "DT_FLOAT", "ND", value.shape, **compute_stats(value)))
+        base = format_dump_name("Add", sanitize(name), 2 + i, 0, stamp)
+        write_stats_csv(os.path.join(stats_dir, base + ".csv"), rows)
+        write_dump_file(os.path.join(dump_dir, base), name, outputs=[DumpTensor(value, original_name=name)],
+                        inputs=[DumpTensor(previous[1])] if previous else [], dump_time=stamp)
+        npy = golden_npy_name(name, 0, stamp)
+        np.save(os.path.join(npy_dir, npy), value)
+        entry = {"key": parse_npy_name(npy).key, "tensor": name + ":0", "dtype": "float32", "shape": [elements]}
+        entry.update(tensor_statistics(value))
+        tensors.append(entry)
+        previous = (name, value)
+    with open(graph_path, "w") as handle:
+        handle.write(format_model(make_model([(GRAPH_NAME, op_defs)], name=GRAPH_NAME)))
+    golden_stats = os.path.join(root, "golden_stats.json")
+    with open(golden_stats, "w") as handle:
+        json.dump({"schema": STATS_SCHEMA, "tensors": tensors}, handle)
+    return graph_path, stats_dir, dump_dir, golden_stats, npy_dir
+
+
+def best_of(times, call):
+    """(best wall s, best CPU s of this process, result): on a shared machine the wall time
+    includes waiting for a core; the CPU time is what the compare itself costs."""
+    best, cpu, result = None, None, None
+    for _ in range(times):
+        started, began = time.perf_counter(), time.process_time()
+        result = call()
+        elapsed, used = time.perf_counter() - started, time.process_time() - began
+        best = elapsed if best is None else min(best, elapsed)
+        cpu = used if cpu is None else min(cpu, used)
+    return best, cpu, result
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--blocks", type=int, default=120, help="dense blocks of the size model (about 10 dumped "
+                        "ops each: forward, backward, update, Cast/TransData)")
+    parser.add_argument("--rows", type=int, default=10000)
+    parser.add_argument("--elements", type=int, default=4096, help="elements per tensor of the speed run")
+    parser.add_argument("--skip-size", action="store_true")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        if not args.skip_size:
+            sizes = size_figures(args.blocks, os.path.join(tmp, "size"))
+            t, s = sizes["tensor"], sizes["stats"]
+            print("size ({} dense blocks, ascend profile, one step):".format(args.blocks))
+            print("  {:<34} {:>14} {:>14} {:>9}".format("", "tensor dump", "stats dump", "ratio"))
+            print("  {:<34} {:>14} {:>14} {:>9}".format("dumped ops (files)", t["files"], s["files"], ""))
+            for key, label in (("dump", "data/dump bytes"), ("bundle", "NPU bundle bytes"),
+                               ("golden", "golden data/golden bytes")):
+                print("  {:<34} {:>14,} {:>14,} {:>8.2%}".format(label, t[key], s[key], s[key] / float(t[key])))
+            print("  target: stats bundle <= 2% of the tensor bundle: {}".format(
+                "met" if s["bundle"] <= 0.02 * t["bundle"] else "NOT met"))
+        ops = args.rows // 2 + 1
+        paths = write_synthetic(os.path.join(tmp, "speed"), ops, args.elements)
+        graph, stats_dir, dump_dir, golden_stats, npy_dir = paths
+        stats_s, stats_cpu, stats_result = best_of(3, lambda: compare(stats_dir, golden_stats, graph=graph,
+                                                                      workers=1))
+        tensor_s, tensor_cpu, tensor_result = best_of(3, lambda: compare(dump_dir, npy_dir, graph=graph, workers=1))
+        print("speed ({} ops, {} elements a tensor, one process, best of 3; load average {:.1f}):".format(
+            ops, args.elements, os.getloadavg()[0]))
+        print("  {:<34} {:>10} {:>10} {:>10}".format("", "rows", "wall s", "CPU s"))
+        print("  {:<34} {:>10} {:>10.2f} {:>10.2f}".format("statistics compare", stats_result.doc["summary"]["rows"],
+                                                           stats_s, stats_cpu))
+        print("  {:<34} {:>10} {:>10.2f} {:>10.2f}".format("tensor compare (same ops, workers=1)",
+                                                           tensor_result.doc["summary"]["rows"], tensor_s, tensor_cpu))
+        rows = stats_result.doc["summary"]["rows"]
+        print("  ratio tensor / stats: {:.1f}x wall, {:.1f}x CPU; target: stats compare of 10,000 rows under 2 s: "
+              "wall {}, CPU {}".format(tensor_s / stats_s, tensor_cpu / stats_cpu,
+                                       "met" if stats_s < 2.0 and rows >= 10000 else "NOT met",
+                                       "met" if stats_cpu < 2.0 and rows >= 10000 else "NOT met"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
