@@ -7,7 +7,9 @@ golden run (docs/compare.md, "Statistics compare").
   origin attrs, Cast/TransData walked through, inputs through their producer).
 * **Golden side**: ``data/golden/golden_stats.json`` of a golden bundle (or that file, or a folder
   holding it), written by the golden run of a stats bundle
-  (:mod:`npu_dump_hook.train.golden_stats`), looked up by msaccucmp's key.
+  (:mod:`npu_dump_hook.train.golden_stats`), looked up by msaccucmp's key; a tensor golden (a golden
+  bundle or folder of .npy files, an emulated bundle's own ``data/golden``) has its statistics
+  computed here the same way.
 * **Per statistic** a relative difference: ``|npu - golden| / max(|golden|, rms)`` for Max, Min
   and Avg, where ``rms`` is the golden tensor's root mean square (``l2norm / sqrt(count)``), so a
   statistic near zero (the mean of a pre-activation) is measured against the tensor's scale, not
@@ -30,7 +32,8 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 from ..bundle import BUNDLE_JSON, DATA_DIR, looks_like_tar, open_bundle, open_regular
 from ..errors import CompareError, FormatError, OptionError
 from ..formats.names import base_op_name, sanitize
-from ._golden import golden_key
+from ..formats.stats_csv import tensor_statistics
+from ._golden import golden_key, index_npy_dir, load_golden
 from ._graph import Graph
 from ._match import data_inputs, ground_truth, origin_of, OpEntry
 from ._rows import Row
@@ -134,30 +137,55 @@ def _is_stat(value: Any) -> bool:
     return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
 
 
+def _stats_from_npy(path: str, folder: str, in_tree_links: bool) -> Dict[str, Dict[str, Any]]:
+    """Statistics of a tensor golden (msaccucmp-named .npy files): the same numbers a golden run
+    of the stats bundle writes, computed here (one tensor in memory at a time)."""
+    files, _ = index_npy_dir(folder, in_tree_links)
+    if not files:
+        raise CompareError("golden {}: {} holds neither {} nor msaccucmp-named .npy files".format(
+            path, folder, STATS_FILE), path)
+    found = {}  # type: Dict[str, Dict[str, Any]]
+    for key, npy in files.items():
+        try:
+            array = load_golden(npy)
+        except (OSError, ValueError):
+            continue  # its rows are "no golden file"
+        entry = {"key": key, "dtype": str(array.dtype), "shape": list(array.shape)}
+        entry.update(tensor_statistics(array))
+        found[key] = entry
+    return found
+
+
+def _from_folder(path: str, kind: str, folder: str, in_tree_links: bool, bundle_json: Any = None,
+                 owner: Any = None) -> GoldenStats:
+    stats = os.path.join(folder, STATS_FILE)
+    if os.path.isfile(stats):
+        return GoldenStats(path, kind, _read_stats_file(stats), stats, bundle_json, owner)
+    return GoldenStats(path, kind, _stats_from_npy(path, folder, in_tree_links), folder + " (.npy)",
+                       bundle_json, owner)
+
+
 def load_golden_stats(golden: Optional[str], npu_golden_dir: Optional[str]) -> GoldenStats:
     """The golden statistics of ``golden``: a golden bundle (folder or archive), a folder holding
-    ``golden_stats.json``, or that file; None: the NPU bundle's own ``data/golden``."""
+    ``golden_stats.json``, that file, or a tensor golden (bundle or folder of .npy files: their
+    statistics are computed); None: the NPU bundle's own ``data/golden``."""
     if golden is None:
-        if npu_golden_dir is None or not os.path.isfile(os.path.join(npu_golden_dir, STATS_FILE)):
+        if npu_golden_dir is None:
             raise CompareError("stats bundle without golden statistics: give GOLDEN, the golden bundle of a golden "
                                "run of this stats bundle (npu-dump-hook run --golden-for STATS_BUNDLE)", "GOLDEN")
-        path = os.path.join(npu_golden_dir, STATS_FILE)
-        return GoldenStats(npu_golden_dir, "embedded", _read_stats_file(path), path)
+        return _from_folder(npu_golden_dir, "embedded", npu_golden_dir, False)
+    if not os.path.exists(golden):
+        raise CompareError("golden {}: no such file or folder".format(golden), golden)
     if os.path.isfile(golden) and not looks_like_tar(golden):
         return GoldenStats(golden, "file", _read_stats_file(golden), golden)
     if os.path.isdir(golden) and not os.path.isfile(os.path.join(golden, DATA_DIR, BUNDLE_JSON)):
-        return GoldenStats(golden, "folder", _read_stats_file(os.path.join(golden, STATS_FILE)),
-                           os.path.join(golden, STATS_FILE))
-    if not os.path.exists(golden):
-        raise CompareError("golden {}: no such file or folder".format(golden), golden)
+        return _from_folder(golden, "folder", golden, True)
     view = open_bundle(golden, parts=("golden",))
     try:
         folder = view.golden_dir()
-        path = os.path.join(folder, STATS_FILE) if folder is not None else None
-        if path is None or not os.path.isfile(path):
-            raise CompareError("golden {}: the bundle has no data/golden/{}: is it the golden run of a stats bundle "
-                               "(--golden-for STATS_BUNDLE)?".format(golden, STATS_FILE), golden)
-        return GoldenStats(golden, "bundle", _read_stats_file(path), path, view.doc, view)
+        if folder is None:
+            raise CompareError("golden {}: the bundle has no data/golden folder".format(golden), golden)
+        return _from_folder(golden, "bundle", folder, False, view.doc, view)
     except BaseException:
         view.close()
         raise

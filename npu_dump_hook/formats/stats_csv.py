@@ -54,6 +54,7 @@ __all__ = [
     "write_stats_csv",
     "format_stats_csv",
     "compute_stats",
+    "tensor_statistics",
 ]
 
 BASE_COLUMNS = ("Input/Output", "Index", "Data Size", "Data Type", "Format", "Shape")
@@ -332,3 +333,34 @@ def compute_stats(array: np.ndarray) -> Dict[str, Optional[Number]]:
         high, low = float(finite.max()), float(finite.min())
         avg = float(finite.astype(np.float64).mean())
     return dict(zip(names, (high, low, avg, int(flat.size), nan, neg, pos)))
+
+
+_SHORT_NAMES = (("max_value", "max"), ("min_value", "min"), ("avg_value", "avg"), ("count", "count"),
+                ("nan_count", "nan"), ("negative_inf_count", "neg_inf"), ("positive_inf_count", "pos_inf"))
+_NORM_CHUNK = 1 << 20
+
+
+def _finite_or_none(value: Any) -> Any:
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return None
+    return value
+
+
+def _l2norm(flat: np.ndarray) -> Optional[float]:
+    total = 0.0
+    for start in range(0, flat.size, _NORM_CHUNK):
+        chunk = np.asarray(flat[start:start + _NORM_CHUNK], dtype=np.float64)
+        if flat.dtype.kind == "f":
+            chunk = chunk[np.isfinite(chunk)]
+        total += float(np.dot(chunk, chunk))
+    return float(np.sqrt(total))
+
+
+def tensor_statistics(array: np.ndarray) -> Dict[str, Optional[Number]]:
+    """:func:`compute_stats` under short JSON names (``max``, ``min``, ``avg``, ``count``, ``nan``,
+    ``neg_inf``, ``pos_inf``; None for a value that is not a finite number) plus ``l2norm``, the
+    Euclidean norm of the finite elements (None for dtypes compute_stats does not cover)."""
+    found = compute_stats(array)
+    stats = {short: _finite_or_none(found.get(name)) for name, short in _SHORT_NAMES}
+    stats["l2norm"] = _l2norm(array.reshape(-1)) if stats["count"] is not None else None
+    return stats

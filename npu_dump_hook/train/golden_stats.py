@@ -19,14 +19,13 @@ capture the step's tensors are on disk once, as for a tensor golden run.
 """
 import json
 import logging
-import math
 import os
 from typing import Any, Dict, List, Optional
 
 import numpy as np
 
 from ..formats.names import parse_npy_name
-from ..formats.stats_csv import compute_stats
+from ..formats.stats_csv import tensor_statistics
 
 __all__ = ["STATS_FILE", "STATS_SCHEMA", "is_stats_bundle", "tensor_statistics", "write_golden_stats",
            "golden_statistics"]
@@ -36,42 +35,12 @@ logger = logging.getLogger(__name__)
 STATS_FILE = "golden_stats.json"
 STATS_SCHEMA = "npu_dump_hook/golden_stats@1"
 _MANIFEST = "golden_manifest.json"
-_NAMES = (("max_value", "max"), ("min_value", "min"), ("avg_value", "avg"), ("count", "count"),
-          ("nan_count", "nan"), ("negative_inf_count", "neg_inf"), ("positive_inf_count", "pos_inf"))
-_CHUNK = 1 << 20
 
 
 def is_stats_bundle(doc: Optional[Dict[str, Any]]) -> bool:
     """The bundle document records ``options.dump_data == "stats"``."""
     options = (doc or {}).get("options")
     return isinstance(options, dict) and options.get("dump_data") == "stats"
-
-
-def _number(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def _l2norm(flat: np.ndarray) -> Optional[float]:
-    if flat.dtype.kind not in "fiub":
-        return None
-    total = 0.0
-    for start in range(0, flat.size, _CHUNK):
-        chunk = np.asarray(flat[start:start + _CHUNK], dtype=np.float64)
-        if flat.dtype.kind == "f":
-            chunk = chunk[np.isfinite(chunk)]
-        total += float(np.dot(chunk, chunk))
-    return math.sqrt(total)
-
-
-def tensor_statistics(array: np.ndarray) -> Dict[str, Any]:
-    """count, max, min, avg, nan, neg_inf, pos_inf and l2norm of ``array`` (JSON-ready: None
-    for a statistic that is not a finite number or not computed for its dtype)."""
-    found = compute_stats(array)
-    stats = {short: _number(found.get(name)) for name, short in _NAMES}
-    stats["l2norm"] = _l2norm(array.reshape(-1)) if stats["count"] is not None else None
-    return stats
 
 
 def write_golden_stats(golden_dir: str) -> Dict[str, Any]:

@@ -233,3 +233,34 @@ def test_the_fast_stats_reader_reads_what_the_full_reader_reads(tmp_path, body):
             read_stats_rows(path)
         return
     assert repr(read_stats_rows(path)) == repr(expected)  # repr: nan == nan
+
+
+def test_a_tensor_golden_gives_its_statistics(tmp_path):
+    """A folder of .npy files (no golden_stats.json): the statistics are computed from it."""
+    graph, step, golden = _chain(tmp_path, fault=1.05)
+    folder = tmp_path / "npy"
+    folder.mkdir()
+    with open(golden) as handle:
+        keys = [t["key"] for t in json.load(handle)["tensors"]]
+    assert keys
+    rng = np.random.RandomState(3)  # _chain's values, again
+    x = rng.standard_normal((2, 4, 4, 20)).astype(np.float32)
+    for name, value in (("a", x * np.float32(2)), ("b", x * np.float32(2) + np.float32(0.5))):
+        np.save(str(folder / golden_npy_name(name, 0, T0)), value)
+    np.save(str(folder / golden_npy_name("c", 0, T0)), np.maximum(x * np.float32(2) + np.float32(0.5), 0))
+    from_npy = compare(step, str(folder), graph=graph, workers=1).doc
+    from_file = compare(step, golden, graph=graph, workers=1).doc
+    assert from_npy["golden"]["statistics"].endswith("(.npy)")
+    assert [r["status"] for r in from_npy["rows"]] == [r["status"] for r in from_file["rows"]]
+    assert [r["rel_diff"] for r in from_npy["rows"]] == [r["rel_diff"] for r in from_file["rows"]]
+    assert from_npy["first_divergence"]["npu_op"] == "b"
+
+
+def test_an_exact_profile_stats_bundle_compares_with_its_own_golden(in_tmp_cwd):
+    options = DumpOptions(enable_dump=True, dump_path="dump", dump_data="stats")
+    hook = NpuDumpHook(options, output_dir=str(in_tmp_cwd / "npu"), backend="emulated")
+    _mlp(None, hook)
+    result = compare(hook.bundle.location, workers=1)
+    assert result.doc["mode"] == "stats" and result.doc["golden"]["kind"] == "embedded"
+    assert result.exit_code == 0, result.summary_text()
+    assert result.doc["summary"]["compared"] > 50
