@@ -76,8 +76,11 @@ def size_figures(blocks, tmp):
         dump = os.path.join(bundle, "data", "dump")
         files = sum(len(f) for _, _, f in os.walk(dump))
         golden = _train_deep(NpuDumpHook(output_dir=os.path.join(tmp, data, "golden"), initial_state=bundle), blocks)
+        init = os.path.join(bundle, "data", "init")
         found[data] = {"files": files, "dump": tree_bytes(dump), "bundle": tree_bytes(bundle),
+                       "init": tree_bytes(init) if os.path.isdir(init) else 0,
                        "golden": tree_bytes(os.path.join(golden.bundle.location, "data", "golden"))}
+        found[data]["other"] = found[data]["bundle"] - found[data]["dump"] - found[data]["init"]
     return found
 
 
@@ -140,6 +143,7 @@ def main(argv=None):
     parser.add_argument("--rows", type=int, default=10000)
     parser.add_argument("--elements", type=int, default=4096, help="elements per tensor of the speed run")
     parser.add_argument("--skip-size", action="store_true")
+    parser.add_argument("--skip-speed", action="store_true")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         if not args.skip_size:
@@ -148,11 +152,16 @@ def main(argv=None):
             print("size ({} dense blocks, ascend profile, one step):".format(args.blocks))
             print("  {:<34} {:>14} {:>14} {:>9}".format("", "tensor dump", "stats dump", "ratio"))
             print("  {:<34} {:>14} {:>14} {:>9}".format("dumped ops (files)", t["files"], s["files"], ""))
-            for key, label in (("dump", "data/dump bytes"), ("bundle", "NPU bundle bytes"),
+            for key, label in (("dump", "data/dump bytes"), ("init", "data/init bytes (initial state)"),
+                               ("other", "graphs, bundle.json, bag files"), ("bundle", "NPU bundle bytes"),
                                ("golden", "golden data/golden bytes")):
                 print("  {:<34} {:>14,} {:>14,} {:>8.2%}".format(label, t[key], s[key], s[key] / float(t[key])))
-            print("  target: stats bundle <= 2% of the tensor bundle: {}".format(
-                "met" if s["bundle"] <= 0.02 * t["bundle"] else "NOT met"))
+            print("  target: stats bundle <= 2% of the tensor bundle: dump {}, whole bundle {} (the initial-state "
+                  "checkpoint and the graphs are in both)".format(
+                      "met" if s["dump"] <= 0.02 * t["dump"] else "NOT met",
+                      "met" if s["bundle"] <= 0.02 * t["bundle"] else "NOT met"))
+        if args.skip_speed:
+            return 0
         ops = args.rows // 2 + 1
         paths = write_synthetic(os.path.join(tmp, "speed"), ops, args.elements)
         graph, stats_dir, dump_dir, golden_stats, npy_dir = paths
