@@ -71,7 +71,7 @@ def checks_lines(checks: Dict[str, Any], top: int = 5) -> List[str]:
     """The headline, then up to ``top`` NaN/Inf origins and overflow entries (names escaped)."""
     lines = checks_headline(checks)
     nan_inf, overflow = checks.get("nan_inf"), checks.get("overflow")
-    if nan_inf is not None and len(nan_inf["origins"]) > 1:
+    if nan_inf is not None and len(nan_inf["origins"]) > 1 and top > 0:
         lines.append("NaN/Inf origins in execution order:")
         for origin in nan_inf["origins"][:top]:
             lines.append("  {:>5} {} ({}) {}: propagates to {}".format(
@@ -80,7 +80,7 @@ def checks_lines(checks: Dict[str, Any], top: int = 5) -> List[str]:
     if nan_inf is not None and nan_inf["unreadable"]:
         lines.append("NaN/Inf: {} dump file(s) unreadable, first {}".format(
             len(nan_inf["unreadable"]), nan_inf["unreadable"][0]["reason"]))
-    if overflow is not None and overflow["entries"]:
+    if overflow is not None and overflow["entries"] and top > 0:
         lines.append("overflow, in time order (top {}):".format(top))
         for entry in overflow["entries"][:top]:
             lines.append("  {:>5} task {} stream {} {} {} ({}): {}".format(
