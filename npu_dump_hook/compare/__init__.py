@@ -7,6 +7,8 @@ the first diverging original TF op (docs/compare.md). TensorFlow-free.
     result = compare("bundle")                      # golden: the bundle's own data/golden
     result = compare("bundle.tar.gz", "golden_bundle", thresholds={"cosine_min": 0.999})
     result = compare("dump/.../0", "npy_dir", graph="ge_proto_00000001_Build.txt")
+    result = compare("stats_bundle", "its_golden_bundle")   # dump_data="stats": compared by statistics
+    result = compare("overflow_bundle")             # no golden anywhere: NaN/Inf origin, overflow report
     result.doc           # the JSON document (schema npu_dump_hook/compare@1)
     result.exit_code     # 0 pass; 1 a root cause (breach or overflow), input inconsistent, or incomplete
     result.csv()         # msaccucmp's CSV; result.summary_text() the terminal summary
@@ -25,6 +27,8 @@ Modules, one job each::
     _thresholds.py  the limits and how a row is checked against them
     _report.py      CSV, JSON document, terminal summary(escapes for terminal and CSV: npu_dump_hook/_inert.py)
     checks.py       checks that need no golden: nan_origin.py (where NaN/Inf start), overflow.py (Opdebug report)
+    stats.py        the statistics compare (stats CSVs vs golden statistics); _stats_fast.py its CSV fast path,
+                    _stats_report.py its run and reports
     metrics.py      the ten msaccucmp metrics;  _html.py  the HTML report
 """
 import logging

@@ -14,7 +14,8 @@ What the page shows:
   summary counts (with the reasons rows were not compared, "input inconsistent" and float16
   overflow called out), the first divergence (NPU node, its original TF ops, tensor, golden
   tensor, what it breached, its metrics and the metrics of its inputs) and the further root
-  causes;
+  causes; the checks that need no golden when the document has them (``checks``: NaN/Inf origins
+  and the overflow report, :mod:`._checks_html`);
 - drawn by the inline script from the embedded document: an SVG plot along execution order
   (the rows' ``order``) of CosineSimilarity (linear) and MagnitudeError / MaxRelativeError /
   MeanRelativeError / RelativeEuclideanDistance (one log axis), with the active thresholds
