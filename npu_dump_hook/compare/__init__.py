@@ -118,7 +118,7 @@ def _ops_pattern(ops: Optional[str]) -> Optional["re.Pattern[str]"]:
         raise OptionError("ops", ops, "not a regular expression: {}".format(exc))
 
 
-def _golden_for_warning(npu: NpuSide, golden: GoldenSide) -> List[str]:
+def _golden_for_warning(npu: NpuSide, golden: Any) -> List[str]:
     made_for = ((golden.bundle_json or {}).get("golden_for") or {}) if golden.kind == "bundle" else {}
     recorded = made_for.get("bundle_json_sha256") if isinstance(made_for, dict) else None
     if recorded and npu.bundle_id and recorded != npu.bundle_id:
@@ -140,12 +140,13 @@ def _golden_free(npu_side: NpuSide, limits: Thresholds, started: float, allow_un
 
 
 def _stats_compare(npu_side: NpuSide, golden: Optional[str], limits: Thresholds, stats_limits: StatsThresholds,
-                   started: float, allow_uncompared: bool) -> CompareResult:
+                   started: float, allow_uncompared: bool, pattern: Optional["re.Pattern[str]"]) -> CompareResult:
     """A stats bundle (stats CSVs, no tensor dump) against golden statistics (docs/compare.md)."""
     the_graph = load_graph(npu_side.graph_path or "", formats=False)  # no device payload is converted
     golden_stats = load_golden_stats(golden, npu_side.golden_dir)
     try:
-        doc = run_stats_compare(the_graph, npu_side, golden_stats, stats_limits, started, allow_uncompared)
+        doc = run_stats_compare(the_graph, npu_side, golden_stats, stats_limits, started, allow_uncompared, pattern)
+        doc["warnings"].extend(_golden_for_warning(npu_side, golden_stats))  # type: ignore[arg-type]
     finally:
         golden_stats.close()
     doc["checks"] = run_checks(the_graph, npu_side, nan_inf=False)
@@ -191,7 +192,7 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
         if golden is None and npu_side.golden_dir is None:
             return _golden_free(npu_side, limits, started, bool(allow_uncompared))
         if npu_side.stats and not npu_side.dumps:
-            return _stats_compare(npu_side, golden, limits, stats_limits, started, bool(allow_uncompared))
+            return _stats_compare(npu_side, golden, limits, stats_limits, started, bool(allow_uncompared), pattern)
         golden_side = load_golden_side(golden, npu_side)
         the_graph = load_graph(npu_side.graph_path or "")
         plan = build_plan(the_graph, npu_side.dumps, pattern)

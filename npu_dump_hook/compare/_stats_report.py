@@ -108,9 +108,10 @@ def _first(row: Optional[Row], details: Dict[int, StatsDetail]) -> Optional[Dict
 
 
 def run_stats_compare(graph: Graph, npu: Any, golden: GoldenStats, limits: StatsThresholds, started: float,
-                      allow_uncompared: bool) -> Dict[str, Any]:
-    """The document of ``npu`` (an NpuSide with stats CSVs) against ``golden``."""
-    rows, details, unreadable = stats_rows(graph, npu.stats, golden, limits)
+                      allow_uncompared: bool, ops: Any = None) -> Dict[str, Any]:
+    """The document of ``npu`` (an NpuSide with stats CSVs) against ``golden``; ``ops``: a compiled
+    pattern, only ops whose name or an original name matches."""
+    rows, details, unreadable = stats_rows(graph, npu.stats, golden, limits, ops)
     as_tensor_limits = make_thresholds({"cosine_min": None, "magnitude_err_max": None, "rel_euclid_max": 1.0,
                                         "max_rel_err": None, "mean_rel_err": None,
                                         "check_scalars": limits.check_scalars})

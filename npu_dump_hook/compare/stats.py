@@ -301,10 +301,11 @@ def _tensor_result(stats_row: Any, golden_name: Optional[Tuple[str, int]], golde
                         reason, reason, overflow)
 
 
-def stats_rows(graph: Graph, refs: List[Any], golden: GoldenStats,
-               limits: StatsThresholds) -> Tuple[List[Row], Dict[int, StatsDetail], List[str]]:
+def stats_rows(graph: Graph, refs: List[Any], golden: GoldenStats, limits: StatsThresholds,
+               ops: Any = None) -> Tuple[List[Row], Dict[int, StatsDetail], List[str]]:
     """Rows (analysis objects, msaccucmp's row order, ``order`` set), their details by
-    ``id(row)``, and the stats CSVs that did not read (``"file: reason"``)."""
+    ``id(row)``, and the stats CSVs that did not read (``"file: reason"``); ``ops``: a compiled
+    pattern, only ops whose name or an original name matches (``re.search``)."""
     newest = _newest(refs)
     rows, details, unreadable = [], {}, []  # type: List[Row], Dict[int, StatsDetail], List[str]
     group = {}  # type: Dict[object, int]
@@ -312,7 +313,7 @@ def stats_rows(graph: Graph, refs: List[Any], golden: GoldenStats,
         ref = newest.pop(sanitize(op.name), None)
         truth = ground_truth(op)
         index = group.setdefault(tuple(truth) if len(truth) != 1 else truth[0], len(group))
-        if ref is None:
+        if ref is None or (ops is not None and not ops.search(op.name) and not any(ops.search(t) for t in truth)):
             continue
         entry = OpEntry(position, index, op.name, op.type, truth, ref, None)
         try:

@@ -264,3 +264,10 @@ def test_an_exact_profile_stats_bundle_compares_with_its_own_golden(in_tmp_cwd):
     assert result.doc["mode"] == "stats" and result.doc["golden"]["kind"] == "embedded"
     assert result.exit_code == 0, result.summary_text()
     assert result.doc["summary"]["compared"] > 50
+
+
+def test_ops_selects_the_stats_rows(tmp_path):
+    graph, step, golden = _chain(tmp_path, fault=1.05)
+    doc = compare(step, golden, graph=graph, workers=1, ops="^[bc]$").doc
+    assert [r["npu_op"] for r in doc["rows"]] == ["b", "c"]
+    assert doc["first_divergence"]["npu_op"] == "b" and doc["summary"]["incomplete"] is False
