@@ -89,6 +89,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence  # noqa: F401 (t
 
 from . import _tf
 from ._inert import printable
+from ._signals import terminating_cleanly
 from .backends import resolve_backend
 from .collect import collect_run
 from . import settings
@@ -321,6 +322,8 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self.steps.end_run(run_context)
 
     def end(self, session: Any) -> None:
+        with self.guard("unmarking the dump folder {}".format(self.options.dump_path)):
+            self.dump.run_ended()
         self.record = self._freeze(time.time(), read_global_step(self._global_step_tensor, session))
         self.summary = self.record.summary()
         with self.guard("writing {}".format(self.layout.run_json)):
@@ -365,7 +368,8 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
                 raise NpuDumpError(
                     "no training step ran: {} run(s) updated no trainable variable (fetches {}), so there is "
                     "no iteration to bundle".format(self.skipped_runs["count"], self.skipped_runs["examples"] or "none"))
-            self.bundle = collect_run(self.record, self.bundle_dir, **self._bundle_args)
+            with terminating_cleanly():  # SIGTERM while collecting: the staging folder is removed
+                self.bundle = collect_run(self.record, self.bundle_dir, **self._bundle_args)
 
 
 def _run_args(fetches: Dict[str, Any], capture: Any) -> Any:

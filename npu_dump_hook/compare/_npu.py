@@ -22,7 +22,8 @@ hashed names through its ``mapping.csv``). With several, ``step`` picks the one 
 without ``step`` a bundle's captured step (``run.captured_step``, the step its golden tensors
 and a golden run's are of) is used when a folder has that name, else the lowest-numbered
 one; the others are named in a warning.
-Stats CSVs, Opdebug files and anything else are ignored.
+Stats CSVs, Opdebug files and anything else are ignored. A chosen step folder holding
+:data:`~npu_dump_hook.constants.INCOMPLETE_STEP_MARKER` (its dump stopped part-way) is refused.
 """
 import collections
 import logging
@@ -30,6 +31,7 @@ import os
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..bundle import BUNDLE_JSON, DATA_DIR, BundleView, looks_like_tar, open_bundle, walk_files
+from ..constants import INCOMPLETE_STEP_MARKER
 from ..errors import CompareError, NameFormatError
 from ..formats.mapping_csv import MAPPING_FILE_NAME, read_mapping
 from ..formats.names import KIND_DUMP, DumpName, parse_dump_name
@@ -181,3 +183,7 @@ def _pick_step(side: NpuSide, root: str, step: Optional[int], preferred: Optiona
             + (" ..." if len(folders) > 4 else "")))
     side.step_dir, side.dumps = folders[0]
     side.step = os.path.basename(side.step_dir)
+    if os.path.lexists(os.path.join(side.step_dir, INCOMPLETE_STEP_MARKER)):
+        raise CompareError("NPU {}: step folder {} was left incomplete by a failed dump, or an interrupted or "
+                           "killed one (it holds {}): its dump files are not the whole step, so it is not "
+                           "compared".format(side.path, side.step_dir, INCOMPLETE_STEP_MARKER), side.path)
