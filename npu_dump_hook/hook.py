@@ -94,7 +94,7 @@ from .backends import resolve_backend
 from .collect import collect_run
 from . import settings
 from .determinism import apply_policy
-from .errors import NpuDumpError, OptionError
+from .errors import BundleError, NpuDumpError, OptionError
 from .options import DumpOptions
 from .run_record import RunLayout, RunRecord, rank_and_device
 from .train.dump_run import DumpRun, check_writable_dir, default_options
@@ -271,8 +271,13 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self.steps.begin(graph, index)
         self.dump.check_graph(graph)
         # The model graph as trained, before the hook adds its own Saver and capture ops.
-        tf.train.write_graph(graph.as_graph_def(add_shapes=True), self.layout.tf_dir,
-                             os.path.basename(self.layout.tf_graph))
+        with self.guard("writing the model graph to {}".format(self.layout.tf_graph)):
+            try:
+                tf.train.write_graph(graph.as_graph_def(add_shapes=True), self.layout.tf_dir,
+                                     os.path.basename(self.layout.tf_graph))
+            except tf.errors.OpError as exc:  # a full disk, a file-size limit: ours, naming the path
+                raise BundleError("NpuDumpHook: writing the model graph to {} failed: {}".format(
+                    self.layout.tf_graph, exc.message), self.layout.tf_graph) from exc
         variables = list(tf.global_variables())
         self.prints.begin(variables)
         self.dump.begin(variables)

@@ -29,7 +29,7 @@ from .capture import TensorCapture
 from ..backends import golden_in_run, reference_default
 from ..config import apply_graph_dump_env
 from ..constants import ENV_OPTIONS, INCOMPLETE_STEP_MARKER
-from ..errors import OptionError
+from ..errors import BundleError, OptionError
 from ..options import DumpOptions
 from .golden_capture import golden_report
 from ..run_record import RunLayout, dumps_on_this_rank, rank_and_device
@@ -141,8 +141,15 @@ class DumpRun(object):
         """Before the captured step: the variables into run folder/init/ (once)."""
         if self._saver is None or self.initial_state_path is not None:
             return
-        with guard("saving the initial state to {}".format(self.layout.init_prefix)):
-            self.initial_state_path = self._saver.save(session, self.layout.init_prefix, write_meta_graph=False)
+        prefix = self.layout.init_prefix
+        with guard("saving the initial state to {}".format(prefix)):
+            try:
+                self.initial_state_path = self._saver.save(session, prefix, write_meta_graph=False)
+            except _tf.tf_v1().errors.OpError as exc:
+                # e.g. OutOfRangeError from a file-size limit, which MonitoredSession would take for
+                # the end of the data ("no training step ran"): ours, naming the path
+                raise BundleError("NpuDumpHook: saving the initial state to {} failed: {}: {}".format(
+                    prefix, type(exc).__name__, exc.message), prefix) from exc
             logger.info("NpuDumpHook: initial state saved to %s", self.initial_state_path)
 
     def captures_step(self, step: int, captured_step: int) -> bool:
