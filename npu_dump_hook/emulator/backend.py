@@ -177,6 +177,8 @@ class EmulatedNpu(object):
         except (OSError, NpuDumpError) as exc:
             _mark_incomplete(step_dir, exc)
             raise
+        if not written:  # e.g. an overflow check without overflow: GE creates no folder either
+            _drop_empty_step(step_dir, os.path.join(options.dump_path, self.time_dir))
         entry = {"step": step, "data_index": data_index, "dir": step_dir if written else None, "files": written}
         self.report["steps"].append(entry)
         logger.info("emulated NPU: step %d -> %d file(s) in %s", step, written, step_dir)
@@ -451,6 +453,18 @@ def _complete_step(step_dir: str, time_dir: Optional[str], placed: Any) -> None:
         json.dump({"writer": _writer(time_dir), "files": sorted(placed)}, handle)
     os.replace(mark + ".tmp", mark)
     os.unlink(os.path.join(step_dir, INCOMPLETE_STEP_MARKER))
+
+
+def _drop_empty_step(step_dir: str, stop: str) -> None:
+    """Remove the completion mark of a step that wrote no file and the folders it made (up to ``stop``)."""
+    try:
+        os.unlink(os.path.join(step_dir, COMPLETE_STEP_MARKER))
+        folder = step_dir
+        while os.path.abspath(folder) != os.path.abspath(stop) and not os.listdir(folder):
+            os.rmdir(folder)
+            folder = os.path.dirname(folder)
+    except OSError as exc:  # best effort: an empty marked folder is refused by nothing, just left
+        logger.debug("emulated NPU: could not remove the empty step folder %s: %s", step_dir, exc)
 
 
 def _mark_incomplete(step_dir: str, exc: BaseException) -> None:
