@@ -10,14 +10,16 @@ Between ``start`` and ``stop`` an exception that leaves the hook's code (Ctrl-C 
 ``session.run``, a TensorFlow error, another hook's failure) or a SIGTERM (turned into
 :class:`~npu_dump_hook._signals.Terminated`, so the interpreter exits through its clean-ups, with
 status 143) runs ``undo`` at interpreter exit. SIGKILL runs nothing: what a killed phase leaves
-must say so by itself (the emulator's begin marker, :data:`~npu_dump_hook.constants.INCOMPLETE_STEP_MARKER`).
+must say so by itself (the emulator's begin marker,
+:data:`~npu_dump_hook.constants.INCOMPLETE_STEP_MARKER`).
 
 Test-only: :func:`~npu_dump_hook._signals.test_pause` (re-exported here) is the injection point
 of the environment variable ``NPU_DUMP_HOOK_TEST_PAUSE`` = ``PHASE@FLAG`` (the process creates the
 file ``FLAG`` holding its pid when it reaches ``PHASE`` and the file is absent, then sleeps up to
-:data:`PAUSE_SECONDS` so a test can signal it) or ``PHASE!raise`` (a RuntimeError there). Phases: ``dump`` (the emulator, two dump files of the
-step written), ``capture`` (after the captured step ran, before its golden .npy are written),
-``golden`` (golden .npy written, no manifest yet), ``collect`` (bundle files in the staging folder).
+:data:`PAUSE_SECONDS` so a test can signal it) or ``PHASE!raise`` (a RuntimeError there).
+Phases: ``dump`` (the emulator, two dump files of the step written), ``capture`` (after the
+captured step ran, before its golden .npy are written), ``golden`` (golden .npy written, no
+manifest yet), ``collect`` (bundle files in the staging folder).
 """
 import atexit
 import logging

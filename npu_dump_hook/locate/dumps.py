@@ -104,10 +104,10 @@ def _refuse_incomplete(root: str, steps: List[StepDir]) -> None:
     for path in [root] + [step.path for step in steps]:
         reason = _marker_text(os.path.join(path, INCOMPLETE_STEP_MARKER))
         if reason is not None:
-            raise LocateError("dump {} {} was left incomplete by a failed dump, or an interrupted or killed one ({}; marker {}): "
-                              "not bundled".format("folder" if path == root else "step folder", path,
-                                                   reason or "no reason recorded", INCOMPLETE_STEP_MARKER),
-                              [path], what="dump")
+            where = "folder" if path == root else "step folder"
+            raise LocateError("dump {} {} was left incomplete by a failed dump, or an interrupted or killed one "
+                              "({}; marker {}): not bundled".format(where, path, reason or "no reason recorded",
+                                                                    INCOMPLETE_STEP_MARKER), [path], what="dump")
     for step in steps:
         _refuse_mixed(step.path)
 
