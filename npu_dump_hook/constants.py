@@ -77,6 +77,7 @@ __all__ = [
     "CHECKSUMS",
     "ARCHIVES",
     "INCOMPLETE_STEP_MARKER",
+    "COMPLETE_STEP_MARKER",
 ]
 
 # The keywords' own names and value lists live with their rows in the settings table.
@@ -135,6 +136,11 @@ RECORDED_BACKENDS = ("npu", "emulated", RECORDED_GOLDEN_BACKEND)
 #: Other spellings readers accept for a recorded ``backend``, each read as the value it names.
 RECORDED_BACKEND_ALIASES = {"golden": RECORDED_GOLDEN_BACKEND}
 
-#: Left in a dump step folder whose writing failed part-way (the emulator writes it; collection
-#: refuses such a folder instead of bundling a silently smaller dump).
+#: Left in a dump step folder whose writing failed part-way or never finished: the emulator writes
+#: it before the step's first file and turns it into :data:`COMPLETE_STEP_MARKER` after the last
+#: (a killed run leaves it); with backend "npu" the hook writes it into the run's own dump folder
+#: until the run ends. Collection refuses such a folder instead of bundling a silently smaller dump.
 INCOMPLETE_STEP_MARKER = ".npu_dump_hook_incomplete"
+#: The completion mark of a step folder the emulator finished: JSON naming the writer (pid, host,
+#: time folder) and every file it wrote there; collection refuses a folder holding other files.
+COMPLETE_STEP_MARKER = ".npu_dump_hook_complete"

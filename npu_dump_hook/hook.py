@@ -89,11 +89,12 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence  # noqa: F401 (t
 
 from . import _tf
 from ._inert import printable
+from ._signals import terminating_cleanly
 from .backends import resolve_backend
 from .collect import collect_run
 from . import settings
 from .determinism import apply_policy
-from .errors import NpuDumpError, OptionError
+from .errors import BundleError, NpuDumpError, OptionError
 from .options import DumpOptions
 from .run_record import RunLayout, RunRecord, rank_and_device
 from .train.dump_run import DumpRun, check_writable_dir, default_options
@@ -271,8 +272,13 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self.steps.begin(graph, index)
         self.dump.check_graph(graph)
         # The model graph as trained, before the hook adds its own Saver and capture ops.
-        tf.train.write_graph(graph.as_graph_def(add_shapes=True), self.layout.tf_dir,
-                             os.path.basename(self.layout.tf_graph))
+        with self.guard("writing the model graph to {}".format(self.layout.tf_graph)):
+            try:
+                tf.train.write_graph(graph.as_graph_def(add_shapes=True), self.layout.tf_dir,
+                                     os.path.basename(self.layout.tf_graph))
+            except tf.errors.OpError as exc:  # a full disk, a file-size limit: ours, naming the path
+                raise BundleError("NpuDumpHook: writing the model graph to {} failed: {}".format(
+                    self.layout.tf_graph, exc.message), self.layout.tf_graph) from exc
         variables = list(tf.global_variables())
         self.prints.begin(variables)
         self.dump.begin(variables)
@@ -323,6 +329,8 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self.steps.end_run(run_context)
 
     def end(self, session: Any) -> None:
+        with self.guard("unmarking the dump folder {}".format(self.options.dump_path)):
+            self.dump.run_ended()
         self.record = self._freeze(time.time(), read_global_step(self._global_step_tensor, session))
         self.summary = self.record.summary()
         with self.guard("writing {}".format(self.layout.run_json)):
@@ -367,7 +375,8 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
                 raise NpuDumpError(
                     "no training step ran: {} run(s) updated no trainable variable (fetches {}), so there is "
                     "no iteration to bundle".format(self.skipped_runs["count"], self.skipped_runs["examples"] or "none"))
-            self.bundle = collect_run(self.record, self.bundle_dir, **self._bundle_args)
+            with terminating_cleanly():  # SIGTERM while collecting: the staging folder is removed
+                self.bundle = collect_run(self.record, self.bundle_dir, **self._bundle_args)
 
 
 def _run_args(fetches: Dict[str, Any], capture: Any) -> Any:

@@ -5,7 +5,7 @@
   only when complete. An existing non-empty destination is refused with
   :class:`~npu_dump_hook.errors.BundleExistsError` unless ``force``; with ``force`` the old
   destination is replaced only after the new one is complete. Staging folders left by a
-  killed process are swept by the next run.
+  killed process are swept by the next run into the same folder, whatever their name.
 
 What a forced replacement guarantees (:meth:`Staging.commit` with ``force``):
 
@@ -34,7 +34,7 @@ from typing import Any, Callable, List, Optional
 
 from ..errors import BundleExistsError
 
-__all__ = ["Staging", "is_nonempty", "sweep_stale_staging", "exchange_paths"]
+__all__ = ["Staging", "is_nonempty", "sweep_stale_staging", "sweep_stale_siblings", "exchange_paths"]
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +100,27 @@ def sweep_stale_staging(dest: str) -> List[str]:
     return removed
 
 
+def sweep_stale_siblings(dest: str) -> List[str]:
+    """:func:`sweep_stale_staging` for every name beside ``dest`` that a dead process left a
+    staging or ``.old-`` folder for: each run collects into its own folder name, so a run killed
+    while collecting leaves ``.{its name}.staging-*``, which the next run (another name) sweeps."""
+    parent = os.path.dirname(os.path.abspath(dest))
+    names = set()
+    try:
+        entries = os.listdir(parent)
+    except OSError:
+        return []
+    for entry in entries:
+        for tag in (_OLD_TAG, _STAGING_TAG):
+            name, found, rest = entry[1:].rpartition(tag)
+            if entry.startswith(".") and found and name and rest.split("-", 1)[0].isdigit():
+                names.add(name)
+    removed = []  # type: List[str]
+    for name in sorted(names):
+        removed.extend(sweep_stale_staging(os.path.join(parent, name)))
+    return removed
+
+
 def _remove(path: str) -> None:
     if os.path.isdir(path) and not os.path.islink(path):
         shutil.rmtree(path, ignore_errors=True)
@@ -122,7 +143,7 @@ class Staging:
     def __init__(self, dest: str, force: bool = False, as_file: bool = False, suffix: str = "") -> None:
         self.dest = os.path.abspath(dest)
         self.force = force
-        sweep_stale_staging(self.dest)  # first: it may put back a bundle an interrupted swap left aside
+        sweep_stale_siblings(self.dest)  # first: it may put back a bundle an interrupted swap left aside
         _check_destination(self.dest, force)
         parent = os.path.dirname(self.dest)
         os.makedirs(parent, exist_ok=True)

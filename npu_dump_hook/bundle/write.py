@@ -27,9 +27,10 @@ import sys
 from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Set, Tuple
 
 from .._version import __version__
-from ..constants import ARCHIVES, BUNDLE_SCHEMA, CHECKSUMS, LINK_MODES
+from ..constants import ARCHIVES, BUNDLE_SCHEMA, CHECKSUMS, COMPLETE_STEP_MARKER, LINK_MODES
 from ..errors import BundleError, BundleExistsError, FormatError, NpuDumpError
 from .._forked import ForkedCall, fork_is_safe, usable_cores
+from .._signals import test_pause
 from ..formats.ge_json import write_msaccucmp_json
 from ..formats.mapping_csv import read_mapping
 from ..formats.names import parse_graph_file_name
@@ -213,6 +214,7 @@ def _write(dest: str, located: Any, doing: _Doing, archive_only: bool, archive_p
         tally = write_payload_and_json(stage.path, head, plan, ops, link, checksum, report, workers, warnings,
                                        dumps=backend != GOLDEN_BACKEND)
         report.close()
+        test_pause("collect")  # the files are in the staging folder (test-only, npu_dump_hook._phases)
         # what only placement needed goes before the tag files are built (about 100 bytes a file)
         plan[:] = []
         ops = tally.dumped = None  # the graph's op names (the tally holds them too)
@@ -319,6 +321,8 @@ def _dump_files(prefix: str, folder: str, warnings: List[str]) -> Iterator[Any]:
     current_dir = None  # type: Optional[str]
     for found in _fs.walk_files(folder, warnings):
         rel_dir, _, base = found.rel.rpartition("/")
+        if base == COMPLETE_STEP_MARKER:  # collection's check, not data (locate/dumps.py)
+            continue
         if current is None or rel_dir != current_dir:
             # walk_files yields a folder's files together: one mapping.csv read per folder
             current, current_dir = _dump_folder(prefix, folder, rel_dir, warnings), rel_dir

@@ -28,7 +28,7 @@ from .. import settings
 from .._cli_conventions import level_name
 from ..constants import ENV_OPTIONS, ENV_RUN, ENV_RUN_LOG_LEVEL, FAULTS_SEPARATOR
 from ..errors import OptionError
-from ..runner import RunSettings, bootstrap_command, parse_faults
+from ..runner import NoticeChannel, RunSettings, bootstrap_command, parse_faults
 from ._exit import EXIT_USAGE, CliError
 
 __all__ = ["run", "split_command", "interpreter", "faults_from_flags"]
@@ -167,11 +167,14 @@ def _run_child(command: List[str], env: Dict[str, str]) -> int:
     # Ctrl-C goes to the whole process group: the script handles it; we wait for its status.
     # (A Python handler, not SIG_IGN, which the child would inherit.)
     handle(signal.SIGINT, lambda signum, frame: None)
+    channel = NoticeChannel()  # the bundle path printed last even when the script left by os._exit
     try:
-        child = subprocess.Popen(command, env=env)
+        child = subprocess.Popen(command, env=dict(env, **channel.env()), pass_fds=channel.fds)
+        channel.started()
         handle(signal.SIGTERM, lambda signum, frame: child.send_signal(signum))
         code = child.wait()
     finally:
         for signum, previous in reversed(restore):
             signal.signal(signum, previous)
+    channel.print_if_not_last()
     return 128 - code if code < 0 else code

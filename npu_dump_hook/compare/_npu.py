@@ -25,6 +25,8 @@ one; the others are named in a warning.
 The chosen step folder's stats CSVs (``dump_data="stats"``) are ``stats`` and its Opdebug files
 (``enable_dump_debug``) ``opdebug``: a folder holding only those is a step folder too (for the
 statistics compare and the golden-free checks, :mod:`.checks`); anything else is ignored.
+A chosen step folder holding
+:data:`~npu_dump_hook.constants.INCOMPLETE_STEP_MARKER` (its dump stopped part-way) is refused.
 """
 import collections
 import logging
@@ -32,6 +34,7 @@ import os
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..bundle import BUNDLE_JSON, DATA_DIR, BundleView, looks_like_tar, open_bundle, walk_files
+from ..constants import INCOMPLETE_STEP_MARKER
 from ..errors import CompareError, NameFormatError
 from ..formats.mapping_csv import MAPPING_FILE_NAME, read_mapping
 from ..formats.names import KIND_DUMP, KIND_OPDEBUG, KIND_STATS, DumpName, parse_dump_name
@@ -188,3 +191,7 @@ def _pick_step(side: NpuSide, root: str, step: Optional[int], preferred: Optiona
     side.dumps = [r for r in refs if r.name.kind == KIND_DUMP and r.name.op_type != "Opdebug"]
     side.stats = [r for r in refs if r.name.kind == KIND_STATS]
     side.opdebug = [r for r in refs if r.name.kind == KIND_OPDEBUG]
+    if os.path.lexists(os.path.join(side.step_dir, INCOMPLETE_STEP_MARKER)):
+        raise CompareError("NPU {}: step folder {} was left incomplete by a failed dump, or an interrupted or "
+                           "killed one (it holds {}): its dump files are not the whole step, so it is not "
+                           "compared".format(side.path, side.step_dir, INCOMPLETE_STEP_MARKER), side.path)

@@ -61,13 +61,16 @@ nodes) is described in :mod:`.npu_graph`. Everything the emulator writes is reco
 ``backend`` is ``"emulated"``, so emulated data is never mistaken for NPU data.
 """
 import datetime
+import json
 import logging
 import os
+import socket
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..constants import INCOMPLETE_STEP_MARKER
+from .._phases import test_pause
+from ..constants import COMPLETE_STEP_MARKER, INCOMPLETE_STEP_MARKER
 from ..errors import BackendError, NpuDumpError, OptionError
 from ..formats import mapping_csv, names, opdebug, stats_csv
 from ..formats.dump_file import DumpTensor, ge_origin_data_type, write_dump_file
@@ -131,6 +134,7 @@ class EmulatedNpu(object):
         self._dumped_iterations = 0
         self._task_ids = {}  # type: Dict[str, int]
         self._last_debug_time = 0  # each Opdebug record gets its own timestamp (its own file)
+        self._placed = set()  # type: set
         self.report = {"backend": self.name, "emulate_precision": emulate_precision, "ffts_names": ffts_names,
                        "profile": profile, "faults": dict(self.faults), "golden_in_run": self.golden_in_run,
                        "steps": [], "skipped": []}  # type: Dict[str, Any]
@@ -166,11 +170,16 @@ class EmulatedNpu(object):
         self._dumped_iterations += 1
         step_dir = os.path.join(options.dump_path, self.time_dir, str(self.device_id),
                                 names.sanitize(self.graph_name), str(self.model_id), str(data_index))
+        self._placed = set()
         try:
+            _begin_step(step_dir, self.time_dir)  # before the first file: a killed run leaves it
             written = self._write_ops(ge_ops, capture, step_dir)
+            _complete_step(step_dir, self.time_dir, self._placed)
         except (OSError, NpuDumpError) as exc:
             _mark_incomplete(step_dir, exc)
             raise
+        if not written:  # e.g. an overflow check without overflow: GE creates no folder either
+            _drop_empty_step(step_dir, os.path.join(options.dump_path, self.time_dir))
         entry = {"step": step, "data_index": data_index, "dir": step_dir if written else None, "files": written}
         self.report["steps"].append(entry)
         logger.info("emulated NPU: step %d -> %d file(s) in %s", step, written, step_dir)
@@ -308,10 +317,14 @@ class EmulatedNpu(object):
     def _place(self, step_dir: str, name: str) -> str:
         """The path a file goes to; names over 255 bytes become std::hash digits + mapping.csv."""
         os.makedirs(step_dir, exist_ok=True)
+        if len(self._placed) == 2:
+            test_pause("dump")  # two files of the step written (test-only, see npu_dump_hook._phases)
         if len(name.encode("utf-8")) <= MAX_FILE_NAME_BYTES:
+            self._placed.add(name)
             return os.path.join(step_dir, name)
         hashed = mapping_csv.std_hash_name(name)
         mapping_csv.append_mapping(os.path.join(step_dir, "mapping.csv"), hashed, name)
+        self._placed.update((hashed, "mapping.csv"))
         return os.path.join(step_dir, hashed)
 
     def _write_tensors(self, node: npu_graph.NpuNode, inputs: list, outputs: list, timestamp: int,
@@ -420,6 +433,42 @@ def _claim_time_dir(dump_path: Optional[str]) -> str:
         return name
     raise BackendError("emulated NPU: every time folder of the next {} s under {} is taken".format(
         _TIME_DIR_TRIES, dump_path))
+
+
+def _writer(time_dir: Optional[str]) -> Dict[str, Any]:
+    return {"pid": os.getpid(), "host": socket.gethostname(), "time_dir": time_dir}
+
+
+def _begin_step(step_dir: str, time_dir: Optional[str]) -> None:
+    """The begin marker (:data:`INCOMPLETE_STEP_MARKER`), before the step's first file: a run
+    interrupted or killed while writing leaves it, and collection refuses the folder."""
+    os.makedirs(step_dir, exist_ok=True)
+    text = "dump of this step began (pid {pid} on {host}, time folder {time_dir}) and never completed: the " \
+           "process was interrupted or killed while writing it\n".format(**_writer(time_dir))
+    with open(os.path.join(step_dir, INCOMPLETE_STEP_MARKER), "w") as handle:
+        handle.write(text)
+
+
+def _complete_step(step_dir: str, time_dir: Optional[str], placed: Any) -> None:
+    """The completion mark (:data:`COMPLETE_STEP_MARKER`: the writer and every file it wrote),
+    then the begin marker removed: a folder with both was never completed."""
+    mark = os.path.join(step_dir, COMPLETE_STEP_MARKER)
+    with open(mark + ".tmp", "w") as handle:
+        json.dump({"writer": _writer(time_dir), "files": sorted(placed)}, handle)
+    os.replace(mark + ".tmp", mark)
+    os.unlink(os.path.join(step_dir, INCOMPLETE_STEP_MARKER))
+
+
+def _drop_empty_step(step_dir: str, stop: str) -> None:
+    """Remove the completion mark of a step that wrote no file and the folders it made (up to ``stop``)."""
+    try:
+        os.unlink(os.path.join(step_dir, COMPLETE_STEP_MARKER))
+        folder = step_dir
+        while os.path.abspath(folder) != os.path.abspath(stop) and not os.listdir(folder):
+            os.rmdir(folder)
+            folder = os.path.dirname(folder)
+    except OSError as exc:  # best effort: an empty marked folder is refused by nothing, just left
+        logger.debug("emulated NPU: could not remove the empty step folder %s: %s", step_dir, exc)
 
 
 def _mark_incomplete(step_dir: str, exc: BaseException) -> None:

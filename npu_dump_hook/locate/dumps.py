@@ -17,12 +17,13 @@ Dump folders (:func:`find_step_dirs`)
     such as ``{step} -> /etc`` cannot pull files from outside the dump tree into a bundle.
 """
 import datetime
+import json
 import os
 import re
 from dataclasses import dataclass
 from typing import Any, List, Optional, Tuple, Union
 
-from ..constants import INCOMPLETE_STEP_MARKER
+from ..constants import COMPLETE_STEP_MARKER, INCOMPLETE_STEP_MARKER
 from ..errors import LocateError
 from ..formats.names import parse_time_dir, sanitize
 from ._walk import PathLike, link_note, not_older, subdirs, warn
@@ -91,20 +92,72 @@ def find_step_dirs(
     if not steps:
         raise LocateError(_nothing_found(root, folder, model_name, since, device_id,
                                          [t for t, _ in time_dirs], rejected, links), [root], what="dump")
-    _refuse_incomplete(steps)
+    _refuse_incomplete(root, steps)
     return steps
 
 
-def _refuse_incomplete(steps: List[StepDir]) -> None:
-    """A step folder whose writing failed part-way carries INCOMPLETE_STEP_MARKER: bundling it
-    would pass a silently smaller dump for the whole step."""
+def _refuse_incomplete(root: str, steps: List[StepDir]) -> None:
+    """A step folder whose writing failed part-way or never finished carries INCOMPLETE_STEP_MARKER
+    (so does the dump folder of an NPU run that never ended): bundling it would pass a silently
+    smaller dump for the whole step. A folder with a COMPLETE_STEP_MARKER must hold exactly the
+    files it lists: another file there was written by another process."""
+    for path in [root] + [step.path for step in steps]:
+        reason = _marker_text(os.path.join(path, INCOMPLETE_STEP_MARKER))
+        if reason is not None:
+            where = "folder" if path == root else "step folder"
+            raise LocateError("dump {} {} was left incomplete by a failed dump, or an interrupted or killed one "
+                              "({}; marker {}): not bundled".format(where, path, reason or "no reason recorded",
+                                                                    INCOMPLETE_STEP_MARKER), [path], what="dump")
     for step in steps:
-        marker = os.path.join(step.path, INCOMPLETE_STEP_MARKER)
-        if os.path.isfile(marker):
-            with open(marker, errors="replace") as handle:
-                reason = handle.read(500).strip() or "no reason recorded"
-            raise LocateError("dump step folder {} was left incomplete by a failed dump ({}; marker {}): "
-                              "not bundled".format(step.path, reason, INCOMPLETE_STEP_MARKER), [step.path], what="dump")
+        _refuse_mixed(step.path)
+
+
+def _marker_text(marker: str) -> Optional[str]:
+    """The marker's first 500 characters (escaped on output), None when there is no marker. A
+    marker that is no regular file (a link, a FIFO) still marks the folder, unread."""
+    if not os.path.lexists(marker):
+        return None
+    if os.path.islink(marker) or not os.path.isfile(marker):
+        return "marker is not a regular file"
+    with open(marker, errors="replace") as handle:
+        return handle.read(500).strip()
+
+
+def _refuse_mixed(folder: str) -> None:
+    """LocateError when a completed step folder holds files its completion mark does not list
+    (another process wrote into it) or lacks files it lists."""
+    mark = os.path.join(folder, COMPLETE_STEP_MARKER)
+    if not os.path.isfile(mark) or os.path.islink(mark):
+        return
+    try:
+        with open(mark, errors="replace") as handle:
+            doc = json.loads(handle.read(1 << 24))
+        listed = set(doc["files"])
+        writer = doc.get("writer") or {}
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise LocateError("dump step folder {}: unreadable completion mark {}: {}".format(
+            folder, COMPLETE_STEP_MARKER, exc), [folder], what="dump")
+    present = {entry.name for entry in _entries(folder)} - {COMPLETE_STEP_MARKER}
+    extra, missing = sorted(present - listed), sorted(listed - present)
+    if extra or missing:
+        raise LocateError("dump step folder {} mixes the files of two processes: the run that completed it "
+                          "(pid {}, time folder {}) {}: not bundled".format(
+                              folder, writer.get("pid", "?"), writer.get("time_dir", "?"),
+                              "; ".join(part for part in (
+                                  _names("did not write", extra), _names("wrote but which are gone", missing))
+                                  if part)), [folder], what="dump")
+
+
+def _entries(folder: str) -> List[Any]:
+    with os.scandir(folder) as it:
+        return list(it)
+
+
+def _names(what: str, names: List[str]) -> str:
+    if not names:
+        return ""
+    more = " (+{} more)".format(len(names) - 5) if len(names) > 5 else ""
+    return "{} file(s) it {}: {}{}".format(len(names), what, ", ".join(names[:5]), more)
 
 
 def _time_dirs(root: str, since: Optional[float],

@@ -93,13 +93,14 @@ every program of the environment (the package installs none), or a ``sitecustomi
 from .._cli_conventions import EXIT_SCRIPT_ERROR, EXIT_USAGE, PROG
 from ..settings import format_faults, parse_faults
 from ._after_import import AfterImport as _AfterImport  # noqa: F401 - its name before the split
+from ._notice import NoticeChannel
 from ._child import bootstrap_command, main
 from ._inject import Injection
 from ._install import install, installed, site_dir, start
 from ._settings import RunSettings
 
 __all__ = ["RunSettings", "Injection", "install", "installed", "start", "site_dir", "bootstrap_command", "main",
-           "PROG", "parse_faults", "format_faults"]
+           "PROG", "parse_faults", "format_faults", "NoticeChannel"]
 
 #: The status of a bad variable: the command line's usage error.
 EXIT_USAGE = EXIT_USAGE  # noqa: PLW0127 - re-exported under the name it had here

@@ -39,6 +39,7 @@ from ..constants import ENV_OPTIONS, NPU_OPTIMIZER_NAME
 from ..errors import NpuDumpError, OptionError
 from ..options import DumpOptions
 from ..settings import ENV_RUN_HOOK_OPTIONS
+from ._notice import BundleNotice
 from ._checkpoints import SAVER_HOOK_MODULE, SAVER_MODULE, CheckpointRedirect, redirecting_begin, redirecting_save
 from ._settings import RunSettings
 
@@ -124,6 +125,19 @@ def _script_dump_options(config: Any) -> Optional[DumpOptions]:
     return DumpOptions(**kwargs)
 
 
+def _notice_after_end(hook: Any, notice: BundleNotice) -> None:
+    """The hook's ``end()`` (which writes the bundle) then the path printed at once, so a script
+    leaving by ``os._exit`` after training still shows it."""
+    end = hook.end
+
+    def end_then_notice(*args: Any, **kwargs: Any) -> None:
+        end(*args, **kwargs)
+        bundle = getattr(hook, "bundle", None)
+        notice.written(bundle.location if bundle is not None else None)
+
+    hook.end = end_then_notice
+
+
 class Injection(object):
     """The patches of one process and the one hook they hand out (see the module docstring)."""
 
@@ -142,6 +156,7 @@ class Injection(object):
         self._redirect = None  # type: Optional[CheckpointRedirect]
         self._lock = threading.RLock()
         self._local = threading.local()
+        self.notice = BundleNotice()  # the bundle path printed when written (module _notice)
 
     # -- what the script ends with ---------------------------------------------------------
     @property
@@ -164,12 +179,14 @@ class Injection(object):
             self._monitored.close()
 
     def announce(self, explain: bool = True) -> None:
-        """Print the bundle path as the last line on stdout (once per process); without a
-        bundle, with ``explain``, say why there is none when one was expected."""
+        """Print the bundle path as the last line on stdout (once per process) unless it already is
+        (printed when the bundle was written, nothing printed since); a bundle a forked child of
+        the script wrote counts too. Without a bundle, with ``explain``, say why there is none
+        when one was expected."""
         if self._announced:
             return
         self._announced = True
-        location = self.bundle_location
+        location = self.notice.last_line(self.bundle_location)
         if location is not None:
             try:
                 sys.stdout.flush()
@@ -177,7 +194,10 @@ class Injection(object):
                 sys.stdout.flush()
             except (OSError, ValueError):  # stdout closed by its reader (| head) or by the script
                 pass
-        elif explain:
+            self.notice.printed_last(location)
+        elif self.notice.printed is not None:
+            self.notice.printed_last(self.notice.printed)
+        elif explain and self.notice.printed is None:
             self._report()
 
     def _report(self) -> None:
@@ -223,6 +243,7 @@ class Injection(object):
                 print_error(_named_after_variables(exc))
                 raise SystemExit(EXIT_USAGE if isinstance(exc, OptionError) else EXIT_SCRIPT_ERROR)
             setattr(hook, RERUN_COMMAND, _script_words())  # the golden-run hint names the CLI command
+            _notice_after_end(hook, self.notice)
             self.hook, self.claimed_by = hook, where
         logger.info("npu_dump_hook: %s gets the NpuDumpHook (run folder %s)", where, hook.run_dir)
         if own is not None:

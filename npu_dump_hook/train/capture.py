@@ -121,6 +121,7 @@ from ._capture_plan import (BUDGET_ENV, DEFAULT_MEMORY_BUDGET, WRITE_SCOPE, Plan
                             resolve_memory_budget, static_shape, while_or_cond)
 from ._capture_reads import VariableReads
 from ._capture_results import CapturedTensor, CaptureResult, ExecutedOp, SkippedTensor
+from ._space import check_room
 from .walk import GraphIndex, StepWalk
 
 __all__ = [
@@ -225,6 +226,7 @@ class TensorCapture(object):
         shutil.rmtree(self._dump_root, ignore_errors=True)  # stale dumps must not pass for this step's
         variable_reads, self._updates = self._reads.plan(executed, fed, self.index.edges)
         direct, streamed = self._paths(executed, fed, variable_reads)
+        check_room(self._dump_root, [plan.nbytes for _, plan in streamed])  # before TF's debug writer runs
         self._session = run_context.session
         self._snapshots = self._reads.before(run_context.session, variable_reads, also_read)
         self.last_path = "fetch" if direct else "stream"

@@ -24,11 +24,12 @@ import time
 from typing import Any, Dict, List, Optional, Sequence  # noqa: F401 (type comments)
 
 from .. import _tf
+from .._phases import InFlight, test_pause
 from .capture import TensorCapture
 from ..backends import golden_in_run, reference_default
 from ..config import apply_graph_dump_env
-from ..constants import ENV_OPTIONS
-from ..errors import OptionError
+from ..constants import ENV_OPTIONS, INCOMPLETE_STEP_MARKER
+from ..errors import BundleError, OptionError
 from ..options import DumpOptions
 from .golden_capture import golden_report
 from ..run_record import RunLayout, dumps_on_this_rank, rank_and_device
@@ -80,6 +81,9 @@ class DumpRun(object):
         self.graph_env = {}  # type: Dict[str, Any]
         self._saver = None  # type: Any
         self._capturing = False
+        # From a capture's fetches to its last file: an interruption (Ctrl-C, SIGTERM, a TF error)
+        # leaves no scratch and no golden folder that looks complete (undone at exit).
+        self._in_flight = InFlight(self.abandon_capture)
 
     def begin(self, variables: List[Any]) -> None:
         """Graph still editable, after the model graph is written: the initial-state Saver."""
@@ -103,13 +107,49 @@ class DumpRun(object):
     def session_started(self) -> None:
         if self.dumping:
             self.backend.session_started()
+            self._mark_own_dump_folder()
+
+    def _mark_own_dump_folder(self) -> None:
+        marker = self._own_dump_marker()
+        if marker is None:
+            return
+        try:
+            os.makedirs(os.path.dirname(marker), exist_ok=True)
+            with open(marker, "w") as handle:
+                handle.write("NPU run of pid {} dumps into this folder and has not ended (a process that was "
+                             "interrupted or killed leaves this marker)\n".format(os.getpid()))
+        except OSError as exc:  # best effort: training goes on, a later collection just cannot tell
+            logger.error("NpuDumpHook: could not mark the dump folder %s: %s", marker, exc)
+
+    def run_ended(self) -> None:
+        """The training ended (the hook's end()): the NPU run's own dump folder is no longer marked."""
+        marker = self._own_dump_marker()
+        if marker is not None and os.path.lexists(marker):
+            os.unlink(marker)
+
+    def _own_dump_marker(self) -> Optional[str]:
+        """Backend "npu": GE writes the dump files, so the hook cannot mark a step folder before
+        its first file; it marks the run's dump folder instead, but only when that folder is this
+        run's own (the default, run folder/dump): a dump_path of the user's is never written to."""
+        if not self.dumping or self.backend.captures or self.golden_only or not self.options.enabled:
+            return None
+        if os.path.abspath(self.options.dump_path) != os.path.abspath(self.layout.dump_dir):
+            return None
+        return os.path.join(self.layout.dump_dir, INCOMPLETE_STEP_MARKER)
 
     def save_initial_state(self, session: Any, guard: FailureGuard) -> None:
         """Before the captured step: the variables into run folder/init/ (once)."""
         if self._saver is None or self.initial_state_path is not None:
             return
-        with guard("saving the initial state to {}".format(self.layout.init_prefix)):
-            self.initial_state_path = self._saver.save(session, self.layout.init_prefix, write_meta_graph=False)
+        prefix = self.layout.init_prefix
+        with guard("saving the initial state to {}".format(prefix)):
+            try:
+                self.initial_state_path = self._saver.save(session, prefix, write_meta_graph=False)
+            except _tf.tf_v1().errors.OpError as exc:
+                # e.g. OutOfRangeError from a file-size limit, which MonitoredSession would take for
+                # the end of the data ("no training step ran"): ours, naming the path
+                raise BundleError("NpuDumpHook: saving the initial state to {} failed: {}: {}".format(
+                    prefix, type(exc).__name__, exc.message), prefix) from exc
             logger.info("NpuDumpHook: initial state saved to %s", self.initial_state_path)
 
     def captures_step(self, step: int, captured_step: int) -> bool:
@@ -127,6 +167,8 @@ class DumpRun(object):
             self.capture.use(walk, also_read)
             args = self.capture.run_args(run_context)
         self._capturing = args is not None  # None: the guard logged a failure (strict=False)
+        if self._capturing:
+            self._in_flight.start()
         return args
 
     def _warm_args(self, run_context: Any, step: int, captured_step: int, walk: StepWalk,
@@ -146,19 +188,28 @@ class DumpRun(object):
         if not self._capturing:
             return
         self._capturing = False
-        with guard("writing the dump of step {}".format(step), self.abandon_capture):
-            golden = self._golden_step(step, captured_step)
-            result = self.capture.finish(int(time.time() * 1000000), to_scratch=not golden)
-            if self._emulates_step(step):
-                self.backend.write_step(result, step)
-            if golden:
-                self.reference_report = golden_report(result, self.golden_dir)
-            else:
-                self.capture.cleanup()  # scratch .npy files served the emulator only
+        try:
+            with guard("writing the dump of step {}".format(step), self.abandon_capture):
+                self._write_step(step, captured_step)
+        finally:
+            self._in_flight.stop()
+
+    def _write_step(self, step: int, captured_step: int) -> None:
+        golden = self._golden_step(step, captured_step)
+        test_pause("capture")
+        result = self.capture.finish(int(time.time() * 1000000), to_scratch=not golden)
+        if self._emulates_step(step):
+            self.backend.write_step(result, step)
+        if golden:
+            test_pause("golden")
+            self.reference_report = golden_report(result, self.golden_dir)
+        else:
+            self.capture.cleanup()  # scratch .npy files served the emulator only
 
     def abandon_capture(self) -> None:
         """After a failed capture step: no scratch left behind, and no golden folder that looks
-        complete (its .npy files without golden_manifest.json) -- it becomes golden.incomplete."""
+        complete (its .npy files without golden_manifest.json) -- it becomes golden.incomplete.
+        Also run at exit when a capture was interrupted (see :mod:`npu_dump_hook._phases`)."""
         self.capture.cleanup()
         if self.golden_dir and os.path.isdir(self.golden_dir) and self.reference_report is None:
             aside = self.golden_dir + INCOMPLETE_SUFFIX

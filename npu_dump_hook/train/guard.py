@@ -9,7 +9,9 @@ Contract (see "Failures" in :mod:`npu_dump_hook.hook`)::
 
 A failure first runs ``undo`` (best effort), is recorded, then raised with ``strict=True`` (an
 ``OSError`` as a :class:`~npu_dump_hook.errors.BundleError` naming the path and what was being
-done) or logged with ``strict=False``, where training carries on. Log lines go to the
+done) or logged with ``strict=False``, where training carries on. Any other exception
+(``KeyboardInterrupt``, SIGTERM's ``Terminated``, a TensorFlow error) runs ``undo`` too and goes on
+its way unrecorded. Log lines go to the
 ``npu_dump_hook.hook`` logger, as the hook's own.
 """
 import contextlib
@@ -42,11 +44,7 @@ class FailureGuard(object):
         try:
             yield
         except (NpuDumpError, OSError) as exc:
-            if undo is not None:
-                try:
-                    undo()
-                except OSError as cleanup_error:  # e.g. the same full disk: report, keep the first error
-                    logger.error("NpuDumpHook: cleaning up after %s failed too: %s", printable(doing), printable(cleanup_error))
+            _undo(undo, doing)
             self.record(doing, exc)
             if self.strict:
                 if isinstance(exc, NpuDumpError):
@@ -54,6 +52,19 @@ class FailureGuard(object):
                 raise BundleError("NpuDumpHook: {} failed: {}".format(doing, os_error_text(exc)),
                                   getattr(exc, "filename", None)) from exc
             logger.error("NpuDumpHook: %s failed (strict=False: training continues): %s", printable(doing), printable(exc))
+        except BaseException:  # Ctrl-C, SIGTERM (Terminated), a TensorFlow error: undone, then on its way
+            _undo(undo, doing)
+            raise
+
+
+def _undo(undo: Optional[Callable[[], None]], doing: str) -> None:
+    """Run ``undo`` best effort: a failing clean-up is logged, the first error is the one raised."""
+    if undo is None:
+        return
+    try:
+        undo()
+    except OSError as cleanup_error:  # e.g. the same full disk: report, keep the first error
+        logger.error("NpuDumpHook: cleaning up after %s failed too: %s", printable(doing), printable(cleanup_error))
 
 
 def os_error_text(exc: OSError) -> str:

@@ -1,0 +1,63 @@
+"""The bundle path stays the last line on stdout however the script leaves (issue 20, point 10):
+``os._exit`` after training skips every exit handler, and a script that trains in a forked child
+has its hook and bundle in the child."""
+import os
+import sys
+
+from helpers.runs import HELPERS, clean_env, run
+
+CLI = [sys.executable, "-m", "npu_dump_hook", "run"]
+
+#: The unmodified MonitoredTrainingSession script of tests/helpers, trained HOW: "os_exit" (then
+#: os._exit(0), no exit handler runs), "fork" (in a multiprocessing child started with fork),
+#: "print" (then a line of its own: the path must be printed again after it).
+SCRIPT = """
+import multiprocessing, os, sys
+sys.path.insert(0, {helpers!r})
+import unmodified_monitored
+
+how = sys.argv[1]
+if how == "fork":
+    child = multiprocessing.get_context("fork").Process(target=unmodified_monitored.main)
+    child.start()
+    child.join()
+    print("child exit", child.exitcode)
+    sys.exit(child.exitcode)
+unmodified_monitored.main()
+sys.stdout.flush()
+if how == "os_exit":
+    os._exit(0)
+print("done")
+"""
+
+
+def _run(tmp_path, how):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT.format(helpers=HELPERS))
+    argv = CLI + ["--output-dir", str(tmp_path / "out"), "--", str(script), how]
+    code, lines, err = run(argv, tmp_path, clean_env(), timeout=300)
+    bundles = os.path.join(str(tmp_path), "out", "bundles")
+    (name,) = os.listdir(bundles)
+    return code, lines, err, os.path.join(bundles, name)
+
+
+def test_os_exit_after_training_still_leaves_the_bundle_path_last(tmp_path):
+    code, lines, err, bundle = _run(tmp_path, "os_exit")
+    assert code == 0, err[-3000:]
+    # printed when written (the script printed "steps 1" after it) and, as the child ran no exit
+    # handler, by the command once the child had exited
+    assert lines[-2:] == ["steps 1", bundle], lines[-5:]
+
+
+def test_a_line_printed_after_the_bundle_is_followed_by_the_path_again(tmp_path):
+    code, lines, err, bundle = _run(tmp_path, "print")
+    assert code == 0, err[-3000:]
+    assert lines[-2:] == ["done", bundle], lines[-5:]
+
+
+def test_a_bundle_written_by_a_forked_child_is_reported_by_the_runner(tmp_path):
+    code, lines, err, bundle = _run(tmp_path, "fork")
+    assert code == 0, err[-3000:]
+    assert lines[-1] == bundle, lines[-5:]
+    assert "child exit 0" in lines
+    assert "nothing was dumped" not in err and "no training was seen" not in err, err[-3000:]
