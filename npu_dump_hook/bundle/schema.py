@@ -115,7 +115,8 @@ def _input_entry_problems(entry: Any) -> List[str]:
     if isinstance(entry.get("source"), str) and entry["source"] not in INPUT_SOURCES:
         problems.append("source {!r} is not one of {}".format(entry["source"], "|".join(INPUT_SOURCES)))
     path = entry.get("file")
-    if path is not None and not (isinstance(path, str) and path.startswith("inputs/")
-                                 and path.endswith(INPUT_FILE_SUFFIX)):
+    name = path[len("inputs/"):] if isinstance(path, str) and path.startswith("inputs/") else ""
+    if path is not None and not (name.endswith(INPUT_FILE_SUFFIX) and "/" not in name and "\\" not in name
+                                 and not name.startswith(".")):
         problems.append("file is neither null nor a path inputs/*{}".format(INPUT_FILE_SUFFIX))
     return problems

@@ -151,7 +151,7 @@ def _golden_problems(doc: Mapping[str, Any]) -> List[str]:
     if not isinstance(target, dict):
         return problems  # a type problem
     problems.extend("golden_for: missing key {!r}".format(key) for key, _types in GOLDEN_FOR_TYPES
-                    if key not in target)  # their types: type_problems
+                    if key not in target and key != "replayed")  # their types: type_problems
     digest = target.get("bundle_json_sha256")
     if isinstance(digest, str) and not _SHA256.match(digest):
         problems.append("golden_for.bundle_json_sha256 is not 64 lowercase hex digits")

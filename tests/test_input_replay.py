@@ -1,0 +1,255 @@
+"""Input replay end to end: batches a golden run cannot make again by itself, through the command line.
+
+Each shape of tests/helpers/replay_scripts.py (numpy-shuffled feed_dict batches with a placeholder
+keep_prob; a GAN's two optimizers fed np.random noise; an Estimator's numpy_input_fn queue; a
+tf.data map drawing from numpy plus a py_func of the step) runs as on two machines:
+
+    npu-dump-hook run --backend emulated --emulate-profile ascend [--fault OP=SPEC] -- replay_scripts.py SHAPE
+    npu-dump-hook run --golden-for NPU_BUNDLE -- replay_scripts.py SHAPE
+    npu-dump-hook compare NPU_BUNDLE GOLDEN_BUNDLE
+
+The NPU bundle keeps the step's inputs (data/inputs/, bundle.json ``inputs``); the golden run
+feeds them, so its batch fingerprints match by construction, and compare gives the verdict:
+exit 0 without a fault, exit 1 naming the faulted op first with one. Then the size cap (hashes
+only, the golden run says it cannot replay) and hostile bundles (refused before anything is
+restored, the path named).
+"""
+import json
+import os
+import shutil
+import sys
+
+import pytest
+
+from npu_dump_hook import NpuDumpHook, OptionError
+from npu_dump_hook.bundle import read_bundle, verify_bundle
+
+from helpers.runs import HELPERS, clean_env, run
+
+SCRIPT = os.path.join(HELPERS, "replay_scripts.py")
+CLI = [sys.executable, "-m", "npu_dump_hook"]
+FAULT = "hidden/MatMul"
+
+
+def _run(cwd, name, shape, flags):
+    """``npu-dump-hook run FLAGS -- replay_scripts.py SHAPE FOLDER`` in ``cwd/name``: (status, bundle or None, stderr)."""
+    folder = os.path.join(str(cwd), name)
+    os.makedirs(folder)
+    argv = CLI + ["run", "--output-dir", os.path.join(folder, "out")] + list(flags) + [
+        "--", sys.executable, SCRIPT, shape, folder]
+    code, lines, err = run(argv, folder, clean_env(), timeout=600)
+    bundle = lines[-1] if lines and os.path.isdir(lines[-1]) else None
+    return code, bundle, err
+
+
+def _npu(cwd, shape, fault=None, flags=()):
+    extra = ["--fault", "{}=scale=1.05".format(fault)] if fault else []
+    code, bundle, err = _run(cwd, "npu_{}_{}".format(shape, "fault" if fault else "healthy"), shape,
+                             ["--backend", "emulated", "--emulate-profile", "ascend"] + extra + list(flags))
+    assert code == 0 and bundle, err[-3000:]
+    return bundle
+
+
+def _golden(cwd, shape, npu, name, flags=()):
+    return _run(cwd, name, shape, ["--golden-for", npu] + list(flags))
+
+
+def _compare(cwd, npu, golden):
+    target = os.path.join(str(cwd), "compare-{}.json".format(len(os.listdir(str(cwd)))))
+    code, lines, err = run(CLI + ["compare", npu, golden, "--json", target], str(cwd), clean_env())
+    assert code in (0, 1), err[-3000:]
+    with open(target) as handle:
+        return code, "\n".join(lines), json.load(handle)
+
+
+def _workflow(cwd, shape, fault=None):
+    """NPU run, golden run, compare: (npu bundle, golden bundle, compare status, its JSON document)."""
+    npu = _npu(cwd, shape, fault)
+    code, golden, err = _golden(cwd, shape, npu, "golden_{}_{}".format(shape, "fault" if fault else "healthy"))
+    assert code == 0 and golden, err[-3000:]
+    status, out, doc = _compare(cwd, npu, golden)
+    return npu, golden, status, doc, out
+
+
+def _assert_replayed(npu, golden, sources):
+    """The NPU bundle kept every input of ``sources`` kinds; the golden run fed them all and matched."""
+    npu_doc, golden_doc = read_bundle(npu), read_bundle(golden)
+    assert verify_bundle(npu) == [] and verify_bundle(golden) == []
+    inputs = npu_doc["inputs"]
+    assert inputs["kept"] is True and inputs["reason"] is None and inputs["step"] == 0
+    assert {t["source"] for t in inputs["tensors"]} == set(sources), inputs["tensors"]
+    listed = {f["path"]: f for f in npu_doc["files"] if f["kind"] == "inputs"}
+    assert sorted(listed) == sorted(t["file"] for t in inputs["tensors"])
+    assert all(f["sha256"] for f in listed.values())
+    batch = {e["name"]: e["sha256"] for e in npu_doc["fingerprints"]["batch"]}
+    assert {t["name"]: t["sha256"] for t in inputs["tensors"]} == batch  # the manifest is the batch, kept
+    target = golden_doc["golden_for"]
+    assert target["match"] is True and target["path"] == npu
+    assert golden_doc["fingerprints"]["batch"] == npu_doc["fingerprints"]["batch"]
+    assert golden_doc["fingerprints"]["state"] == npu_doc["fingerprints"]["state"]
+    assert sorted(t["name"] for t in target["replayed"]["tensors"]) == sorted(batch)
+    assert "inputs" not in golden_doc  # a golden bundle keeps nothing to replay
+    return npu_doc
+
+
+def _first_divergence_is(doc, out, op):
+    first = doc["first_divergence"]
+    assert first is not None and op in first["original_ops"], first
+    assert "first divergence: " in out and op in out.split("first divergence: ")[1].splitlines()[0]
+
+
+# -- (a) plain Session, numpy-shuffled feed_dict batches, placeholder keep_prob dropout ----------------
+
+
+@pytest.fixture(scope="module")
+def feed_runs(tmp_path_factory):
+    cwd = tmp_path_factory.mktemp("replay_feed")
+    return {"cwd": cwd, "healthy": _workflow(cwd, "feed"), "fault": _workflow(cwd, "feed", FAULT)}
+
+
+def test_feed_dict_batches_are_kept_and_replayed(feed_runs):
+    npu, golden, _status, _doc, _out = feed_runs["healthy"]
+    doc = _assert_replayed(npu, golden, {"feed"})
+    assert {t["name"] for t in doc["inputs"]["tensors"]} == {"x:0", "y:0", "keep_prob:0"}
+    assert doc["warnings"] == []
+
+
+def test_feed_dict_workflow_passes_without_a_fault(feed_runs):
+    _npu_bundle, _golden_bundle, status, doc, out = feed_runs["healthy"]
+    assert status == 0, out
+    assert doc["summary"]["verdict"] == "pass" and doc["summary"]["input_inconsistent"] is False
+
+
+def test_feed_dict_workflow_names_the_faulted_op_first(feed_runs):
+    npu, golden, status, doc, out = feed_runs["fault"]
+    _assert_replayed(npu, golden, {"feed"})
+    assert status == 1, out
+    _first_divergence_is(doc, out, FAULT)
+
+
+# -- (b) GAN: two optimizers in one run, np.random noise feeds ----------------------------------------
+
+
+def test_gan_noise_feeds_are_replayed_and_compare_passes(tmp_path):
+    npu, golden, status, doc, out = _workflow(tmp_path, "gan")
+    npu_doc = _assert_replayed(npu, golden, {"feed"})
+    assert {t["name"] for t in npu_doc["inputs"]["tensors"]} == {"noise:0", "real:0"}
+    assert npu_doc["run"]["steps"] == 1
+    assert status == 0, out
+
+
+# -- (c) Estimator with numpy_input_fn(shuffle=True): queue input ------------------------------------
+
+
+def test_estimator_queue_batch_is_replayed_and_compare_names_the_fault_not_the_dequeue(tmp_path):
+    npu, golden, status, doc, out = _workflow(tmp_path, "estimator", FAULT)
+    npu_doc = _assert_replayed(npu, golden, {"queue"})
+    assert all(t["op_type"].startswith("QueueDequeue") for t in npu_doc["inputs"]["tensors"])
+    assert status == 1, out
+    _first_divergence_is(doc, out, FAULT)
+    assert not any("QueueDequeue" in row["npu_op"] for row in doc["rows"] if row["status"] == "root_cause")
+    assert doc["summary"]["root_causes"] == 1
+
+
+# -- (d) tf.data map drawing from numpy, py_func outputs that feed the model --------------------------
+
+
+def test_pyfunc_and_random_map_inputs_are_replayed(tmp_path):
+    npu, golden, status, doc, out = _workflow(tmp_path, "pyfunc")
+    npu_doc = _assert_replayed(npu, golden, {"iterator", "py_func"})
+    assert {t["name"]: t["source"] for t in npu_doc["inputs"]["tensors"]} == {
+        "IteratorGetNext:0": "iterator", "labels_of:0": "py_func"}
+    assert status == 0, out
+
+
+# -- (e) above max_input_bytes: hashes only, and the golden run says it cannot replay ----------------
+
+
+def test_inputs_above_the_cap_keep_hashes_only_and_the_golden_run_cannot_replay(tmp_path):
+    npu = _npu(tmp_path, "feed", flags=["--max-input-bytes", "100"])
+    doc = read_bundle(npu)
+    inputs = doc["inputs"]
+    assert inputs["kept"] is False and inputs["max_input_bytes"] == 100 and inputs["total_bytes"] > 100
+    assert "above max_input_bytes=100" in inputs["reason"]
+    assert all(t["file"] is None and len(t["sha256"]) == 64 for t in inputs["tensors"])
+    assert not [f for f in doc["files"] if f["kind"] == "inputs"] and verify_bundle(npu) == []
+    assert any("a golden run cannot replay them" in w for w in doc["warnings"]), doc["warnings"]
+    code, golden, err = _golden(tmp_path, "feed", npu, "golden_capped")
+    assert code != 0 and golden is None
+    assert "cannot replay the NPU step's inputs: the NPU bundle keeps only the sha256 of its inputs" in err
+    assert "FingerprintMismatchError" in err and "x:0" in err
+    assert "the NPU step's inputs were not replayed" in err
+
+
+# -- (f) hostile bundles: refused before anything is restored, the path named -------------------------
+
+
+def _damaged(src, dest, damage):
+    shutil.copytree(src, dest, symlinks=True)
+    path = os.path.join(dest, "data", "bundle.json")
+    with open(path) as handle:
+        doc = json.load(handle)
+    tensor = doc["inputs"]["tensors"][0]
+    entry = next(f for f in doc["files"] if f["path"] == tensor["file"])
+    local = os.path.join(dest, "data", tensor["file"])
+    if damage == "escape":
+        tensor["file"] = "inputs/../init/x.npy"
+    elif damage == "symlink":
+        aside = os.path.join(os.path.dirname(dest), "victim.npy")
+        shutil.copyfile(local, aside)
+        os.unlink(local)
+        os.symlink(aside, local)
+    elif damage == "null_sha256":
+        entry["sha256"] = None
+    elif damage == "changed":
+        with open(local, "ab") as handle:
+            handle.write(b"\0")
+        entry["size"] += 1
+    with open(path, "w") as handle:
+        json.dump(doc, handle)
+    return tensor["file"]
+
+
+@pytest.mark.parametrize("damage, rule", [("escape", "file is neither null nor a path inputs/"),
+                                          ("symlink", "symlink"), ("null_sha256", "not verifiable"),
+                                          ("changed", "sha256 differs")])
+def test_a_hostile_inputs_part_is_refused_before_anything_is_restored(feed_runs, tmp_path, damage, rule):
+    import tensorflow as tf
+
+    npu = feed_runs["healthy"][0]
+    bundle = str(tmp_path / "hostile")
+    rel = _damaged(npu, bundle, damage)
+    with tf.Graph().as_default():
+        tf.compat.v1.get_variable("w", [2])
+        with pytest.raises(OptionError, match=rule) as info:
+            hook = NpuDumpHook(output_dir=str(tmp_path / "out"), initial_state=bundle)
+            hook.begin()
+    assert info.value.option == "initial_state" and bundle in str(info.value)
+    assert (rel if damage != "escape" else "inputs") in str(info.value)
+
+
+def test_an_input_the_golden_graph_cannot_take_is_named_with_the_reason(feed_runs, tmp_path):
+    npu = feed_runs["healthy"][0]
+    bundle = str(tmp_path / "renamed")
+    shutil.copytree(npu, bundle)
+    path = os.path.join(bundle, "data", "bundle.json")
+    with open(path) as handle:
+        doc = json.load(handle)
+    for tensor in doc["inputs"]["tensors"]:
+        if tensor["name"] == "x:0":
+            tensor["name"] = "no_such_input:0"
+    with open(path, "w") as handle:
+        json.dump(doc, handle)
+    code, golden, err = _golden(tmp_path, "feed", bundle, "golden_renamed")
+    assert code != 0 and golden is None
+    assert "ReplayError" in err and "no_such_input:0 (not a tensor of this graph)" in err, err[-3000:]
+
+
+def test_the_cap_is_a_settings_row_with_its_variable_and_flag():
+    from npu_dump_hook import settings
+
+    row = {r.name: r for r in settings.rows()}["max_input_bytes"]
+    assert row.env == "NPU_DUMP_HOOK_MAX_INPUT_BYTES" and row.flag == "--max-input-bytes"
+    assert row.default == 256 << 20
+    with pytest.raises(OptionError, match="max_input_bytes"):
+        NpuDumpHook(max_input_bytes=-1)
