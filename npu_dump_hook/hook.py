@@ -22,13 +22,15 @@ Call order under ``MonitoredSession`` / ``Estimator.train(hooks=[hook])``::
     session created; variables initialised or restored
     hook.after_create_session(session, coord)   # read global_step before training
     while not stop requested:
-        hook.before_run(run_context)     # before the captured step: golden run: restore the NPU
-                                         #   bundle's checkpoint; read and hash the variables
+        hook.before_run(run_context)     # before the captured step: golden run: feed the NPU
+                                         #   bundle's kept inputs (input replay), restore its
+                                         #   checkpoint; read and hash the variables
                                          #   (state fingerprints); save the variables (run
                                          #   folder/init/) so a golden run can start from
                                          #   identical weights; add the batch tensors to the fetches
         session.run(train_op)
-        hook.after_run(run_context, run_values)  # count; hash the batch; golden run: compare
+        hook.after_run(run_context, run_values)  # count; hash the batch (NPU run: keep its values
+                                         #   in {run folder}/inputs); golden run: compare
                                          #   with the NPU bundle; request_stop() after max_steps
     hook.end(session)                    # read global_step, record and log the run summary
 

@@ -166,7 +166,8 @@ def test_pyfunc_and_random_map_inputs_are_replayed(tmp_path):
 
 
 def test_inputs_above_the_cap_keep_hashes_only_and_the_golden_run_cannot_replay(tmp_path):
-    npu = _npu(tmp_path, "feed", flags=["--max-input-bytes", "100"])
+    # Shuffled by a clock-seeded generator: no seed policy makes that batch again, only replay could.
+    npu = _npu(tmp_path, "clockfeed", flags=["--max-input-bytes", "100"])
     doc = read_bundle(npu)
     inputs = doc["inputs"]
     assert inputs["kept"] is False and inputs["max_input_bytes"] == 100 and inputs["total_bytes"] > 100
@@ -174,11 +175,24 @@ def test_inputs_above_the_cap_keep_hashes_only_and_the_golden_run_cannot_replay(
     assert all(t["file"] is None and len(t["sha256"]) == 64 for t in inputs["tensors"])
     assert not [f for f in doc["files"] if f["kind"] == "inputs"] and verify_bundle(npu) == []
     assert any("a golden run cannot replay them" in w for w in doc["warnings"]), doc["warnings"]
-    code, golden, err = _golden(tmp_path, "feed", npu, "golden_capped")
+    code, golden, err = _golden(tmp_path, "clockfeed", npu, "golden_capped")
     assert code != 0 and golden is None
     assert "cannot replay the NPU step's inputs: the NPU bundle keeps only the sha256 of its inputs" in err
-    assert "FingerprintMismatchError" in err and "x:0" in err
+    assert "FingerprintMismatchError" in err and "x:0" in err and "y:0" in err
     assert "the NPU step's inputs were not replayed" in err
+
+
+def test_numpy_shuffles_without_kept_inputs_are_made_again_by_the_seeded_generator(tmp_path):
+    # np.random.permutation without a seed: strip seeds numpy's global generator in both runs, so
+    # a golden run that cannot replay (the cap) says so, makes the same batch and matches.
+    npu = _npu(tmp_path, "feed", flags=["--max-input-bytes", "0"])
+    assert read_bundle(npu)["inputs"]["kept"] is False
+    code, golden, err = _golden(tmp_path, "feed", npu, "golden_seeded")
+    assert code == 0 and golden, err[-3000:]
+    target = read_bundle(golden)["golden_for"]
+    assert target["match"] is True and target["replayed"]["count"] == 0
+    assert "keeps only the sha256 of its inputs" in target["replayed"]["reason"]
+    assert any("cannot replay" in w for w in read_bundle(golden)["warnings"])
 
 
 # -- (f) hostile bundles: refused before anything is restored, the path named -------------------------
@@ -253,3 +267,93 @@ def test_the_cap_is_a_settings_row_with_its_variable_and_flag():
     assert row.default == 256 << 20
     with pytest.raises(OptionError, match="max_input_bytes"):
         NpuDumpHook(max_input_bytes=-1)
+
+
+# -- the parts on their own: string packing, the manifest's shape, feeding a real graph --------------
+
+
+def test_string_inputs_are_kept_exactly_without_pickles():
+    import numpy as np
+
+    from npu_dump_hook.train.fingerprints import array_digest
+    from npu_dump_hook.train.inputs import storable, unpack_strings
+
+    value = np.array([[b"a\0", b""], [b"xyz", b"\0\0"]], dtype=object)
+    stored, why = storable(value)
+    assert why is None and stored.dtype == np.uint8
+    back = unpack_strings(stored, [2, 2])
+    assert back.tolist() == value.tolist() and array_digest(back) == array_digest(value)
+    with pytest.raises(ValueError, match="runs past the end"):
+        unpack_strings(stored[:-1], [2, 2])
+    assert storable(np.array([{"a": 1}], dtype=object))[1] == "holds Python objects that are not bytes"
+
+
+def test_the_inputs_manifest_shape_is_checked():
+    from npu_dump_hook.bundle.schema import input_problems
+
+    entry = {"name": "x:0", "source": "feed", "op_type": "Placeholder", "dtype": "float32", "shape": [2],
+             "sha256": "0" * 64, "file": "inputs/0000_x_0.npy"}
+    good = {"step": 0, "max_input_bytes": 10, "total_bytes": 8, "kept": True, "reason": None, "tensors": [entry]}
+    assert input_problems(good) == [] and input_problems(None) == []
+    for path in ("inputs/../init/x.npy", "inputs/sub/x.npy", "init/x.npy", "inputs/x.txt", "inputs/.npy"):
+        assert input_problems(dict(good, tensors=[dict(entry, file=path)])) == [
+            "inputs.tensors[0]: file is neither null nor a path inputs/*.npy"], path
+    assert "file is null but inputs.kept is true" in input_problems(dict(good, tensors=[dict(entry, file=None)]))[0]
+    assert "source 'disk' is not one of" in input_problems(dict(good, tensors=[dict(entry, source="disk")]))[0]
+    assert input_problems(dict(good, kept="yes")) == ["inputs.kept is not true or false"]
+
+
+def _replay(values):
+    from npu_dump_hook.train.fingerprints import array_digest
+    from npu_dump_hook.train.replay import InputReplay
+
+    entries = []
+    for name, value in values:
+        entry = dict(array_digest(value), name=name, source="feed", file="inputs/x.npy")
+        entries.append((entry, value))
+    return InputReplay("/npu/bundle", entries)
+
+
+def test_replay_sets_the_scripts_own_feeds_for_one_run_and_feeds_the_rest_itself():
+    import numpy as np
+    import tensorflow as tf
+
+    v1 = tf.compat.v1
+    with tf.Graph().as_default() as graph:
+        x = v1.placeholder(tf.float32, [None, 2], name="x")
+        batch = v1.placeholder_with_default(tf.zeros([3], tf.int64), [3], name="batch")
+        replay = _replay([("x:0", np.ones((4, 2), np.float32)), ("batch:0", np.arange(3, dtype=np.int64))])
+        mine = np.zeros((4, 2), np.float32)
+        user_feed = {x: mine}
+        feeds = replay.feeds(graph, user_feed)
+        assert list(feeds) == [batch] and feeds[batch].tolist() == [0, 1, 2]
+        assert user_feed[x].tolist() == [[1.0, 1.0]] * 4
+        with v1.Session() as sess:
+            assert sess.run(x * 2, dict(user_feed, **{"batch:0": feeds[batch]})).sum() == 16
+        replay.undo()
+        assert user_feed[x] is mine
+        assert [t["name"] for t in replay.record()["tensors"]] == ["batch:0", "x:0"]
+
+
+def test_replay_names_every_tensor_the_graph_cannot_take_and_why():
+    import numpy as np
+    import tensorflow as tf
+
+    from npu_dump_hook import ReplayError
+
+    v1 = tf.compat.v1
+    with tf.Graph().as_default() as graph:
+        v1.placeholder(tf.float32, [None, 2], name="x")
+        v1.placeholder(tf.int32, [None], name="y")
+        replay = _replay([("x:0", np.ones((4, 3), np.float32)), ("y:0", np.ones(4, np.int64)),
+                          ("gone:0", np.ones(1, np.float32))])
+        user_feed = {"x:0": 1}
+        with pytest.raises(ReplayError) as info:
+            replay.feeds(graph, user_feed)
+    message = str(info.value)
+    assert "3 of the NPU step's input(s) cannot be fed" in message
+    assert "gone:0 (not a tensor of this graph)" in message
+    assert "x:0 (shape [None, 2] here, [4, 3] in the NPU bundle)" in message
+    assert "y:0 (dtype int32 here, int64 in the NPU bundle)" in message
+    assert [t["name"] for t in info.value.tensors] == ["gone:0", "x:0", "y:0"]
+    assert user_feed == {"x:0": 1}  # nothing set before every tensor is known to be feedable

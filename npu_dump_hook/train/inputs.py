@@ -10,8 +10,8 @@ Contract (the NPU run; a golden run keeps none)::
 The values are the step's own: the batch tensors (:func:`~npu_dump_hook.train.fingerprints.batch_tensors_of`:
 every fed value, every iterator, queue-dequeue and py_func output the step consumed) are added to
 the captured step's fetches, so nothing runs twice and no iterator advances. Each value is written
-as ``{folder}/{NNNN}_{name}.npy`` (NumPy format, no pickles: string tensors as fixed-width bytes,
-refused when an element ends in a NUL byte, which that form would drop). The manifest is the
+as ``{folder}/{NNNN}_{name}.npy`` (NumPy format, no pickles: a string tensor as one uint8 array,
+each element its 8-byte little-endian length then its bytes, the bytes its sha256 covers). The manifest is the
 ``fingerprints.batch`` entry of each tensor plus its ``file``; when the values add up to more than
 ``max_input_bytes`` (or one cannot be stored) none is written: ``kept`` is false, ``reason`` says
 why, and a warning says the golden run cannot replay them.
@@ -19,13 +19,14 @@ why, and a warning says the golden run cannot replay them.
 import logging
 import os
 import re
+import struct
 from typing import Any, Dict, List, Optional, Sequence, Tuple  # noqa: F401 (type comments)
 
 import numpy as np
 
 from .guard import HOOK_LOGGER
 
-__all__ = ["StepInputs", "storable", "input_file_name"]
+__all__ = ["StepInputs", "storable", "unpack_strings", "input_file_name"]
 
 logger = logging.getLogger(HOOK_LOGGER)
 
@@ -40,24 +41,43 @@ def input_file_name(number: int, name: str) -> str:
 
 
 def storable(value: Any) -> Tuple[Optional[np.ndarray], Optional[str]]:
-    """``(array as stored, None)`` or ``(None, why it cannot be stored as .npy without pickles)``."""
+    """``(array as stored, None)`` or ``(None, why it cannot be stored as .npy without pickles)``.
+    A string tensor is stored as one uint8 array: each element its length in 8 little-endian
+    bytes, then its bytes (the bytes its sha256 is taken over; :func:`unpack_strings` reverses it)."""
     array = np.asarray(value)
-    if array.dtype.kind == "O":
+    if array.dtype.kind in ("O", "S"):
         items = array.reshape(-1).tolist()
         if not all(isinstance(item, bytes) for item in items):
             return None, "holds Python objects that are not bytes"
-        if any(item.endswith(b"\0") for item in items):
-            return None, "a string element ends in a NUL byte (not kept exactly as fixed-width bytes)"
-        return np.array(items, dtype=bytes).reshape(array.shape), None
+        packed = b"".join(struct.pack("<Q", len(item)) + item for item in items)
+        return np.frombuffer(packed, dtype=np.uint8), None
     if array.dtype.kind in ("U", "V"):
         return None, "dtype {} is not a tensor dtype".format(array.dtype)
     return array, None
 
 
+def unpack_strings(packed: Any, shape: Sequence[int]) -> np.ndarray:
+    """The object array of bytes :func:`storable` packed (ValueError when the bytes do not parse)."""
+    data = np.asarray(packed, dtype=np.uint8).tobytes()
+    items, offset = [], 0  # type: List[bytes], int
+    while offset < len(data):
+        if offset + 8 > len(data):
+            raise ValueError("truncated string length at byte {}".format(offset))
+        (size,) = struct.unpack_from("<Q", data, offset)
+        offset += 8
+        if offset + size > len(data):
+            raise ValueError("string of {} bytes runs past the end".format(size))
+        items.append(data[offset:offset + size])
+        offset += size
+    result = np.empty(len(items), dtype=object)
+    result[:] = items
+    return result.reshape([int(d) for d in shape])
+
+
 def _nbytes(value: Any) -> int:
     array = np.asarray(value)
-    if array.dtype.kind == "O":
-        return sum(len(item) if isinstance(item, bytes) else 0 for item in array.reshape(-1).tolist())
+    if array.dtype.kind in ("O", "S"):
+        return sum(8 + len(item) if isinstance(item, bytes) else 0 for item in array.reshape(-1).tolist())
     return int(array.nbytes)
 
 

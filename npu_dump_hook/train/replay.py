@@ -19,9 +19,12 @@ fingerprints then match; the state fingerprints are checked as before.
 import logging
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple  # noqa: F401 (type comments)
 
+import numpy as np
+
 from .._inert import printable
 from ..errors import OptionError, ReplayError
 from .fingerprints import array_digest
+from .inputs import unpack_strings
 from .guard import HOOK_LOGGER
 
 __all__ = ["InputReplay"]
@@ -36,6 +39,12 @@ class InputReplay(object):
         self.target = target
         self._values = {}  # type: Dict[str, Tuple[Mapping[str, Any], Any]]
         for entry, value in values:
+            if entry["dtype"] == "string" and getattr(value, "dtype", None) == np.uint8 and value.ndim == 1:
+                try:
+                    value = unpack_strings(value, entry["shape"])
+                except ValueError as exc:
+                    raise OptionError("initial_state", "{}: data/{}".format(target, entry["file"]),
+                                      "does not hold packed strings: {}".format(exc)) from exc
             digest = array_digest(value)
             if (digest["dtype"], digest["shape"], digest["sha256"]) != (entry["dtype"], list(entry["shape"]),
                                                                          entry["sha256"]):
@@ -112,5 +121,6 @@ def _resolve(graph: Any, name: str, entry: Mapping[str, Any], value: Any) -> Tup
     if here != entry["dtype"]:
         return None, "dtype {} here, {} in the NPU bundle".format(here, entry["dtype"])
     if not tensor.shape.is_compatible_with(value.shape):
-        return None, "shape {} here, {} in the NPU bundle".format(tensor.shape, list(value.shape))
+        here_shape = "of unknown rank" if tensor.shape.dims is None else tensor.shape.as_list()
+        return None, "shape {} here, {} in the NPU bundle".format(here_shape, list(value.shape))
     return tensor, None

@@ -6,6 +6,7 @@
 SHAPE:
     feed       plain Session, numpy-shuffled feed_dict batches (np.random.permutation, no seed)
                and dropout with a placeholder keep_prob
+    clockfeed  the same, shuffled by a generator seeded from the clock (no run makes it again)
     gan        two optimizers in one ``run`` (generator and discriminator), np.random noise feeds
     estimator  Estimator with ``numpy_input_fn(shuffle=True)`` (queue input)
     pyfunc     MonitoredSession over a tf.data pipeline whose map is a ``py_func`` drawing from
@@ -14,6 +15,7 @@ Each prints ``done`` when its training loop ends (under the runner the loop ends
 """
 import os
 import sys
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -43,7 +45,7 @@ def _classifier(x, labels, keep_prob=None):
     return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
 
 
-def feed(workdir):
+def feed(workdir, permutation=np.random.permutation):
     x = v1.placeholder(tf.float32, [None, 8], name="x")
     y = v1.placeholder(tf.int64, [None], name="y")
     keep_prob = v1.placeholder(tf.float32, name="keep_prob")
@@ -52,10 +54,14 @@ def feed(workdir):
     with v1.Session() as sess:
         sess.run(v1.global_variables_initializer())
         for _epoch in range(3):
-            order = np.random.permutation(len(DATA))
+            order = permutation(len(DATA))
             for start in range(0, len(DATA), 16):
                 batch = order[start:start + 16]
                 sess.run(train, {x: DATA[batch], y: LABELS[batch], keep_prob: 0.8})
+
+
+def clockfeed(workdir):
+    feed(workdir, np.random.RandomState(int(time.time() * 1e6) % (1 << 32)).permutation)
 
 
 def gan(workdir):
