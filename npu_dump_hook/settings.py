@@ -65,7 +65,8 @@ DEFAULT_MAX_INPUT_BYTES = 256 << 20
 __all__ = ["Setting", "SETTINGS", "HOOK", "SESSION", "RUNNER", "HOOK_KEYWORDS", "HOOK_RULES", "SESSION_RULES",
            "ENV_RUN", "ENV_RUN_STOP", "ENV_RUN_LOG_LEVEL", "ENV_RUN_KEEP_CHECKPOINTS", "ENV_RUN_HOOK_OPTIONS",
            "BACKEND_CHOICES", "GOLDEN_BACKEND", "BACKEND_ALIASES", "ON_MISMATCH", "LINK_MODES", "CHECKSUMS",
-           "ARCHIVES", "STOP_MODES", "DEFAULT_MAX_INPUT_BYTES", "FAULTS_SEPARATOR", "FAULT_OP_SEPARATOR", "rows", "variable", "read", "read_all",
+           "ARCHIVES", "STOP_MODES", "DEFAULT_MAX_INPUT_BYTES", "FAULTS_SEPARATOR", "FAULT_OP_SEPARATOR", "rows",
+           "variable", "read", "read_all",
            "canonical", "check_keyword", "check_combination", "parse_flag", "parse_faults", "format_faults"]
 
 HOOK, SESSION, RUNNER = "hook", "session", "runner"

@@ -32,7 +32,8 @@ FAULT = "hidden/MatMul"
 
 
 def _run(cwd, name, shape, flags):
-    """``npu-dump-hook run FLAGS -- replay_scripts.py SHAPE FOLDER`` in ``cwd/name``: (status, bundle or None, stderr)."""
+    """``npu-dump-hook run FLAGS -- replay_scripts.py SHAPE FOLDER`` in ``cwd/name``:
+    (status, bundle or None, stderr)."""
     folder = os.path.join(str(cwd), name)
     os.makedirs(folder)
     argv = CLI + ["run", "--output-dir", os.path.join(folder, "out")] + list(flags) + [
@@ -162,6 +163,15 @@ def test_pyfunc_and_random_map_inputs_are_replayed(tmp_path):
     assert status == 0, out
 
 
+def test_a_late_string_handle_pipeline_with_a_clock_seed_is_replayed(tmp_path):
+    npu, golden, status, doc, out = _workflow(tmp_path, "late")
+    npu_doc = _assert_replayed(npu, golden, {"feed", "iterator"})
+    sources = {t["name"]: (t["source"], t["dtype"]) for t in npu_doc["inputs"]["tensors"]}
+    assert sources["handle:0"] == ("feed", "string")  # kept exactly, as packed bytes
+    assert sources["IteratorGetNext:0"] == ("iterator", "float32")
+    assert status == 0, out
+
+
 # -- (e) above max_input_bytes: hashes only, and the golden run says it cannot replay ----------------
 
 
@@ -286,6 +296,9 @@ def test_string_inputs_are_kept_exactly_without_pickles():
     with pytest.raises(ValueError, match="runs past the end"):
         unpack_strings(stored[:-1], [2, 2])
     assert storable(np.array([{"a": 1}], dtype=object))[1] == "holds Python objects that are not bytes"
+    scalar, _ = storable(b"handle\0")  # a fed bytes scalar: its trailing NUL kept, as its digest keeps it
+    assert unpack_strings(scalar, []).item() == b"handle\0"
+    assert array_digest(unpack_strings(scalar, [])) == array_digest(b"handle\0") != array_digest(b"handle")
 
 
 def test_the_inputs_manifest_shape_is_checked():

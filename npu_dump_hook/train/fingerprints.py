@@ -87,7 +87,8 @@ CAUSES = {
 
 def array_digest(value: Any) -> Dict[str, Any]:
     """``{"dtype", "shape", "sha256"}`` of an array value (see the module doc for the bytes hashed)."""
-    array = np.asarray(value)
+    # a bytes scalar as an object array: numpy's fixed-width form would drop trailing NUL bytes
+    array = np.array(value, dtype=object) if isinstance(value, bytes) else np.asarray(value)
     digest = hashlib.sha256()
     if array.dtype.kind in ("O", "S", "U"):
         for item in array.reshape(-1):

@@ -44,7 +44,7 @@ def storable(value: Any) -> Tuple[Optional[np.ndarray], Optional[str]]:
     """``(array as stored, None)`` or ``(None, why it cannot be stored as .npy without pickles)``.
     A string tensor is stored as one uint8 array: each element its length in 8 little-endian
     bytes, then its bytes (the bytes its sha256 is taken over; :func:`unpack_strings` reverses it)."""
-    array = np.asarray(value)
+    array = np.array(value, dtype=object) if isinstance(value, bytes) else np.asarray(value)
     if array.dtype.kind in ("O", "S"):
         items = array.reshape(-1).tolist()
         if not all(isinstance(item, bytes) for item in items):
@@ -75,7 +75,7 @@ def unpack_strings(packed: Any, shape: Sequence[int]) -> np.ndarray:
 
 
 def _nbytes(value: Any) -> int:
-    array = np.asarray(value)
+    array = np.array(value, dtype=object) if isinstance(value, bytes) else np.asarray(value)
     if array.dtype.kind in ("O", "S"):
         return sum(8 + len(item) if isinstance(item, bytes) else 0 for item in array.reshape(-1).tolist())
     return int(array.nbytes)

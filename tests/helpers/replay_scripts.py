@@ -11,6 +11,8 @@ SHAPE:
     estimator  Estimator with ``numpy_input_fn(shuffle=True)`` (queue input)
     pyfunc     MonitoredSession over a tf.data pipeline whose map is a ``py_func`` drawing from
                numpy's unseeded generator, plus a ``py_func`` of the step that feeds the model
+    late       a string-handle iterator whose pipeline is built after the session, shuffled with a
+               seed from the clock
 Each prints ``done`` when its training loop ends (under the runner the loop ends at the dumped step).
 """
 import os
@@ -118,6 +120,20 @@ def pyfunc(workdir):
             if sess.should_stop():
                 break
             sess.run(train)
+
+
+def late(workdir):
+    handle = v1.placeholder(tf.string, [], name="handle")
+    iterator = v1.data.Iterator.from_string_handle(handle, (tf.float32, tf.int64), ([None, 8], [None]))
+    x, y = iterator.get_next()
+    train = v1.train.GradientDescentOptimizer(0.5).minimize(_classifier(x, y))
+    with v1.Session() as sess:
+        sess.run(v1.global_variables_initializer())
+        seed = int(time.time() * 1e6) % (1 << 31)
+        dataset = tf.data.Dataset.from_tensor_slices((DATA, LABELS)).shuffle(64, seed=seed).batch(16).repeat()
+        token = sess.run(v1.data.make_one_shot_iterator(dataset).string_handle())
+        for _step in range(5):
+            sess.run(train, {handle: token})
 
 
 if __name__ == "__main__":
