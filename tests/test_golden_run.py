@@ -144,6 +144,7 @@ def test_replay_gives_the_golden_run_the_npu_steps_batch_whatever_it_makes(tmp_p
     assert doc["golden_for"]["match"] is True and replayed["reason"] is None
     assert {(t["name"], t["source"]) for t in replayed["tensors"]} == {
         ("IteratorGetNext:0", "iterator"), ("IteratorGetNext:1", "iterator"), ("scale:0", "feed")}
+    assert "(fingerprints match, 3 input(s) replayed)" in err
 
 
 def test_golden_run_of_other_model_code_fails_before_training(tmp_path, npu_bundle):

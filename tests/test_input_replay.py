@@ -203,6 +203,7 @@ def test_numpy_shuffles_without_kept_inputs_are_made_again_by_the_seeded_generat
     assert target["match"] is True and target["replayed"]["count"] == 0
     assert "keeps only the sha256 of its inputs" in target["replayed"]["reason"]
     assert any("cannot replay" in w for w in read_bundle(golden)["warnings"])
+    assert "(fingerprints match, inputs not replayed)" in err
 
 
 # -- (f) hostile bundles: refused before anything is restored, the path named -------------------------

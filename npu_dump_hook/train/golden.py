@@ -188,8 +188,10 @@ class GoldenRun(object):
         """For the announcement: the NPU bundle and whether the fingerprints matched."""
         if not self.golden_for:
             return "no NPU bundle"
-        return "for NPU bundle {} (fingerprints {})".format(self.golden_for["path"],
-                                                            "match" if self.golden_for["match"] else "DIFFER")
+        replayed = (self.golden_for.get("replayed") or {}).get("count") or 0
+        return "for NPU bundle {} (fingerprints {}, {})".format(
+            self.golden_for["path"], "match" if self.golden_for["match"] else "DIFFER",
+            "{} input(s) replayed".format(replayed) if replayed else "inputs not replayed")
 
 
 def golden_backend(backend: Any, initial_state: Any) -> Any:
