@@ -152,6 +152,13 @@ def test_estimator_queue_batch_is_replayed_and_compare_names_the_fault_not_the_d
     assert doc["summary"]["root_causes"] == 1
 
 
+def test_estimator_queue_workflow_passes_without_a_fault(tmp_path):
+    npu, golden, status, doc, out = _workflow(tmp_path, "estimator")
+    _assert_replayed(npu, golden, {"queue"})
+    assert status == 0, out
+    assert doc["first_divergence"] is None and doc["summary"]["input_inconsistent"] is False
+
+
 # -- (d) tf.data map drawing from numpy, py_func outputs that feed the model --------------------------
 
 
