@@ -24,6 +24,7 @@ from .errors import (
     NpuDumpError,
     OptionError,
     RandomnessError,
+    ReplayError,
     StatsFormatError,
     UnsafePathError,
 )
@@ -59,6 +60,7 @@ __all__ = [
     "RandomnessError",
     "BackendError",
     "FingerprintMismatchError",
+    "ReplayError",
     "CompareError",
     "LocateError",
     "AmbiguousGraphError",

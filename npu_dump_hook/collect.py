@@ -82,7 +82,8 @@ def _write(record: RunRecord, bundle_dir: str, located: Optional[LocatedRun], **
     """Write the record's bundle (``{bundle_dir}/{run}``, or under ``rank_{N}`` with an index)."""
     kwargs.update(backend=record.backend, options=record.options.as_dict(), run=record.run_section(),
                   randomness=record.randomness, tf_graph=record.layout.tf_graph, golden_dir=record.golden_dir,
-                  fingerprints=record.fingerprints, golden_for=record.golden_for, warnings=list(record.warnings))
+                  fingerprints=record.fingerprints, golden_for=record.golden_for, warnings=list(record.warnings),
+                  inputs_dir=record.inputs_dir, inputs=record.inputs)
     if record.rank is not None:
         result = write_rank_bundle(bundle_dir, record.rank, located, device_id=record.device_id,
                                    run_name=record.layout.name, **kwargs)

@@ -13,6 +13,7 @@ already catch ``ValueError`` or ``FileNotFoundError`` keep working::
     ├── RandomnessError        (RuntimeError)       randomness policy "error" found random ops
     ├── BackendError           (RuntimeError)       the dump backend could not do its job
     ├── FingerprintMismatchError (RuntimeError)     golden run: not the NPU run's state or batch
+    ├── ReplayError            (RuntimeError)       golden run: an NPU input value cannot be fed here
     ├── CompareError           (RuntimeError)       compare could not read or match its inputs
     ├── LocateError            (FileNotFoundError)  graph or dump folder of this run not found
     │   └── AmbiguousGraphError                     several candidate graphs, no rule decides
@@ -37,6 +38,7 @@ __all__ = [
     "BackendError",
     "CompareError",
     "FingerprintMismatchError",
+    "ReplayError",
     "LocateError",
     "AmbiguousGraphError",
     "BundleError",
@@ -123,6 +125,19 @@ class FingerprintMismatchError(NpuDumpError, RuntimeError):
         super().__init__(message)
         self.target = None if target is None else str(target)
         self.differences = differences or {}
+
+
+class ReplayError(NpuDumpError, RuntimeError):
+    """A golden run cannot feed the NPU bundle's kept input values into its graph.
+
+    ``target`` is the NPU bundle's path; ``tensors`` lists ``{"name", "reason"}`` of each tensor
+    that cannot be fed (not in this graph, not feedable, another dtype or shape).
+    """
+
+    def __init__(self, message: str, target: Any = None, tensors: Any = ()) -> None:
+        super().__init__(message)
+        self.target = None if target is None else str(target)
+        self.tensors = [dict(t) for t in tensors]
 
 
 class CompareError(NpuDumpError, RuntimeError):

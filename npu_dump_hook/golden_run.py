@@ -5,6 +5,7 @@
     target = NpuBundleTarget.open(path, need_checkpoint=True)   # hook __init__: fails before training
     target.captured_step, target.fingerprints, target.identity()  # what to capture, compare, name
     target.checkpoint_prefix(scratch)                              # data/init/ checkpoint to restore
+    target.inputs, target.input_values(scratch)                    # data/inputs/ values to replay
     check_variables(target.checkpoint_variables(...), graph_variables)  # names and shapes must agree
 
 ``path`` is a bundle folder or a ``.tar``/``.tar.gz`` archive of one, opened with
@@ -18,7 +19,12 @@ hook removes once restored). The bundle must be an NPU or emulated NPU bundle (`
 ``open`` each path stays in the bag, goes through no symlink, names no special file and lists a
 sha256 (a null one is not verifiable); ``checkpoint_prefix`` hashes each file against it
 before anything is restored. Any BundleError (it names the path and the rule) is an
-OptionError(``initial_state``).
+OptionError(``initial_state``). ``data/inputs/`` (the captured step's input values, manifest
+bundle.json ``inputs``) follows the same rules: ``input_values`` checks the manifest's shape
+(:func:`~npu_dump_hook.bundle.schema.input_problems`), requires each file to be a listed
+``inputs`` entry and hashes it against ``files[]`` before any value is handed out (the golden run
+loads them before anything is restored, and checks each value's own sha256 against the manifest:
+:mod:`npu_dump_hook.train.replay`).
 
 ``identity()`` is what a golden bundle's ``golden_for`` records: the sha256 of the NPU bundle's
 ``data/bundle.json`` bytes (its own description, which holds every payload digest), its path,
@@ -27,10 +33,14 @@ OptionError(``initial_state``).
 import contextlib
 import logging
 import os
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
 
 from . import _tf
+from ._files import open_regular
 from .bundle import BundleView, archive_format, looks_like_tar, open_bundle
+from .bundle.schema import input_problems
 from .errors import BundleError, OptionError
 
 __all__ = ["NpuBundleTarget", "check_variables", "TARGET_BACKENDS"]
@@ -41,6 +51,7 @@ logger = logging.getLogger(__name__)
 #: ``"reference"`` or its alias ``"golden"``, is refused by name).
 TARGET_BACKENDS = ("npu", "emulated")
 _INIT = "init"
+_INPUTS = "inputs"
 _OPTION = "initial_state"
 
 
@@ -95,6 +106,38 @@ class NpuBundleTarget(object):
     def randomness(self) -> Mapping[str, Any]:
         value = self.doc.get("randomness")
         return value if isinstance(value, dict) else {}
+
+    @property
+    def inputs(self) -> Optional[Mapping[str, Any]]:
+        """bundle.json ``inputs``: the captured step's kept input values (None: the NPU run kept none)."""
+        value = self.doc.get("inputs")
+        return value if isinstance(value, dict) else None
+
+    def input_values(self, scratch_dir: str) -> List[Tuple[Dict[str, Any], Any]]:
+        """``[(manifest entry, value)]`` of the kept inputs, every rule checked first (module doc);
+        an archive's ``data/inputs/`` is extracted under ``scratch_dir`` and removed again."""
+        manifest = self.inputs or {}
+        problems = input_problems(manifest)
+        if problems:
+            raise OptionError(_OPTION, self.path, "bundle.json inputs: {}".format("; ".join(problems[:5])))
+        with _as_option_error(self.path):
+            if self.archive:
+                os.makedirs(scratch_dir, exist_ok=True)
+            with open_bundle(self.path, parts=(_INPUTS,), workdir=scratch_dir) as view:
+                listed = {entry["path"] for entry in view.input_files(verify=True)}
+                return [(entry, self._load(view, entry, listed)) for entry in manifest.get("tensors") or ()]
+
+    def _load(self, view: BundleView, entry: Mapping[str, Any], listed: Any) -> Any:
+        rel = entry["file"]
+        where = "{}: data/{} (input {})".format(self.path, rel, entry["name"])
+        if rel not in listed:
+            raise OptionError(_OPTION, where, "is not a files[] entry of kind inputs (not read)")
+        try:
+            with open_regular(view.checked(rel)) as handle:
+                value = np.load(handle, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise OptionError(_OPTION, where, "cannot be read as a .npy file: {}".format(exc)) from exc
+        return value
 
     def identity(self) -> Dict[str, Any]:
         """``golden_for`` of the golden bundle (before the comparison result is added)."""

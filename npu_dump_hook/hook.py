@@ -22,13 +22,15 @@ Call order under ``MonitoredSession`` / ``Estimator.train(hooks=[hook])``::
     session created; variables initialised or restored
     hook.after_create_session(session, coord)   # read global_step before training
     while not stop requested:
-        hook.before_run(run_context)     # before the captured step: golden run: restore the NPU
-                                         #   bundle's checkpoint; read and hash the variables
+        hook.before_run(run_context)     # before the captured step: golden run: feed the NPU
+                                         #   bundle's kept inputs (input replay), restore its
+                                         #   checkpoint; read and hash the variables
                                          #   (state fingerprints); save the variables (run
                                          #   folder/init/) so a golden run can start from
                                          #   identical weights; add the batch tensors to the fetches
         session.run(train_op)
-        hook.after_run(run_context, run_values)  # count; hash the batch; golden run: compare
+        hook.after_run(run_context, run_values)  # count; hash the batch (NPU run: keep its values
+                                         #   in {run folder}/inputs); golden run: compare
                                          #   with the NPU bundle; request_stop() after max_steps
     hook.end(session)                    # read global_step, record and log the run summary
 
@@ -101,6 +103,7 @@ from .train.dump_run import DumpRun, check_writable_dir, default_options
 from .train.golden import GoldenRun, golden_backend
 from .train.golden_stats import golden_statistics
 from .train.guard import FailureGuard
+from .train.inputs import StepInputs
 from .train.report import announce, log_summary
 from .train.state import StepFingerprints
 from .train.steps import StepCounter, read_global_step, run_steps
@@ -113,10 +116,11 @@ logger = logging.getLogger(__name__)
 DEFAULT_OUTPUT_DIR = "npu_dump_hook_out"
 
 
-def _check_keywords(max_steps: Optional[int], randomness: str, on_mismatch: str) -> None:
+def _check_keywords(max_steps: Optional[int], randomness: str, on_mismatch: str, max_input_bytes: int) -> None:
     """The keywords checked on their own before anything else, by their rows of the settings table
     (the others are checked where they are resolved: backend, options, output folders)."""
-    for name, value in (("max_steps", max_steps), ("randomness", randomness), ("on_mismatch", on_mismatch)):
+    for name, value in (("max_steps", max_steps), ("randomness", randomness), ("on_mismatch", on_mismatch),
+                        ("max_input_bytes", max_input_bytes)):
         settings.check_keyword(name, value)
 
 
@@ -183,6 +187,12 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         on_mismatch: golden run: ``"error"`` (default: fingerprints that differ from the NPU
             bundle's fail the run before its bundle is written) or ``"warn"`` (written, with the
             differences in ``warnings`` and ``golden_for``).
+        max_input_bytes: the most bytes of the captured step's input values (fed values, iterator,
+            queue and py_func outputs) the bundle keeps in ``data/inputs/`` for the golden run's
+            replay (default 256 MiB); above it only their sha256 is kept, with a bundle warning.
+        replay_inputs: golden run: feed the NPU bundle's kept input values into the same tensors
+            at its captured step (default), so the step sees the NPU step's batch whatever made
+            it; False: the script makes its own batch (the fingerprints say whether it matches).
         graph_keyword: an op name that only the training graph contains (graph selection).
         link, checksum, archive: passed to the bundle writer (``auto``/``hardlink``/``copy``;
             ``sha256``/``none``; None/``tar``/``tar.gz``).
@@ -198,10 +208,11 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
                  graph_keyword: Optional[str] = None, link: str = "auto", checksum: str = "sha256",
                  archive: Optional[str] = None, force: bool = False, emulate_profile: Optional[str] = None,
                  faults: Optional[Mapping[str, str]] = None, initial_state: Optional[str] = None,
-                 restore_initial_state: bool = True, on_mismatch: str = "error") -> None:
-        _check_keywords(max_steps, randomness, on_mismatch)
+                 restore_initial_state: bool = True, on_mismatch: str = "error",
+                 max_input_bytes: int = settings.DEFAULT_MAX_INPUT_BYTES, replay_inputs: bool = True) -> None:
+        _check_keywords(max_steps, randomness, on_mismatch, max_input_bytes)
         backend = golden_backend(backend, initial_state)
-        self.golden = GoldenRun.open(initial_state, bool(restore_initial_state), on_mismatch)
+        self.golden = GoldenRun.open(initial_state, bool(restore_initial_state), on_mismatch, replay_inputs)
         self._ids = rank_and_device()
         self.output_dir = os.path.abspath(output_dir or DEFAULT_OUTPUT_DIR)
         self.layout = RunLayout.new(self.output_dir, self._ids["rank"])
@@ -222,7 +233,8 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self.guard = FailureGuard(strict)
         self.graph_keyword = graph_keyword
         self._bundle_args = {"link": link, "checksum": checksum, "archive": archive, "force": force}
-        self.prints = StepFingerprints()
+        self.prints = StepFingerprints(None if self.golden_only else StepInputs(self.layout.inputs_dir,
+                                                                                 max_input_bytes))
         self.bundle, self.record, self.summary = None, None, {}  # type: Any, Optional[RunRecord], Dict[str, Any]
         self._began, self._started = False, None  # type: bool, Optional[float]
         self._tf_op_names = []  # type: List[str]
@@ -302,15 +314,17 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         if not step and self._global_step_before is None:  # initialized only now
             self._global_step_before = read_global_step(self._global_step_tensor, run_context.session)
         captured = self.steps.at_captured_step and self.dumping
+        feeds = self.golden.replay_feeds(walk, run_context, self.guard) if captured else {}
         fetches = self._before_captured_step(run_context, walk, step) if captured else {}
         capture = self.dump.capture_args(run_context, step, self.captured_step, walk,
                                          self.prints.reader if captured else None, self.guard)
         if captured:  # the state the capture's read took (each variable read once), else read now
             self.prints.read_state(run_context.session, step, self.guard)
-        return _run_args(fetches, capture)
+        return _run_args(fetches, capture, feeds)
 
     def _before_captured_step(self, run_context: Any, walk: Any, step: int) -> Dict[str, Any]:
-        """Golden run: restore; then the batch tensors to fetch with the step and the initial-state checkpoint."""
+        """Golden run: restore (after the replay's feeds are prepared); then the batch tensors to
+        fetch with the step and the initial-state checkpoint."""
         self.golden.restore(run_context.session, self.guard)
         batch = self.prints.batch_fetches(walk, step, self.guard)
         self.dump.save_initial_state(run_context.session, self.guard)
@@ -321,6 +335,7 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
             return  # not a training step: neither counted nor captured
         step, captured = self.steps.steps_run, self.steps.at_captured_step
         if captured:
+            self.golden.end_replay()
             self.prints.take_batch(run_values.results, step, self.guard)
         self.dump.finish_step(step, self.captured_step, self.guard)
         if captured:
@@ -360,7 +375,9 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
             emulator=dump.emulator_summary(), reference=dump.reference_report,
             tf_op_names=tuple(self._tf_op_names), graph_dirs=dump.graph_dirs(self._ids["device_id"]),
             settle=self.backend.settles, graph_keyword=self.graph_keyword, fingerprints=self._fingerprints(),
-            golden_for=self.golden.golden_for, golden_only=self.golden_only, warnings=tuple(self.warnings),
+            golden_for=self.golden.golden_for, golden_only=self.golden_only,
+            warnings=tuple(self.warnings) + tuple(self.prints.inputs.warnings if self.prints.inputs else ()),
+            inputs=self.prints.inputs.section if self.prints.inputs else None,
             extra={"failures": list(self.failures), "counted_steps": list(steps.counted_steps),
                    "skipped_runs": dict(steps.skipped_runs)},
         )
@@ -379,12 +396,15 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
                 self.bundle = collect_run(self.record, self.bundle_dir, **self._bundle_args)
 
 
-def _run_args(fetches: Dict[str, Any], capture: Any) -> Any:
-    """The hook's ``SessionRunArgs``: its own fetches (the batch) and the capture's, or None."""
+def _run_args(fetches: Dict[str, Any], capture: Any, feeds: Mapping[Any, Any]) -> Any:
+    """The hook's ``SessionRunArgs``: its own fetches (the batch) and the capture's, the golden
+    run's replayed inputs as feeds, or None."""
     if capture is None:
-        return _tf.tf_v1().train.SessionRunArgs(fetches) if fetches else None
+        return _tf.tf_v1().train.SessionRunArgs(fetches, feed_dict=dict(feeds) or None) if fetches or feeds else None
     fetches["capture"] = capture.fetches
-    return _tf.tf_v1().train.SessionRunArgs(fetches, feed_dict=capture.feed_dict, options=capture.options)
+    feed_dict = dict(capture.feed_dict or {})
+    feed_dict.update(feeds)
+    return _tf.tf_v1().train.SessionRunArgs(fetches, feed_dict=feed_dict or None, options=capture.options)
 
 
 def _warn_if_never_began(ref: "weakref.ref") -> None:

@@ -38,6 +38,8 @@ RUN_JSON = "run.json"
 GRAPH_DIR, DUMP_DIR, TF_DIR, TF_GRAPH_FILE = "graph", "dump", "tf", "graph.pbtxt"
 INIT_DIR, INIT_CHECKPOINT_PREFIX, GOLDEN_DIR, CAPTURE_DIR = "init", "model.ckpt", "golden", ".capture"
 TARGET_SCRATCH_DIR = ".initial_state"
+#: The captured step's input values (``.npy``), bundled as ``data/inputs/`` (input replay).
+INPUTS_DIR = "inputs"
 #: Further keys a hooked run records in its ``run`` section.
 _RUN_EXTRA_KEYS = ("max_steps", "captured_step", "graph_dump_env", "tf_version", "emulator", "reference")
 
@@ -84,6 +86,10 @@ class RunLayout:
     @property
     def golden_dir(self) -> str:
         return os.path.join(self.root, GOLDEN_DIR)
+
+    @property
+    def inputs_dir(self) -> str:
+        return os.path.join(self.root, INPUTS_DIR)
 
     @property
     def capture_dir(self) -> str:
@@ -141,12 +147,19 @@ class RunRecord:
     golden_only: bool = False
     #: What the run noticed that the bundle's ``warnings`` must carry.
     warnings: Tuple[str, ...] = ()
+    #: The captured step's inputs kept for a golden run's replay (bundle.json ``inputs``).
+    inputs: Optional[Mapping[str, Any]] = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def golden_dir(self) -> Optional[str]:
         """The golden folder when this run captured one."""
         return self.layout.golden_dir if os.path.isdir(self.layout.golden_dir) else None
+
+    @property
+    def inputs_dir(self) -> Optional[str]:
+        """The folder of the kept input values when this run kept any."""
+        return self.layout.inputs_dir if self.inputs and os.path.isdir(self.layout.inputs_dir) else None
 
     @property
     def init_dir(self) -> Optional[str]:
@@ -167,6 +180,7 @@ class RunRecord:
             "initial_state": self.initial_state, "backend": self.backend, "emulator": self.emulator,
             "reference": self.reference, "randomness": self.randomness, "tf_version": self.tf_version,
             "fingerprints": self.fingerprints, "golden_for": self.golden_for, "warnings": list(self.warnings),
+            "inputs": self.inputs,
         }
         summary.update(self.extra)
         return summary

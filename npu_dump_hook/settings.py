@@ -58,11 +58,15 @@ POLICIES = ("audit", "pin", "strip", "error")
 #: The seed ``pin``/``strip`` derive every op seed from: any fixed non-zero value (seed=seed2=0
 #: means "random" to TensorFlow).
 DEFAULT_SEED = 20221
+#: The most bytes of captured-step input values an NPU run keeps for the golden run's replay
+#: (``max_input_bytes``; above it only their hashes are kept).
+DEFAULT_MAX_INPUT_BYTES = 256 << 20
 
 __all__ = ["Setting", "SETTINGS", "HOOK", "SESSION", "RUNNER", "HOOK_KEYWORDS", "HOOK_RULES", "SESSION_RULES",
            "ENV_RUN", "ENV_RUN_STOP", "ENV_RUN_LOG_LEVEL", "ENV_RUN_KEEP_CHECKPOINTS", "ENV_RUN_HOOK_OPTIONS",
            "BACKEND_CHOICES", "GOLDEN_BACKEND", "BACKEND_ALIASES", "ON_MISMATCH", "LINK_MODES", "CHECKSUMS",
-           "ARCHIVES", "STOP_MODES", "FAULTS_SEPARATOR", "FAULT_OP_SEPARATOR", "rows", "variable", "read", "read_all",
+           "ARCHIVES", "STOP_MODES", "DEFAULT_MAX_INPUT_BYTES", "FAULTS_SEPARATOR", "FAULT_OP_SEPARATOR", "rows",
+           "variable", "read", "read_all",
            "canonical", "check_keyword", "check_combination", "parse_flag", "parse_faults", "format_faults"]
 
 HOOK, SESSION, RUNNER = "hook", "session", "runner"
@@ -221,6 +225,12 @@ def format_faults(faults: Mapping[str, str]) -> str:
 # --------------------------------------------------------------------------- checking a Python value
 
 
+def _non_negative_int(value: Any) -> Optional[str]:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return None
+    return "must be an int >= 0 (bytes)"
+
+
 def _positive_int(value: Any) -> Optional[str]:
     if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
         return None
@@ -338,6 +348,14 @@ _ROWS = [
     _on_off("reference", None, "capture the golden (CPU/GPU) tensors (default: with the emulated and golden "
             "backends)", flag="--golden", negative="--no-golden", negative_help="do not capture them",
             flag_aliases={"--reference": "--golden", "--no-reference": "--no-golden"}),
+    Setting("max_input_bytes", HOOK, "int >= 0", DEFAULT_MAX_INPUT_BYTES,
+            "bytes of the dumped step's input values kept for the golden run's replay (default 256 MiB; above: "
+            "hashes only, and the golden run cannot replay)",
+            env=_hook_variable("max_input_bytes"), parse=_integer(0), check=_non_negative_int,
+            flag="--max-input-bytes", cli={"type": int, "metavar": "BYTES"}),
+    _on_off("replay_inputs", True, "golden run: feed the NPU bundle's kept input values into the same tensors "
+            "at its captured step (default)", flag="--replay-inputs", negative="--no-replay-inputs",
+            negative_help="golden run: let the script make its own batch (fingerprints show whether it matches)"),
     _on_off("save_initial_state", True, "checkpoint the variables before the dumped step",
             negative="--no-initial-state", negative_help="do not checkpoint the variables before the dumped step"),
     Setting("output_dir", HOOK, "folder", None, "where run folders go (default ./npu_dump_hook_out)",

@@ -277,7 +277,8 @@ def test_collect_run_passes_the_records_device_id_to_the_index(tmp_path, monkeyp
         options=options, settle=False, graph_dirs=None, started=None, device_id=5, graph_keyword=None,
         tf_op_names=(), backend="emulated", run_section=lambda: {"rank": 2, "device_id": 5}, randomness=None,
         layout=types.SimpleNamespace(tf_graph=None, name="run"), golden_dir=None, init_dir=None, rank=2,
-        golden_only=False, fingerprints=None, golden_for=None, warnings=())
+        golden_only=False, fingerprints=None, golden_for=None, warnings=(),
+        inputs_dir=None, inputs=None)
     result = collect.collect_run(record, str(tmp_path / "bundles"))
     assert result.path == str(tmp_path / "bundles" / "rank_2" / "run")  # the run's own folder under its rank
     assert read_index(str(tmp_path / "bundles"))["ranks"]["2"]["device_id"] == "5"

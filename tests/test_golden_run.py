@@ -114,7 +114,7 @@ def test_golden_run_from_another_initial_state_fails_naming_the_variables(tmp_pa
 
 
 def test_golden_run_on_another_data_order_fails_naming_the_inputs(tmp_path, npu_bundle):
-    code, result, _ = _golden(tmp_path, npu_bundle, "--data-seed", "3", *FEED)
+    code, result, _ = _golden(tmp_path, npu_bundle, "--data-seed", "3", *FEED, replay_inputs=False)
     assert code == 3 and result["error"] == "FingerprintMismatchError"
     assert "batch: 2 input(s) differ in value: IteratorGetNext:0, IteratorGetNext:1" in result["message"]
     assert "shuffle not removed" in result["message"] and "initial state" not in result["message"]
@@ -122,14 +122,29 @@ def test_golden_run_on_another_data_order_fails_naming_the_inputs(tmp_path, npu_
 
 def test_golden_run_that_keeps_the_shuffle_fails_and_says_the_policies_differ(tmp_path, npu_bundle):
     # randomness="pin" seeds the shuffle instead of removing it: another order than the NPU run's.
-    code, result, _ = _golden(tmp_path, npu_bundle, *FEED, randomness="pin")
+    code, result, _ = _golden(tmp_path, npu_bundle, *FEED, randomness="pin", replay_inputs=False)
     assert code == 3 and "batch: 2 input(s) differ in value: IteratorGetNext:0, IteratorGetNext:1" in result["message"]
     assert "the NPU run used randomness policy='strip', this run 'pin'" in result["message"]
 
 
 def test_golden_run_fed_another_value_fails_naming_the_feed(tmp_path, npu_bundle):
-    code, result, _ = _golden(tmp_path, npu_bundle, "--feed", "2.0")
+    code, result, _ = _golden(tmp_path, npu_bundle, "--feed", "2.0", replay_inputs=False)
     assert code == 3 and "batch: 1 input(s) differ in value: scale:0" in result["message"]
+    assert "the NPU step's inputs were not replayed: replay_inputs=False" in result["message"]
+
+
+@pytest.mark.parametrize("args", [["--data-seed", "3"] + FEED, ["--feed", "2.0"]], ids=["data_order", "feed"])
+def test_replay_gives_the_golden_run_the_npu_steps_batch_whatever_it_makes(tmp_path, npu_bundle, args):
+    # The same runs as the two tests above, replaying (the default): the NPU step's batch by construction.
+    code, result, err = _golden(tmp_path, npu_bundle, *args)
+    assert code == 0 and result["failures"] == [] and result["warnings"] == [], err[-3000:]
+    npu, doc = read_bundle(npu_bundle), read_bundle(result["bundle"])
+    assert doc["fingerprints"]["batch"] == npu["fingerprints"]["batch"]
+    replayed = doc["golden_for"]["replayed"]
+    assert doc["golden_for"]["match"] is True and replayed["reason"] is None
+    assert {(t["name"], t["source"]) for t in replayed["tensors"]} == {
+        ("IteratorGetNext:0", "iterator"), ("IteratorGetNext:1", "iterator"), ("scale:0", "feed")}
+    assert "(fingerprints match, 3 input(s) replayed)" in err
 
 
 def test_golden_run_of_other_model_code_fails_before_training(tmp_path, npu_bundle):
@@ -140,7 +155,8 @@ def test_golden_run_of_other_model_code_fails_before_training(tmp_path, npu_bund
 
 
 def test_on_mismatch_warn_writes_the_golden_bundle_with_the_differences(tmp_path, npu_bundle):
-    code, result, err = _golden(tmp_path, npu_bundle, "--data-seed", "3", *FEED, on_mismatch="warn")
+    code, result, err = _golden(tmp_path, npu_bundle, "--data-seed", "3", *FEED, on_mismatch="warn",
+                                replay_inputs=False)
     assert code == 0 and result["bundle"], err[-3000:]
     doc = read_bundle(result["bundle"])
     assert verify_bundle(result["bundle"]) == []

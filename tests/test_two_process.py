@@ -9,8 +9,9 @@ runs three ways, each in its own process, as on two machines:
 
 A kernel fault must be the first divergence, with every op upstream of it within float16
 tolerance (the compare defaults) and the ops between it and the logits beyond it; the same
-workflow without a fault must pass; a golden run fed another batch must be refused, or
-(--on-mismatch warn) compared as "input inconsistent". Last, ``npu-dump-hook demo --compare``,
+workflow without a fault must pass; a golden run fed another batch (--no-replay-inputs: by default
+it replays the NPU step's batch) must be refused, or (--on-mismatch warn) compared as "input
+inconsistent". Last, ``npu-dump-hook demo --compare``,
 which runs the same three acts on the bundled sample model.
 """
 import json
@@ -202,7 +203,8 @@ def test_without_a_fault_the_comparison_passes(runs, tmp_path):
 
 
 def test_a_golden_run_fed_another_batch_is_refused_naming_the_inputs(runs):
-    code, bundle, err = _golden_run(runs["cwd"], "other_batch_refused", runs["healthy"], data_seed=3)
+    code, bundle, err = _golden_run(runs["cwd"], "other_batch_refused", runs["healthy"], ["--no-replay-inputs"],
+                                    data_seed=3)
     assert code != 0 and bundle is None
     assert "FingerprintMismatchError" in err
     assert "batch: 2 input(s) differ in value: IteratorGetNext:0, IteratorGetNext:1" in err
@@ -210,7 +212,8 @@ def test_a_golden_run_fed_another_batch_is_refused_naming_the_inputs(runs):
 
 
 def test_two_bundles_fed_different_batches_compare_as_input_inconsistent(runs, tmp_path):
-    code, golden, err = _golden_run(runs["cwd"], "other_batch", runs["healthy"], ["--on-mismatch", "warn"], data_seed=3)
+    code, golden, err = _golden_run(runs["cwd"], "other_batch", runs["healthy"], ["--on-mismatch", "warn",
+                                                                                  "--no-replay-inputs"], data_seed=3)
     assert code == 0 and golden, err[-3000:]
     target = read_bundle(golden)["golden_for"]
     assert target["match"] is False and target["on_mismatch"] == "warn"

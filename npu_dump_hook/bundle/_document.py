@@ -42,10 +42,11 @@ _DICT = (dict, _NULL)
 #: Top-level keys and their types (section 2).
 TOP_TYPES = (("schema", str), ("backend", str), ("created", str), ("versions", dict), ("options", dict),
              ("run", dict), ("randomness", _DICT), ("graph", dict), ("dump", dict), ("files", list),
-             ("coverage", dict), ("warnings", list), ("fingerprints", _DICT), ("golden_for", _DICT))
+             ("coverage", dict), ("warnings", list), ("fingerprints", _DICT), ("golden_for", _DICT),
+             ("inputs", _DICT))
 #: ``golden_for`` keys and their types (section 2.3).
 GOLDEN_FOR_TYPES = (("bundle_json_sha256", str), ("path", str), ("created", _STR), ("backend", str),
-                    ("captured_step", int), ("match", bool))
+                    ("captured_step", int), ("match", bool), ("replayed", _DICT))
 #: ``files[]`` entry keys and their types (section 2); which are required is verify's check.
 _ENTRY_TYPES = (("path", str), ("size", int), ("sha256", _STR), ("kind", str), ("op_type", _STR),
                 ("op_name", _STR), ("task_id", _INT), ("stream_id", _INT), ("timestamp", _INT),

@@ -7,18 +7,25 @@ and the hook side imports it::
 
     run_section(steps=2, captured_step=0)   the ``run`` section: every RUN_SECTION_KEYS key first
     fingerprint_problems(doc["fingerprints"])  what is wrong with a ``fingerprints`` value's shape
+    input_problems(doc["inputs"])   what is wrong with an ``inputs`` value (the replay manifest, §2.4)
 
 Nothing here reads a file or imports anything outside the standard library.
 """
 from typing import Any, Dict, List, Sequence
 
-__all__ = ["RUN_SECTION_KEYS", "run_section", "FINGERPRINT_ALGORITHM", "fingerprint_problems"]
+__all__ = ["RUN_SECTION_KEYS", "run_section", "FINGERPRINT_ALGORITHM", "fingerprint_problems", "INPUT_SOURCES",
+           "INPUT_FILE_SUFFIX", "input_problems"]
 
 #: Keys every bundle.json ``run`` section has (the bundle format contract); None when unknown.
 RUN_SECTION_KEYS = ("steps", "global_step", "started", "ended", "rank", "device_id")
 #: The digest of every ``fingerprints`` entry (its key in an entry, and ``fingerprints.algorithm``).
 FINGERPRINT_ALGORITHM = "sha256"
 _HEX = "0123456789abcdef"
+#: Where an input value of the captured step came from (``inputs.tensors[].source`` and
+#: ``fingerprints.batch[].source``): a feed_dict value, an iterator's, a queue dequeue's, a py_func's.
+INPUT_SOURCES = ("feed", "iterator", "queue", "py_func")
+#: Every ``inputs.tensors[].file`` is ``inputs/<name>`` ending so (a NumPy ``.npy`` file).
+INPUT_FILE_SUFFIX = ".npy"
 
 
 def run_section(**values: Any) -> Dict[str, Any]:
@@ -71,4 +78,45 @@ def _entry_problems(entry: Any, extra: Sequence[str]) -> List[str]:
     digest = entry.get(FINGERPRINT_ALGORITHM)
     if not (isinstance(digest, str) and len(digest) == 64 and all(c in _HEX for c in digest)):
         problems.append("sha256 missing or not 64 lowercase hex digits")
+    return problems
+
+
+def input_problems(section: Any) -> List[str]:
+    """Problems of an ``inputs`` value's shape (bundle.json rule, docs/bundle-format.md §2.4;
+    empty when valid or null): each tensor a fingerprint-like entry with a known ``source`` and a
+    ``file`` that is null or ``inputs/*.npy``; ``kept`` true only when every tensor has its file."""
+    if section is None:
+        return []
+    if not isinstance(section, dict):
+        return ["inputs is neither null nor an object"]
+    problems = []
+    for key in ("step", "max_input_bytes", "total_bytes"):
+        value = section.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            problems.append("inputs.{} is neither null nor a non-negative integer".format(key))
+    if not isinstance(section.get("kept"), bool):
+        problems.append("inputs.kept is not true or false")
+    if section.get("reason") is not None and not isinstance(section.get("reason"), str):
+        problems.append("inputs.reason is neither null nor a string")
+    tensors = section.get("tensors")
+    if not isinstance(tensors, list):
+        return problems + ["inputs.tensors is not a list"]
+    for number, entry in enumerate(tensors):
+        problems.extend("inputs.tensors[{}]: {}".format(number, p) for p in _input_entry_problems(entry))
+        if section.get("kept") is True and isinstance(entry, dict) and entry.get("file") is None:
+            problems.append("inputs.tensors[{}]: file is null but inputs.kept is true".format(number))
+    return problems
+
+
+def _input_entry_problems(entry: Any) -> List[str]:
+    problems = _entry_problems(entry, ("source", "op_type"))
+    if not isinstance(entry, dict):
+        return problems
+    if isinstance(entry.get("source"), str) and entry["source"] not in INPUT_SOURCES:
+        problems.append("source {!r} is not one of {}".format(entry["source"], "|".join(INPUT_SOURCES)))
+    path = entry.get("file")
+    name = path[len("inputs/"):] if isinstance(path, str) and path.startswith("inputs/") else ""
+    if path is not None and not (name.endswith(INPUT_FILE_SUFFIX) and "/" not in name and "\\" not in name
+                                 and not name.startswith(".")):
+        problems.append("file is neither null nor a path inputs/*{}".format(INPUT_FILE_SUFFIX))
     return problems

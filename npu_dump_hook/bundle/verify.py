@@ -23,7 +23,7 @@ from ._spec import BACKENDS, BUNDLE_JSON_PATH, DATA_DIR, DUMP_NAME_FIELDS, FILE_
 from .describe import graph_ops, header_summary
 from ._document import (GOLDEN_FOR_TYPES, MAX_BUNDLE_JSON_BYTES, TOP_TYPES, load_bundle_json, too_large,
                         type_problems)
-from .schema import RUN_SECTION_KEYS, fingerprint_problems
+from .schema import RUN_SECTION_KEYS, fingerprint_problems, input_problems
 
 __all__ = ["verify_bundle", "check_bundle_json", "check_payload"]
 
@@ -34,7 +34,7 @@ _SECTIONS = {
 }
 #: Top-level keys a bundle MAY lack (section 2: fingerprints since bundle@1's addition, golden_for
 #: in golden bundles only).
-_OPTIONAL_KEYS = ("fingerprints", "golden_for")
+_OPTIONAL_KEYS = ("fingerprints", "golden_for", "inputs")
 _SHA256 = re.compile(r"[0-9a-f]{64}\Z")
 
 
@@ -92,6 +92,9 @@ def check_bundle_json(doc: Mapping[str, Any]) -> List[str]:
         problems.append("warnings holds a non-string")
     if isinstance(doc.get("fingerprints"), dict):  # any other non-null value is a type problem
         problems.extend(fingerprint_problems(doc["fingerprints"]))
+    if isinstance(doc.get("inputs"), dict):
+        problems.extend(input_problems(doc["inputs"]))
+        problems.extend(_unlisted_inputs(doc))
     problems.extend(_golden_problems(doc))
     return problems
 
@@ -118,6 +121,16 @@ def _read_path_problems(doc: Mapping[str, Any]) -> List[Tuple[str, str, str]]:
     return found
 
 
+def _unlisted_inputs(doc: Mapping[str, Any]) -> List[str]:
+    """``inputs.tensors[].file`` paths that files[] does not list as kind ``inputs``."""
+    files = doc.get("files") if isinstance(doc.get("files"), list) else []
+    listed = {e.get("path") for e in files if isinstance(e, dict) and e.get("kind") == "inputs"}
+    tensors = doc["inputs"].get("tensors")
+    return ["inputs.tensors[{}]: file {} is not a files[] entry of kind inputs".format(number, entry["file"])
+            for number, entry in enumerate(tensors if isinstance(tensors, list) else [])
+            if isinstance(entry, dict) and isinstance(entry.get("file"), str) and entry["file"] not in listed]
+
+
 def _golden_problems(doc: Mapping[str, Any]) -> List[str]:
     """A golden bundle (``backend`` ``"reference"``, or its alias ``"golden"``) holds no NPU dump;
     ``golden_for`` appears only there, with its keys. (The problems' wording names the recorded value.)"""
@@ -138,7 +151,7 @@ def _golden_problems(doc: Mapping[str, Any]) -> List[str]:
     if not isinstance(target, dict):
         return problems  # a type problem
     problems.extend("golden_for: missing key {!r}".format(key) for key, _types in GOLDEN_FOR_TYPES
-                    if key not in target)  # their types: type_problems
+                    if key not in target and key != "replayed")  # their types: type_problems
     digest = target.get("bundle_json_sha256")
     if isinstance(digest, str) and not _SHA256.match(digest):
         problems.append("golden_for.bundle_json_sha256 is not 64 lowercase hex digits")

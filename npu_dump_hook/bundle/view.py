@@ -11,6 +11,7 @@
         data/dump/{time}/{device}/{model}/{id}/{step}/...   view.dump_dir()
         data/golden/*.npy, golden_manifest.json             view.golden_dir(), view.golden_manifest()
         data/init/model.ckpt.index, .data-*                  view.init_files()
+        data/inputs/*.npy   (manifest: bundle.json inputs)   view.input_files()
         (every listed file)                   view.files(kind), view.path(entry["path"])
 
     with open_bundle(path) as view:
@@ -33,9 +34,10 @@ Rules (docs/bundle-format.md section 4, "the reading rules"; what the view guara
   the path is relative, without ``..``/NUL, and goes through no symlink (``data/`` included);
   a file that exists is a regular file (no FIFO, device, socket) of the size ``files[]``
   lists. ``dump_dir()``/``golden_dir()`` check every file ``files[]`` lists in their folder,
-  ``graph_file()``/``golden_manifest()`` theirs, ``init_files()`` every init entry, each of
-  which must list a sha256 (a null one is "not verifiable"); ``init_files(verify=True)``
-  also hashes each file (the files are present) before anything is restored.
+  ``graph_file()``/``golden_manifest()`` theirs, ``init_files()``/``input_files()`` every
+  init/inputs entry, each of which must list a sha256 (a null one is "not verifiable");
+  with ``verify=True`` they also hash each file (the files are present) before anything is
+  restored or fed.
   UnsafePathError (a BundleError) naming the bundle, the path and the rule otherwise.
 * What the view does not do: hash dump or golden files (compare reads them; ``verify``
   hashes everything), or look at files ``files[]`` does not list (readers walking a folder
@@ -54,7 +56,7 @@ from ._document import MAX_BUNDLE_JSON_BYTES, load_bundle_json, too_large, type_
 from ._fs import CHUNK_SIZE, safe_relpath
 from ._rules import file_rule, sha256_rule, symlink_on
 from ._spec import (BUNDLE_JSON, BUNDLE_JSON_PATH, DATA_DIR, DUMP_DIR, FILE_KINDS, GOLDEN_DIR, GOLDEN_MANIFEST,
-                    INIT_DIR)
+                    INIT_DIR, INPUTS_DIR)
 
 __all__ = ["BundleView", "open_bundle"]
 
@@ -178,7 +180,15 @@ class BundleView(object):
         """``files[]`` entries of the initial-state checkpoint (kind ``init`` under ``init/``), each
         checked with :meth:`checked` and required to list a sha256; with ``verify``, each file must
         be present and is hashed against it (the check before a restore)."""
-        found = [entry for entry in self.files("init") if entry["path"].startswith(INIT_DIR + "/")]
+        return self._verified_part("init", INIT_DIR, verify)
+
+    def input_files(self, verify: bool = False) -> List[Dict[str, Any]]:
+        """``files[]`` entries of the captured step's input values (kind ``inputs`` under
+        ``inputs/``), under the rules of :meth:`init_files` (the check before a golden run feeds them)."""
+        return self._verified_part("inputs", INPUTS_DIR, verify)
+
+    def _verified_part(self, kind: str, folder: str, verify: bool) -> List[Dict[str, Any]]:
+        found = [entry for entry in self.files(kind) if entry["path"].startswith(folder + "/")]
         for entry in found:
             local = self.checked(entry["path"], entry)
             rule = sha256_rule(entry, _sha256_regular(local) if verify and os.path.lexists(local) else None)

@@ -123,8 +123,8 @@ def write_bundle(dest: str, located: Any, *, backend: str, options: Any = None, 
                  init_dir: Optional[str] = None, link: str = "auto", checksum: str = "sha256",
                  archive: Optional[str] = None, force: bool = False, progress: Optional[ProgressFn] = None,
                  workers: Optional[int] = None, fingerprints: Optional[Mapping[str, Any]] = None,
-                 golden_for: Optional[Mapping[str, Any]] = None,
-                 warnings: Optional[List[str]] = None) -> BundleResult:
+                 golden_for: Optional[Mapping[str, Any]] = None, warnings: Optional[List[str]] = None,
+                 inputs_dir: Optional[str] = None, inputs: Optional[Mapping[str, Any]] = None) -> BundleResult:
     """Write the bundle of ``located`` (a :class:`npu_dump_hook.locate.LocatedRun`) to ``dest``.
 
     With ``archive`` ("tar" or "tar.gz"): when ``dest`` ends in ``.tar``/``.tar.gz`` only
@@ -134,8 +134,9 @@ def write_bundle(dest: str, located: Any, *, backend: str, options: Any = None, 
 
     ``located`` may be None for a bundle without graph and dump (``backend="reference"``: a
     golden bundle); its coverage is then not applicable. ``fingerprints`` and ``golden_for``
-    become the bundle.json keys of the same names (docs/bundle-format.md §2.2, §2.3);
-    ``warnings`` are added to the located run's.
+    become the bundle.json keys of the same names (docs/bundle-format.md §2.2, §2.3), and so does
+    ``inputs`` (the manifest of the ``.npy`` files in ``inputs_dir``, which go to ``data/inputs/``,
+    §2.4); ``warnings`` are added to the located run's.
     """
     _check_choice("backend", backend, BACKENDS)
     _check_choice("link", link, LINK_MODES)
@@ -155,7 +156,8 @@ def write_bundle(dest: str, located: Any, *, backend: str, options: Any = None, 
         return _write(dest, located, doing, archive_only, archive_path, folder_dest, warnings, backend=backend,
                       options=options, run=run, randomness=randomness, tf_graph=tf_graph, golden_dir=golden_dir,
                       init_dir=init_dir, link=link, checksum=checksum, archive=archive, force=force,
-                      progress=progress, workers=workers, fingerprints=fingerprints, golden_for=golden_for)
+                      progress=progress, workers=workers, fingerprints=fingerprints, golden_for=golden_for,
+                      inputs=(inputs_dir, inputs))
     except NpuDumpError:  # BundleExistsError and LocateError are OSErrors too: already ours
         raise
     except OSError as exc:  # ENOSPC, EACCES, EROFS, ...: the staging folder is already removed
@@ -192,7 +194,8 @@ def _write(dest: str, located: Any, doing: _Doing, archive_only: bool, archive_p
            warnings: List[str], *, backend: str, options: Any, run: Optional[Mapping[str, Any]], randomness: Any,
            tf_graph: Optional[str], golden_dir: Optional[str], init_dir: Optional[str], link: str, checksum: str,
            archive: Optional[str], force: bool, progress: Optional[ProgressFn], workers: Optional[int],
-           fingerprints: Optional[Mapping[str, Any]], golden_for: Optional[Mapping[str, Any]]) -> BundleResult:
+           fingerprints: Optional[Mapping[str, Any]], golden_for: Optional[Mapping[str, Any]],
+           inputs: Tuple[Optional[str], Optional[Mapping[str, Any]]]) -> BundleResult:
     # archive only: the folder is built beside the archive, packed, then dropped
     staging_dest = archive_path if archive_only else folder_dest
     doing("creating the staging folder beside", staging_dest)
@@ -200,7 +203,7 @@ def _write(dest: str, located: Any, doing: _Doing, archive_only: bool, archive_p
         graph_call = _fork_graph_read(located, stage.path, workers)  # reads the graph while we list
         try:
             doing("listing the source files for", dest)
-            plan = _plan(located, tf_graph, golden_dir, init_dir, warnings)
+            plan = _plan(located, tf_graph, golden_dir, init_dir, warnings, inputs[0])
             doing("reading the graph and writing its JSON form into", stage.path)
             graph, ops = _graph_section(located, stage.path, plan, warnings, graph_call)
         finally:
@@ -209,7 +212,7 @@ def _write(dest: str, located: Any, doing: _Doing, archive_only: bool, archive_p
                 _remove_graph_scratch(stage.path)
         plan.sort(key=lambda p: p.rel)
         report = make_progress(progress, len(plan), sum(p.size for p in plan))
-        head = _head(located, backend, options, run, randomness, graph, fingerprints, golden_for)
+        head = _head(located, backend, options, run, randomness, graph, fingerprints, golden_for, inputs[1])
         doing("placing the payload and writing data/bundle.json in", stage.path)
         tally = write_payload_and_json(stage.path, head, plan, ops, link, checksum, report, workers, warnings,
                                        dumps=backend != GOLDEN_BACKEND)
@@ -259,7 +262,7 @@ def _pack_to(src_dir: str, archive_path: str, fmt: str, arcroot: str, force: boo
 
 # -- planning: what goes where -----------------------------------------------------------------
 def _plan(located: Any, tf_graph: Optional[str], golden_dir: Optional[str], init_dir: Optional[str],
-          warnings: List[str]) -> List[Any]:
+          warnings: List[str], inputs_dir: Optional[str] = None) -> List[Any]:
     """What goes where: a _Planned (or, for dump-folder files, a _PlannedDump) per file."""
     plan = []  # type: List[Any]
     graph_file = getattr(located, "graph_file", None)
@@ -276,7 +279,8 @@ def _plan(located: Any, tf_graph: Optional[str], golden_dir: Optional[str], init
                                "chain are never followed)".format(step.path, link, _readlink(link)))
             continue
         plan.extend(_dump_files(_fs.safe_relpath(prefix), step.path, warnings))
-    for folder, top, kind in ((golden_dir, "golden", "golden"), (init_dir, "init", "init")):
+    for folder, top, kind in ((golden_dir, "golden", "golden"), (init_dir, "init", "init"),
+                              (inputs_dir, "inputs", "inputs")):
         if folder:
             plan.extend(_Planned(top + "/" + f.rel, f.path, f.size, kind) for f in _fs.walk_files(folder, warnings))
     _reject_duplicates(plan)
@@ -499,9 +503,11 @@ def _remove_graph_scratch(stage: str) -> None:
 # -- bundle.json head ----------------------------------------------------------------------------
 def _head(located: Any, backend: str, options: Any, run: Optional[Mapping[str, Any]], randomness: Any,
           graph: Dict[str, Any], fingerprints: Optional[Mapping[str, Any]] = None,
-          golden_for: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+          golden_for: Optional[Mapping[str, Any]] = None,
+          inputs: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """The bundle.json keys written before ``files`` (``coverage``/``warnings`` follow it):
-    ``fingerprints`` always (null when unknown), ``golden_for`` in golden bundles only."""
+    ``fingerprints`` always (null when unknown), ``golden_for`` in golden bundles only,
+    ``inputs`` when the run kept its captured step's inputs."""
     head = collections.OrderedDict([
         ("schema", BUNDLE_SCHEMA),
         ("backend", backend),
@@ -516,6 +522,8 @@ def _head(located: Any, backend: str, options: Any, run: Optional[Mapping[str, A
     ])
     if golden_for is not None:
         head["golden_for"] = _plain(golden_for)
+    if inputs is not None:
+        head["inputs"] = _plain(inputs)
     return head
 
 

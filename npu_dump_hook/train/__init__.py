@@ -14,6 +14,8 @@
     dump_run.py        DumpRun: the backend, the capture, the initial-state checkpoint, the emulated dump
     golden.py          GoldenRun: restore from the NPU bundle, fingerprint comparison, on_mismatch
     state.py           StepFingerprints: the state and batch fingerprints of the captured step
+    inputs.py          StepInputs: the captured step's input values kept for the golden run's replay
+    replay.py          InputReplay: the golden run feeds those values into the same tensors
     report.py          the end-of-run summary lines
 
 Imports run one way: modules here import the layers below (``_tf``, ``errors``, ``constants``,

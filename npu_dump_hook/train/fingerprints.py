@@ -14,7 +14,10 @@ element as an 8-byte little-endian length then its bytes), so the digest depends
 values, dtype and shape only, never on the machine. ``state`` lists every global variable
 (sorted by name) as restored or initialised, read right before the captured step; ``batch``
 every ``IteratorGetNext``/``IteratorGetNextSync``/``GetNext`` output the captured step
-executes and every value it is fed (``feed_dict``), sorted by name.
+executes, every queue dequeue (``QueueDequeue*``) and ``py_func`` (``PyFunc``, ``EagerPyFunc``)
+output it executes, and every value it is fed (``feed_dict``), sorted by name; ``source`` says
+which (``iterator``, ``queue``, ``py_func``, ``feed``: :data:`~npu_dump_hook.bundle.schema.INPUT_SOURCES`).
+An NPU run keeps these values for the golden run's replay (:mod:`npu_dump_hook.train.inputs`).
 
 Two parts:
 
@@ -48,7 +51,7 @@ from ..bundle.schema import fingerprint_problems as section_problems
 from ._capture_reads import budget_groups, read_values
 from .walk import GraphIndex, StepWalk
 
-__all__ = ["ALGORITHM", "BATCH_OP_TYPES", "array_digest", "fingerprints_section", "StateReader",
+__all__ = ["ALGORITHM", "BATCH_OP_TYPES", "INPUT_OP_SOURCES", "array_digest", "fingerprints_section", "StateReader",
            "batch_tensors", "batch_tensors_of", "batch_entries", "compare", "Comparison", "section_problems", "CAUSES"]
 
 logger = logging.getLogger("npu_dump_hook.fingerprints")  # its name before it moved into train/
@@ -56,6 +59,12 @@ logger = logging.getLogger("npu_dump_hook.fingerprints")  # its name before it m
 #: Op types whose outputs are the batch a step reads from its input pipeline (TF's iterators;
 #: ``GetNext`` is the Ascend adapter's device-side form).
 BATCH_OP_TYPES = frozenset(("IteratorGetNext", "IteratorGetNextSync", "GetNext"))
+#: Further input ops whose outputs are a step's batch, by ``source``: queue dequeues (queue runners,
+#: ``numpy_input_fn``, ``tf.train.batch``) and Python functions run inside the step.
+INPUT_OP_SOURCES = dict([(t, "iterator") for t in BATCH_OP_TYPES] + [
+    (t, "queue") for t in ("QueueDequeue", "QueueDequeueV2", "QueueDequeueMany", "QueueDequeueManyV2",
+                           "QueueDequeueUpTo", "QueueDequeueUpToV2")] + [
+    (t, "py_func") for t in ("PyFunc", "PyFuncStateless", "EagerPyFunc")])
 _NO_ARRAY = frozenset(("resource", "variant"))
 _HASH_CHUNK = 1 << 24
 
@@ -64,8 +73,10 @@ CAUSES = {
     "state_values": "different initial state: the NPU bundle's checkpoint was not restored (initial_state, "
                     "restore_initial_state=False) or the model was initialised differently (another seed)",
     "state_variables": "different model code: variables added, removed, renamed or reshaped",
-    "batch_values": "different batch: shuffle not removed (randomness='strip' removes it), a different data "
-                    "order or data seed, other data files, or a different feed_dict",
+    "batch_values": "different batch, not replayed from the NPU bundle (see the note): in-graph shuffle not "
+                    "removed (randomness='strip' removes it), a different data order or data seed, other data "
+                    "files, or other feed_dict values (numpy/Python shuffles: keep the NPU run's inputs within "
+                    "max_input_bytes so the golden run replays them)",
     "batch_inputs": "different model code or input pipeline: the step reads other inputs, or inputs of another "
                     "dtype or shape (batch size, preprocessing)",
 }
@@ -76,7 +87,8 @@ CAUSES = {
 
 def array_digest(value: Any) -> Dict[str, Any]:
     """``{"dtype", "shape", "sha256"}`` of an array value (see the module doc for the bytes hashed)."""
-    array = np.asarray(value)
+    # a bytes scalar as an object array: numpy's fixed-width form would drop trailing NUL bytes
+    array = np.array(value, dtype=object) if isinstance(value, bytes) else np.asarray(value)
     digest = hashlib.sha256()
     if array.dtype.kind in ("O", "S", "U"):
         for item in array.reshape(-1):
@@ -163,10 +175,10 @@ def _static_nbytes(variable: Any) -> int:
 
 
 def batch_tensors(graph: Any, fetches: Any, feed_dict: Any) -> Tuple[List[Tuple[Any, str]], List[Dict[str, str]]]:
-    """The tensors that are the step's batch: ``([(tensor, "iterator"|"feed")], skipped)``.
+    """The tensors that are the step's batch: ``([(tensor, source)], skipped)``.
 
     Walks back from ``fetches`` through data and control inputs as TensorFlow prunes (fed
-    tensors end the walk) and takes every output of the :data:`BATCH_OP_TYPES` ops reached;
+    tensors end the walk) and takes every output of the :data:`INPUT_OP_SOURCES` ops reached;
     fed tensors are taken as well (fetching a fed tensor returns the fed value).
     """
     return batch_tensors_of(StepWalk(GraphIndex(graph), fetches, feed_dict))
@@ -176,9 +188,12 @@ def batch_tensors_of(walk: StepWalk) -> Tuple[List[Tuple[Any, str]], List[Dict[s
     """:func:`batch_tensors` of a run already walked (:class:`~npu_dump_hook.train.walk.StepWalk`)."""
     found = {}  # type: Dict[str, Tuple[Any, str]]
     for op in walk.ran.values():
-        if op.type in BATCH_OP_TYPES:
+        source = INPUT_OP_SOURCES.get(op.type)
+        if source == "py_func" and _reads_variables(walk, op):
+            continue  # a py_func inside the model computes from it: not an input
+        if source is not None:
             for tensor in op.outputs:
-                found[tensor.name] = (tensor, "iterator")
+                found[tensor.name] = (tensor, source)
     for name, tensor in walk.fed.items():
         if hasattr(tensor, "op"):
             found[name] = (tensor, "feed")
@@ -196,6 +211,25 @@ def batch_tensors_of(walk: StepWalk) -> Tuple[List[Tuple[Any, str]], List[Dict[s
         else:
             chosen.append((tensor, source))
     return chosen, skipped
+
+
+_VARIABLE_OPS = frozenset(("VariableV2", "Variable", "VarHandleOp", "ReadVariableOp", "ResourceGather"))
+
+
+def _reads_variables(walk: StepWalk, op: Any) -> bool:
+    """True when ``op`` (run by the step) computes from a variable: walked back through the ops
+    the step runs, fed tensors ending the walk."""
+    seen, stack = set(), [op]
+    while stack:
+        current = stack.pop()
+        if current.name in seen:
+            continue
+        seen.add(current.name)
+        if current.type in _VARIABLE_OPS:
+            return True
+        inputs, _controls = walk.index.edges(current)
+        stack.extend(t.op for t in inputs if t.name not in walk.fed and t.op.name in walk.ran)
+    return False
 
 
 def batch_entries(tensors: Sequence[Tuple[Any, str]], values: Sequence[Any]) -> List[Dict[str, Any]]:

@@ -2,15 +2,21 @@
 
 Contract (a run without ``initial_state`` gets a :class:`GoldenRun` whose methods do nothing)::
 
-    golden = GoldenRun.open(initial_state, restore, on_mismatch)  # construction: the NPU bundle opened
+    golden = GoldenRun.open(initial_state, restore, on_mismatch, replay_inputs)  # the NPU bundle opened
     backend = golden_backend(backend, initial_state)   # before: "auto" -> "reference"; else OptionError
-    golden.begin(variables, scratch_dir, guard) # names/shapes checked; mismatch + "error": raised now
+    golden.begin(variables, scratch_dir, guard) # the kept inputs loaded and checked (replay_inputs);
+                                                # names/shapes checked; mismatch + "error": raised now
+    feeds = golden.replay_feeds(walk, run_context, guard)  # captured step: the NPU step's inputs
     golden.restore(session, guard)              # right before the captured step
+    golden.end_replay()                         # after it: the script's feed_dict as it was
     golden.compare(section, randomness, run_context)   # after it: ``golden_for``; a mismatch
                                                 # with on_mismatch="error" is kept in ``mismatch``
                                                 # (end() raises it) and stops the run
 
-The NPU bundle is read through :class:`~npu_dump_hook.golden_run.NpuBundleTarget`'s public API.
+The NPU bundle is read through :class:`~npu_dump_hook.golden_run.NpuBundleTarget`'s public API;
+the input replay is :mod:`npu_dump_hook.train.replay`. An NPU bundle that keeps only the hashes
+of its inputs (above its ``max_input_bytes``), or none, cannot be replayed: a warning says so,
+the script makes its own batch and the fingerprints show whether it is the NPU step's.
 """
 import logging
 import shutil
@@ -22,6 +28,7 @@ from ..errors import FingerprintMismatchError, OptionError
 from .fingerprints import CAUSES, compare
 from ..golden_run import NpuBundleTarget, check_variables
 from .guard import HOOK_LOGGER, FailureGuard
+from .replay import InputReplay
 
 __all__ = ["GoldenRun", "golden_backend"]
 
@@ -31,7 +38,8 @@ logger = logging.getLogger(HOOK_LOGGER)
 class GoldenRun(object):
     """What the golden run adds to a run (see the module doc); inert without a target."""
 
-    def __init__(self, target: Optional[NpuBundleTarget], restore: bool, on_mismatch: str) -> None:
+    def __init__(self, target: Optional[NpuBundleTarget], restore: bool, on_mismatch: str,
+                 replay_inputs: bool = True) -> None:
         #: The NPU bundle this run reproduces (None: not a golden run).
         self.target = target
         self.restore_initial_state = restore
@@ -42,16 +50,21 @@ class GoldenRun(object):
         self.mismatch = None  # type: Optional[FingerprintMismatchError]
         #: What the bundle's ``warnings`` must carry.
         self.warnings = []  # type: List[str]
+        self.replay_inputs = replay_inputs
+        #: The NPU step's kept inputs, fed at the captured step (None: not replayed, see ``_not_replayed``).
+        self.replay = None  # type: Optional[InputReplay]
+        self._not_replayed = None  # type: Optional[str]
         self._restorer = None  # type: Any
         self._prefix = None  # type: Optional[str]
         self._scratch = None  # type: Optional[str]
 
     @classmethod
-    def open(cls, initial_state: Optional[str], restore: bool, on_mismatch: str) -> "GoldenRun":
+    def open(cls, initial_state: Optional[str], restore: bool, on_mismatch: str,
+             replay_inputs: bool = True) -> "GoldenRun":
         target = None
         if initial_state is not None:
             target = NpuBundleTarget.open(initial_state, need_checkpoint=restore)
-        return cls(target, restore, on_mismatch)
+        return cls(target, restore, on_mismatch, bool(replay_inputs))
 
     @property
     def captured_step(self) -> Optional[int]:
@@ -65,8 +78,13 @@ class GoldenRun(object):
 
     def begin(self, variables: List[Any], scratch_dir: str, guard: FailureGuard) -> None:
         """The Saver that restores the NPU bundle's checkpoint, over the variables both hold; a name
-        or shape mismatch fails now (on_mismatch="error") or restores the rest ("warn")."""
-        if self.target is None or not self.restore_initial_state:
+        or shape mismatch fails now (on_mismatch="error") or restores the rest ("warn"). First the
+        NPU step's kept inputs are loaded, every file and value checked (nothing restored yet)."""
+        if self.target is None:
+            return
+        self._load_inputs(scratch_dir)
+        if not self.restore_initial_state:
+            shutil.rmtree(scratch_dir, ignore_errors=True)
             return
         target = self.target
         self._scratch = scratch_dir
@@ -88,6 +106,45 @@ class GoldenRun(object):
             self._restorer = _tf.tf_v1().train.Saver(var_list=restorable, sharded=False,
                                                      name="npu_dump_hook_golden_restore")
 
+    def _load_inputs(self, scratch_dir: str) -> None:
+        target = self.target
+        manifest = target.inputs
+        if not self.replay_inputs:
+            self._not_replayed = "replay_inputs=False: this run made its own batch"
+            return
+        if manifest is None:
+            reason = "the NPU bundle keeps no input values (made without input replay)"
+        elif not manifest.get("kept"):
+            reason = "the NPU bundle keeps only the sha256 of its inputs ({})".format(manifest.get("reason"))
+        else:
+            self.replay = InputReplay(target.path, target.input_values(scratch_dir))
+            return
+        self._not_replayed = reason
+        message = ("cannot replay the NPU step's inputs: {}; this run makes its own batch, and the batch "
+                   "fingerprints show whether it is the NPU step's".format(reason))
+        logger.warning("NpuDumpHook: golden run for %s: %s", printable(target.path), printable(message))
+        self.warnings.append("golden run: " + message)
+
+    def replay_feeds(self, walk: Any, run_context: Any, guard: FailureGuard) -> Dict[Any, Any]:
+        """At the captured step, before the restore: the hook's feeds of the NPU step's inputs (the
+        script's own fed tensors are set in its feed_dict); ReplayError naming what cannot be fed."""
+        if self.replay is None:
+            return {}
+        feeds = {}  # type: Dict[Any, Any]
+        with guard("replaying the inputs of {}".format(self.target.path)):
+            feeds = self.replay.feeds(walk.index.graph, run_context.original_args.feed_dict)
+        return feeds
+
+    def end_replay(self) -> None:
+        """After the captured step: the script's feed_dict values as they were."""
+        if self.replay is not None:
+            self.replay.undo()
+
+    def _replayed(self) -> Dict[str, Any]:
+        if self.replay is not None:
+            return self.replay.record()
+        return {"count": 0, "bytes": 0, "tensors": [], "reason": self._not_replayed}
+
     def restore(self, session: Any, guard: FailureGuard) -> None:
         """Right before the captured step: the NPU bundle's checkpoint into the variables."""
         if self._restorer is None:
@@ -105,7 +162,7 @@ class GoldenRun(object):
             return
         comparison = compare(target.fingerprints, section)
         self.golden_for = dict(target.identity(), match=comparison.match, on_mismatch=self.on_mismatch,
-                               differences=comparison.as_dict())
+                               differences=comparison.as_dict(), replayed=self._replayed())
         for note in comparison.notes:
             logger.warning("NpuDumpHook: golden run for %s: %s", printable(target.path), printable(note))
             self.warnings.append("golden run: " + note)
@@ -114,7 +171,10 @@ class GoldenRun(object):
                         printable(target.path),
                         len((section or {}).get("state") or ()), len((section or {}).get("batch") or ()))
             return
-        message = comparison.message(target.path, _randomness_hints(target.randomness, randomness))
+        hints = _randomness_hints(target.randomness, randomness)
+        if self.replay is None and self._not_replayed:
+            hints.append("the NPU step's inputs were not replayed: " + self._not_replayed)
+        message = comparison.message(target.path, hints)
         if self.on_mismatch == "warn":
             logger.warning("NpuDumpHook: %s (on_mismatch='warn': the golden bundle is written)", printable(message))
             self.warnings.append(message)
@@ -128,8 +188,10 @@ class GoldenRun(object):
         """For the announcement: the NPU bundle and whether the fingerprints matched."""
         if not self.golden_for:
             return "no NPU bundle"
-        return "for NPU bundle {} (fingerprints {})".format(self.golden_for["path"],
-                                                            "match" if self.golden_for["match"] else "DIFFER")
+        replayed = (self.golden_for.get("replayed") or {}).get("count") or 0
+        return "for NPU bundle {} (fingerprints {}, {})".format(
+            self.golden_for["path"], "match" if self.golden_for["match"] else "DIFFER",
+            "{} input(s) replayed".format(replayed) if replayed else "inputs not replayed")
 
 
 def golden_backend(backend: Any, initial_state: Any) -> Any:

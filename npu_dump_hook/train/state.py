@@ -2,12 +2,13 @@
 
 Contract (see :mod:`npu_dump_hook.train.fingerprints` for what is hashed)::
 
-    prints = StepFingerprints()
+    prints = StepFingerprints(inputs=None)      # inputs: a StepInputs keeping the batch values (NPU run)
     prints.begin(variables)                     # the global variables, read before the captured step
     fetches = prints.batch_fetches(walk, guard) # before it: the batch tensors, from the step's one walk
     prints.reader                               # join the capture's read before the step (read once) ...
     prints.read_state(session, guard)           # ... or read now (when no capture read took them)
-    prints.take_batch(results, guard)           # after it: hash the batch values the step returned
+    prints.take_batch(results, guard)           # after it: hash the batch values the step returned (and
+                                                # hand them to ``inputs``, which keeps them for the replay)
     prints.section(captured_step)               # the ``fingerprints`` section (None if never recorded)
 """
 from typing import Any, Dict, List, Optional, Tuple  # noqa: F401 (type comments)
@@ -15,6 +16,7 @@ from typing import Any, Dict, List, Optional, Tuple  # noqa: F401 (type comments
 from ._capture_plan import resolve_memory_budget
 from .fingerprints import StateReader, batch_entries, batch_tensors_of, fingerprints_section
 from .guard import FailureGuard
+from .inputs import StepInputs
 from .walk import StepWalk
 
 __all__ = ["StepFingerprints"]
@@ -23,7 +25,9 @@ __all__ = ["StepFingerprints"]
 class StepFingerprints(object):
     """State and batch fingerprints of one captured step (see the module doc)."""
 
-    def __init__(self) -> None:
+    def __init__(self, inputs: Optional[StepInputs] = None) -> None:
+        #: Keeps the captured step's batch values for a golden run's replay (None: hashes only).
+        self.inputs = inputs
         self.reader = None  # type: Optional[StateReader]
         self.state = None  # type: Optional[List[Dict[str, Any]]]
         self.batch = None  # type: Optional[List[Dict[str, Any]]]
@@ -60,8 +64,12 @@ class StepFingerprints(object):
         if self._plan is None:
             return
         plan, self._plan = self._plan, None
+        values = results["batch"] if plan else []
         with guard("hashing the batch of step {}".format(step)):
-            self.batch = batch_entries(plan, results["batch"] if plan else [])
+            self.batch = batch_entries(plan, values)
+        if self.inputs is not None and self.batch is not None:
+            with guard("keeping the inputs of step {} for the golden run's replay".format(step)):
+                self.inputs.keep(plan, values, self.batch, step)
 
     def section(self, captured_step: int) -> Optional[Dict[str, Any]]:
         """The ``fingerprints`` section (None when the captured step never ran)."""
