@@ -42,11 +42,12 @@ from ._match import build_plan
 from ._npu import NpuSide, load_npu
 from ._report import SCHEMA, csv_text, first_divergence_doc, row_doc, summary_doc, terminal_summary
 from ._rows import Row, build_rows
-from ._thresholds import DEFAULT_THRESHOLDS, Thresholds, make_thresholds
+from ._thresholds import DEFAULT_THRESHOLDS, PRECISION_CLASSES, Thresholds, make_thresholds, op_precision
 from ._pool import run_jobs
 from ._worker import FileResult
 
-__all__ = ["compare", "CompareResult", "Thresholds", "DEFAULT_THRESHOLDS", "SCHEMA", "ProgressFn", "render_html"]
+__all__ = ["compare", "CompareResult", "Thresholds", "DEFAULT_THRESHOLDS", "SCHEMA", "ProgressFn", "render_html",
+           "PRECISION_CLASSES", "op_precision"]
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from .metrics import METRIC_NAMES
 from .._inert import csv_cell, printable
 from ._rows import Row
-from ._thresholds import Thresholds, checks_row, magnitude_error, severity
+from ._thresholds import Thresholds, checks_row, magnitude_error, op_precision, severity
 
 __all__ = ["SCHEMA", "CSV_HEADER", "csv_text", "row_doc", "summary_doc", "first_divergence_doc",
            "terminal_summary"]
@@ -73,6 +73,7 @@ def row_doc(row: Row) -> Dict[str, Any]:
         "golden_tensor": "{}:{}".format(*row.golden) if row.golden else None,
         "magnitude_error": _json_number(magnitude_error(row.metrics)) if row.metrics else None,
         "breached": list(row.breached), "shape_note": row.shape_note,
+        "precision_class": op_precision(row.op_type, row.direction, row.slot)[0],
     }
 
 
