@@ -39,7 +39,8 @@ GRAPH_DIR, DUMP_DIR, TF_DIR, TF_GRAPH_FILE = "graph", "dump", "tf", "graph.pbtxt
 INIT_DIR, INIT_CHECKPOINT_PREFIX, GOLDEN_DIR, CAPTURE_DIR = "init", "model.ckpt", "golden", ".capture"
 TARGET_SCRATCH_DIR = ".initial_state"
 #: Further keys a hooked run records in its ``run`` section.
-_RUN_EXTRA_KEYS = ("max_steps", "captured_step", "graph_dump_env", "tf_version", "emulator", "reference")
+_RUN_EXTRA_KEYS = ("max_steps", "captured_step", "graph_dump_env", "tf_version", "emulator", "reference",
+                   "environment")
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,8 @@ class RunRecord:
     golden_only: bool = False
     #: What the run noticed that the bundle's ``warnings`` must carry.
     warnings: Tuple[str, ...] = ()
+    #: What the run ran on (:mod:`npu_dump_hook.environment`; bundle.json ``run.environment``).
+    environment: Optional[Mapping[str, Any]] = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -167,6 +170,7 @@ class RunRecord:
             "initial_state": self.initial_state, "backend": self.backend, "emulator": self.emulator,
             "reference": self.reference, "randomness": self.randomness, "tf_version": self.tf_version,
             "fingerprints": self.fingerprints, "golden_for": self.golden_for, "warnings": list(self.warnings),
+            "environment": self.environment,
         }
         summary.update(self.extra)
         return summary

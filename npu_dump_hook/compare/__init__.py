@@ -32,6 +32,7 @@ import re
 import time
 from typing import Any, Callable, Dict, List, Optional
 
+from ..environment import differences as environment_differences
 from ..errors import CompareError, OptionError
 from ._analysis import analyse
 from ._golden import GoldenSide, load_golden_side
@@ -164,6 +165,10 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
                 golden_side.path, len(golden_side.skipped), ", ".join(golden_side.skipped[:3])))
         for warning in warnings:
             logger.warning("%s", printable(warning))
+        environment = environment_differences(npu_side.bundle_json, golden_side.bundle_json
+                                              if golden_side.kind == "bundle" else None)
+        if analysis.input_inconsistent:  # what else differed between the runs: the likely cause
+            analysis.input_detail.extend("environment: " + line for line in environment)
         first = analysis.root_causes[0] if analysis.root_causes else None
         doc = {
             "schema": SCHEMA,
@@ -174,6 +179,7 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
                                    time.monotonic() - started, analysis.incomplete, bool(allow_uncompared)),
             "first_divergence": first_divergence_doc(first),
             "root_causes": [r.number for r in analysis.root_causes],
+            "environment_differences": environment,
             "rows": [row_doc(r) for r in rows],
             "warnings": warnings,
         }

@@ -154,15 +154,21 @@ def terminal_summary(doc: Dict[str, Any], rows: Sequence[Row], root_causes: Sequ
                  " (" + ", ".join("{} {}".format(k, v) for k, v in sorted(s["not_compared_reasons"].items())) + ")"
                  if s["not_compared_reasons"] else ""),
              "thresholds: " + thresholds.describe()]
+    differences = doc.get("environment_differences") or []
+    if differences:  # what changed between the two runs, before any metric
+        lines[1:1] = ["environment: {} difference(s) between the two sides:".format(len(differences))] + [
+            "  " + _clip(printable(d), width - 2) for d in differences[:8]] + (
+            ["  ... (environment_differences in the JSON)"] if len(differences) > 8 else [])
     if s.get("compared_flattened"):
-        lines.insert(2, "  {} compared flattened (as msaccucmp: another shape with as many elements as the "
-                        "golden's; shape_note in the JSON)".format(s["compared_flattened"]))
+        lines.insert(len(lines) - 1, "  {} compared flattened (as msaccucmp: another shape with as many elements "
+                                     "as the golden's; shape_note in the JSON)".format(s["compared_flattened"]))
     verdict = s["verdict"].upper()
     lines.append("verdict: {}: {} row(s) breach: {} root cause(s), {} propagated, {} overflow ({:.2f} s)".format(
         verdict, s["breached"], s["root_causes"], s["propagated"], s["overflow"], s["elapsed_s"]))
     if s["breached"] and not s["root_causes"]:
-        lines.append("  no root cause: every breach inherits an upstream error at least as large (within thresholds "
-                     "there, e.g. float16 ties flipping MaxPoolGrad)")
+        lines.append("  no root cause: every breach inherits an upstream error (as large, or what its op class makes "
+                     "of it: a reduction, a second moment, a sign-sensitive op; within thresholds there, e.g. "
+                     "float16 ties flipping MaxPoolGrad)")
     if s.get("incomplete"):
         lines.append("INCOMPLETE: not everything dumped was compared{}:".format(
             " (allowed: --allow-uncompared)" if s["verdict"] != "incomplete" else
