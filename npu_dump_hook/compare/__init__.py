@@ -44,6 +44,7 @@ from ._npu import NpuSide, load_npu
 from ._report import SCHEMA, csv_text, first_divergence_doc, row_doc, summary_doc, terminal_summary
 from ._rows import Row, build_rows
 from ._thresholds import DEFAULT_THRESHOLDS, PRECISION_CLASSES, Thresholds, make_thresholds, op_precision
+from ._npu_pair import DETERMINISM_THRESHOLDS, determinism_doc, is_npu_bundle, npu_golden_side, pair_incomplete
 from ._pool import run_jobs
 from ._worker import FileResult
 
@@ -111,7 +112,8 @@ def _golden_for_warning(npu: NpuSide, golden: GoldenSide) -> List[str]:
 
 def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = None, thresholds: Any = None,
             ops: Optional[str] = None, step: Optional[int] = None, workers: Optional[int] = None,
-            progress: Optional[ProgressFn] = None, allow_uncompared: bool = False) -> CompareResult:
+            progress: Optional[ProgressFn] = None, allow_uncompared: bool = False,
+            determinism: bool = False) -> CompareResult:
     """Compare the NPU side ``npu`` with ``golden`` (see the module doc and docs/compare.md).
 
     ``npu``: bundle folder or archive, or a dump step folder (then ``graph`` is required);
@@ -123,12 +125,17 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
     (default: every core); ``progress(done, total)`` after every dump file;
     ``allow_uncompared``: pass on the compared rows even when the comparison is incomplete
     (broken data, ops with a dump file but no compared row; docs/compare.md).
+    ``golden`` may be a second NPU bundle (NPU vs NPU, :mod:`._npu_pair`); ``determinism``: two
+    runs of one configuration, every op whose outputs differ at all is listed (``doc["determinism"]``).
 
     Raises CompareError / OptionError / BundleError / FormatError for inputs it cannot use;
     tensors it cannot compare are rows with a reason, never errors.
     """
     started = time.monotonic()
-    limits = make_thresholds(thresholds)
+    pair = is_npu_bundle(golden)
+    if determinism and not pair:
+        raise OptionError("determinism", golden, "needs two NPU bundles (NPU and GOLDEN both NPU runs)")
+    limits = make_thresholds(DETERMINISM_THRESHOLDS if determinism else thresholds)
     count = _workers(workers)
     pattern = _ops_pattern(ops)
     if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
@@ -136,9 +143,9 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
     npu_side = load_npu(npu, graph, step)
     golden_side = None
     try:
-        golden_side = load_golden_side(golden, npu_side)
+        golden_side = npu_golden_side(golden, step) if pair else load_golden_side(golden, npu_side)
         the_graph = load_graph(npu_side.graph_path or "")
-        plan = build_plan(the_graph, npu_side.dumps, pattern)
+        plan = build_plan(the_graph, npu_side.dumps, pattern, walk=not pair)
         results = {}  # type: Dict[int, FileResult]
         total = len(plan.jobs)
 
@@ -150,7 +157,9 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
             results[result.job] = result
         rows = build_rows(plan.entries, results)
         analysis = analyse(rows, the_graph, limits, npu_side.bundle_json,
-                           golden_side.bundle_json if golden_side.kind == "bundle" else None)
+                           golden_side.bundle_json if golden_side.kind in ("bundle", "npu") else None)
+        if pair:  # an op fused away on the other side has no counterpart there
+            analysis.incomplete = pair_incomplete(rows)
         warnings = list(npu_side.warnings) + _golden_for_warning(npu_side, golden_side)
         # entries the NPU scan skipped unopened: something was dumped there that nothing compared
         analysis.incomplete.extend(npu_side.skipped)
@@ -166,7 +175,8 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
         for warning in warnings:
             logger.warning("%s", printable(warning))
         environment = environment_differences(npu_side.bundle_json, golden_side.bundle_json
-                                              if golden_side.kind == "bundle" else None)
+                                              if golden_side.kind in ("bundle", "npu") else None,
+                                              ("NPU", "NPU B" if pair else "golden"))
         if analysis.input_inconsistent:  # what else differed between the runs: the likely cause
             analysis.input_detail.extend("environment: " + line for line in environment)
         first = analysis.root_causes[0] if analysis.root_causes else None
@@ -183,6 +193,8 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
             "rows": [row_doc(r) for r in rows],
             "warnings": warnings,
         }
+        if determinism:
+            doc["determinism"] = determinism_doc(rows)[0]
         return CompareResult(doc, rows, analysis.root_causes, limits)
     finally:
         npu_side.close()

@@ -162,6 +162,12 @@ def terminal_summary(doc: Dict[str, Any], rows: Sequence[Row], root_causes: Sequ
     if s.get("compared_flattened"):
         lines.insert(len(lines) - 1, "  {} compared flattened (as msaccucmp: another shape with as many elements "
                                      "as the golden's; shape_note in the JSON)".format(s["compared_flattened"]))
+    if doc.get("determinism") is not None:
+        ops = doc["determinism"]["ops"]
+        lines.append("determinism: {} op(s) whose outputs differ bit for bit{}".format(
+            len(ops), ": first " + printable(ops[0]) + (", then " + ", ".join(printable(o) for o in ops[1:4]) +
+                                                         (" ..." if len(ops) > 4 else "") if len(ops) > 1 else "")
+            if ops else ""))
     verdict = s["verdict"].upper()
     lines.append("verdict: {}: {} row(s) breach: {} root cause(s), {} propagated, {} overflow ({:.2f} s)".format(
         verdict, s["breached"], s["root_causes"], s["propagated"], s["overflow"], s["elapsed_s"]))
