@@ -574,3 +574,20 @@ def test_comparing_in_process_leaves_the_callers_blas_threads_as_they_were(tmp_p
         assert getter() == 2
     finally:
         setter(before)
+
+
+def test_input_inconsistent_names_the_environment_differences(tmp_path):
+    """A changed precision_mode is printed before any metric, and named as a likely cause."""
+    from npu_dump_hook import environment
+
+    base = np.arange(24, dtype=np.float32).reshape(4, 6)
+    env = environment.capture("2.15.1", None, {"numerics": {"precision_mode": "allow_fp32_to_fp16"}}, {})
+    other = dict(env, session=dict(env["session"], precision_mode="force_fp32"))
+    npu = _iterator_run(tmp_path / "npu", base, dict(_fingerprints("11"), run={"environment": env}))
+    golden = _iterator_run(tmp_path / "golden", base, dict(_fingerprints("22"), run={"environment": other}))
+    result = compare(npu, golden, workers=1)
+    line = "session.precision_mode: NPU allow_fp32_to_fp16, golden force_fp32"
+    assert result.doc["environment_differences"] == [line]
+    assert "environment: " + line in result.doc["summary"]["input_inconsistent_detail"]
+    text = result.summary_text()
+    assert text.index(line) < text.index("rows ") and result.exit_code == 1
