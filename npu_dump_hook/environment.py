@@ -10,7 +10,9 @@ without importing anything not yet loaded (TensorFlow's version comes from the c
                (installed distribution), cann (toolkit version.cfg/version.info), driver
     packages   {"count", "sha256"}: the installed distributions "name==version", sorted, hashed
                (what ``pip freeze`` lists, read from importlib.metadata / pkg_resources)
-    env        ASCEND_*, HCCL_*, TF_*, DUMP_GE_GRAPH*, NPU_DUMP_* variables (values as set)
+    env        ASCEND_*, HCCL_*, TF_*, DUMP_GE_GRAPH*, NPU_DUMP_* variables (values as set; a name
+               with TOKEN, SECRET, PASSWORD, CREDENTIAL, AUTH, _KEY or PRIVATE shows <redacted>;
+               Terraform's TF_VAR_*, TF_TOKEN_*, TF_CLI_* are left out: bundles are shared)
     session    precision_mode, fusion_switch_file, fusion_switch_sha256, deterministic: the
                NpuOptimizer options of the session's ConfigProto (the emulator's precision
                mode when the run was emulated), None where unknown
@@ -25,13 +27,17 @@ from ._files import open_regular
 from ._version import __version__
 from .bundle.schema import ENVIRONMENT_PREFIXES
 
-__all__ = ["capture", "session_options", "differences", "ENVIRONMENT_PREFIXES"]
+__all__ = ["capture", "session_options", "differences", "ENVIRONMENT_PREFIXES", "REDACTED"]
 
 _ASCEND_ROOT = "/usr/local/Ascend"
 _CANN_VERSION_FILES = ("ascend-toolkit/latest/version.cfg", "ascend-toolkit/latest/compiler/version.info",
                        "latest/version.cfg", "nnae/latest/version.cfg")
 _DRIVER_VERSION_FILE = "driver/version.info"
 _MAX_VERSION_FILE = 64 * 1024
+#: TF_ is also Terraform's prefix (variables, tokens, CLI config): never recorded.
+_NOT_RECORDED = ("TF_VAR_", "TF_TOKEN_", "TF_CLI_")
+_SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "_KEY", "PRIVATE")
+REDACTED = "<redacted>"
 
 
 def _read_version(path: str) -> Optional[str]:
@@ -60,6 +66,12 @@ def _cann_version(environ: Mapping[str, str]) -> Optional[str]:
         if found:
             return found
     return None
+
+
+def _shown_value(name: str, value: str) -> str:
+    """A variable's value, or ``<redacted>`` when its name says it holds a secret: bundles are shared."""
+    upper = name.upper()
+    return REDACTED if any(word in upper for word in _SECRET_WORDS) else value
 
 
 def _distributions() -> List[str]:
@@ -150,7 +162,8 @@ def capture(tf_version: Optional[str] = None, config: Any = None, emulator: Opti
     if installed:
         packages = {"count": len(installed),
                     "sha256": hashlib.sha256("\n".join(installed).encode("utf-8")).hexdigest()}
-    variables = {name: env[name] for name in sorted(env) if name.startswith(ENVIRONMENT_PREFIXES)}
+    variables = {name: _shown_value(name, env[name]) for name in sorted(env)
+                 if name.startswith(ENVIRONMENT_PREFIXES) and not name.startswith(_NOT_RECORDED)}
     return {"versions": versions, "packages": packages, "env": variables,
             "session": session_options(config, emulator)}
 

@@ -23,7 +23,9 @@ def test_capture_records_versions_packages_variables_and_session(tmp_path):
     custom.parameter_map["deterministic"].i = 1
     env = {"ASCEND_GLOBAL_LOG_LEVEL": "3", "HCCL_CONNECT_TIMEOUT": "600", "TF_CPP_MIN_LOG_LEVEL": "2",
            "DUMP_GE_GRAPH": "2", "NPU_DUMP_PATH": "/d", "HOME": "/root", "PATH": "/bin"}
-    found = environment.capture("1.15.5", config, None, env)
+    hidden = {"TF_VAR_db_password": "x", "TF_CLI_CONFIG_FILE": "/c"}
+    found = environment.capture("1.15.5", config, None, dict(env, ASCEND_AUTH_TOKEN="s3", **hidden))
+    assert found["env"].pop("ASCEND_AUTH_TOKEN") == environment.REDACTED
     assert found["session"]["precision_mode"] == "allow_mix_precision"
     assert found["session"]["deterministic"] == 1 and found["session"]["fusion_switch_file"] == str(switch)
     assert len(found["session"]["fusion_switch_sha256"]) == 64
