@@ -33,7 +33,7 @@ FAULTS = [dict(optimizer=o, convs=8, batch_size=8, dump_mode="output", fault=(op
 
 
 def run(root, config):
-    options = DumpOptions(enable_dump=True, dump_path="dump", dump_mode=config["dump_mode"])
+    options = DumpOptions(enable_dump=True, dump_path=root + "/dump", dump_mode=config["dump_mode"])
     kwargs = dict(optimizer=config["optimizer"], convs=config["convs"], batch_size=config["batch_size"])
     fault = config.get("fault")
     npu = NpuDumpHook(options, output_dir=root + "/npu", backend="emulated", emulate_profile="ascend",
