@@ -13,6 +13,10 @@ script measures, with numpy only, what each threshold metric shows for
 and prints the worst / median / p99 values side by side with the defaults. The formulas are
 msaccucmp's (npu_dump_hook.compare.metrics computes the same numbers). Deterministic (fixed
 seeds); about 20 s on one core.
+
+How much more than its inputs' error an op of each class may show (reductions, second moments,
+sign-sensitive ops: docs/compare.md, "Expected precision per op class") is calibrated on the
+emulator with TensorFlow by ``benchmarks/compare_op_precision.py``.
 """
 import numpy as np
 

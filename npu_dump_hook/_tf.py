@@ -49,6 +49,7 @@ __all__ = [
     "monitored_session_classes",
     "estimator_class",
     "session_creator_config",
+    "session_config_of",
     "with_session_creator_config",
     "estimator_session_config",
     "set_estimator_session_config",
@@ -247,6 +248,12 @@ def session_creator_config(creator: Any) -> Any:
     """The ``ConfigProto`` (or None) a ``ChiefSessionCreator``/``WorkerSessionCreator`` creates its
     session with: the private ``_config`` both keep (TF 1.15 and 2.x)."""
     return getattr(creator, "_config", None)
+
+
+def session_config_of(session: Any) -> Any:
+    """The ``ConfigProto`` (or None) a ``tf.compat.v1.Session`` was created with: the private
+    ``_config`` of ``BaseSession`` (TF 1.15 and 2.x)."""
+    return getattr(session, "_config", None)
 
 
 def with_session_creator_config(creator: Any, config: Any) -> Any:

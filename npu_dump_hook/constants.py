@@ -29,7 +29,7 @@ Variables read by :mod:`npu_dump_hook.runner` (``npu-dump-hook run`` sets them f
                              ``OP=SPEC`` separated by ``;``, e.g. "conv2/Conv2D=scale=1.05;fc1/MatMul=nan".
                              OP is the TF op name, everything before the entry's first ``=`` (TF op
                              names hold neither ``=`` nor ``;``); SPEC is the rest: scale=X,
-                             add_noise=S, overflow or nan. Blanks around OP and SPEC and empty
+                             add_noise=S, nondeterministic=S, overflow or nan. Blanks around OP and SPEC and empty
                              entries are ignored; an op given twice is an error
     NPU_DUMP_HOOK_STOP       plain tf.compat.v1.Session scripts: "exit" (default: the process ends
                              with status 0 after the dumped step) or "continue"

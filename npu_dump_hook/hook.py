@@ -94,7 +94,7 @@ from ._inert import printable
 from ._signals import terminating_cleanly
 from .backends import resolve_backend
 from .collect import collect_run
-from . import settings
+from . import environment, settings
 from .determinism import apply_policy
 from .errors import BundleError, NpuDumpError, OptionError
 from .options import DumpOptions
@@ -239,6 +239,7 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self._began, self._started = False, None  # type: bool, Optional[float]
         self._tf_op_names = []  # type: List[str]
         self._global_step_tensor, self._global_step_before = None, None  # type: Any, Optional[int]
+        self._session_config = None  # type: Any  # the ConfigProto of the session (after_create_session)
         self._randomness_report = {}  # type: Dict[str, Any]
 
     # -- what the collaborators hold, under the names tests, session.py and runner.py use ----------
@@ -304,6 +305,7 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
 
     def after_create_session(self, session: Any, coord: Any) -> None:
         self._global_step_before = read_global_step(self._global_step_tensor, session)
+        self._session_config = _tf.session_config_of(session)
         self.dump.session_started()
 
     def before_run(self, run_context: Any) -> Any:
@@ -377,10 +379,20 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
             settle=self.backend.settles, graph_keyword=self.graph_keyword, fingerprints=self._fingerprints(),
             golden_for=self.golden.golden_for, golden_only=self.golden_only,
             warnings=tuple(self.warnings) + tuple(self.prints.inputs.warnings if self.prints.inputs else ()),
-            inputs=self.prints.inputs.section if self.prints.inputs else None,
+            inputs=self.prints.inputs.section if self.prints.inputs else None, environment=self._environment(),
             extra={"failures": list(self.failures), "counted_steps": list(steps.counted_steps),
                    "skipped_runs": dict(steps.skipped_runs)},
         )
+
+    def _environment(self) -> Optional[Dict[str, Any]]:
+        """The ``run.environment`` section; None (and a warning) when it cannot be read: a record
+        never stops the run."""
+        try:
+            return environment.capture(_tf.tf_version(), self._session_config,
+                                       self.dump.emulator_summary())
+        except Exception as exc:  # noqa: BLE001 - see docstring
+            logger.warning("npu_dump_hook: the run's environment was not recorded: %s", printable(exc))
+            return None
 
     def _fingerprints(self) -> Optional[Dict[str, Any]]:
         """The ``fingerprints`` section (None when the captured step never ran)."""

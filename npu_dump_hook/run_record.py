@@ -41,7 +41,8 @@ TARGET_SCRATCH_DIR = ".initial_state"
 #: The captured step's input values (``.npy``), bundled as ``data/inputs/`` (input replay).
 INPUTS_DIR = "inputs"
 #: Further keys a hooked run records in its ``run`` section.
-_RUN_EXTRA_KEYS = ("max_steps", "captured_step", "graph_dump_env", "tf_version", "emulator", "reference")
+_RUN_EXTRA_KEYS = ("max_steps", "captured_step", "graph_dump_env", "tf_version", "emulator", "reference",
+                   "environment")
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,8 @@ class RunRecord:
     warnings: Tuple[str, ...] = ()
     #: The captured step's inputs kept for a golden run's replay (bundle.json ``inputs``).
     inputs: Optional[Mapping[str, Any]] = None
+    #: What the run ran on (:mod:`npu_dump_hook.environment`; bundle.json ``run.environment``).
+    environment: Optional[Mapping[str, Any]] = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -181,6 +184,7 @@ class RunRecord:
             "reference": self.reference, "randomness": self.randomness, "tf_version": self.tf_version,
             "fingerprints": self.fingerprints, "golden_for": self.golden_for, "warnings": list(self.warnings),
             "inputs": self.inputs,
+            "environment": self.environment,
         }
         summary.update(self.extra)
         return summary

@@ -331,8 +331,8 @@ _ROWS = [
             env=_hook_variable("emulate_profile"), parse=_one_of(_profiles), choices=_profiles,
             flag="--emulate-profile"),
     Setting("faults", HOOK, "{op name: spec}", None,
-            "emulated backend: a wrong kernel in op OP, SPEC scale=X, add_noise=S, overflow or nan (repeat for more "
-            "ops; e.g. conv2/Conv2D=scale=1.05)",
+            "emulated backend: a wrong kernel in op OP, SPEC scale=X, add_noise=S, nondeterministic=S, overflow or nan "
+            "(repeat for more ops; e.g. conv2/Conv2D=scale=1.05)",
             env=_hook_variable("faults"), parse=lambda var, raw: parse_faults(raw, var), flag="--fault",
             cli={"action": "append", "metavar": "OP=SPEC"}, to_env=FAULTS_SEPARATOR.join),
     Setting("initial_state", HOOK, "path of an NPU bundle", None,

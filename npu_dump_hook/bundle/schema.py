@@ -8,13 +8,14 @@ and the hook side imports it::
     run_section(steps=2, captured_step=0)   the ``run`` section: every RUN_SECTION_KEYS key first
     fingerprint_problems(doc["fingerprints"])  what is wrong with a ``fingerprints`` value's shape
     input_problems(doc["inputs"])   what is wrong with an ``inputs`` value (the replay manifest, §2.4)
+    environment_problems(doc["run"]["environment"])  the same for the run's ``environment``
 
 Nothing here reads a file or imports anything outside the standard library.
 """
 from typing import Any, Dict, List, Sequence
 
 __all__ = ["RUN_SECTION_KEYS", "run_section", "FINGERPRINT_ALGORITHM", "fingerprint_problems", "INPUT_SOURCES",
-           "INPUT_FILE_SUFFIX", "input_problems"]
+           "INPUT_FILE_SUFFIX", "input_problems", "ENVIRONMENT_KEYS", "ENVIRONMENT_PREFIXES", "environment_problems"]
 
 #: Keys every bundle.json ``run`` section has (the bundle format contract); None when unknown.
 RUN_SECTION_KEYS = ("steps", "global_step", "started", "ended", "rank", "device_id")
@@ -26,6 +27,33 @@ _HEX = "0123456789abcdef"
 INPUT_SOURCES = ("feed", "iterator", "queue", "py_func")
 #: Every ``inputs.tensors[].file`` is ``inputs/<name>`` ending so (a NumPy ``.npy`` file).
 INPUT_FILE_SUFFIX = ".npy"
+#: Keys of ``run.environment`` (section 2.5) and the parts that are objects of scalars.
+ENVIRONMENT_KEYS = ("versions", "packages", "env", "session")
+#: Environment variables a run's ``environment.env`` records (by name prefix).
+ENVIRONMENT_PREFIXES = ("ASCEND_", "HCCL_", "TF_", "DUMP_GE_GRAPH", "NPU_DUMP_")
+_SESSION_KEYS = ("precision_mode", "fusion_switch_file", "fusion_switch_sha256", "deterministic")
+
+
+def environment_problems(section: Any) -> List[str]:
+    """Problems of a ``run.environment`` value's shape (section 2.5; empty when valid or null)."""
+    if section is None:
+        return []
+    if not isinstance(section, dict):
+        return ["run.environment is neither null nor an object"]
+    problems = ["run.environment.{} missing".format(key) for key in ENVIRONMENT_KEYS if key not in section]
+    for part in ("versions", "env", "session"):
+        value = section.get(part, {})
+        if not isinstance(value, dict) or not all(
+                v is None or isinstance(v, (str, int, float, bool)) for v in value.values()):
+            problems.append("run.environment.{} is not an object of strings, numbers, booleans or null".format(part))
+    if isinstance(section.get("session"), dict):
+        problems.extend("run.environment.session.{} missing".format(key) for key in _SESSION_KEYS
+                        if key not in section["session"])
+    packages = section.get("packages")
+    if packages is not None and not (isinstance(packages, dict) and isinstance(packages.get("count"), int)
+                                     and isinstance(packages.get("sha256"), str)):
+        problems.append("run.environment.packages is neither null nor {count: int, sha256: str}")
+    return problems
 
 
 def run_section(**values: Any) -> Dict[str, Any]:

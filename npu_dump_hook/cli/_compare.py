@@ -114,6 +114,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="pass on the compared rows even when some dumped tensors could not be compared (broken "
                         "dump or golden files, shape mismatches, ops with a dump file but no compared row); "
                         "without it such a comparison is INCOMPLETE, exit 1")
+    p.add_argument("--determinism", action="store_true",
+                   help="NPU and GOLDEN are two NPU bundles of one configuration: list every op whose outputs "
+                        "differ bit for bit (execution order), the first named; exit 1 when any does")
 
 
 def _check_paths(args: argparse.Namespace) -> None:
@@ -195,7 +198,8 @@ def run(args: argparse.Namespace) -> int:
         with terminating_cleanly():  # the extracted archive's temp folder and the workers go on SIGTERM too
             result = compare(args.npu, args.golden, graph=args.graph, thresholds=_thresholds(args), ops=args.ops,
                              step=args.step, workers=args.workers, progress=progress,
-                             allow_uncompared=args.allow_uncompared, stats_thresholds=_stats_thresholds(args))
+                             allow_uncompared=args.allow_uncompared, stats_thresholds=_stats_thresholds(args),
+                             determinism=args.determinism)
     finally:
         progress.close()
     if args.csv:

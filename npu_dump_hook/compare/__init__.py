@@ -37,6 +37,7 @@ import re
 import time
 from typing import Any, Callable, Dict, List, Optional
 
+from ..environment import differences as environment_differences
 from ..errors import CompareError, OptionError
 from ._analysis import analyse
 from ._golden import GoldenSide, load_golden_side
@@ -47,7 +48,8 @@ from ._match import build_plan
 from ._npu import NpuSide, load_npu
 from ._report import SCHEMA, csv_text, first_divergence_doc, row_doc, summary_doc, terminal_summary
 from ._rows import Row, build_rows
-from ._thresholds import DEFAULT_THRESHOLDS, Thresholds, make_thresholds
+from ._thresholds import DEFAULT_THRESHOLDS, PRECISION_CLASSES, Thresholds, make_thresholds, op_precision
+from ._npu_pair import DETERMINISM_THRESHOLDS, determinism_doc, is_npu_bundle, npu_golden_side, pair_incomplete
 from ._pool import run_jobs
 from ._worker import FileResult
 from .checks import checks_lines, checks_only_summary, checks_only_text, run_checks
@@ -55,7 +57,7 @@ from ._stats_report import run_stats_compare, stats_csv_text, stats_summary_text
 from .stats import DEFAULT_STATS_THRESHOLDS, StatsThresholds, load_golden_stats, make_stats_thresholds
 
 __all__ = ["compare", "CompareResult", "Thresholds", "DEFAULT_THRESHOLDS", "SCHEMA", "ProgressFn", "render_html",
-           "StatsThresholds", "DEFAULT_STATS_THRESHOLDS"]
+           "StatsThresholds", "DEFAULT_STATS_THRESHOLDS", "PRECISION_CLASSES", "op_precision"]
 
 logger = logging.getLogger(__name__)
 
@@ -158,7 +160,7 @@ def _stats_compare(npu_side: NpuSide, golden: Optional[str], limits: Thresholds,
 def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = None, thresholds: Any = None,
             ops: Optional[str] = None, step: Optional[int] = None, workers: Optional[int] = None,
             progress: Optional[ProgressFn] = None, allow_uncompared: bool = False,
-            stats_thresholds: Any = None) -> CompareResult:
+            stats_thresholds: Any = None, determinism: bool = False) -> CompareResult:
     """Compare the NPU side ``npu`` with ``golden`` (see the module doc and docs/compare.md).
 
     ``npu``: bundle folder or archive, or a dump step folder (then ``graph`` is required);
@@ -172,6 +174,8 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
     (broken data, ops with a dump file but no compared row; docs/compare.md);
     ``stats_thresholds``: None, a :class:`StatsThresholds` or a dict of its fields, the limits of
     the statistics compare (an NPU side with stats CSVs and no tensor dump).
+    ``golden`` may be a second NPU bundle (NPU vs NPU, :mod:`._npu_pair`); ``determinism``: two
+    runs of one configuration, every op whose outputs differ at all is listed (``doc["determinism"]``).
 
     Without any golden (``golden`` None and no ``data/golden`` in the NPU bundle) only the checks
     that need no golden run (NaN/Inf origin, overflow report): ``doc["golden"]`` is None.
@@ -180,7 +184,10 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
     tensors it cannot compare are rows with a reason, never errors.
     """
     started = time.monotonic()
-    limits = make_thresholds(thresholds)
+    pair = is_npu_bundle(golden)
+    if determinism and not pair:
+        raise OptionError("determinism", golden, "needs two NPU bundles (NPU and GOLDEN both NPU runs)")
+    limits = make_thresholds(DETERMINISM_THRESHOLDS if determinism else thresholds)
     stats_limits = make_stats_thresholds(stats_thresholds)
     count = _workers(workers)
     pattern = _ops_pattern(ops)
@@ -193,9 +200,9 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
             return _golden_free(npu_side, limits, started, bool(allow_uncompared))
         if npu_side.stats and not npu_side.dumps:
             return _stats_compare(npu_side, golden, limits, stats_limits, started, bool(allow_uncompared), pattern)
-        golden_side = load_golden_side(golden, npu_side)
+        golden_side = npu_golden_side(golden, step) if pair else load_golden_side(golden, npu_side)
         the_graph = load_graph(npu_side.graph_path or "")
-        plan = build_plan(the_graph, npu_side.dumps, pattern)
+        plan = build_plan(the_graph, npu_side.dumps, pattern, walk=not pair)
         results = {}  # type: Dict[int, FileResult]
         total = len(plan.jobs)
 
@@ -207,7 +214,9 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
             results[result.job] = result
         rows = build_rows(plan.entries, results)
         analysis = analyse(rows, the_graph, limits, npu_side.bundle_json,
-                           golden_side.bundle_json if golden_side.kind == "bundle" else None)
+                           golden_side.bundle_json if golden_side.kind in ("bundle", "npu") else None)
+        if pair:  # an op fused away on the other side has no counterpart there
+            analysis.incomplete = pair_incomplete(rows)
         warnings = list(npu_side.warnings) + _golden_for_warning(npu_side, golden_side)
         # entries the NPU scan skipped unopened: something was dumped there that nothing compared
         analysis.incomplete.extend(npu_side.skipped)
@@ -222,6 +231,11 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
                 golden_side.path, len(golden_side.skipped), ", ".join(golden_side.skipped[:3])))
         for warning in warnings:
             logger.warning("%s", printable(warning))
+        environment = environment_differences(npu_side.bundle_json, golden_side.bundle_json
+                                              if golden_side.kind in ("bundle", "npu") else None,
+                                              ("NPU", "NPU B" if pair else "golden"))
+        if analysis.input_inconsistent:  # what else differed between the runs: the likely cause
+            analysis.input_detail.extend("environment: " + line for line in environment)
         first = analysis.root_causes[0] if analysis.root_causes else None
         doc = {
             "schema": SCHEMA,
@@ -232,10 +246,13 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
                                    time.monotonic() - started, analysis.incomplete, bool(allow_uncompared)),
             "first_divergence": first_divergence_doc(first),
             "root_causes": [r.number for r in analysis.root_causes],
+            "environment_differences": environment,
             "rows": [row_doc(r) for r in rows],
             "warnings": warnings,
             "checks": run_checks(the_graph, npu_side, nan_inf=False),
         }
+        if determinism:
+            doc["determinism"] = determinism_doc(rows)[0]
         return CompareResult(doc, rows, analysis.root_causes, limits)
     finally:
         npu_side.close()

@@ -40,7 +40,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ._graph import Graph
 from ._match import data_inputs, producer_of
 from ._rows import REASON_NO_DUMP, Row
-from ._thresholds import Thresholds, breaches, checks_row, magnitude_error
+from ._thresholds import Thresholds, breaches, checks_row, magnitude_error, op_precision
 from ._worker import (REASON_DTYPE, REASON_DUMP, REASON_GOLDEN_FILE, REASON_SHAPE, REASON_SPECIAL_FILE,
                       REASON_WORKER_DIED)
 
@@ -175,13 +175,20 @@ def _distance(row: Row) -> Optional[float]:
 
 
 def _explained(row: Row) -> bool:
-    """True when an upstream row is at least as far from its golden tensor (relative
-    Euclidean distance) as this one: this row's error can be the one it inherits, even when
-    that error stayed within the thresholds there (a direction error turns into a size error
-    in a reduction: BiasAddGrad, Conv2DBackpropFilter after MaxPoolGrad)."""
+    """True when the row's error is what the error it inherits legitimately becomes in an op
+    of its class (:func:`._thresholds.op_precision`): its relative Euclidean distance is at
+    most the class's factor times the largest one upstream (any upstream error for a
+    sign-sensitive op), even when that error stayed within the thresholds there (a direction error turns
+    into a size error in a reduction: BiasAddGrad, Conv2DBackpropFilter after MaxPoolGrad;
+    Adam's first update is lr * sign(gradient))."""
     own = _distance(row)
     inherited = [d for d in (_distance(u) for u in row.upstream) if d is not None]
-    return own is not None and bool(inherited) and max(inherited) >= own
+    if own is None or not inherited:
+        return False
+    factor = op_precision(row.op_type, row.direction, row.slot)[1]
+    if factor is None:
+        return max(inherited) > 0
+    return max(inherited) * factor >= own
 
 
 def _elements(shape: Sequence[int]) -> int:

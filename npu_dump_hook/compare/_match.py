@@ -95,8 +95,16 @@ def producer_of(graph: Graph, name: str, slot: int) -> Tuple[str, int]:
     return name, slot
 
 
-def origin_of(graph: Graph, name: str, slot: int) -> OutputPlan:
-    """The golden tensor of output ``slot`` of op ``name`` (after walking Cast/TransData)."""
+def origin_of(graph: Graph, name: str, slot: int, walk: bool = True) -> OutputPlan:
+    """The golden tensor of output ``slot`` of op ``name`` (after walking Cast/TransData). With
+    ``walk`` False (NPU vs NPU) a Cast/TransData output is a tensor of its own, named after the
+    TF tensor it copies and its type (``{tensor}@Cast``): GE numbers these nodes (trans_Cast_N)
+    differently when the two sides fuse differently."""
+    if not walk:
+        op = graph.op(name)
+        if op is not None and op.type in PASS_THROUGH_TYPES:
+            plan = origin_of(graph, name, slot)
+            return OutputPlan("{}@{}".format(plan.name, op.type), plan.index, False)
     real, real_slot = producer_of(graph, name, slot)
     op = graph.op(real)
     if op is not None and real_slot < len(op.outputs):
@@ -108,14 +116,14 @@ def origin_of(graph: Graph, name: str, slot: int) -> OutputPlan:
     return OutputPlan(real, real_slot, (real, real_slot) == (name, slot))
 
 
-def _output_plans(graph: Graph, op: OpSummary) -> Tuple[Optional[OutputPlan], ...]:
-    return tuple(origin_of(graph, op.name, slot) for slot in range(len(op.outputs)))
+def _output_plans(graph: Graph, op: OpSummary, walk: bool = True) -> Tuple[Optional[OutputPlan], ...]:
+    return tuple(origin_of(graph, op.name, slot, walk) for slot in range(len(op.outputs)))
 
 
-def _input_plans(graph: Graph, op: OpSummary) -> Tuple[Optional[OutputPlan], ...]:
+def _input_plans(graph: Graph, op: OpSummary, walk: bool = True) -> Tuple[Optional[OutputPlan], ...]:
     plans = []
     for src, slot in data_inputs(op):
-        plan = origin_of(graph, src, slot)
+        plan = origin_of(graph, src, slot, walk)
         plans.append(OutputPlan(plan.name, plan.index, False))
     return tuple(plans)
 
@@ -146,9 +154,11 @@ def _wanted(pattern: Optional["re.Pattern[str]"], name: str, truth: Sequence[str
     return pattern is None or bool(pattern.search(name)) or any(pattern.search(t) for t in truth)
 
 
-def build_plan(graph: Graph, dumps: Sequence[DumpRef], ops: Optional["re.Pattern[str]"] = None) -> Plan:
+def build_plan(graph: Graph, dumps: Sequence[DumpRef], ops: Optional["re.Pattern[str]"] = None,
+               walk: bool = True) -> Plan:
     """Entries (one per op with a dump file, or without one but expected: not ``_no_task``) in
-    graph order, then dump files no graph op claims; a FileJob per dump file."""
+    graph order, then dump files no graph op claims; a FileJob per dump file. ``walk`` False
+    (NPU vs NPU): Cast/TransData outputs are matched as their own tensors (:func:`origin_of`)."""
     newest, ignored = _newest(dumps)
     indexes = _group_indexes(graph)
     entries, jobs = [], []  # type: List[OpEntry], List[FileJob]
@@ -162,7 +172,7 @@ def build_plan(graph: Graph, dumps: Sequence[DumpRef], ops: Optional["re.Pattern
             continue
         job = None
         if ref is not None:
-            job = FileJob(len(jobs), ref.path, _output_plans(graph, op), _input_plans(graph, op), op.name,
+            job = FileJob(len(jobs), ref.path, _output_plans(graph, op, walk), _input_plans(graph, op, walk), op.name,
                           _formats(graph, op))
             jobs.append(job)
         entries.append(OpEntry(position, indexes[position], op.name, op.type, truth, ref, job))

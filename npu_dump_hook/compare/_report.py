@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from .metrics import METRIC_NAMES
 from .._inert import csv_cell, printable
 from ._rows import Row
-from ._thresholds import Thresholds, checks_row, magnitude_error, severity
+from ._thresholds import Thresholds, checks_row, magnitude_error, op_precision, severity
 
 __all__ = ["SCHEMA", "CSV_HEADER", "csv_text", "row_doc", "summary_doc", "first_divergence_doc",
            "terminal_summary"]
@@ -73,6 +73,7 @@ def row_doc(row: Row) -> Dict[str, Any]:
         "golden_tensor": "{}:{}".format(*row.golden) if row.golden else None,
         "magnitude_error": _json_number(magnitude_error(row.metrics)) if row.metrics else None,
         "breached": list(row.breached), "shape_note": row.shape_note,
+        "precision_class": op_precision(row.op_type, row.direction, row.slot)[0],
     }
 
 
@@ -153,15 +154,27 @@ def terminal_summary(doc: Dict[str, Any], rows: Sequence[Row], root_causes: Sequ
                  " (" + ", ".join("{} {}".format(k, v) for k, v in sorted(s["not_compared_reasons"].items())) + ")"
                  if s["not_compared_reasons"] else ""),
              "thresholds: " + thresholds.describe()]
+    differences = doc.get("environment_differences") or []
+    if differences:  # what changed between the two runs, before any metric
+        lines[1:1] = ["environment: {} difference(s) between the two sides:".format(len(differences))] + [
+            "  " + _clip(printable(d), width - 2) for d in differences[:8]] + (
+            ["  ... (environment_differences in the JSON)"] if len(differences) > 8 else [])
     if s.get("compared_flattened"):
-        lines.insert(2, "  {} compared flattened (as msaccucmp: another shape with as many elements as the "
-                        "golden's; shape_note in the JSON)".format(s["compared_flattened"]))
+        lines.insert(len(lines) - 1, "  {} compared flattened (as msaccucmp: another shape with as many elements "
+                                     "as the golden's; shape_note in the JSON)".format(s["compared_flattened"]))
+    if doc.get("determinism") is not None:
+        ops = doc["determinism"]["ops"]
+        lines.append("determinism: {} op(s) whose outputs differ bit for bit{}".format(
+            len(ops), ": first " + printable(ops[0]) + (", then " + ", ".join(printable(o) for o in ops[1:4]) +
+                                                         (" ..." if len(ops) > 4 else "") if len(ops) > 1 else "")
+            if ops else ""))
     verdict = s["verdict"].upper()
     lines.append("verdict: {}: {} row(s) breach: {} root cause(s), {} propagated, {} overflow ({:.2f} s)".format(
         verdict, s["breached"], s["root_causes"], s["propagated"], s["overflow"], s["elapsed_s"]))
     if s["breached"] and not s["root_causes"]:
-        lines.append("  no root cause: every breach inherits an upstream error at least as large (within thresholds "
-                     "there, e.g. float16 ties flipping MaxPoolGrad)")
+        lines.append("  no root cause: every breach inherits an upstream error (as large, or what its op class makes "
+                     "of it: a reduction, a second moment, a sign-sensitive op; within thresholds there, e.g. "
+                     "float16 ties flipping MaxPoolGrad)")
     if s.get("incomplete"):
         lines.append("INCOMPLETE: not everything dumped was compared{}:".format(
             " (allowed: --allow-uncompared)" if s["verdict"] != "incomplete" else

@@ -54,6 +54,10 @@ float16 again (the kernel writes float16). Specs (:func:`parse_fault`):
 ``add_noise=S``  plus Gaussian noise of **absolute** standard deviation ``S`` (finite, > 0),
                  drawn by a stateless random op seeded ``[seed, crc32(tensor name)]``: two
                  graphs built alike, in any process, get the same noise.
+``nondeterministic=S``  plus Gaussian noise of absolute standard deviation ``S`` seeded from
+                 ``os.urandom`` when the graph is built: every run gets other noise, as a kernel
+                 whose result depends on its reduction order (atomics) differs from run to run
+                 (what ``compare --determinism`` finds).
 ``overflow``     the element(s) of largest magnitude become ``+inf``, as a float16 kernel
                  that overflows writes inf (float16 overflows first where the magnitude is
                  largest; the sign is ``+`` so that a Relu downstream keeps it).
@@ -70,6 +74,7 @@ in :attr:`NumericsPlan.added_ops`: they are not GE ops (no dump file, not in the
 """
 import logging
 import math
+import os
 from collections import namedtuple
 from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Set
 
@@ -89,8 +94,8 @@ FP16_OP_TYPES = frozenset((
     "MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3",
 ))  # type: FrozenSet[str]
 
-FAULT_KINDS = ("scale", "add_noise", "overflow", "nan")
-_VALUED_KINDS = frozenset(("scale", "add_noise"))
+FAULT_KINDS = ("scale", "add_noise", "nondeterministic", "overflow", "nan")
+_VALUED_KINDS = frozenset(("scale", "add_noise", "nondeterministic"))
 
 #: The name-scope component of every op :func:`apply` creates.
 SCOPE = "npu_dump_hook_numerics"
@@ -145,7 +150,7 @@ def parse_fault(op_name: str, spec: Any) -> Fault:
     return Fault(op_name, kind, value)
 
 
-_SPEC_RULE = "expected scale=X, add_noise=S (X, S finite > 0), overflow or nan"
+_SPEC_RULE = "expected scale=X, add_noise=S, nondeterministic=S (X, S finite > 0), overflow or nan"
 
 
 class NumericsPlan(object):
@@ -387,8 +392,9 @@ class _Rewriter(object):
         dtype = value.dtype.base_dtype
         if fault.kind == "scale":
             return tf.multiply(value, tf.constant(fault.value, dtype=dtype), name="fault_scale")
-        if fault.kind == "add_noise":
-            seed = tf.constant([self.seed, derived_seed(tensor_name)], dtype=tf.int64, name="noise_seed")
+        if fault.kind in ("add_noise", "nondeterministic"):
+            first = self.seed if fault.kind == "add_noise" else int.from_bytes(os.urandom(7), "big")
+            seed = tf.constant([first, derived_seed(tensor_name)], dtype=tf.int64, name="noise_seed")
             noise = tf.random.stateless_normal(tf.shape(value), seed=seed, stddev=fault.value, name="noise")
             if noise.dtype != dtype:
                 noise = tf.cast(noise, dtype)

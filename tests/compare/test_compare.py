@@ -435,9 +435,9 @@ def test_several_step_folders_the_captured_step_or_step_picks_one(tmp_path, capl
         compare(bundle, step=7, workers=1)
 
 
-def _reduction_after_a_direction_error(root, scale):
+def _reduction_after_a_direction_error(root, scale, op_type="BiasAddGrad"):
     """g: a gradient whose direction the NPU changed by ~7% (moved elements, same size: within
-    the thresholds); s: a reduction of it, ``scale`` off on the NPU."""
+    the thresholds); s: a reduction of it (an op of ``op_type``), ``scale`` off on the NPU."""
     rng = np.random.default_rng(5)
     g = rng.standard_normal(4000).astype(np.float32)
     moved = g.copy()
@@ -446,7 +446,7 @@ def _reduction_after_a_direction_error(root, scale):
     s = rng.standard_normal(8).astype(np.float32)
     synth = Synth(root)
     synth.op("g", "ReluGrad", g, npu=moved)
-    synth.op("s", "BiasAddGrad", s, inputs=["g:0"], npu=s * np.float32(scale))
+    synth.op("s", op_type, s, inputs=["g:0"], npu=s * np.float32(scale))
     graph, step, golden = synth.write()
     return compare(step, golden, graph=graph, workers=1)
 
@@ -460,10 +460,22 @@ def test_a_breach_explained_by_a_larger_upstream_error_is_propagated_and_passes(
     assert "no root cause: every breach inherits" in result.summary_text()
 
 
-def test_an_error_larger_than_the_inherited_one_is_a_root_cause(tmp_path):
-    result = _reduction_after_a_direction_error(tmp_path, 1.10)
+@pytest.mark.parametrize("op_type,scale", [("Mul", 1.10), ("BiasAddGrad", 1.20)])
+def test_an_error_larger_than_the_inherited_one_is_a_root_cause(tmp_path, op_type, scale):
+    """Beyond what the op's class makes of the inherited distance (~0.07): an element-wise op
+    passes it on (0.10 > 0.07), a reduction may double it (0.20 > 2 x 0.07; docs/compare.md,
+    "Expected precision per op class")."""
+    result = _reduction_after_a_direction_error(tmp_path, scale, op_type)
     assert [result.doc["rows"][i]["npu_op"] for i in result.doc["root_causes"]] == ["s"]
     assert result.exit_code == 1
+
+
+def test_a_reduction_may_double_the_inherited_error(tmp_path):
+    """0.10 from a BiasAddGrad whose input is ~0.07 off: within twice it (the reduction class)."""
+    result = _reduction_after_a_direction_error(tmp_path, 1.10)
+    rows = {r["npu_op"]: r for r in result.doc["rows"]}
+    assert rows["s"]["status"] == "propagated" and rows["s"]["precision_class"] == "reduction"
+    assert result.exit_code == 0
 
 
 def _layout_ambiguous_run(root, graph_kind):
@@ -564,3 +576,20 @@ def test_comparing_in_process_leaves_the_callers_blas_threads_as_they_were(tmp_p
         assert getter() == 2
     finally:
         setter(before)
+
+
+def test_input_inconsistent_names_the_environment_differences(tmp_path):
+    """A changed precision_mode is printed before any metric, and named as a likely cause."""
+    from npu_dump_hook import environment
+
+    base = np.arange(24, dtype=np.float32).reshape(4, 6)
+    env = environment.capture("2.15.1", None, {"numerics": {"precision_mode": "allow_fp32_to_fp16"}}, {})
+    other = dict(env, session=dict(env["session"], precision_mode="force_fp32"))
+    npu = _iterator_run(tmp_path / "npu", base, dict(_fingerprints("11"), run={"environment": env}))
+    golden = _iterator_run(tmp_path / "golden", base, dict(_fingerprints("22"), run={"environment": other}))
+    result = compare(npu, golden, workers=1)
+    line = "session.precision_mode: NPU allow_fp32_to_fp16, golden force_fp32"
+    assert result.doc["environment_differences"] == [line]
+    assert "environment: " + line in result.doc["summary"]["input_inconsistent_detail"]
+    text = result.summary_text()
+    assert text.index(line) < text.index("rows ") and result.exit_code == 1

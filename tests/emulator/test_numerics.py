@@ -338,7 +338,10 @@ def test_parse_fault_canonical_forms():
     assert parse_fault("a", Fault("a", "nan", None)).spec == "nan"
     with pytest.raises(OptionError):
         parse_fault("a", Fault("b", "nan", None))
-    assert numerics.FAULT_KINDS == ("scale", "add_noise", "overflow", "nan")
+    assert parse_fault("a", "nondeterministic=1e-4") == Fault("a", "nondeterministic", 1e-4)
+    with pytest.raises(OptionError, match="nondeterministic"):
+        parse_fault("a", "nondeterministic")
+    assert numerics.FAULT_KINDS == ("scale", "add_noise", "nondeterministic", "overflow", "nan")
 
 
 def test_second_apply_and_finalized_graph_are_refused():

@@ -1,0 +1,208 @@
+"""What a run ran on: the ``run.environment`` section of bundle.json (docs/bundle-format.md §2.5).
+
+Two runs that should compute alike often differ in what they ran on: a CANN or driver
+upgrade, another ``precision_mode``, a fusion switch file, another TensorFlow. ``compare``
+prints the differences of its two sides before any metric (:func:`differences`), so the
+first thing a user reads is what changed. :func:`capture` records, without a subprocess and
+without importing anything not yet loaded (TensorFlow's version comes from the caller)::
+
+    versions   python, npu_dump_hook, tensorflow, numpy, protobuf (as loaded), npu_bridge
+               (installed distribution), cann (toolkit version.cfg/version.info), driver
+    packages   {"count", "sha256"}: the installed distributions "name==version", sorted, hashed
+               (what ``pip freeze`` lists, read from importlib.metadata / pkg_resources)
+    env        ASCEND_*, HCCL_*, TF_*, DUMP_GE_GRAPH*, NPU_DUMP_* variables (values as set; a name
+               with TOKEN, SECRET, PASSWORD, CREDENTIAL, AUTH, _KEY or PRIVATE shows <redacted>;
+               Terraform's TF_VAR_*, TF_TOKEN_*, TF_CLI_* are left out: bundles are shared)
+    session    precision_mode, fusion_switch_file, fusion_switch_sha256, deterministic: the
+               NpuOptimizer options of the session's ConfigProto (the emulator's precision
+               mode when the run was emulated), None where unknown
+"""
+import hashlib
+import os
+import platform
+import sys
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from ._files import open_regular
+from ._version import __version__
+from .bundle.schema import ENVIRONMENT_PREFIXES
+
+__all__ = ["capture", "session_options", "differences", "ENVIRONMENT_PREFIXES", "REDACTED"]
+
+_ASCEND_ROOT = "/usr/local/Ascend"
+_CANN_VERSION_FILES = ("ascend-toolkit/latest/version.cfg", "ascend-toolkit/latest/compiler/version.info",
+                       "latest/version.cfg", "nnae/latest/version.cfg")
+_DRIVER_VERSION_FILE = "driver/version.info"
+_MAX_VERSION_FILE = 64 * 1024
+#: TF_ is also Terraform's prefix (variables, tokens, CLI config): never recorded.
+_NOT_RECORDED = ("TF_VAR_", "TF_TOKEN_", "TF_CLI_")
+_SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "_KEY", "PRIVATE")
+REDACTED = "<redacted>"
+
+
+def _read_version(path: str) -> Optional[str]:
+    """``Version=X`` (or ``version=X``) of a small regular file; None when absent or unreadable."""
+    try:
+        with open_regular(path) as handle:
+            text = handle.read(_MAX_VERSION_FILE).decode("utf-8", "replace")
+    except (OSError, ValueError):
+        return None
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip().lower() in ("version", "runtime_running_version", "toolkit_running_version"):
+            return value.strip().strip("[]").split(":")[-1] or None
+    return None
+
+
+def _cann_version(environ: Mapping[str, str]) -> Optional[str]:
+    roots = [environ.get(n) for n in ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH", "ASCEND_OPP_PATH")]
+    for root in [r for r in roots if r]:
+        for name in ("version.cfg", "version.info", "compiler/version.info", "../version.cfg"):
+            found = _read_version(os.path.join(root, name))
+            if found:
+                return found
+    for name in _CANN_VERSION_FILES:
+        found = _read_version(os.path.join(_ASCEND_ROOT, name))
+        if found:
+            return found
+    return None
+
+
+def _shown_value(name: str, value: str) -> str:
+    """A variable's value, or ``<redacted>`` when its name says it holds a secret: bundles are shared."""
+    upper = name.upper()
+    return REDACTED if any(word in upper for word in _SECRET_WORDS) else value
+
+
+def _distributions() -> List[str]:
+    """"name==version" of every installed distribution (lowercase names, sorted)."""
+    try:
+        from importlib import metadata  # Python >= 3.8
+        found = {"{}=={}".format((d.metadata["Name"] or "").lower(), d.version) for d in metadata.distributions()}
+    except ImportError:  # Python 3.7
+        try:
+            import pkg_resources
+        except ImportError:
+            return []
+        found = {"{}=={}".format(d.project_name.lower(), d.version) for d in pkg_resources.working_set}
+    return sorted(found)
+
+
+def _installed_version(lines: List[str], *names: str) -> Optional[str]:
+    wanted = {n.lower() for n in names}
+    for line in lines:
+        name, _, version = line.partition("==")
+        if name.replace("_", "-") in wanted:
+            return version
+    return None
+
+
+def _loaded_version(module: str) -> Optional[str]:
+    loaded = sys.modules.get(module)
+    return getattr(loaded, "__version__", None) if loaded is not None else None
+
+
+def _parameter(parameters: Any, key: str) -> Any:
+    try:
+        if key not in parameters:
+            return None
+        value = parameters[key]
+    except (TypeError, KeyError):
+        return None
+    if value.WhichOneof("value") == "i":
+        return int(value.i)
+    if value.WhichOneof("value") == "b":
+        return bool(value.b)
+    return value.s.decode("utf-8", "replace") if isinstance(value.s, bytes) else value.s
+
+
+def _file_sha256(path: Optional[str]) -> Optional[str]:
+    if not path:
+        return None
+    digest = hashlib.sha256()
+    try:
+        with open_regular(path) as handle:
+            for block in iter(lambda: handle.read(1 << 16), b""):
+                digest.update(block)
+    except (OSError, ValueError):
+        return None
+    return digest.hexdigest()
+
+
+def session_options(config: Any = None, emulator: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    """``precision_mode``, ``fusion_switch_file`` (+ its sha256) and ``deterministic`` of the
+    NpuOptimizer in ``config`` (a ConfigProto or None); an emulated run's precision mode
+    (``emulator["numerics"]["precision_mode"]``) is what it computed with."""
+    parameters = None
+    rewrite = getattr(getattr(config, "graph_options", None), "rewrite_options", None)
+    for optimizer in getattr(rewrite, "custom_optimizers", None) or ():
+        if getattr(optimizer, "name", None) == "NpuOptimizer":
+            parameters = optimizer.parameter_map
+    found = {key: _parameter(parameters, key) if parameters is not None else None
+             for key in ("precision_mode", "fusion_switch_file", "deterministic")}
+    numerics = (emulator or {}).get("numerics") if isinstance(emulator, Mapping) else None
+    if isinstance(numerics, Mapping) and numerics.get("precision_mode"):
+        found["precision_mode"] = numerics["precision_mode"]
+    found["fusion_switch_sha256"] = _file_sha256(found["fusion_switch_file"])
+    return found
+
+
+def capture(tf_version: Optional[str] = None, config: Any = None, emulator: Optional[Mapping[str, Any]] = None,
+            environ: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
+    """The ``environment`` section of this process (module doc)."""
+    env = os.environ if environ is None else environ
+    installed = _distributions()
+    versions = {
+        "python": platform.python_version(), "npu_dump_hook": __version__, "tensorflow": tf_version,
+        "numpy": _loaded_version("numpy"), "protobuf": _installed_version(installed, "protobuf"),
+        "npu_bridge": _installed_version(installed, "npu-bridge", "npu-device"),
+        "cann": _cann_version(env), "driver": _read_version(os.path.join(_ASCEND_ROOT, _DRIVER_VERSION_FILE)),
+    }
+    packages = None
+    if installed:
+        packages = {"count": len(installed),
+                    "sha256": hashlib.sha256("\n".join(installed).encode("utf-8")).hexdigest()}
+    variables = {name: _shown_value(name, env[name]) for name in sorted(env)
+                 if name.startswith(ENVIRONMENT_PREFIXES) and not name.startswith(_NOT_RECORDED)}
+    return {"versions": versions, "packages": packages, "env": variables,
+            "session": session_options(config, emulator)}
+
+
+def differences(left: Any, right: Any, names: Tuple[str, str] = ("NPU", "golden")) -> List[str]:
+    """One line per value that differs between two ``environment`` sections (or run sections /
+    bundle.json documents holding one): ``session.precision_mode: NPU allow_fp32_to_fp16,
+    golden fp32``; empty when either side records none."""
+    a, b = _section(left), _section(right)
+    if a is None or b is None:
+        return []
+    lines = []
+    for part in ("versions", "session", "env"):
+        x, y = a.get(part) or {}, b.get(part) or {}
+        for key in sorted(set(x) | set(y)):
+            if x.get(key) != y.get(key):
+                lines.append("{}.{}: {} {}, {} {}".format(part, key, names[0], _show(x.get(key)), names[1],
+                                                          _show(y.get(key))))
+    if (a.get("packages") or {}).get("sha256") != (b.get("packages") or {}).get("sha256"):
+        lines.append("packages: {} {}, {} {} (the installed distributions differ)".format(
+            names[0], _show_packages(a.get("packages")), names[1], _show_packages(b.get("packages"))))
+    return lines
+
+
+def _section(doc: Any) -> Optional[Mapping[str, Any]]:
+    if not isinstance(doc, Mapping):
+        return None
+    if "session" in doc and "versions" in doc and "env" in doc:
+        return doc
+    run = doc.get("run") if isinstance(doc.get("run"), Mapping) else doc
+    found = run.get("environment")
+    return found if isinstance(found, Mapping) else None
+
+
+def _show(value: Any) -> str:
+    return "(none)" if value is None else str(value)
+
+
+def _show_packages(packages: Any) -> str:
+    if not isinstance(packages, Mapping):
+        return "(none)"
+    return "{} distributions, sha256 {}".format(packages.get("count"), str(packages.get("sha256"))[:12])

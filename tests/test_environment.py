@@ -1,0 +1,70 @@
+"""run.environment: what a run ran on is recorded in its bundle, checked by verify, and
+compare prints what differs between its two sides before any metric (a changed
+precision_mode first of all)."""
+import json
+import os
+
+import pytest
+
+from npu_dump_hook import NpuDumpHook, environment
+from npu_dump_hook.bundle.schema import environment_problems
+from npu_dump_hook.compare import compare
+
+
+def test_capture_records_versions_packages_variables_and_session(tmp_path):
+    switch = tmp_path / "fusion_switch.cfg"
+    switch.write_text('{"Switch": {"GraphFusion": {"ALL": "off"}}}')
+    from npu_dump_hook import _tf
+
+    config = _tf.config_pb2().ConfigProto()
+    custom = config.graph_options.rewrite_options.custom_optimizers.add(name="NpuOptimizer")
+    custom.parameter_map["precision_mode"].s = b"allow_mix_precision"
+    custom.parameter_map["fusion_switch_file"].s = str(switch).encode()
+    custom.parameter_map["deterministic"].i = 1
+    env = {"ASCEND_GLOBAL_LOG_LEVEL": "3", "HCCL_CONNECT_TIMEOUT": "600", "TF_CPP_MIN_LOG_LEVEL": "2",
+           "DUMP_GE_GRAPH": "2", "NPU_DUMP_PATH": "/d", "HOME": "/root", "PATH": "/bin"}
+    hidden = {"TF_VAR_db_password": "x", "TF_CLI_CONFIG_FILE": "/c"}
+    found = environment.capture("1.15.5", config, None, dict(env, ASCEND_AUTH_TOKEN="s3", **hidden))
+    assert found["env"].pop("ASCEND_AUTH_TOKEN") == environment.REDACTED
+    assert found["session"]["precision_mode"] == "allow_mix_precision"
+    assert found["session"]["deterministic"] == 1 and found["session"]["fusion_switch_file"] == str(switch)
+    assert len(found["session"]["fusion_switch_sha256"]) == 64
+    assert found["env"] == {k: v for k, v in env.items() if k not in ("HOME", "PATH")}
+    assert found["versions"]["tensorflow"] == "1.15.5" and found["versions"]["numpy"]
+    assert found["packages"]["count"] > 10 and len(found["packages"]["sha256"]) == 64
+    assert environment_problems(found) == []
+    assert environment_problems({"versions": [], "env": {}}) and environment_problems("x")
+
+
+def test_differences_name_what_changed():
+    base = environment.capture("2.15.1", None, {"numerics": {"precision_mode": "allow_fp32_to_fp16"}}, {})
+    other = json.loads(json.dumps(base))
+    other["session"]["precision_mode"] = "force_fp32"
+    other["env"]["ASCEND_OPP_PATH"] = "/opt/opp"
+    lines = environment.differences({"run": {"environment": base}}, {"run": {"environment": other}})
+    assert lines == ["session.precision_mode: NPU allow_fp32_to_fp16, golden force_fp32",
+                     "env.ASCEND_OPP_PATH: NPU (none), golden /opt/opp"]
+    assert environment.differences(base, base) == [] and environment.differences(base, {"run": {}}) == []
+
+
+def test_bundles_record_it_and_compare_prints_the_changed_precision_mode(in_tmp_cwd):
+    from npu_dump_hook.sample_models import mlp_session
+
+    npu = NpuDumpHook(output_dir=str(in_tmp_cwd / "npu"), backend="emulated", emulate_profile="ascend")
+    mlp_session.train(npu.options, hooks=[npu], steps=1000)
+    golden = NpuDumpHook(output_dir=str(in_tmp_cwd / "golden"), initial_state=npu.bundle.location)
+    mlp_session.train(golden.options, hooks=[golden], steps=1000)
+    with open(os.path.join(npu.bundle.location, "data", "bundle.json")) as handle:
+        recorded = json.load(handle)["run"]["environment"]
+    assert recorded["session"]["precision_mode"] == "allow_fp32_to_fp16" and environment_problems(recorded) == []
+    result = compare(npu.bundle.location, golden.bundle.location, workers=1)
+    expected = "session.precision_mode: NPU allow_fp32_to_fp16, golden (none)"
+    assert expected in result.doc["environment_differences"]
+    text = result.summary_text()
+    assert text.index(expected) < text.index("verdict:"), text
+
+
+@pytest.mark.parametrize("broken", [{"versions": {"x": [1]}, "packages": None, "env": {}, "session": {}},
+                                    {"versions": {}, "packages": {"count": "3"}, "env": {}, "session": {}}])
+def test_a_malformed_environment_is_a_verify_problem(broken):
+    assert environment_problems(broken)
