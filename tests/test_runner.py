@@ -280,9 +280,9 @@ def test_settings_read_every_hook_variable(tmp_path):
                                             "entries separated by ';')"),
     ("NPU_DUMP_HOOK_FAULTS", "a=nan;a=overflow", "op 'a' is given twice"),
     ("NPU_DUMP_HOOK_FAULTS", "a=scale=x", "entry 'a=scale=x': scale needs a number: expected scale=X, "
-                                          "add_noise=S (X, S finite > 0), overflow or nan"),
+                                          "add_noise=S, nondeterministic=S (X, S finite > 0), overflow or nan"),
     ("NPU_DUMP_HOOK_FAULTS", "a=nan=1", "entry 'a=nan=1': nan takes no value: expected scale=X, "
-                                        "add_noise=S (X, S finite > 0), overflow or nan"),
+                                        "add_noise=S, nondeterministic=S (X, S finite > 0), overflow or nan"),
     ("NPU_DUMP_HOOK_FAULTS", " ; ", "names no fault: give OP=SPEC entries separated by ';'"),
 ])
 def test_settings_errors_name_the_variable(var, value, rule):
