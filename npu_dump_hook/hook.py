@@ -196,8 +196,9 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
                  graph_keyword: Optional[str] = None, link: str = "auto", checksum: str = "sha256",
                  archive: Optional[str] = None, force: bool = False, emulate_profile: Optional[str] = None,
                  faults: Optional[Mapping[str, str]] = None, initial_state: Optional[str] = None,
-                 restore_initial_state: bool = True, on_mismatch: str = "error") -> None:
+                 restore_initial_state: bool = True, on_mismatch: str = "error", mode: str = "auto") -> None:
         _check_keywords(max_steps, randomness, on_mismatch)
+        settings.check_keyword("mode", mode)
         backend = golden_backend(backend, initial_state)
         self.golden = GoldenRun.open(initial_state, bool(restore_initial_state), on_mismatch)
         self._ids = rank_and_device()
@@ -208,7 +209,8 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self.verbose, self.randomness, self.seed = verbose, randomness, seed
         backend = resolve_backend(backend, emulate_precision, emulate_profile, faults)
         self.golden.check_backend(backend, initial_state)
-        self.steps = StepCounter(*run_steps(max_steps, options, self.golden.captured_step))
+        self.steps = StepCounter(*run_steps(max_steps, options, self.golden.captured_step),
+                                 mode=self.golden.mode_for(mode))
         self.dump = DumpRun(self.layout, options, backend, reference, ranks, save_initial_state)
         self.collect = collect and self.dumping
         self.bundle_dir = os.path.abspath(bundle_dir or os.path.join(self.output_dir, "bundles"))
@@ -351,6 +353,7 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
             tf_op_names=tuple(self._tf_op_names), graph_dirs=dump.graph_dirs(self._ids["device_id"]),
             settle=self.backend.settles, graph_keyword=self.graph_keyword, fingerprints=self._fingerprints(),
             golden_for=self.golden.golden_for, golden_only=self.golden_only, warnings=tuple(self.warnings),
+            mode=steps.mode.recorded,
             extra={"failures": list(self.failures), "counted_steps": list(steps.counted_steps),
                    "skipped_runs": dict(steps.skipped_runs)},
         )
@@ -362,9 +365,7 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
     def _collect_or_report(self) -> None:
         with self.guard("collecting the bundle into {}".format(self.bundle_dir)):
             if not self._steps_run:
-                raise NpuDumpError(
-                    "no training step ran: {} run(s) updated no trainable variable (fetches {}), so there is "
-                    "no iteration to bundle".format(self.skipped_runs["count"], self.skipped_runs["examples"] or "none"))
+                raise NpuDumpError(self.steps.nothing_counted())
             self.bundle = collect_run(self.record, self.bundle_dir, **self._bundle_args)
 
 

@@ -39,7 +39,7 @@ GRAPH_DIR, DUMP_DIR, TF_DIR, TF_GRAPH_FILE = "graph", "dump", "tf", "graph.pbtxt
 INIT_DIR, INIT_CHECKPOINT_PREFIX, GOLDEN_DIR, CAPTURE_DIR = "init", "model.ckpt", "golden", ".capture"
 TARGET_SCRATCH_DIR = ".initial_state"
 #: Further keys a hooked run records in its ``run`` section.
-_RUN_EXTRA_KEYS = ("max_steps", "captured_step", "graph_dump_env", "tf_version", "emulator", "reference")
+_RUN_EXTRA_KEYS = ("mode", "max_steps", "captured_step", "graph_dump_env", "tf_version", "emulator", "reference")
 
 
 @dataclass(frozen=True)
@@ -141,6 +141,8 @@ class RunRecord:
     golden_only: bool = False
     #: What the run noticed that the bundle's ``warnings`` must carry.
     warnings: Tuple[str, ...] = ()
+    #: Which kind of iteration was captured: ``train`` or ``infer`` (online inference).
+    mode: str = "train"
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -160,7 +162,7 @@ class RunRecord:
     def summary(self) -> Dict[str, Any]:
         """The content of ``run.json``."""
         summary = {
-            "steps": self.steps, "max_steps": self.max_steps, "captured_step": self.captured_step,
+            "mode": self.mode, "steps": self.steps, "max_steps": self.max_steps, "captured_step": self.captured_step,
             "global_step": dict(self.global_step), "started": iso_time(self.started), "ended": iso_time(self.ended),
             "rank": self.rank, "device_id": self.device_id, "run_dir": self.layout.root,
             "options": self.options.as_dict(), "graph_dump_env": dict(self.graph_dump_env),

@@ -58,6 +58,10 @@ class GoldenRun(object):
         """The NPU bundle's captured step (None: not a golden run)."""
         return self.target.captured_step if self.target is not None else None
 
+    def mode_for(self, mode: str) -> str:
+        """A golden run's ``mode``: ``auto`` takes the NPU bundle's (``run.mode``); any other is as given."""
+        return self.target.mode if self.target is not None and mode == "auto" else mode
+
     def check_backend(self, backend: Any, initial_state: Any) -> None:
         if self.target is not None and not getattr(backend, "golden_only", False):
             raise OptionError("initial_state", initial_state, "is for the golden run: the backend must be "
@@ -66,8 +70,8 @@ class GoldenRun(object):
     def begin(self, variables: List[Any], scratch_dir: str, guard: FailureGuard) -> None:
         """The Saver that restores the NPU bundle's checkpoint, over the variables both hold; a name
         or shape mismatch fails now (on_mismatch="error") or restores the rest ("warn")."""
-        if self.target is None or not self.restore_initial_state:
-            return
+        if self.target is None or not self.restore_initial_state or self.target.stateless:
+            return  # stateless: an inference graph without variables (its weights are constants)
         target = self.target
         self._scratch = scratch_dir
         self._prefix = target.checkpoint_prefix(scratch_dir)
