@@ -19,16 +19,10 @@ import sys
 import numpy as np
 import tensorflow as tf
 
+from inference_data import BATCH, BATCHES, FEATURES, data
+
 v1 = tf.compat.v1
 v1.disable_eager_execution()
-
-BATCH, BATCHES, FEATURES = 4, 3, 6
-
-
-def data(seed=0):
-    rng = np.random.RandomState(seed)
-    x = rng.rand(BATCH * BATCHES, FEATURES).astype(np.float32)
-    return x, (x.sum(axis=1) > FEATURES / 2.0).astype(np.int64)
 
 
 def net(x):
