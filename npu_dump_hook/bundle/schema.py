@@ -12,7 +12,8 @@ Nothing here reads a file or imports anything outside the standard library.
 """
 from typing import Any, Dict, List, Sequence
 
-__all__ = ["RUN_SECTION_KEYS", "RUN_MODES", "run_mode_problems", "run_section", "FINGERPRINT_ALGORITHM", "fingerprint_problems"]
+__all__ = ["RUN_SECTION_KEYS", "RUN_MODES", "run_mode_problems", "run_section", "FINGERPRINT_ALGORITHM",
+           "fingerprint_problems"]
 
 #: Keys every bundle.json ``run`` section has (the bundle format contract); None when unknown.
 RUN_SECTION_KEYS = ("steps", "global_step", "started", "ended", "rank", "device_id")

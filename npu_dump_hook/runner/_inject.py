@@ -323,7 +323,8 @@ class Injection(object):
         def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
             bound = signature.bind(self, *args, **kwargs)
             claim = injection._local.__dict__.pop("claimed", None)  # by MonitoredTrainingSession, for this one
-            if claim is not None or (injection._open() and injection._monitored_wanted(_tf.tf_v1().get_default_graph())):
+            graph = _tf.tf_v1().get_default_graph()
+            if claim is not None or (injection._open() and injection._monitored_wanted(graph)):
                 creator = bound.arguments.get("session_creator")
                 known = creator is None or isinstance(creator, creators)
                 config = _tf.session_creator_config(creator) if creator is not None else None

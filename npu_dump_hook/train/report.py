@@ -66,7 +66,8 @@ def announce(hook: Any) -> None:
         return
     coverage = bundle.coverage or {}
     _notice(hook, "npu_dump_hook: bundle %s: %d %s, dump step(s) %s, coverage %s/%s ops, "
-            "%d warning(s)%s", printable(bundle.location), hook.steps.steps_run, what, ", ".join(bundle.steps) or "none",
+            "%d warning(s)%s", printable(bundle.location), hook.steps.steps_run, what,
+            ", ".join(bundle.steps) or "none",
             coverage.get("dumped", "?"), coverage.get("expected", "?"), len(bundle.warnings), warnings)
     if hook.dump.computes_npu_numerics():
         _notice(hook, "npu_dump_hook: the emulated run computed with NPU numerics (%s): its results "
