@@ -85,6 +85,9 @@ def _assert_first_batch_bundled(path, entry):
         assert any(f["kind"] == "init" for f in doc["files"])
     dumped = [f["op_name"] for f in doc["files"] if f["kind"] == "dump"]
     assert dumped and not any("Apply" in name or "gradients" in name for name in dumped), dumped
+    graph = doc["run"]["emulator"]["graph"]  # the ascend profile: no updates, the inference BatchNorm folded
+    assert graph["updates"] == 0
+    assert any(m.startswith("bn/FusedBatchNorm") for group in graph["fused"].values() for m in group), graph
     return doc
 
 

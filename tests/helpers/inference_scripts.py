@@ -26,8 +26,13 @@ v1.disable_eager_execution()
 
 
 def net(x):
-    """Two dense layers: fc1/MatMul, fc1/BiasAdd, fc1/Relu, logits/MatMul, logits/BiasAdd."""
-    hidden = v1.layers.dense(x, 8, activation=tf.nn.relu, name="fc1")
+    """A convolution with an inference BatchNorm (conv/Conv2D, bn/FusedBatchNormV3, is_training=False:
+    the ascend profile folds it into the convolution), then two dense layers: fc1/MatMul,
+    fc1/BiasAdd, fc1/Relu, logits/MatMul, logits/BiasAdd."""
+    image = tf.reshape(x, [-1, 2, 3, 1])
+    conv = v1.layers.conv2d(image, 4, 2, padding="same", use_bias=False, name="conv")
+    conv = tf.nn.relu(v1.layers.batch_normalization(conv, training=False, fused=True, name="bn"))
+    hidden = v1.layers.dense(tf.reshape(conv, [-1, 24]), 8, activation=tf.nn.relu, name="fc1")
     hidden = v1.layers.dropout(hidden, rate=0.2, training=False)  # inference: dropout is off
     return v1.layers.dense(hidden, 2, name="logits")
 
