@@ -68,7 +68,13 @@ compared with the NPU bundle's. A difference fails the run before its bundle is 
 inputs and the likely cause) or is recorded as a warning (``on_mismatch="warn"``). The golden
 bundle records ``backend: "reference"`` (the bundle format's name of the golden backend), ``data/golden/`` and ``golden_for`` (docs/bundle-format.md).
 
-Only training is dumped: give the hook to ``estimator.train(hooks=...)`` or, with
+Online inference (``mode="infer"``, or ``"auto"`` in a script that never trains; see
+:mod:`npu_dump_hook.train.inference`): the iteration is the first run of the model on an input
+batch, e.g. ``estimator.predict(input_fn, hooks=[hook])`` (its generator ends after the dumped
+batch), ``estimator.evaluate(..., hooks=[hook])`` or an ``NpuDumpSession`` around an inference
+loop; bundle.json then says ``run.mode: "infer"``.
+
+In a training script only training is dumped: give the hook to ``estimator.train(hooks=...)`` or, with
 ``tf.estimator.train_and_evaluate``, to ``TrainSpec(hooks=...)`` only, never to
 ``EvalSpec``. On a real NPU the dump options live in the session config, so an
 evaluation session built from the same ``RunConfig`` would dump as well; the

@@ -18,6 +18,9 @@ first training entry point the script reaches claims the process's one
                                   options; wrapped as NpuDumpSession(stop="continue") for the runs
                                   of the thread that made it; settings.stop="exit" ends the script
                                   with status 0 after the dumped steps
+    Estimator.predict/evaluate,   online inference (mode auto/infer, nothing trained first): the
+    inference sessions            hook for the pass, a session at its first inference run, a
+                                  MonitoredSession on a graph without training ops (._infer)
 
 Once a hook exists nothing else is injected, and the script's checkpoints (Saver.save,
 CheckpointSaverHook, MonitoredTrainingSession) go to the run folder (:mod:`._checkpoints`); a

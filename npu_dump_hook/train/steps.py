@@ -59,7 +59,8 @@ class StepCounter(object):
         return self.steps_run == self.captured_step
 
     def start_run(self, run_context: Any) -> Optional[StepWalk]:
-        """The run's walk when it is a training step (counted), else None (logged as skipped)."""
+        """The run's walk when it is the iteration's kind (a training step, or an inference run:
+        ``mode``), counted; else None (logged as skipped)."""
         args = run_context.original_args
         walk = self._detector.walk(args.fetches, args.feed_dict)
         verdict = self._detector.verdict_for(walk)
