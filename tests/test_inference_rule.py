@@ -4,6 +4,7 @@ import pytest
 import tensorflow as tf
 
 from npu_dump_hook import settings
+from npu_dump_hook.bundle import read_bundle, verify_bundle
 from npu_dump_hook.bundle.schema import run_mode_problems
 from npu_dump_hook.bundle.verify import check_bundle_json
 from npu_dump_hook.errors import OptionError
@@ -114,3 +115,52 @@ def test_bundle_json_run_mode_is_train_or_infer():
     assert run_mode_problems({"mode": "infer"}) == [] and run_mode_problems({}) == []
     assert run_mode_problems({"mode": "serve"}) == ["run.mode 'serve' is not one of train, infer"]
     assert any("run.mode" in p for p in check_bundle_json({"run": {"mode": 3}}))
+
+
+def _inference_graph():
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [None, 3], name="x")
+        noisy = x + tf.random.uniform([3], maxval=0.1, name="augment")  # random preprocessing
+        w = v1.get_variable("w", initializer=np.full((3, 1), 0.5, np.float32))
+        pred = tf.matmul(noisy, w, name="pred")
+        pred.graph.add_to_collection("init", v1.global_variables_initializer())
+    return graph, x, pred
+
+
+def _run_inference(hook, graph, x, pred):
+    with graph.as_default():
+        with v1.train.MonitoredSession(hooks=[hook]) as sess:
+            sess.run(graph.get_collection("init")[0])  # a set-up run: skipped
+            outputs = [sess.run(pred, {x: np.full((2, 3), float(i), np.float32)}) for i in range(3)
+                       if not sess.should_stop()]
+    return outputs
+
+
+def test_auto_dumps_the_first_fed_batch_of_a_graph_that_cannot_train_with_randomness_stripped(in_tmp_cwd):
+    from npu_dump_hook import NpuDumpHook
+
+    graph, x, pred = _inference_graph()
+    hook = NpuDumpHook(backend="emulated", output_dir="out")
+    outputs = _run_inference(hook, graph, x, pred)
+    assert len(outputs) == 1  # request_stop after the dumped batch, as after a training step
+    summary = hook.summary
+    assert summary["mode"] == "infer" and summary["steps"] == 1 and summary["skipped_runs"]["count"] == 1
+    (counted,) = summary["counted_steps"]
+    assert counted["inference"] and counted["inputs"] == ["x:0"] and counted["model"] == ["w"]
+    assert any(source["op"].startswith("augment") for source in summary["randomness"]["sources"])
+    doc = read_bundle(hook.bundle.path)
+    assert doc["run"]["mode"] == "infer" and verify_bundle(hook.bundle.path) == []
+    golden = NpuDumpHook(initial_state=hook.bundle.path, output_dir="golden")
+    assert np.array_equal(_run_inference(golden, *_inference_graph())[0], outputs[0])  # the same noise
+    assert read_bundle(golden.bundle.path)["golden_for"]["match"] is True
+
+
+def test_mode_train_skips_every_inference_run(in_tmp_cwd):
+    from npu_dump_hook import NpuDumpHook
+
+    graph, x, pred = _inference_graph()
+    hook = NpuDumpHook(backend="emulated", output_dir="out", mode="train")
+    with pytest.raises(Exception) as raised:
+        _run_inference(hook, graph, x, pred)
+    assert "no training step ran" in str(raised.value) and hook.summary["mode"] == "train"
