@@ -164,3 +164,15 @@ def test_mode_train_skips_every_inference_run(in_tmp_cwd):
     with pytest.raises(Exception) as raised:
         _run_inference(hook, graph, x, pred)
     assert "no training step ran" in str(raised.value) and hook.summary["mode"] == "train"
+
+
+def test_a_golden_run_takes_the_bundles_mode_and_refuses_another(in_tmp_cwd):
+    from npu_dump_hook import NpuDumpHook
+
+    graph, x, pred = _inference_graph()
+    hook = NpuDumpHook(backend="emulated", output_dir="out", mode="infer")
+    _run_inference(hook, graph, x, pred)
+    with pytest.raises(OptionError) as raised:
+        NpuDumpHook(initial_state=hook.bundle.path, output_dir="golden", mode="train")
+    assert raised.value.option == "mode" and "captured an inference iteration (run.mode infer)" in raised.value.rule
+    assert NpuDumpHook(initial_state=hook.bundle.path, output_dir="golden").steps.mode.chosen == "infer"

@@ -59,8 +59,16 @@ class GoldenRun(object):
         return self.target.captured_step if self.target is not None else None
 
     def mode_for(self, mode: str) -> str:
-        """A golden run's ``mode``: ``auto`` takes the NPU bundle's (``run.mode``); any other is as given."""
-        return self.target.mode if self.target is not None and mode == "auto" else mode
+        """A golden run's ``mode``: the NPU bundle's (``run.mode``) under ``auto``; another mode than
+        the bundle's is an OptionError (the golden run must capture the same kind of iteration)."""
+        if self.target is None:
+            return mode
+        recorded = self.target.mode
+        if mode not in ("auto", recorded):
+            kind = "an inference iteration" if recorded == "infer" else "a training step"
+            raise OptionError("mode", mode, "the NPU bundle {} captured {} (run.mode {}): leave mode auto or give "
+                                            "{}".format(printable(self.target.path), kind, recorded, recorded))
+        return recorded
 
     def check_backend(self, backend: Any, initial_state: Any) -> None:
         if self.target is not None and not getattr(backend, "golden_only", False):
