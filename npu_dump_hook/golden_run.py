@@ -86,7 +86,7 @@ class NpuBundleTarget(object):
         if self.captured_step is None:
             raise OptionError(_OPTION, self.path, "records no captured step (run.captured_step): not a bundle the "
                                                   "hook wrote")
-        if need_checkpoint and not view.init_files():
+        if need_checkpoint and not view.init_files() and not self.stateless:
             raise OptionError(_OPTION, self.path, "has no data/init/ checkpoint (the NPU run was made with "
                                                   "save_initial_state=False, or its save failed); pass "
                                                   "restore_initial_state=False to only compare fingerprints")
@@ -96,6 +96,17 @@ class NpuBundleTarget(object):
     def captured_step(self) -> Optional[int]:
         step = (self.doc.get("run") or {}).get("captured_step")
         return step if isinstance(step, int) and not isinstance(step, bool) and step >= 0 else None
+
+    @property
+    def mode(self) -> str:
+        """``train`` or ``infer``: which kind of iteration the NPU run captured (``run.mode``)."""
+        return "infer" if (self.doc.get("run") or {}).get("mode") == "infer" else "train"
+
+    @property
+    def stateless(self) -> bool:
+        """An inference run of a graph without variables (a frozen GraphDef): no checkpoint to restore."""
+        state = (self.fingerprints or {}).get("state")
+        return self.mode == "infer" and state == []
 
     @property
     def fingerprints(self) -> Optional[Mapping[str, Any]]:

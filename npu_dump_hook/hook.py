@@ -70,7 +70,13 @@ compared with the NPU bundle's. A difference fails the run before its bundle is 
 inputs and the likely cause) or is recorded as a warning (``on_mismatch="warn"``). The golden
 bundle records ``backend: "reference"`` (the bundle format's name of the golden backend), ``data/golden/`` and ``golden_for`` (docs/bundle-format.md).
 
-Only training is dumped: give the hook to ``estimator.train(hooks=...)`` or, with
+Online inference (``mode="infer"``, or ``"auto"`` in a script that never trains; see
+:mod:`npu_dump_hook.train.inference`): the iteration is the first run of the model on an input
+batch, e.g. ``estimator.predict(input_fn, hooks=[hook])`` (its generator ends after the dumped
+batch), ``estimator.evaluate(..., hooks=[hook])`` or an ``NpuDumpSession`` around an inference
+loop; bundle.json then says ``run.mode: "infer"``.
+
+In a training script only training is dumped: give the hook to ``estimator.train(hooks=...)`` or, with
 ``tf.estimator.train_and_evaluate``, to ``TrainSpec(hooks=...)`` only, never to
 ``EvalSpec``. On a real NPU the dump options live in the session config, so an
 evaluation session built from the same ``RunConfig`` would dump as well; the
@@ -209,8 +215,10 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
                  archive: Optional[str] = None, force: bool = False, emulate_profile: Optional[str] = None,
                  faults: Optional[Mapping[str, str]] = None, initial_state: Optional[str] = None,
                  restore_initial_state: bool = True, on_mismatch: str = "error",
-                 max_input_bytes: int = settings.DEFAULT_MAX_INPUT_BYTES, replay_inputs: bool = True) -> None:
+                 max_input_bytes: int = settings.DEFAULT_MAX_INPUT_BYTES, replay_inputs: bool = True,
+                 mode: str = "auto") -> None:
         _check_keywords(max_steps, randomness, on_mismatch, max_input_bytes)
+        settings.check_keyword("mode", mode)
         backend = golden_backend(backend, initial_state)
         self.golden = GoldenRun.open(initial_state, bool(restore_initial_state), on_mismatch, replay_inputs)
         self._ids = rank_and_device()
@@ -221,7 +229,8 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self.verbose, self.randomness, self.seed = verbose, randomness, seed
         backend = resolve_backend(backend, emulate_precision, emulate_profile, faults)
         self.golden.check_backend(backend, initial_state)
-        self.steps = StepCounter(*run_steps(max_steps, options, self.golden.captured_step))
+        self.steps = StepCounter(*run_steps(max_steps, options, self.golden.captured_step),
+                                 mode=self.golden.mode_for(mode))
         self.dump = DumpRun(self.layout, options, backend, reference, ranks, save_initial_state)
         self.collect = collect and self.dumping
         self.bundle_dir = os.path.abspath(bundle_dir or os.path.join(self.output_dir, "bundles"))
@@ -380,6 +389,7 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
             golden_for=self.golden.golden_for, golden_only=self.golden_only,
             warnings=tuple(self.warnings) + tuple(self.prints.inputs.warnings if self.prints.inputs else ()),
             inputs=self.prints.inputs.section if self.prints.inputs else None, environment=self._environment(),
+            mode=steps.mode.recorded,
             extra={"failures": list(self.failures), "counted_steps": list(steps.counted_steps),
                    "skipped_runs": dict(steps.skipped_runs)},
         )
@@ -401,9 +411,7 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
     def _collect_or_report(self) -> None:
         with self.guard("collecting the bundle into {}".format(self.bundle_dir)):
             if not self._steps_run:
-                raise NpuDumpError(
-                    "no training step ran: {} run(s) updated no trainable variable (fetches {}), so there is "
-                    "no iteration to bundle".format(self.skipped_runs["count"], self.skipped_runs["examples"] or "none"))
+                raise NpuDumpError(self.steps.nothing_counted())
             with terminating_cleanly():  # SIGTERM while collecting: the staging folder is removed
                 self.bundle = collect_run(self.record, self.bundle_dir, **self._bundle_args)
 

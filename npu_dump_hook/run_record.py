@@ -41,7 +41,7 @@ TARGET_SCRATCH_DIR = ".initial_state"
 #: The captured step's input values (``.npy``), bundled as ``data/inputs/`` (input replay).
 INPUTS_DIR = "inputs"
 #: Further keys a hooked run records in its ``run`` section.
-_RUN_EXTRA_KEYS = ("max_steps", "captured_step", "graph_dump_env", "tf_version", "emulator", "reference",
+_RUN_EXTRA_KEYS = ("mode", "max_steps", "captured_step", "graph_dump_env", "tf_version", "emulator", "reference",
                    "environment")
 
 
@@ -152,6 +152,8 @@ class RunRecord:
     inputs: Optional[Mapping[str, Any]] = None
     #: What the run ran on (:mod:`npu_dump_hook.environment`; bundle.json ``run.environment``).
     environment: Optional[Mapping[str, Any]] = None
+    #: Which kind of iteration was captured: ``train`` or ``infer`` (online inference).
+    mode: str = "train"
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -176,7 +178,7 @@ class RunRecord:
     def summary(self) -> Dict[str, Any]:
         """The content of ``run.json``."""
         summary = {
-            "steps": self.steps, "max_steps": self.max_steps, "captured_step": self.captured_step,
+            "mode": self.mode, "steps": self.steps, "max_steps": self.max_steps, "captured_step": self.captured_step,
             "global_step": dict(self.global_step), "started": iso_time(self.started), "ended": iso_time(self.ended),
             "rank": self.rank, "device_id": self.device_id, "run_dir": self.layout.root,
             "options": self.options.as_dict(), "graph_dump_env": dict(self.graph_dump_env),

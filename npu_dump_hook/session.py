@@ -13,6 +13,10 @@ hooks (one run-logic implementation), around every ``run`` of the wrapped sessio
         stop="exit" (default): print the final line, end the process with exit status 0
         stop="continue": later runs go straight to the session; nothing more is dumped
 
+An inference loop (``mode="infer"``, or ``"auto"`` when the graph cannot train) works the same
+way: the restore, initializers and warm-up runs are skipped, the first run of the model on a
+fed batch is the dumped iteration.
+
 With ``stop="continue"`` the bundle is collected when the dumped steps are done; a wrapper
 whose steps never finished collects at ``close()``, on leaving the ``with`` block, or at
 interpreter exit. Wrap the session before running anything the randomness policy must see:

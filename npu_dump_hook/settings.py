@@ -64,7 +64,7 @@ DEFAULT_MAX_INPUT_BYTES = 256 << 20
 
 __all__ = ["Setting", "SETTINGS", "HOOK", "SESSION", "RUNNER", "HOOK_KEYWORDS", "HOOK_RULES", "SESSION_RULES",
            "ENV_RUN", "ENV_RUN_STOP", "ENV_RUN_LOG_LEVEL", "ENV_RUN_KEEP_CHECKPOINTS", "ENV_RUN_HOOK_OPTIONS",
-           "BACKEND_CHOICES", "GOLDEN_BACKEND", "BACKEND_ALIASES", "ON_MISMATCH", "LINK_MODES", "CHECKSUMS",
+           "BACKEND_CHOICES", "GOLDEN_BACKEND", "MODES", "BACKEND_ALIASES", "ON_MISMATCH", "LINK_MODES", "CHECKSUMS",
            "ARCHIVES", "STOP_MODES", "DEFAULT_MAX_INPUT_BYTES", "FAULTS_SEPARATOR", "FAULT_OP_SEPARATOR", "rows",
            "variable", "read", "read_all",
            "canonical", "check_keyword", "check_combination", "parse_flag", "parse_faults", "format_faults"]
@@ -96,6 +96,9 @@ LINK_MODES = ("auto", "hardlink", "copy")
 CHECKSUMS = ("sha256", "none")
 #: Archive formats a bundle can be packed into (``archive=``, ``--archive``).
 ARCHIVES = ("tar", "tar.gz")
+#: Which runs are the iteration (``mode=``, ``--mode``): ``auto`` (training steps when the script
+#: trains, else the first inference run), ``train`` or ``infer`` (:mod:`npu_dump_hook.train.inference`).
+MODES = ("auto", "train", "infer")
 #: What ``NpuDumpSession(stop=)``, ``--stop`` and NPU_DUMP_HOOK_STOP accept.
 STOP_MODES = ("exit", "continue")
 #: NPU_DUMP_HOOK_FAULTS: what separates its ``OP=SPEC`` entries, and an entry's op from its spec.
@@ -314,6 +317,11 @@ _ROWS = [
             "training steps before the run is stopped (default: 1, or what --dump-step needs)",
             env=_hook_variable("max_steps"), parse=_integer(1), check=_positive_int, flag="--max-steps",
             cli={"type": int}),
+    Setting("mode", HOOK, "one of " + "|".join(MODES), "auto",
+            "which run is the dumped iteration: training steps (train), the first run of the model on an input "
+            "batch (infer: online inference), or auto (default: train when the script trains, else infer)",
+            env=_hook_variable("mode"), parse=_one_of(_fixed(MODES)), check=_member(_fixed(MODES)),
+            choices=_fixed(MODES), flag="--mode", list_choices=True),
     Setting("randomness", HOOK, "one of " + "|".join(POLICIES), "strip", "randomness policy (default strip)",
             env=_hook_variable("randomness"), parse=_one_of(_fixed(POLICIES)), check=_member(_fixed(POLICIES)),
             choices=_fixed(POLICIES), flag="--randomness", list_choices=True),

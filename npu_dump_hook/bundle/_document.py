@@ -53,7 +53,8 @@ _ENTRY_TYPES = (("path", str), ("size", int), ("sha256", _STR), ("kind", str), (
                 ("original_name", _STR), ("header", _DICT), ("parse_error", _STR))
 #: Known keys of each section and the types section 2 allows for them (null: unknown).
 _SECTION_TYPES = {
-    "run": (("steps", _INT), ("max_steps", _INT), ("captured_step", _INT), ("global_step", (int, dict, _NULL)),
+    "run": (("mode", _STR), ("steps", _INT), ("max_steps", _INT), ("captured_step", _INT),
+            ("global_step", (int, dict, _NULL)),
             ("started", _STR), ("ended", _STR), ("rank", _NUMBER_OR_TEXT),
             ("device_id", (int, str, list, _NULL)), ("reference", _DICT)),
     "graph": (("file", _STR), ("name", _STR), ("stage", _STR), ("op_count", _INT), ("json", _STR),

@@ -14,11 +14,15 @@ Nothing here reads a file or imports anything outside the standard library.
 """
 from typing import Any, Dict, List, Sequence
 
-__all__ = ["RUN_SECTION_KEYS", "run_section", "FINGERPRINT_ALGORITHM", "fingerprint_problems", "INPUT_SOURCES",
-           "INPUT_FILE_SUFFIX", "input_problems", "ENVIRONMENT_KEYS", "ENVIRONMENT_PREFIXES", "environment_problems"]
+__all__ = ["RUN_SECTION_KEYS", "RUN_MODES", "run_mode_problems", "run_section", "FINGERPRINT_ALGORITHM",
+           "fingerprint_problems", "INPUT_SOURCES", "INPUT_FILE_SUFFIX", "input_problems", "ENVIRONMENT_KEYS",
+           "ENVIRONMENT_PREFIXES", "environment_problems"]
 
 #: Keys every bundle.json ``run`` section has (the bundle format contract); None when unknown.
 RUN_SECTION_KEYS = ("steps", "global_step", "started", "ended", "rank", "device_id")
+#: What ``run.mode`` may say: the captured iteration is a training step or an online-inference run
+#: (a bundle without ``run.mode`` is a training bundle).
+RUN_MODES = ("train", "infer")
 #: The digest of every ``fingerprints`` entry (its key in an entry, and ``fingerprints.algorithm``).
 FINGERPRINT_ALGORITHM = "sha256"
 _HEX = "0123456789abcdef"
@@ -61,6 +65,14 @@ def run_section(**values: Any) -> Dict[str, Any]:
     section = {key: None for key in RUN_SECTION_KEYS}  # type: Dict[str, Any]
     section.update(values)
     return section
+
+
+def run_mode_problems(run: Any) -> List[str]:
+    """``run.mode`` present and not one of :data:`RUN_MODES` (its type is checked with the section's)."""
+    mode = run.get("mode") if isinstance(run, dict) else None
+    if isinstance(mode, str) and mode not in RUN_MODES:
+        return ["run.mode {!r} is not one of {}".format(mode, ", ".join(RUN_MODES))]
+    return []
 
 
 def fingerprint_problems(section: Any) -> List[str]:

@@ -23,7 +23,7 @@ from ._spec import BACKENDS, BUNDLE_JSON_PATH, DATA_DIR, DUMP_NAME_FIELDS, FILE_
 from .describe import graph_ops, header_summary
 from ._document import (GOLDEN_FOR_TYPES, MAX_BUNDLE_JSON_BYTES, TOP_TYPES, load_bundle_json, too_large,
                         type_problems)
-from .schema import RUN_SECTION_KEYS, environment_problems, fingerprint_problems, input_problems
+from .schema import RUN_SECTION_KEYS, environment_problems, fingerprint_problems, input_problems, run_mode_problems
 
 __all__ = ["verify_bundle", "check_bundle_json", "check_payload"]
 
@@ -97,6 +97,7 @@ def check_bundle_json(doc: Mapping[str, Any]) -> List[str]:
         problems.extend(_unlisted_inputs(doc))
     if isinstance(doc.get("run"), dict):
         problems.extend(environment_problems(doc["run"].get("environment")))
+    problems.extend(run_mode_problems(doc.get("run")))
     problems.extend(_golden_problems(doc))
     return problems
 

@@ -18,6 +18,9 @@ first training entry point the script reaches claims the process's one
                                   options; wrapped as NpuDumpSession(stop="continue") for the runs
                                   of the thread that made it; settings.stop="exit" ends the script
                                   with status 0 after the dumped steps
+    Estimator.predict/evaluate,   online inference (mode auto/infer, nothing trained first): the
+    inference sessions            hook for the pass, a session at its first inference run, a
+                                  MonitoredSession on a graph without training ops (._infer)
 
 Once a hook exists nothing else is injected, and the script's checkpoints (Saver.save,
 CheckpointSaverHook, MonitoredTrainingSession) go to the run folder (:mod:`._checkpoints`); a
@@ -40,6 +43,7 @@ from ..errors import NpuDumpError, OptionError
 from ..options import DumpOptions
 from ..settings import ENV_RUN_HOOK_OPTIONS
 from ._notice import BundleNotice
+from ._infer import estimator_entry, restored_mark, run_verdict, wants_inference
 from ._checkpoints import SAVER_HOOK_MODULE, SAVER_MODULE, CheckpointRedirect, redirecting_begin, redirecting_save
 from ._settings import RunSettings
 
@@ -50,6 +54,7 @@ logger = logging.getLogger("npu_dump_hook.runner")
 # attributes the runner sets on the tf.compat.v1.Session objects of the script
 _WRAPPER = "_npu_dump_hook_wrapper"
 _CANDIDATE = "_npu_dump_hook_candidate"
+_RESTORED = "_npu_dump_hook_restored"
 
 
 def _trains(graph: Any) -> bool:
@@ -204,8 +209,9 @@ class Injection(object):
         if self._stood_down or not self.settings.enabled:
             return
         if self.hook is None:
-            logger.warning("npu_dump_hook: no training was seen (Estimator.train, MonitoredSession or a "
-                           "tf.compat.v1.Session running training ops): nothing was dumped")
+            logger.warning("npu_dump_hook: no training was seen, nor inference (Estimator.train/predict/evaluate, "
+                           "MonitoredSession or a tf.compat.v1.Session running training ops or the model on an "
+                           "input batch): nothing was dumped")
         elif self.hook.dumping and self.hook.collect:
             logger.warning("npu_dump_hook: no bundle was written (%d training step(s) ran; run folder %s)",
                            len(self.hook.counted_steps), self.hook.run_dir)
@@ -328,8 +334,8 @@ class Injection(object):
                 _tf.set_estimator_session_config(self, config)  # evaluate/predict keep the script's config
 
         _set(estimator, "train", train)
-        for name in ("evaluate", "predict"):
-            _set(estimator, name, _without_dump_keys(estimator.__dict__[name]))
+        for name in ("evaluate", "predict"):  # an inference pass when nothing trains first (._infer)
+            _set(estimator, name, estimator_entry(self, name, _without_dump_keys(estimator.__dict__[name])))
 
     def _patch_monitored(self) -> None:
         base, coordinated, creators = _tf.monitored_session_classes()
@@ -341,7 +347,8 @@ class Injection(object):
         def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
             bound = signature.bind(self, *args, **kwargs)
             claim = injection._local.__dict__.pop("claimed", None)  # by MonitoredTrainingSession, for this one
-            if claim is not None or (injection._open() and _trains(_tf.tf_v1().get_default_graph())):
+            graph = _tf.tf_v1().get_default_graph()
+            if claim is not None or (injection._open() and injection._monitored_wanted(graph)):
                 creator = bound.arguments.get("session_creator")
                 known = creator is None or isinstance(creator, creators)
                 config = _tf.session_creator_config(creator) if creator is not None else None
@@ -407,8 +414,8 @@ class Injection(object):
         def run_(self: Any, fetches: Any, feed_dict: Any = None, options: Any = None, run_metadata: Any = None) -> Any:
             state = self.__dict__
             wrapper = state.get(_WRAPPER)
-            if wrapper is None and state.pop(_CANDIDATE, False):
-                wrapper = injection._wrap_at_first_run(self)
+            if wrapper is None and state.get(_CANDIDATE, False):
+                wrapper = injection._wrap_at_run(self, fetches, feed_dict)
             if wrapper is None or injection._depth("routing") or threading.get_ident() != injection._thread:
                 return run(self, fetches, feed_dict, options, run_metadata)  # input threads (queue runners) too
             with injection._routing():
@@ -469,15 +476,36 @@ class Injection(object):
 
         return __init__
 
-    def _wrap_at_first_run(self, session: Any) -> Any:
-        """A session made before its graph had training ops: claimed at its first run if it has them now."""
-        if not self._open() or session.graph.finalized or not _trains(session.graph):
+    def _wrap_at_run(self, session: Any, fetches: Any, feed_dict: Any) -> Any:
+        """A session made before its graph had training ops: claimed at its first run if it has
+        them now (mode train: else never); with mode auto/infer, at its first inference run
+        (:mod:`._infer`), set-up and warm-up runs before it going on unclaimed."""
+        graph = session.graph
+        infer = wants_inference(self.settings)
+        if not self._open() or graph.finalized:
+            session.__dict__.pop(_CANDIDATE, None)
             return None
+        verdict = run_verdict(graph, fetches, feed_dict) if infer else None
+        restored = restored_mark(session, verdict, _RESTORED)
+        explicit = self.settings.hook_options.get("mode") == "infer"
+        trains = not explicit and not (verdict is not None and verdict.restore) and not restored and _trains(graph)
+        if not trains and not (verdict is not None and verdict.iteration):
+            if not infer:
+                session.__dict__.pop(_CANDIDATE, None)
+            return None  # auto/infer: a set-up or warm-up run; the next run is looked at again
+        session.__dict__.pop(_CANDIDATE, None)
         claim = self._claim("Session", None)
         if claim is None:
             return None
-        self._no_config("the tf.compat.v1.Session made before its graph had training ops")
+        claim[0].steps.mode.restored = restored
+        self._no_config("the tf.compat.v1.Session made before its graph {}".format(
+            "had training ops" if trains else "was run for inference"))
         return self._wrap(session, claim[0])
+
+    def _monitored_wanted(self, graph: Any) -> bool:
+        """A MonitoredSession made by the script claims the hook: on a graph with training ops, or
+        (mode auto/infer) on one without (an inference or evaluation loop)."""
+        return _trains(graph) or wants_inference(self.settings)
 
     def _wrap(self, session: Any, hook: Any) -> Any:
         from ..session import NpuDumpSession

@@ -71,6 +71,18 @@ class GoldenRun(object):
         """The NPU bundle's captured step (None: not a golden run)."""
         return self.target.captured_step if self.target is not None else None
 
+    def mode_for(self, mode: str) -> str:
+        """A golden run's ``mode``: the NPU bundle's (``run.mode``) under ``auto``; another mode than
+        the bundle's is an OptionError (the golden run must capture the same kind of iteration)."""
+        if self.target is None:
+            return mode
+        recorded = self.target.mode
+        if mode not in ("auto", recorded):
+            kind = "an inference iteration" if recorded == "infer" else "a training step"
+            raise OptionError("mode", mode, "the NPU bundle {} captured {} (run.mode {}): leave mode auto or give "
+                                            "{}".format(printable(self.target.path), kind, recorded, recorded))
+        return recorded
+
     def check_backend(self, backend: Any, initial_state: Any) -> None:
         if self.target is not None and not getattr(backend, "golden_only", False):
             raise OptionError("initial_state", initial_state, "is for the golden run: the backend must be "
@@ -83,7 +95,8 @@ class GoldenRun(object):
         if self.target is None:
             return
         self._load_inputs(scratch_dir)
-        if not self.restore_initial_state:
+        if not self.restore_initial_state or self.target.stateless:
+            # stateless: an inference graph without variables (its weights are constants)
             shutil.rmtree(scratch_dir, ignore_errors=True)
             return
         target = self.target

@@ -58,17 +58,19 @@ def announce(hook: Any) -> None:
                        printable(hook.run_dir), printable(reason))
         return
     warnings = "".join("\n  warning: " + printable(w) for w in bundle.warnings[:5])
+    what = "inference iteration(s)" if hook.steps.mode.chosen == "infer" else "training step(s)"
     if hook.golden_only:
-        _notice(hook, "npu_dump_hook: golden bundle %s: %d training step(s), golden step %d, %s, %d warning(s)%s",
-                printable(bundle.location), hook.steps.steps_run, hook.captured_step,
+        _notice(hook, "npu_dump_hook: golden bundle %s: %d %s, golden step %d, %s, %d warning(s)%s",
+                printable(bundle.location), hook.steps.steps_run, what, hook.captured_step,
                 printable(hook.golden.describe()), len(bundle.warnings), warnings)
         return
     coverage = bundle.coverage or {}
-    _notice(hook, "npu_dump_hook: bundle %s: %d training step(s), dump step(s) %s, coverage %s/%s ops, "
-            "%d warning(s)%s", printable(bundle.location), hook.steps.steps_run, ", ".join(bundle.steps) or "none",
+    _notice(hook, "npu_dump_hook: bundle %s: %d %s, dump step(s) %s, coverage %s/%s ops, "
+            "%d warning(s)%s", printable(bundle.location), hook.steps.steps_run, what,
+            ", ".join(bundle.steps) or "none",
             coverage.get("dumped", "?"), coverage.get("expected", "?"), len(bundle.warnings), warnings)
     if hook.dump.computes_npu_numerics():
-        _notice(hook, "npu_dump_hook: the emulated run computed with NPU numerics (%s): its training results "
+        _notice(hook, "npu_dump_hook: the emulated run computed with NPU numerics (%s): its results "
                 "differ from a fp32 run and it has no golden tensors; make them in a second run: %s",
                 numerics_text(hook.backend), printable(golden_run_hint(hook, bundle.location)))
 

@@ -2,14 +2,16 @@
 
 Contract::
 
-    steps = StepCounter(max_steps, captured_step)     # numbers fixed at construction
+    steps = StepCounter(max_steps, captured_step, mode)  # numbers and mode fixed at construction
     steps.begin(graph, index)                          # the detector, over the graph's one index
     walk = steps.start_run(run_context)                # before_run: the run's StepWalk, or None
     steps.at_captured_step                             #   (not a training step: logged, not counted)
     steps.end_run(run_context)                         # after_run: count; request_stop() at max_steps
 
 A run counts when it updates a trainable variable or the global step
-(:mod:`npu_dump_hook.train.training_step`); ``counted_steps`` and ``skipped_runs`` go to run.json. The
+(:mod:`npu_dump_hook.train.training_step`), or, in inference (``mode="infer"``, or ``"auto"`` in a
+script that never trains), when it runs the model on an input batch
+(:mod:`npu_dump_hook.train.inference`); ``counted_steps`` and ``skipped_runs`` go to run.json. The
 numbers: :func:`run_steps`, that is :func:`dump_run_steps` (``max_steps`` and ``dump_step`` of a dump run) and
 :func:`golden_run_steps` (a golden run takes the NPU bundle's captured step).
 """
@@ -21,6 +23,7 @@ from ..errors import OptionError
 from ..options import DumpOptions
 from .training_step import TrainingStepDetector
 from .guard import HOOK_LOGGER
+from .inference import InferenceDetector, ModeChoice
 from .walk import GraphIndex, StepWalk
 
 __all__ = ["StepCounter", "run_steps", "dump_run_steps", "golden_run_steps", "read_global_step"]
@@ -32,8 +35,10 @@ _EXAMPLES = 3
 class StepCounter(object):
     """Counts training steps and tells the captured one (see the module doc)."""
 
-    def __init__(self, max_steps: int, captured_step: int) -> None:
+    def __init__(self, max_steps: int, captured_step: int, mode: str = "auto") -> None:
         self.max_steps = max_steps
+        #: Which rule counts runs: ``mode`` resolved (``auto`` at the first training or inference run).
+        self.mode = ModeChoice(mode)
         self.captured_step = captured_step
         #: Training steps run so far.
         self.steps_run = 0
@@ -43,25 +48,59 @@ class StepCounter(object):
         self.skipped_runs = {"count": 0, "examples": []}  # type: Dict[str, Any]
         self.counting = False
         self._detector = None  # type: Any
+        self._inference = None  # type: Any
 
     def begin(self, graph: Any, index: GraphIndex) -> None:
         self._detector = TrainingStepDetector(graph, index)
+        self._inference = InferenceDetector(graph)
 
     @property
     def at_captured_step(self) -> bool:
         return self.steps_run == self.captured_step
 
     def start_run(self, run_context: Any) -> Optional[StepWalk]:
-        """The run's walk when it is a training step (counted), else None (logged as skipped)."""
+        """The run's walk when it is the iteration's kind (a training step, or an inference run:
+        ``mode``), counted; else None (logged as skipped)."""
         args = run_context.original_args
         walk = self._detector.walk(args.fetches, args.feed_dict)
         verdict = self._detector.verdict_for(walk)
-        self.counting = verdict.training
-        if not verdict.training:
+        if self.mode.chosen != "train":
+            verdict = self._inference_verdict(walk, verdict)
+        counts = getattr(verdict, "training", None) if self.mode.chosen == "train" else verdict.iteration
+        self.counting = bool(counts)
+        if not self.counting:
             self._note_skipped(verdict)
             return None
         self.counted_steps.append(dict(verdict.as_dict(), step=self.steps_run))
         return walk
+
+    def _inference_verdict(self, walk: StepWalk, training: Any) -> Any:
+        """The inference verdict (infer, or auto not yet decided), or ``training`` once auto chose train."""
+        inference = self._inference.verdict_for(walk)
+        self.mode.restored = self.mode.restored or inference.restore
+        before = self.mode.chosen
+        chosen = self.mode.decide(training.training, inference.iteration, self._graph_trains)
+        if chosen != before:
+            logger.info("NpuDumpHook: mode=auto: %s", "the script trains: training steps are dumped"
+                        if chosen == "train" else "the graph has no training op: the first inference run is dumped")
+        return training if chosen == "train" else inference
+
+    def _graph_trains(self) -> bool:
+        graph = self._detector.graph
+        return self._detector.verdict(graph.get_operations()).training
+
+    def nothing_counted(self) -> str:
+        """Why there is no iteration to bundle (the error text when no run counted)."""
+        count, examples = self.skipped_runs["count"], self.skipped_runs["examples"] or "none"
+        if self.mode.chosen == "infer":
+            return "no inference iteration ran: {} run(s) ran the model on no input batch (fetches {}), so there " \
+                   "is no iteration to bundle".format(count, examples)
+        if self.mode.chosen is None and self.mode.requested == "auto":
+            return "no training step ran and no inference iteration: {} run(s) updated no trainable variable and " \
+                   "ran the model on no input batch (fetches {}), so there is no iteration to bundle".format(
+                       count, examples)
+        return "no training step ran: {} run(s) updated no trainable variable (fetches {}), so there is no " \
+               "iteration to bundle".format(self.skipped_runs["count"], self.skipped_runs["examples"] or "none")
 
     def end_run(self, run_context: Any) -> None:
         self.steps_run += 1
@@ -72,6 +111,12 @@ class StepCounter(object):
         self.skipped_runs["count"] += 1
         if len(self.skipped_runs["examples"]) < _EXAMPLES:
             self.skipped_runs["examples"].append(verdict.fetches[:5])
+        if hasattr(verdict, "iteration"):
+            logger.info("NpuDumpHook: run of %s is not %san inference iteration (%s): not counted, not dumped",
+                        ", ".join(verdict.fetches[:5]) or "nothing",
+                        "a training step (it updates no trainable variable) nor " if self.mode.chosen is None else "",
+                        verdict.reason)
+            return
         logger.info("NpuDumpHook: run of %s is not a training step (it updates no trainable variable): "
                     "not counted, not dumped", ", ".join(verdict.fetches[:5]) or "nothing")
 
