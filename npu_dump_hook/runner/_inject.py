@@ -34,7 +34,7 @@ import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .. import _tf
-from .._cli_conventions import EXIT_SCRIPT_ERROR, EXIT_USAGE, print_error
+from .._cli_conventions import EXIT_NO_BUNDLE, EXIT_SCRIPT_ERROR, EXIT_USAGE, print_error
 from ..constants import ENV_OPTIONS, NPU_OPTIMIZER_NAME
 from ..errors import NpuDumpError, OptionError
 from ..options import DumpOptions
@@ -46,9 +46,13 @@ __all__ = ["Injection"]
 
 logger = logging.getLogger("npu_dump_hook.runner")
 
+_EAGER_HINT = ("; TensorFlow runs eagerly (the TF 2.x default), which npu_dump_hook cannot dump: call "
+               "tf.compat.v1.disable_eager_execution() at the top of the script")
+
 # attributes the runner sets on the tf.compat.v1.Session objects of the script
 _WRAPPER = "_npu_dump_hook_wrapper"
-_CANDIDATE = "_npu_dump_hook_candidate"
+_PENDING = "_npu_dump_hook_pending"  # not wrapped yet: the reserved hook, or None (no config given)
+_DETECTOR = "_npu_dump_hook_detector"
 
 
 def _trains(graph: Any) -> bool:
@@ -140,6 +144,7 @@ class Injection(object):
         self._announced = False
         self._hook_module_is_ours = False
         self._redirect = None  # type: Optional[CheckpointRedirect]
+        self._spare = None  # type: Any  # the hook made by _reserve, bound by the first training entry point
         self._lock = threading.RLock()
         self._local = threading.local()
 
@@ -180,12 +185,20 @@ class Injection(object):
         elif explain:
             self._report()
 
+    @property
+    def bundle_missing(self) -> bool:
+        """The script ended without the bundle the run asked for (``EXIT_NO_BUNDLE``, unless allow_no_bundle)."""
+        if self._stood_down or not self.settings.enabled or self.settings.allow_no_bundle:
+            return False
+        return self.bundle_location is None and (self.hook is None or bool(self.hook.collect))
+
     def _report(self) -> None:
         if self._stood_down or not self.settings.enabled:
             return
         if self.hook is None:
-            logger.warning("npu_dump_hook: no training was seen (Estimator.train, MonitoredSession or a "
-                           "tf.compat.v1.Session running training ops): nothing was dumped")
+            logger.warning("npu_dump_hook: no training was seen (Estimator.train, MonitoredSession, Keras fit/"
+                           "train_on_batch in graph mode or a tf.compat.v1.Session running training ops): nothing "
+                           "was dumped%s", _EAGER_HINT if _tf.executing_eagerly_if_loaded() else "")
         elif self.hook.dumping and self.hook.collect:
             logger.warning("npu_dump_hook: no bundle was written (%d training step(s) ran; run folder %s)",
                            len(self.hook.counted_steps), self.hook.run_dir)
@@ -203,28 +216,38 @@ class Injection(object):
         return True
 
     def _claim(self, where: str, config: Any) -> Optional[Tuple[Any, Any]]:
-        """``(hook, config carrying its dump options)`` for the first caller, else None.
+        """``(hook, config carrying its dump options)`` for the first caller, else None
+        (:meth:`_reserve`, then :meth:`_bind`)."""
+        with self._lock:
+            if not self._open():
+                return None
+            claim = self._reserve(config)
+            self._bind(claim[0], where)
+        return claim
+
+    def _reserve(self, config: Any) -> Tuple[Any, Any]:
+        """``(hook, config carrying its dump options)``, the hook made once and not yet bound: a
+        session on a training graph gets the config now and the hook at its first training run.
 
         A ``config`` that switches the NPU dump on itself is kept, and its options become the
         hook's; otherwise the hook's options are written into a copy (``session_config``).
         """
         with self._lock:
-            if not self._open():
-                return None
-            self._hook_module_is_ours = True
-            from ..hook import NpuDumpHook  # TensorFlow is loaded: the script is training
-            from ..train.report import RERUN_COMMAND
+            own = _script_dump_options(config)
+            if self._spare is None:
+                self._hook_module_is_ours = True
+                from ..hook import NpuDumpHook  # TensorFlow is loaded: the script is training
+                from ..train.report import RERUN_COMMAND
 
-            try:
-                own = _script_dump_options(config)
-                hook = NpuDumpHook(own if own is not None else self.settings.options, **self.settings.hook_options)
-            except NpuDumpError as exc:  # the settings do not fit this run: stop as a bad variable does
-                self._stood_down = True
-                print_error(_named_after_variables(exc))
-                raise SystemExit(EXIT_USAGE if isinstance(exc, OptionError) else EXIT_SCRIPT_ERROR)
-            setattr(hook, RERUN_COMMAND, _script_words())  # the golden-run hint names the CLI command
-            self.hook, self.claimed_by = hook, where
-        logger.info("npu_dump_hook: %s gets the NpuDumpHook (run folder %s)", where, hook.run_dir)
+                try:
+                    hook = NpuDumpHook(own if own is not None else self.settings.options, **self.settings.hook_options)
+                except NpuDumpError as exc:  # the settings do not fit this run: stop as a bad variable does
+                    self._stood_down = True
+                    print_error(_named_after_variables(exc))
+                    raise SystemExit(EXIT_USAGE if isinstance(exc, OptionError) else EXIT_SCRIPT_ERROR)
+                setattr(hook, RERUN_COMMAND, _script_words())  # the golden-run hint names the CLI command
+                self._spare = hook
+            hook = self._spare
         if own is not None:
             if self.settings.options is not None or any(var in os.environ for var in ENV_OPTIONS.values()):
                 logger.warning("npu_dump_hook: the script's session config sets its own NPU dump options "
@@ -233,6 +256,15 @@ class Injection(object):
         from ..config import session_config
 
         return hook, session_config(hook.options, config, ranks=self.settings.hook_options.get("ranks"))
+
+    def _bind(self, hook: Any, where: str) -> bool:
+        """Make the reserved ``hook`` the process's, for ``where``; False when it is taken or the runner stood down."""
+        with self._lock:
+            if not self._open():
+                return False
+            self.hook, self.claimed_by = hook, where
+        logger.info("npu_dump_hook: %s gets the NpuDumpHook (run folder %s)", where, hook.run_dir)
+        return True
 
     @property
     def golden(self) -> bool:
@@ -269,9 +301,37 @@ class Injection(object):
     # -- patching -------------------------------------------------------------------------
     def patch(self, module_name: str) -> None:
         """Patch what ``module_name`` (one of the ``_tf.*_MODULE`` names) defines."""
+        if module_name in _tf.KERAS_TRAINING_MODULES:
+            return self._patch_keras(module_name)
         {_tf.SESSION_MODULE: self._patch_sessions, _tf.MONITORED_SESSION_MODULE: self._patch_monitored,
          _tf.ESTIMATOR_MODULE: self._patch_estimator, SAVER_MODULE: self._patch_saver,
          SAVER_HOOK_MODULE: self._patch_saver_hook}[module_name]()
+
+    def _patch_keras(self, module_name: str) -> None:
+        """Keras ``Model.fit``/``train_on_batch`` called eagerly (the TF 2.x default) stop the script
+        before training with one line saying what to do (status ``EXIT_NO_BUNDLE``); with
+        allow_no_bundle a warning, and the script trains undumped. In graph mode they are untouched
+        (their train function runs through the session: ``_patch_callables``)."""
+        model = sys.modules[module_name].Model
+        for name in ("fit", "train_on_batch"):
+            _set(model, name, self._graph_mode_only(model.__dict__[name], "Keras Model." + name))
+
+    def _graph_mode_only(self, method: Callable[..., Any], what: str) -> Callable[..., Any]:
+        injection = self
+
+        @functools.wraps(method)
+        def eager_checked(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if injection._open() and _tf.executing_eagerly_if_loaded():
+                message = ("{} runs eagerly (the TF 2.x default): npu_dump_hook dumps graph-mode training only; "
+                           "call tf.compat.v1.disable_eager_execution() at the top of the script".format(what))
+                injection._stood_down = True
+                if not injection.settings.allow_no_bundle:
+                    print_error(message + " (nothing dumped; the script stops before training)")
+                    raise SystemExit(EXIT_NO_BUNDLE)
+                logger.warning("npu_dump_hook: %s (allow_no_bundle: it trains, nothing is dumped)", message)
+            return method(self, *args, **kwargs)
+
+        return eager_checked
 
     def _patch_saver(self) -> None:
         saver = sys.modules[SAVER_MODULE].Saver  # loaded: the import hook calls this after its code ran
@@ -384,22 +444,18 @@ class Injection(object):
 
         @functools.wraps(run)
         def run_(self: Any, fetches: Any, feed_dict: Any = None, options: Any = None, run_metadata: Any = None) -> Any:
-            state = self.__dict__
-            wrapper = state.get(_WRAPPER)
-            if wrapper is None and state.pop(_CANDIDATE, False):
-                wrapper = injection._wrap_at_first_run(self)
+            wrapper = injection._routed_wrapper(self, fetches, feed_dict)
             if wrapper is None or injection._depth("routing") or threading.get_ident() != injection._thread:
                 return run(self, fetches, feed_dict, options, run_metadata)  # input threads (queue runners) too
-            with injection._routing():
-                result = wrapper.run(fetches, feed_dict=feed_dict, options=options, run_metadata=run_metadata)
-            if wrapper.finished and injection.settings.stop == "exit":
-                logger.info("npu_dump_hook: the dumped step(s) are done: the script ends with status 0 (stop=exit)")
-                raise SystemExit(0)
-            return result
+            return injection._route(wrapper.run, fetches, feed_dict=feed_dict, options=options,
+                                    run_metadata=run_metadata)
 
         @functools.wraps(close)
         def close_(self: Any) -> None:
             wrapper = self.__dict__.get(_WRAPPER)
+            if injection._forget(self.__dict__) is not None:
+                logger.info("npu_dump_hook: a tf.compat.v1.Session on a graph with training ops was closed without "
+                            "a training step: not dumped, its graph left as it was")
             if wrapper is None or injection._depth("routing"):
                 return close(self)
             try:
@@ -418,6 +474,63 @@ class Injection(object):
         _set(base, "run", run_)
         _set(base, "close", close_)
         _set(session, "__exit__", exit__)
+        self._patch_callables(base)
+
+    def _patch_callables(self, base: type) -> None:
+        """``make_callable`` and ``_make_callable_from_options`` (Keras's graph-mode train function,
+        TF 1.15 and 2.x): a callable of a wrapped session's thread runs through its wrapper
+        (:class:`~npu_dump_hook.session.RoutedCallable`), as ``run`` does."""
+        injection = self
+        make, make_from_options = base.__dict__["make_callable"], base.__dict__["_make_callable_from_options"]
+
+        @functools.wraps(make)
+        def make_callable(self: Any, fetches: Any, feed_list: Any = None, accept_options: bool = False) -> Any:
+            own = functools.partial(make, self, fetches, feed_list, accept_options)
+            wrapper = injection._routed_wrapper(self, fetches, dict.fromkeys(feed_list or ()))
+            if wrapper is None:
+                return own()
+            return injection._routed_callable(wrapper.make_callable(fetches, feed_list, accept_options), own)
+
+        @functools.wraps(make_from_options)
+        def _make_callable_from_options(self: Any, callable_options: Any) -> Any:
+            own = functools.partial(make_from_options, self, callable_options)
+            wrapper = injection._routed_wrapper(self, *_callable_run(self.graph, callable_options))
+            if wrapper is None:
+                return own()
+            return injection._routed_callable(wrapper._make_callable_from_options(callable_options, own), own)
+
+        _set(base, "make_callable", make_callable)
+        _set(base, "_make_callable_from_options", _make_callable_from_options)
+
+    def _routed_wrapper(self, session: Any, fetches: Any, feed_dict: Any) -> Any:
+        """The wrapper of ``session`` (wrapped now if this run is its first training step), or None."""
+        state = session.__dict__
+        wrapper = state.get(_WRAPPER)
+        if wrapper is None and _PENDING in state and not self._depth("routing"):
+            wrapper = self._wrap_at_training_run(session, fetches, feed_dict)
+        return wrapper
+
+    def _routed_callable(self, routed: Any, own: Any) -> Callable[..., Any]:
+        """``routed`` (a RoutedCallable) for calls of the wrapped session's thread, ``own`` for others."""
+        injection = self
+        made_by = self._thread
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if injection._depth("routing") or threading.get_ident() != made_by:
+                return routed.bare(*args, **kwargs)
+            return injection._route(routed, *args, **kwargs)
+
+        return call
+
+    def _route(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """A run of the wrapped session through its wrapper; stop="exit" ends the script after the dumped steps."""
+        wrapper = self._wrapper
+        with self._routing():
+            result = function(*args, **kwargs)
+        if wrapper.finished and self.settings.stop == "exit":
+            logger.info("npu_dump_hook: the dumped step(s) are done: the script ends with status 0 (stop=exit)")
+            raise SystemExit(0)
+        return result
 
     def _session_init(self, original: Callable[..., None]) -> Callable[..., None]:
         signature = inspect.signature(original)
@@ -434,29 +547,57 @@ class Injection(object):
             claim = None
             if not graph.finalized and _trains(graph):
                 try:
-                    claim = injection._claim("Session", bound.arguments.get("config"))
+                    claim = injection._reserve(bound.arguments.get("config"))
                 except SystemExit:  # the settings do not fit: leave a whole session behind, then stop
                     original(self, *args, **kwargs)
                     raise
-                if claim is not None:
-                    bound.arguments["config"] = claim[1]
+                bound.arguments["config"] = claim[1]
             original(*bound.args, **bound.kwargs)
-            if claim is not None:
-                injection._wrap(self, claim[0])
-            elif not graph.finalized:
-                self.__dict__[_CANDIDATE] = True  # no training ops yet: decided at its first run
+            if not graph.finalized:  # wrapped at its first training run (a reserved hook: with its config)
+                self.__dict__[_PENDING] = claim[0] if claim is not None else None
 
         return __init__
 
-    def _wrap_at_first_run(self, session: Any) -> Any:
-        """A session made before its graph had training ops: claimed at its first run if it has them now."""
-        if not self._open() or session.graph.finalized or not _trains(session.graph):
+    def _wrap_at_training_run(self, session: Any, fetches: Any, feed_dict: Any) -> Any:
+        """A session not wrapped yet (``_PENDING``): wrapped when this run is a training step
+        (:mod:`npu_dump_hook.train.training_step`), so a session that never trains (the
+        checkpoint-saving session of ``model_to_estimator``) keeps its graph as it is."""
+        state = session.__dict__
+        if state[_PENDING] is None and not self._open():
+            return self._forget(state)
+        if session.graph.finalized:
+            return self._forget(state)
+        if not self._training_run(session, fetches, feed_dict):
             return None
-        claim = self._claim("Session", None)
-        if claim is None:
+        hook = self._forget(state) or self._spare
+        if hook is None:
+            claim = self._claim("Session", None)
+            if claim is None:
+                return None
+            self._no_config("the tf.compat.v1.Session made before its graph had training ops")
+            hook = claim[0]
+        elif not self._bind(hook, "Session"):
             return None
-        self._no_config("the tf.compat.v1.Session made before its graph had training ops")
-        return self._wrap(session, claim[0])
+        return self._wrap(session, hook)
+
+    @staticmethod
+    def _forget(state: Dict[str, Any]) -> Any:
+        state.pop(_DETECTOR, None)
+        return state.pop(_PENDING, None)
+
+    @staticmethod
+    def _training_run(session: Any, fetches: Any, feed_dict: Any) -> bool:
+        """Whether a run of ``fetches`` with ``feed_dict`` on ``session`` updates the model."""
+        from ..train.training_step import TrainingStepDetector
+
+        state = session.__dict__
+        detector = state.get(_DETECTOR)
+        if detector is None:
+            detector = state[_DETECTOR] = TrainingStepDetector(session.graph)
+        try:
+            return detector.verdict(fetches, feed_dict).training
+        except Exception:  # noqa: BLE001 - fetches TensorFlow itself rejects: its run raises, not ours
+            return False
 
     def _wrap(self, session: Any, hook: Any) -> Any:
         from ..session import NpuDumpSession
@@ -502,6 +643,15 @@ def _without_dump_keys(method: Callable[..., Any]) -> Callable[..., Any]:
             _tf.set_estimator_session_config(self, during_train)
 
     return wrapper
+
+
+def _callable_run(graph: Any, callable_options: Any) -> Tuple[List[Any], Dict[Any, None]]:
+    """``(fetches, feed_dict keys)`` of a run the ``CallableOptions`` describe (its fetches and targets)."""
+    try:
+        fetches = [graph.as_graph_element(name) for name in list(callable_options.fetch) + list(callable_options.target)]
+        return fetches, dict.fromkeys(graph.as_graph_element(name) for name in callable_options.feed)
+    except (KeyError, ValueError, TypeError):  # names TensorFlow rejects when it makes the callable
+        return [], {}
 
 
 def _set(cls: Any, name: str, function: Callable[..., Any]) -> None:

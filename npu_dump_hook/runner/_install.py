@@ -49,7 +49,8 @@ def install(settings: Optional[RunSettings] = None) -> Injection:
 
 
 def _patch_when_loaded(injection: Injection) -> None:
-    names = (_tf.SESSION_MODULE, _tf.MONITORED_SESSION_MODULE, _tf.ESTIMATOR_MODULE, SAVER_MODULE, SAVER_HOOK_MODULE)
+    names = (_tf.SESSION_MODULE, _tf.MONITORED_SESSION_MODULE, _tf.ESTIMATOR_MODULE, SAVER_MODULE,
+             SAVER_HOOK_MODULE) + _tf.KERAS_TRAINING_MODULES
 
     def patch(name: str) -> None:
         try:
