@@ -34,12 +34,13 @@ import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .. import _tf
-from .._cli_conventions import EXIT_NO_BUNDLE, EXIT_SCRIPT_ERROR, EXIT_USAGE, print_error
+from .._cli_conventions import EXIT_SCRIPT_ERROR, EXIT_USAGE, print_error
 from ..constants import ENV_OPTIONS, NPU_OPTIMIZER_NAME
 from ..errors import NpuDumpError, OptionError
 from ..options import DumpOptions
 from ..settings import ENV_RUN_HOOK_OPTIONS
 from ._checkpoints import SAVER_HOOK_MODULE, SAVER_MODULE, CheckpointRedirect, redirecting_begin, redirecting_save
+from ._sessions import SessionPatches, set_patch, trains
 from ._settings import RunSettings
 
 __all__ = ["Injection"]
@@ -49,17 +50,6 @@ logger = logging.getLogger("npu_dump_hook.runner")
 _EAGER_HINT = ("; TensorFlow runs eagerly (the TF 2.x default), which npu_dump_hook cannot dump: call "
                "tf.compat.v1.disable_eager_execution() at the top of the script")
 
-# attributes the runner sets on the tf.compat.v1.Session objects of the script
-_WRAPPER = "_npu_dump_hook_wrapper"
-_PENDING = "_npu_dump_hook_pending"  # not wrapped yet: the reserved hook, or None (no config given)
-_DETECTOR = "_npu_dump_hook_detector"
-
-
-def _trains(graph: Any) -> bool:
-    """Whether ``graph`` holds an op that updates a trainable variable or the global step."""
-    from ..train.training_step import TrainingStepDetector
-
-    return TrainingStepDetector(graph).verdict(graph.get_operations()).training
 
 
 def _named_after_variables(exc: NpuDumpError) -> NpuDumpError:
@@ -128,7 +118,7 @@ def _script_dump_options(config: Any) -> Optional[DumpOptions]:
     return DumpOptions(**kwargs)
 
 
-class Injection(object):
+class Injection(SessionPatches):
     """The patches of one process and the one hook they hand out (see the module docstring)."""
 
     def __init__(self, settings: RunSettings) -> None:
@@ -307,39 +297,13 @@ class Injection(object):
          _tf.ESTIMATOR_MODULE: self._patch_estimator, SAVER_MODULE: self._patch_saver,
          SAVER_HOOK_MODULE: self._patch_saver_hook}[module_name]()
 
-    def _patch_keras(self, module_name: str) -> None:
-        """Keras ``Model.fit``/``train_on_batch`` called eagerly (the TF 2.x default) stop the script
-        before training with one line saying what to do (status ``EXIT_NO_BUNDLE``); with
-        allow_no_bundle a warning, and the script trains undumped. In graph mode they are untouched
-        (their train function runs through the session: ``_patch_callables``)."""
-        model = sys.modules[module_name].Model
-        for name in ("fit", "train_on_batch"):
-            _set(model, name, self._graph_mode_only(model.__dict__[name], "Keras Model." + name))
-
-    def _graph_mode_only(self, method: Callable[..., Any], what: str) -> Callable[..., Any]:
-        injection = self
-
-        @functools.wraps(method)
-        def eager_checked(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if injection._open() and _tf.executing_eagerly_if_loaded():
-                message = ("{} runs eagerly (the TF 2.x default): npu_dump_hook dumps graph-mode training only; "
-                           "call tf.compat.v1.disable_eager_execution() at the top of the script".format(what))
-                injection._stood_down = True
-                if not injection.settings.allow_no_bundle:
-                    print_error(message + " (nothing dumped; the script stops before training)")
-                    raise SystemExit(EXIT_NO_BUNDLE)
-                logger.warning("npu_dump_hook: %s (allow_no_bundle: it trains, nothing is dumped)", message)
-            return method(self, *args, **kwargs)
-
-        return eager_checked
-
     def _patch_saver(self) -> None:
         saver = sys.modules[SAVER_MODULE].Saver  # loaded: the import hook calls this after its code ran
-        _set(saver, "save", redirecting_save(saver.__dict__["save"], self.checkpoints))
+        set_patch(saver, "save", redirecting_save(saver.__dict__["save"], self.checkpoints))
 
     def _patch_saver_hook(self) -> None:
         hook = sys.modules[SAVER_HOOK_MODULE].CheckpointSaverHook
-        _set(hook, "begin", redirecting_begin(hook.__dict__["begin"], self.checkpoints))
+        set_patch(hook, "begin", redirecting_begin(hook.__dict__["begin"], self.checkpoints))
 
     def _patch_estimator(self) -> None:
         estimator = _tf.estimator_class()
@@ -366,9 +330,9 @@ class Injection(object):
                 delattr(self, _SCRIPT_SESSION_CONFIG)
                 _tf.set_estimator_session_config(self, config)  # evaluate/predict keep the script's config
 
-        _set(estimator, "train", train)
+        set_patch(estimator, "train", train)
         for name in ("evaluate", "predict"):
-            _set(estimator, name, _without_dump_keys(estimator.__dict__[name]))
+            set_patch(estimator, name, _without_dump_keys(estimator.__dict__[name]))
 
     def _patch_monitored(self) -> None:
         base, coordinated, creators = _tf.monitored_session_classes()
@@ -380,7 +344,7 @@ class Injection(object):
         def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
             bound = signature.bind(self, *args, **kwargs)
             claim = injection._local.__dict__.pop("claimed", None)  # by MonitoredTrainingSession, for this one
-            if claim is not None or (injection._open() and _trains(_tf.tf_v1().get_default_graph())):
+            if claim is not None or (injection._open() and trains(_tf.tf_v1().get_default_graph())):
                 creator = bound.arguments.get("session_creator")
                 known = creator is None or isinstance(creator, creators)
                 config = _tf.session_creator_config(creator) if creator is not None else None
@@ -399,7 +363,7 @@ class Injection(object):
             if claim is not None:
                 injection._monitored = self
 
-        _set(base, "__init__", __init__)
+        set_patch(base, "__init__", __init__)
         self._patch_training_session()
         if coordinated is not None:  # recovery sessions are made there too, later
             create = coordinated.__dict__["create_session"]
@@ -409,7 +373,7 @@ class Injection(object):
                 with injection._enter("monitored"):
                     return create(self, *args, **kwargs)
 
-            _set(coordinated, "create_session", create_session)
+            set_patch(coordinated, "create_session", create_session)
 
     def _patch_training_session(self) -> None:
         """``MonitoredTrainingSession`` claims the hook before it makes its checkpoint and summary
@@ -423,7 +387,7 @@ class Injection(object):
         @functools.wraps(original)
         def MonitoredTrainingSession(*args: Any, **kwargs: Any) -> Any:  # noqa: N802 - TF's name
             bound = signature.bind(*args, **kwargs)
-            if injection._open() and _trains(_tf.tf_v1().get_default_graph()):
+            if injection._open() and trains(_tf.tf_v1().get_default_graph()):
                 injection._local.claimed = injection._claim("MonitoredSession", bound.arguments.get("config"))
             redirect = injection.checkpoints()
             if redirect is not None:
@@ -433,181 +397,7 @@ class Injection(object):
             finally:
                 injection._local.__dict__.pop("claimed", None)
 
-        _set(module, "MonitoredTrainingSession", MonitoredTrainingSession)
-
-    def _patch_sessions(self) -> None:
-        base, session, interactive = _tf.session_classes()
-        injection = self
-        for cls in (session, interactive):
-            _set(cls, "__init__", self._session_init(cls.__dict__["__init__"]))
-        run, close, exit_ = base.__dict__["run"], base.__dict__["close"], session.__dict__["__exit__"]
-
-        @functools.wraps(run)
-        def run_(self: Any, fetches: Any, feed_dict: Any = None, options: Any = None, run_metadata: Any = None) -> Any:
-            wrapper = injection._routed_wrapper(self, fetches, feed_dict)
-            if wrapper is None or injection._depth("routing") or threading.get_ident() != injection._thread:
-                return run(self, fetches, feed_dict, options, run_metadata)  # input threads (queue runners) too
-            return injection._route(wrapper.run, fetches, feed_dict=feed_dict, options=options,
-                                    run_metadata=run_metadata)
-
-        @functools.wraps(close)
-        def close_(self: Any) -> None:
-            wrapper = self.__dict__.get(_WRAPPER)
-            if injection._forget(self.__dict__) is not None:
-                logger.info("npu_dump_hook: a tf.compat.v1.Session on a graph with training ops was closed without "
-                            "a training step: not dumped, its graph left as it was")
-            if wrapper is None or injection._depth("routing"):
-                return close(self)
-            try:
-                with injection._routing():
-                    wrapper.finish()
-            finally:
-                close(self)
-
-        @functools.wraps(exit_)
-        def exit__(self: Any, exc_type: Any, exc_value: Any, exc_tb: Any) -> Any:
-            wrapper = self.__dict__.get(_WRAPPER)
-            if wrapper is not None and exc_type is not None and not issubclass(exc_type, SystemExit):
-                wrapper.abandon()  # the script failed: no end(), no bundle (MonitoredSession's contract)
-            return exit_(self, exc_type, exc_value, exc_tb)
-
-        _set(base, "run", run_)
-        _set(base, "close", close_)
-        _set(session, "__exit__", exit__)
-        self._patch_callables(base)
-
-    def _patch_callables(self, base: type) -> None:
-        """``make_callable`` and ``_make_callable_from_options`` (Keras's graph-mode train function,
-        TF 1.15 and 2.x): a callable of a wrapped session's thread runs through its wrapper
-        (:class:`~npu_dump_hook.session.RoutedCallable`), as ``run`` does."""
-        injection = self
-        make, make_from_options = base.__dict__["make_callable"], base.__dict__["_make_callable_from_options"]
-
-        @functools.wraps(make)
-        def make_callable(self: Any, fetches: Any, feed_list: Any = None, accept_options: bool = False) -> Any:
-            own = functools.partial(make, self, fetches, feed_list, accept_options)
-            wrapper = injection._routed_wrapper(self, fetches, dict.fromkeys(feed_list or ()))
-            if wrapper is None:
-                return own()
-            return injection._routed_callable(wrapper.make_callable(fetches, feed_list, accept_options), own)
-
-        @functools.wraps(make_from_options)
-        def _make_callable_from_options(self: Any, callable_options: Any) -> Any:
-            own = functools.partial(make_from_options, self, callable_options)
-            wrapper = injection._routed_wrapper(self, *_callable_run(self.graph, callable_options))
-            if wrapper is None:
-                return own()
-            return injection._routed_callable(wrapper._make_callable_from_options(callable_options, own), own)
-
-        _set(base, "make_callable", make_callable)
-        _set(base, "_make_callable_from_options", _make_callable_from_options)
-
-    def _routed_wrapper(self, session: Any, fetches: Any, feed_dict: Any) -> Any:
-        """The wrapper of ``session`` (wrapped now if this run is its first training step), or None."""
-        state = session.__dict__
-        wrapper = state.get(_WRAPPER)
-        if wrapper is None and _PENDING in state and not self._depth("routing"):
-            wrapper = self._wrap_at_training_run(session, fetches, feed_dict)
-        return wrapper
-
-    def _routed_callable(self, routed: Any, own: Any) -> Callable[..., Any]:
-        """``routed`` (a RoutedCallable) for calls of the wrapped session's thread, ``own`` for others."""
-        injection = self
-        made_by = self._thread
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if injection._depth("routing") or threading.get_ident() != made_by:
-                return routed.bare(*args, **kwargs)
-            return injection._route(routed, *args, **kwargs)
-
-        return call
-
-    def _route(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """A run of the wrapped session through its wrapper; stop="exit" ends the script after the dumped steps."""
-        wrapper = self._wrapper
-        with self._routing():
-            result = function(*args, **kwargs)
-        if wrapper.finished and self.settings.stop == "exit":
-            logger.info("npu_dump_hook: the dumped step(s) are done: the script ends with status 0 (stop=exit)")
-            raise SystemExit(0)
-        return result
-
-    def _session_init(self, original: Callable[..., None]) -> Callable[..., None]:
-        signature = inspect.signature(original)
-        injection = self
-
-        @functools.wraps(original)
-        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-            if not injection._open() or injection._depth("monitored"):
-                return original(self, *args, **kwargs)
-            bound = signature.bind(self, *args, **kwargs)
-            graph = bound.arguments.get("graph")
-            if graph is None:
-                graph = _tf.tf_v1().get_default_graph()
-            claim = None
-            if not graph.finalized and _trains(graph):
-                try:
-                    claim = injection._reserve(bound.arguments.get("config"))
-                except SystemExit:  # the settings do not fit: leave a whole session behind, then stop
-                    original(self, *args, **kwargs)
-                    raise
-                bound.arguments["config"] = claim[1]
-            original(*bound.args, **bound.kwargs)
-            if not graph.finalized:  # wrapped at its first training run (a reserved hook: with its config)
-                self.__dict__[_PENDING] = claim[0] if claim is not None else None
-
-        return __init__
-
-    def _wrap_at_training_run(self, session: Any, fetches: Any, feed_dict: Any) -> Any:
-        """A session not wrapped yet (``_PENDING``): wrapped when this run is a training step
-        (:mod:`npu_dump_hook.train.training_step`), so a session that never trains (the
-        checkpoint-saving session of ``model_to_estimator``) keeps its graph as it is."""
-        state = session.__dict__
-        if state[_PENDING] is None and not self._open():
-            return self._forget(state)
-        if session.graph.finalized:
-            return self._forget(state)
-        if not self._training_run(session, fetches, feed_dict):
-            return None
-        hook = self._forget(state) or self._spare
-        if hook is None:
-            claim = self._claim("Session", None)
-            if claim is None:
-                return None
-            self._no_config("the tf.compat.v1.Session made before its graph had training ops")
-            hook = claim[0]
-        elif not self._bind(hook, "Session"):
-            return None
-        return self._wrap(session, hook)
-
-    @staticmethod
-    def _forget(state: Dict[str, Any]) -> Any:
-        state.pop(_DETECTOR, None)
-        return state.pop(_PENDING, None)
-
-    @staticmethod
-    def _training_run(session: Any, fetches: Any, feed_dict: Any) -> bool:
-        """Whether a run of ``fetches`` with ``feed_dict`` on ``session`` updates the model."""
-        from ..train.training_step import TrainingStepDetector
-
-        state = session.__dict__
-        detector = state.get(_DETECTOR)
-        if detector is None:
-            detector = state[_DETECTOR] = TrainingStepDetector(session.graph)
-        try:
-            return detector.verdict(fetches, feed_dict).training
-        except Exception:  # noqa: BLE001 - fetches TensorFlow itself rejects: its run raises, not ours
-            return False
-
-    def _wrap(self, session: Any, hook: Any) -> Any:
-        from ..session import NpuDumpSession
-
-        with self._routing():  # begin() and after_create_session() run the bare session
-            wrapper = NpuDumpSession(session, hook=hook, stop="continue")
-        session.__dict__[_WRAPPER] = wrapper
-        self._wrapper, self._thread = wrapper, threading.get_ident()
-        return wrapper
-
+        set_patch(module, "MonitoredTrainingSession", MonitoredTrainingSession)
 
 class _Depth(object):
     """A per-thread nesting counter, as a context manager."""
@@ -643,19 +433,3 @@ def _without_dump_keys(method: Callable[..., Any]) -> Callable[..., Any]:
             _tf.set_estimator_session_config(self, during_train)
 
     return wrapper
-
-
-def _callable_run(graph: Any, callable_options: Any) -> Tuple[List[Any], Dict[Any, None]]:
-    """``(fetches, feed_dict keys)`` of a run the ``CallableOptions`` describe (its fetches and targets)."""
-    try:
-        fetches = [graph.as_graph_element(name) for name in list(callable_options.fetch) + list(callable_options.target)]
-        return fetches, dict.fromkeys(graph.as_graph_element(name) for name in callable_options.feed)
-    except (KeyError, ValueError, TypeError):  # names TensorFlow rejects when it makes the callable
-        return [], {}
-
-
-def _set(cls: Any, name: str, function: Callable[..., Any]) -> None:
-    """``cls.name = function`` (a class, or a module for its functions), once."""
-    function._npu_dump_hook_patch = True  # type: ignore[attr-defined]
-    if not getattr(cls.__dict__.get(name), "_npu_dump_hook_patch", False):
-        setattr(cls, name, function)
