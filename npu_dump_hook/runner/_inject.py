@@ -14,10 +14,12 @@ first training entry point the script reaches claims the process's one
     MonitoredSession(...)         made by the script on a graph with training ops: hooks +=
                                   [hook]; its session creator makes its session with the dump options
     tf.compat.v1.Session(...)     made by the script (not by a monitored session) on a graph with
-                                  training ops (else decided at its first run): config += dump
-                                  options; wrapped as NpuDumpSession(stop="continue") for the runs
-                                  of the thread that made it; settings.stop="exit" ends the script
-                                  with status 0 after the dumped steps
+                                  training ops: config += dump options (the hook reserved,
+                                  :meth:`Injection._reserve`); at its first training run (also
+                                  through its callables: Keras) the hook is bound and it is wrapped
+                                  as NpuDumpSession(stop="continue") for the runs of that thread
+                                  (:mod:`._sessions`); settings.stop="exit" ends the script with
+                                  status 0 after the dumped steps
 
 Once a hook exists nothing else is injected, and the script's checkpoints (Saver.save,
 CheckpointSaverHook, MonitoredTrainingSession) go to the run folder (:mod:`._checkpoints`); a

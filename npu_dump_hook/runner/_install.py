@@ -1,7 +1,7 @@
 """Installing the injection in this process: once, importing no TensorFlow.
 
 :func:`install` makes the process's one :class:`~npu_dump_hook.runner._inject.Injection` and
-has it patch five TensorFlow modules -- now for those already loaded, else through an
+has it patch five TensorFlow modules and Keras's ``Model`` -- now for those already loaded, else through an
 :class:`~npu_dump_hook.runner._after_import.AfterImport` finder once the script loads them
 (which methods of each: the call order in :mod:`npu_dump_hook.runner`).
 

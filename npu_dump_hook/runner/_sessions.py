@@ -1,4 +1,4 @@
-"""The runner's patches of ``tf.compat.v1.Session`` and Keras (a mixin of :class:`~npu_dump_hook.runner._inject.Injection`).
+"""The runner's patches of ``tf.compat.v1.Session`` and Keras (a mixin of :class:`.Injection`).
 
 A session the script makes on a graph with training ops gets the dump options in its config at
 once (the hook is reserved for it, :meth:`Injection._reserve`), and the hook itself at its first
@@ -243,7 +243,8 @@ class SessionPatches(object):
 def _callable_run(graph: Any, callable_options: Any) -> Tuple[List[Any], Dict[Any, None]]:
     """``(fetches, feed_dict keys)`` of a run the ``CallableOptions`` describe (its fetches and targets)."""
     try:
-        fetches = [graph.as_graph_element(name) for name in list(callable_options.fetch) + list(callable_options.target)]
+        names = list(callable_options.fetch) + list(callable_options.target)
+        fetches = [graph.as_graph_element(name) for name in names]
         return fetches, dict.fromkeys(graph.as_graph_element(name) for name in callable_options.feed)
     except (KeyError, ValueError, TypeError):  # names TensorFlow rejects when it makes the callable
         return [], {}
