@@ -23,6 +23,8 @@ from npu_dump_hook.bundle import read_bundle, verify_bundle
 
 from helpers.runs import clean_env, run
 
+DOUBLE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "npu_bridge_double")
+
 CLI = [sys.executable, "-m", "npu_dump_hook"]
 TF2 = tf.__version__.startswith("2")
 FAULT_OP = "dense_1/MatMul"  # the second Dense layer: dense upstream, the loss downstream
@@ -58,6 +60,15 @@ elif mode == "estimator":
         return data.repeat().batch(16)
     estimator = tf.keras.estimator.model_to_estimator(keras_model=model, model_dir="model_dir")
     estimator.train(input_fn, steps=3)
+elif mode == "npu_estimator":  # the npu_bridge double's keras_to_npu (tests/npu_bridge_double)
+    from npu_bridge.estimator.npu.keras_to_npu import model_to_npu_estimator
+    from npu_bridge.estimator.npu.npu_config import NPURunConfig
+    print("predicted", model.predict(x[:2]).shape)
+    def input_fn():
+        data = tf.data.Dataset.from_tensor_slices(({model.input_names[0]: x}, y))
+        return data.repeat().batch(16)
+    estimator = model_to_npu_estimator(keras_model=model, config=NPURunConfig(model_dir="model_dir"))
+    estimator.train(input_fn, steps=3)
 elif mode == "no_training":
     with tf.compat.v1.Session() as sess:
         print("value", sess.run(tf.constant(1.0) * 2))
@@ -73,12 +84,12 @@ def _script(folder):
     return path
 
 
-def _run(folder, name, mode, flags=()):
+def _run(folder, name, mode, flags=(), env=None):
     """``npu-dump-hook run FLAGS -- python keras_train.py MODE`` in ``folder/name``: (status, stdout lines, stderr)."""
     cwd = os.path.join(str(folder), name)
     os.makedirs(cwd)
     argv = CLI + ["run", "--output-dir", os.path.join(cwd, "out")] + list(flags) + ["--", _script(folder), mode]
-    return run(argv, cwd, clean_env(), timeout=600)
+    return run(argv, cwd, env or clean_env(), timeout=600)
 
 
 def _bundle(code, lines, err):
@@ -152,14 +163,33 @@ def test_keras_by_hand_with_npu_dump_session_as_the_keras_session(tmp_path):
     assert "script ended" not in lines
 
 
-def test_keras_to_estimator_hooks_the_training_not_the_conversion(tmp_path):
-    code, lines, err = _run(tmp_path, "k2e", "estimator")
-    doc, record = _one_training_step(_bundle(code, lines, err))
-    assert record["global_step"] == {"before": 0, "after": 1}
+def _estimator_bundle(code, lines, err, model_dir):
+    bundle = _bundle(code, lines, err)
+    _doc, record = _one_training_step(bundle)
+    assert record["global_step"] == {"before": 0, "after": 1}  # the Estimator's training step, not set_weights
     assert "script ended" in lines  # Estimator.train returns after the dumped step
-    model_dir = os.path.join(str(tmp_path), "k2e", "model_dir")
     assert os.listdir(os.path.join(model_dir, "keras"))  # the conversion's own checkpoint, where TF puts it
     assert not os.path.exists(os.path.join(model_dir, "checkpoint"))  # the training ran in the run folder
+    return bundle
+
+
+def test_keras_to_estimator_hooks_the_training_not_the_conversion(tmp_path):
+    ascend = ["--backend", "emulated", "--emulate-profile", "ascend"]
+    npu = _estimator_bundle(*_run(tmp_path, "k2e", "estimator", ascend),
+                            model_dir=os.path.join(str(tmp_path), "k2e", "model_dir"))
+    golden = _bundle(*_run(tmp_path, "k2e_golden", "estimator", ["--golden-for", npu]))
+    npu_doc, golden_doc = read_bundle(npu), read_bundle(golden)
+    assert golden_doc["golden_for"]["match"] is True
+    assert golden_doc["fingerprints"]["state"] == npu_doc["fingerprints"]["state"]
+    assert golden_doc["fingerprints"]["batch"] == npu_doc["fingerprints"]["batch"]
+    code, out = _compare(tmp_path, npu, golden)
+    assert code == 0, out
+
+
+def test_npu_bridge_keras_to_npu_estimator_hooks_the_training_not_the_conversion(tmp_path):
+    env = clean_env(JOB_ID="10086", PYTHONPATH=os.pathsep.join(filter(None, [DOUBLE_DIR, os.environ.get("PYTHONPATH")])))
+    _estimator_bundle(*_run(tmp_path, "k2npu", "npu_estimator", ["--backend", "emulated"], env=env),
+                      model_dir=os.path.join(str(tmp_path), "k2npu", "model_dir"))
 
 
 def test_a_script_that_ends_without_a_bundle_exits_no_bundle(tmp_path):

@@ -238,6 +238,7 @@ class Injection(SessionPatches):
                     print_error(_named_after_variables(exc))
                     raise SystemExit(EXIT_USAGE if isinstance(exc, OptionError) else EXIT_SCRIPT_ERROR)
                 setattr(hook, RERUN_COMMAND, _script_words())  # the golden-run hint names the CLI command
+                hook.warn_if_never_began = False  # _report says it when no training was seen
                 self._spare = hook
             hook = self._spare
         if own is not None:
