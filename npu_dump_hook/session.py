@@ -190,9 +190,7 @@ class RoutedCallable(object):
             return self.bare(*args, **kwargs)
         if self._options is not None and self._targets is None:
             self._resolve()
-        feeds = list(self._feeds)
-        if len(args) != len(feeds):
-            raise TypeError("the callable takes {} feed value(s), {} given".format(len(feeds), len(args)))
+        feeds = list(self._feeds)  # values given for fewer feeds: the run says which one is missing, as TF's does
         if self._targets is None:  # make_callable: its fetches as given
             return self._wrapper.run(self._fetches, feed_dict=dict(zip(feeds, args)), options=kwargs.get("options"),
                                      run_metadata=kwargs.get("run_metadata"))

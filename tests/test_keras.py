@@ -15,6 +15,7 @@ import json
 import os
 import sys
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -69,6 +70,17 @@ elif mode == "npu_estimator":  # the npu_bridge double's keras_to_npu (tests/npu
         return data.repeat().batch(16)
     estimator = model_to_npu_estimator(keras_model=model, config=NPURunConfig(model_dir="model_dir"))
     estimator.train(input_fn, steps=3)
+elif mode == "callable":  # Session.make_callable, the public form of what Keras uses
+    v1 = tf.compat.v1
+    X = v1.placeholder(tf.float32, [None, 8])
+    w = v1.get_variable("w", initializer=np.ones((8, 2), np.float32))
+    loss = tf.reduce_mean(tf.square(tf.matmul(X, w) - y[:16]))
+    train = v1.train.GradientDescentOptimizer(0.01).minimize(loss)
+    sess = v1.Session()
+    sess.run(v1.global_variables_initializer())
+    step = sess.make_callable([loss, train], feed_list=[X])
+    for _ in range(3):
+        print("loss", step(x[:16])[0])
 elif mode == "no_training":
     with tf.compat.v1.Session() as sess:
         print("value", sess.run(tf.constant(1.0) * 2))
@@ -154,6 +166,33 @@ def test_keras_train_on_batch_gives_one_training_step_and_stops(tmp_path):
     code, lines, err = _run(tmp_path, "tob", "train_on_batch")
     _one_training_step(_bundle(code, lines, err))
     assert "script ended" not in lines  # stop=exit after the dumped step
+
+
+def test_make_callable_runs_are_steps_and_keep_working_after_the_dump(tmp_path):
+    code, lines, err = _run(tmp_path, "callable", "callable", ["--stop", "continue"])
+    _one_training_step(_bundle(code, lines, err))
+    losses = [float(line.split()[1]) for line in lines if line.startswith("loss ")]
+    assert len(losses) == 3 and losses[0] > losses[1] > losses[2], lines  # trained on after the dumped step
+    assert "script ended" in lines
+
+
+def test_npu_dump_session_make_callable_by_hand(tmp_path):
+    from npu_dump_hook import NpuDumpSession
+
+    v1 = tf.compat.v1
+    with tf.Graph().as_default():
+        X = v1.placeholder(tf.float32, [None, 3])
+        w = v1.get_variable("w", initializer=np.ones((3, 1), np.float32))
+        loss = tf.reduce_mean(tf.matmul(X, w))
+        train = v1.train.GradientDescentOptimizer(0.1).minimize(loss)
+        sess = NpuDumpSession(v1.Session(), stop="continue", output_dir=str(tmp_path / "out"))
+        sess.run(v1.global_variables_initializer())
+        step = sess.make_callable([loss, train], feed_list=[X])
+        values = [step(np.ones((4, 3), np.float32))[0] for _ in range(3)]
+        assert sess.finished and sess.hook.summary["steps"] == 1
+        assert verify_bundle(sess.hook.bundle.path) == []
+        sess.close()
+    assert values == pytest.approx([3.0, 2.7, 2.4])  # each call one step: routed, then the session's own
 
 
 def test_keras_by_hand_with_npu_dump_session_as_the_keras_session(tmp_path):

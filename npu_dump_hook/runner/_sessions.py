@@ -120,7 +120,10 @@ class SessionPatches(object):
             wrapper = injection._routed_wrapper(self, fetches, dict.fromkeys(feed_list or ()))
             if wrapper is None:
                 return own()
-            return injection._routed_callable(wrapper.make_callable(fetches, feed_list, accept_options), own)
+            from ..session import RoutedCallable
+
+            routed = RoutedCallable(wrapper, own, fetches=fetches, feeds=list(feed_list or []))
+            return injection._routed_callable(routed)
 
         @functools.wraps(make_from_options)
         def _make_callable_from_options(self: Any, callable_options: Any) -> Any:
@@ -128,7 +131,7 @@ class SessionPatches(object):
             wrapper = injection._routed_wrapper(self, *_callable_run(self.graph, callable_options))
             if wrapper is None:
                 return own()
-            return injection._routed_callable(wrapper._make_callable_from_options(callable_options, own), own)
+            return injection._routed_callable(wrapper._make_callable_from_options(callable_options, own))
 
         set_patch(base, "make_callable", make_callable)
         set_patch(base, "_make_callable_from_options", _make_callable_from_options)
@@ -141,8 +144,9 @@ class SessionPatches(object):
             wrapper = self._wrap_at_training_run(session, fetches, feed_dict)
         return wrapper
 
-    def _routed_callable(self, routed: Any, own: Any) -> Callable[..., Any]:
-        """``routed`` (a RoutedCallable) for calls of the wrapped session's thread, ``own`` for others."""
+    def _routed_callable(self, routed: Any) -> Callable[..., Any]:
+        """``routed`` (a RoutedCallable) for calls of the wrapped session's thread, its session's own
+        callable for others (input threads) and for the hook's own runs."""
         injection = self
         made_by = self._thread
 
