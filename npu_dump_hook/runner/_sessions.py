@@ -2,24 +2,31 @@
 
 A session the script makes on a graph with training ops gets the dump options in its config at
 once (the hook is reserved for it, :meth:`Injection._reserve`), and the hook itself at its first
-run that is a training step (:mod:`npu_dump_hook.train.training_step`): then it is wrapped as
-``NpuDumpSession(stop="continue")`` and its runs -- ``run``, and the callables of ``make_callable``
-and ``_make_callable_from_options``, which Keras's graph-mode train function uses on TF 1.15 and
-2.x -- go through the wrapper. A session that never trains (the checkpoint-saving session of
-``model_to_estimator``, which runs ``set_weights``) is never wrapped: its graph is not edited
-and the hook stays free for the script's training. Keras ``fit``/``train_on_batch`` called
+run that is a training step (:mod:`npu_dump_hook.train.training_step`) or, on a graph with
+training ops, runs a random op (so the randomness policy edits the graph before they run): then
+it is wrapped as ``NpuDumpSession(stop="continue")`` and its runs -- ``run``, and the callables
+of ``make_callable`` and ``_make_callable_from_options``, which Keras's graph-mode train function
+uses on TF 1.15 and 2.x -- go through the wrapper. A session whose runs do neither is never
+wrapped (its graph is not edited); one that was wrapped and is closed without a training step
+(the checkpoint-saving session of ``model_to_estimator``: initializers, ``set_weights``, ``save``)
+drops its hook unused (:meth:`SessionPatches._release`; its run folder is removed unless it holds
+the checkpoints the session saved, which the script loads next: ``model_to_estimator``'s
+warm start), so the script's training (``Estimator.train``) gets a new hook. Keras ``fit``/``train_on_batch`` called
 eagerly stop the script with one line (:meth:`SessionPatches._graph_mode_only`).
 Nothing here imports TensorFlow: the patches run once the script has loaded it.
 """
 import functools
 import inspect
 import logging
+import os
+import shutil
 import sys
 import threading
 from typing import Any, Callable, Dict, List, Tuple
 
 from .. import _tf
 from .._cli_conventions import EXIT_NO_BUNDLE, print_error
+from ..determinism import SHUFFLE_SEED_INPUTS, STATEFUL_TYPES, STATELESS_SEED_INPUT
 
 __all__ = ["SessionPatches", "trains", "set_patch"]
 
@@ -28,6 +35,8 @@ logger = logging.getLogger("npu_dump_hook.runner")
 _WRAPPER = "_npu_dump_hook_wrapper"
 _PENDING = "_npu_dump_hook_pending"  # not wrapped yet: the reserved hook, or None (no config given)
 _DETECTOR = "_npu_dump_hook_detector"
+#: Op types the randomness policy edits: a session is wrapped before its first run of one.
+_RANDOM_TYPES = STATEFUL_TYPES | frozenset(STATELESS_SEED_INPUT) | frozenset(SHUFFLE_SEED_INPUTS)
 
 
 def trains(graph: Any) -> bool:
@@ -89,6 +98,12 @@ class SessionPatches(object):
                             "a training step: not dumped, its graph left as it was")
             if wrapper is None or injection._depth("routing"):
                 return close(self)
+            if not wrapper.finished and not wrapper.hook.counted_steps and injection.hook is wrapper.hook:
+                injection._release(self, wrapper)
+                try:
+                    return close(self)
+                finally:
+                    injection._drop_run_folder(wrapper.hook)
             try:
                 with injection._routing():
                     wrapper.finish()
@@ -194,15 +209,18 @@ class SessionPatches(object):
         return __init__
 
     def _wrap_at_training_run(self, session: Any, fetches: Any, feed_dict: Any) -> Any:
-        """A session not wrapped yet (``_PENDING``): wrapped when this run is a training step
-        (:mod:`npu_dump_hook.train.training_step`), so a session that never trains (the
-        checkpoint-saving session of ``model_to_estimator``) keeps its graph as it is."""
+        """A session not wrapped yet (``_PENDING``): wrapped at its first run that is a training
+        step (:mod:`npu_dump_hook.train.training_step`) or, on a graph with training ops, that
+        executes a random op (an initializer, dropout in ``sess.run(cost)``, a shuffling input
+        pipeline), so the randomness policy edits the graph before those ops run. A session that
+        never does either (the checkpoint-saving session of ``model_to_estimator``: ``set_weights``
+        and ``save``) keeps its graph as it is."""
         state = session.__dict__
         if state[_PENDING] is None and not self._open():
             return self._forget(state)
         if session.graph.finalized:
             return self._forget(state)
-        if not self._training_run(session, fetches, feed_dict):
+        if not self._wrap_now(session, fetches, feed_dict):
             return None
         hook = self._forget(state) or self._spare
         if hook is None:
@@ -221,8 +239,8 @@ class SessionPatches(object):
         return state.pop(_PENDING, None)
 
     @staticmethod
-    def _training_run(session: Any, fetches: Any, feed_dict: Any) -> bool:
-        """Whether a run of ``fetches`` with ``feed_dict`` on ``session`` updates the model."""
+    def _wrap_now(session: Any, fetches: Any, feed_dict: Any) -> bool:
+        """Whether a run of ``fetches`` with ``feed_dict`` on ``session`` trains, or runs random ops on a training graph."""
         from ..train.training_step import TrainingStepDetector
 
         state = session.__dict__
@@ -230,9 +248,30 @@ class SessionPatches(object):
         if detector is None:
             detector = state[_DETECTOR] = TrainingStepDetector(session.graph)
         try:
-            return detector.verdict(fetches, feed_dict).training
+            walk = detector.walk(fetches, feed_dict)
+            if detector.verdict_for(walk).training:
+                return True
+            return any(op.type in _RANDOM_TYPES for op in walk.ran.values()) and trains(session.graph)
         except Exception:  # noqa: BLE001 - fetches TensorFlow itself rejects: its run raises, not ours
             return False
+
+    def _release(self, session: Any, wrapper: Any) -> None:
+        """``session`` closes without a training step: its hook is dropped unused (no bundle), so the
+        script's training (``Estimator.train`` after ``model_to_estimator``) gets a new one."""
+        wrapper.abandon()
+        session.__dict__.pop(_WRAPPER, None)
+        with self._lock:  # the checkpoint redirection stays: what the session saved is the script's to load
+            self.hook = self.claimed_by = self._spare = self._wrapper = self._thread = None
+        logger.info("npu_dump_hook: a tf.compat.v1.Session was closed without a training step: its hook is "
+                    "dropped (run folder %s, no bundle); the next training entry point gets a new one",
+                    wrapper.hook.run_dir)
+
+    def _drop_run_folder(self, hook: Any) -> None:
+        """The dropped hook's DUMP_GRAPH_PATH unset, and its run folder removed unless checkpoints were saved there."""
+        hook.dump.end()
+        redirect = self._redirect
+        if redirect is None or not os.path.isdir(os.path.join(hook.run_dir, os.path.basename(redirect.root))):
+            shutil.rmtree(hook.run_dir, ignore_errors=True)  # its own folder, nothing in it to keep
 
     def _wrap(self, session: Any, hook: Any) -> Any:
         from ..session import NpuDumpSession
