@@ -13,6 +13,11 @@ hooks (one run-logic implementation), around every ``run`` of the wrapped sessio
         stop="exit" (default): print the final line, end the process with exit status 0
         stop="continue": later runs go straight to the session; nothing more is dumped
 
+Callables made through the wrapper (``make_callable``, and ``_make_callable_from_options``, which
+Keras's graph-mode train function uses on TF 1.15 and 2.x) run through :meth:`NpuDumpSession.run`
+while the hook's run lasts (:class:`RoutedCallable`), so Keras ``fit`` on
+``tf.compat.v1.keras.backend.set_session(NpuDumpSession(sess))`` dumps one training step.
+
 With ``stop="continue"`` the bundle is collected when the dumped steps are done; a wrapper
 whose steps never finished collects at ``close()``, on leaving the ``with`` block, or at
 interpreter exit. Wrap the session before running anything the randomness policy must see:
