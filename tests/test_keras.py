@@ -223,10 +223,17 @@ def test_keras_to_estimator_hooks_the_training_not_the_conversion(tmp_path):
     assert golden_doc["fingerprints"]["batch"] == npu_doc["fingerprints"]["batch"]
     code, out = _compare(tmp_path, npu, golden)
     assert code == 0, out
+    fault = ["--fault", FAULT_OP + "=scale=1.05"]
+    faulted = _estimator_bundle(*_run(tmp_path, "k2e_fault", "estimator", ascend + fault),
+                                model_dir=os.path.join(str(tmp_path), "k2e_fault", "model_dir"))
+    golden = _bundle(*_run(tmp_path, "k2e_fault_golden", "estimator", ["--golden-for", faulted]))
+    code, out = _compare(tmp_path, faulted, golden)
+    assert code == 1 and FAULT_OP in out.split("first divergence: ")[1].splitlines()[0], out
 
 
 def test_npu_bridge_keras_to_npu_estimator_hooks_the_training_not_the_conversion(tmp_path):
-    env = clean_env(JOB_ID="10086", PYTHONPATH=os.pathsep.join(filter(None, [DOUBLE_DIR, os.environ.get("PYTHONPATH")])))
+    path = os.pathsep.join(filter(None, [DOUBLE_DIR, os.environ.get("PYTHONPATH")]))
+    env = clean_env(JOB_ID="10086", PYTHONPATH=path)  # the double's NPUEstimator needs a JOB_ID, as the real one
     _estimator_bundle(*_run(tmp_path, "k2npu", "npu_estimator", ["--backend", "emulated"], env=env),
                       model_dir=os.path.join(str(tmp_path), "k2npu", "model_dir"))
 

@@ -240,7 +240,8 @@ class SessionPatches(object):
 
     @staticmethod
     def _wrap_now(session: Any, fetches: Any, feed_dict: Any) -> bool:
-        """Whether a run of ``fetches`` with ``feed_dict`` on ``session`` trains, or runs random ops on a training graph."""
+        """Whether a run of ``fetches`` with ``feed_dict`` on ``session`` trains, or runs random ops
+        on a training graph."""
         from ..train.training_step import TrainingStepDetector
 
         state = session.__dict__
