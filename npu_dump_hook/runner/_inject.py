@@ -266,7 +266,13 @@ class Injection(SessionPatches):
 
     def checkpoints(self) -> Optional[CheckpointRedirect]:
         """Where the script's checkpoints go once the hook exists: the run folder
-        (:mod:`._checkpoints`); None before the hook, and in a dump run with keep_checkpoints."""
+        (:mod:`._checkpoints`); None before the hook, and in a dump run with keep_checkpoints.
+        Also None while the hook's plain session has not trained: what a session saves before its
+        first training step is the script's own state (``model_to_estimator`` saves the Keras
+        weights where its Estimator warm-starts from, a path TF 1.15 does not take back from
+        ``save``), and that session may drop its hook unused (:meth:`SessionPatches._release`)."""
+        if self._redirect is None and self.claimed_by == "Session" and not self.hook.counted_steps:
+            return None
         if self._redirect is None and self.hook is not None:
             with self._lock:
                 if self._redirect is None and (self.golden or not self.settings.keep_checkpoints):
