@@ -14,12 +14,16 @@ Exit codes::
                           runner's own work failed after the script ran (Python's status)
     2  EXIT_USAGE         bad arguments, option values or variables; a path that does not exist
     3  EXIT_ERROR         anything else
+    4  EXIT_NO_BUNDLE     ``run``: the script ended (status 0) without a bundle while dumping was
+                          asked (no training step was seen, e.g. eager Keras); --allow-no-bundle
+                          keeps the script's 0
 """
 import logging
 import sys
 
 __all__ = ["PROG", "EXIT_OK", "EXIT_CHECK_FAILED", "EXIT_USAGE", "EXIT_ERROR", "EXIT_SCRIPT_ERROR",
-           "LOG_LEVELS", "NOTICE", "LogFormatter", "one_line", "error_line", "print_error", "level_name"]
+           "EXIT_NO_BUNDLE", "LOG_LEVELS", "NOTICE", "LogFormatter", "one_line", "error_line", "print_error",
+           "level_name"]
 
 #: The program name every message starts with.
 PROG = "npu-dump-hook"
@@ -36,6 +40,9 @@ EXIT_ERROR = 3
 #: What Python exits with after an uncaught exception: the runner's status for a script that
 #: died of one, and for its own failures once the script has run.
 EXIT_SCRIPT_ERROR = 1
+#: ``run``: the script ended with status 0, but no bundle was written while dumping was asked
+#: (a CI job gating on the run must not pass); ``--allow-no-bundle`` keeps the script's status.
+EXIT_NO_BUNDLE = 4
 
 #: The level names ``NPU_DUMP_HOOK_LOG_LEVEL`` accepts, most verbose first.
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")

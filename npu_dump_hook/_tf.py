@@ -43,6 +43,8 @@ __all__ = [
     "repeat_dataset",
     "quiet_tensorflow_logs",
     "SESSION_MODULE",
+    "KERAS_TRAINING_MODULES",
+    "executing_eagerly_if_loaded",
     "MONITORED_SESSION_MODULE",
     "ESTIMATOR_MODULE",
     "session_classes",
@@ -68,6 +70,9 @@ MONITORED_SESSION_MODULE = "tensorflow.python.training.monitored_session"
 #: Where ``tf.estimator.Estimator`` is defined: the tensorflow-estimator package of both TF 1.15
 #: (imported with ``tensorflow``) and TF 2.x (imported on first use of ``tf.estimator``).
 ESTIMATOR_MODULE = "tensorflow_estimator.python.estimator.estimator"
+#: Where Keras's ``Model`` (``fit``, ``train_on_batch``) is defined: the keras package of TF 2.13+
+#: (``tf.keras`` of TF 2.15), and TensorFlow's own copy (``tf.keras`` of TF 1.15 and 2.x up to 2.5).
+KERAS_TRAINING_MODULES = ("keras.src.engine.training", "tensorflow.python.keras.engine.training")
 
 
 def tf_v1() -> Any:
@@ -75,6 +80,16 @@ def tf_v1() -> Any:
     import tensorflow
 
     return tensorflow.compat.v1
+
+
+def executing_eagerly_if_loaded() -> bool:
+    """Whether TensorFlow, when the script has imported it, executes eagerly here (TF 2.x by
+    default; TF 1.15 only after ``enable_eager_execution``); False before it is imported."""
+    import sys
+
+    tensorflow = sys.modules.get("tensorflow")
+    executing = getattr(tensorflow, "executing_eagerly", None)
+    return bool(executing()) if executing is not None else False
 
 
 def tf_version() -> str:

@@ -37,6 +37,8 @@ Variables read by :mod:`npu_dump_hook.runner` (``npu-dump-hook run`` sets them f
                              at that level on stderr (the CLI's -v/-q/--debug)
     NPU_DUMP_HOOK_KEEP_CHECKPOINTS  "1": an Estimator trains in the script's model_dir (default: in
                              {run folder}/model_dir, so no dump-run checkpoint lands in model_dir)
+    NPU_DUMP_HOOK_ALLOW_NO_BUNDLE  "1": a script that ends without a bundle keeps its status
+                             (default: the runner exits 4, EXIT_NO_BUNDLE, instead of 0)
 
 Variables of the Ascend stack that npu_dump_hook reads or sets (see
 docs/reference/npu-bridge-dump-api.md §5): DUMP_GRAPH_PATH, DUMP_GE_GRAPH,
@@ -55,6 +57,7 @@ __all__ = [
     "STOP_MODES",
     "ENV_RUN_LOG_LEVEL",
     "ENV_RUN_KEEP_CHECKPOINTS",
+    "ENV_RUN_ALLOW_NO_BUNDLE",
     "ENV_DUMP_GRAPH_PATH",
     "ENV_DUMP_GE_GRAPH",
     "ENV_DUMP_GRAPH_LEVEL",
@@ -87,6 +90,7 @@ from .settings import (  # noqa: E402 - after __all__, as the names it lists
     BACKEND_CHOICES,
     CHECKSUMS,
     ENV_RUN,
+    ENV_RUN_ALLOW_NO_BUNDLE,
     ENV_RUN_HOOK_OPTIONS,
     ENV_RUN_KEEP_CHECKPOINTS,
     ENV_RUN_LOG_LEVEL,

@@ -250,6 +250,9 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self._global_step_tensor, self._global_step_before = None, None  # type: Any, Optional[int]
         self._session_config = None  # type: Any  # the ConfigProto of the session (after_create_session)
         self._randomness_report = {}  # type: Dict[str, Any]
+        #: Warn at interpreter exit when this hook never began (False: the runner holds it for a
+        #: session that may never train, and says itself when nothing trained).
+        self.warn_if_never_began = True
 
     # -- what the collaborators hold, under the names tests, session.py and runner.py use ----------
     options = _delegate("dump", "options", "The :class:`DumpOptions` this run dumps with.")
@@ -430,7 +433,7 @@ def _run_args(fetches: Dict[str, Any], capture: Any, feeds: Mapping[Any, Any]) -
 def _warn_if_never_began(ref: "weakref.ref") -> None:
     """At interpreter exit: a hook that was created but never handed to a session did nothing."""
     hook = ref()
-    if hook is not None and not hook._began:  # noqa: SLF001 - our own hook
+    if hook is not None and not hook._began and hook.warn_if_never_began:  # noqa: SLF001 - our own hook
         logger.warning("npu_dump_hook: an NpuDumpHook was created but never began (was it passed to "
                        "estimator.train(hooks=...) or MonitoredSession(hooks=...)?): nothing was dumped "
                        "(run folder %s)", hook.run_dir)

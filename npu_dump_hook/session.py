@@ -16,6 +16,10 @@ hooks (one run-logic implementation), around every ``run`` of the wrapped sessio
 An inference loop (``mode="infer"``, or ``"auto"`` when the graph cannot train) works the same
 way: the restore, initializers and warm-up runs are skipped, the first run of the model on a
 fed batch is the dumped iteration.
+Callables made through the wrapper (``make_callable``, and ``_make_callable_from_options``, which
+Keras's graph-mode train function uses on TF 1.15 and 2.x) run through :meth:`NpuDumpSession.run`
+while the hook's run lasts (:class:`RoutedCallable`), so Keras ``fit`` on
+``tf.compat.v1.keras.backend.set_session(NpuDumpSession(sess))`` dumps one training step.
 
 With ``stop="continue"`` the bundle is collected when the dumped steps are done; a wrapper
 whose steps never finished collects at ``close()``, on leaving the ``with`` block, or at
@@ -24,6 +28,7 @@ the graph is edited once, at wrapping, and runs made earlier through the bare se
 count (initializers may run before or after wrapping).
 """
 import atexit
+import functools
 import logging
 import sys
 from typing import Any, Optional
@@ -33,7 +38,7 @@ from .hook import NpuDumpHook
 from .options import DumpOptions
 from .settings import STOP_MODES  # re-exported: what stop= accepts (its row in the settings table)
 
-__all__ = ["NpuDumpSession", "STOP_MODES"]
+__all__ = ["NpuDumpSession", "RoutedCallable", "STOP_MODES"]
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +120,23 @@ class NpuDumpSession(object):
             self._session.close()
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._session, name)  # sess_str, list_devices, make_callable, ...
+        return getattr(self._session, name)  # sess_str, list_devices, ...
+
+    # -- callables: what Keras in graph mode runs its train function with ------------------
+    def make_callable(self, fetches: Any, feed_list: Any = None, accept_options: bool = False) -> Any:
+        """``Session.make_callable`` whose calls are :meth:`run` calls of this wrapper (so a
+        training step run through it is counted and dumped); once the hook's run is over, the
+        session's own callable."""
+        return RoutedCallable(self, lambda: self._session.make_callable(fetches, feed_list, accept_options),
+                              fetches=fetches, feeds=list(feed_list or []))
+
+    def _make_callable_from_options(self, callable_options: Any, own: Any = None) -> Any:
+        """``Session._make_callable_from_options``, which Keras's graph-mode train function uses
+        (TF 1.15 and 2.x): each call is a :meth:`run` of its fetches, targets and feeds.
+        ``own``: makes the session's own callable (default: the wrapped session's)."""
+        if own is None:
+            own = functools.partial(self._session._make_callable_from_options, callable_options)  # noqa: SLF001
+        return RoutedCallable(self, own, options=callable_options)
 
     # -- ending -------------------------------------------------------------------------
     @property
@@ -143,3 +164,52 @@ class NpuDumpSession(object):
         if not self._finished and self.hook._steps_run:  # noqa: SLF001 - the hook is ours
             logger.warning("NpuDumpSession: collecting at interpreter exit (the session was never closed)")
             self.finish()
+
+
+class RoutedCallable(object):
+    """A session callable whose calls go through an :class:`NpuDumpSession`'s :meth:`~NpuDumpSession.run`
+    while its hook's run lasts, then to the session's own callable (made on first need).
+
+    Made from ``make_callable`` arguments (``fetches``, ``feeds``) or from ``CallableOptions``
+    (``options``: its ``feed``, ``fetch`` and ``target`` names and ``run_options``). A
+    ``tensor_connection`` (a tensor fed from another tensor, which ``run`` cannot express) is
+    not routed: logged once, the session's own callable runs it.
+    """
+
+    def __init__(self, wrapper: NpuDumpSession, own: Any, fetches: Any = None, feeds: Any = None,
+                 options: Any = None) -> None:
+        self._wrapper, self._make_own, self._own = wrapper, own, None  # type: NpuDumpSession, Any, Any
+        self._fetches, self._feeds, self._options = fetches, feeds, options
+        self._targets = None  # type: Any
+        self._run_options = None  # type: Any
+        self.routed = options is None or not len(options.tensor_connection)
+        if not self.routed:
+            logger.warning("NpuDumpSession: a callable feeds tensors from other tensors (tensor_connection): its "
+                           "runs are not seen by the hook (feed numpy arrays to have the step dumped)")
+
+    def bare(self, *args: Any, **kwargs: Any) -> Any:
+        """The session's own callable, called."""
+        if self._own is None:
+            self._own = self._make_own()
+        return self._own(*args, **kwargs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._wrapper.finished or not self.routed:
+            return self.bare(*args, **kwargs)
+        if self._options is not None and self._targets is None:
+            self._resolve()
+        feeds = list(self._feeds)  # values given for fewer feeds: the run says which one is missing, as TF's does
+        if self._targets is None:  # make_callable: its fetches as given
+            return self._wrapper.run(self._fetches, feed_dict=dict(zip(feeds, args)), options=kwargs.get("options"),
+                                     run_metadata=kwargs.get("run_metadata"))
+        results = self._wrapper.run(self._fetches + self._targets, feed_dict=dict(zip(feeds, args)),
+                                    options=self._run_options, run_metadata=kwargs.get("run_metadata"))
+        return results[:len(self._fetches)]
+
+    def _resolve(self) -> None:
+        """The tensors and ops the ``CallableOptions`` name, in the wrapped graph."""
+        graph, options = self._wrapper.graph, self._options
+        self._feeds = [graph.as_graph_element(name) for name in options.feed]
+        self._fetches = [graph.as_graph_element(name) for name in options.fetch]
+        self._targets = [graph.as_graph_element(name) for name in options.target]
+        self._run_options = options.run_options if options.HasField("run_options") else None

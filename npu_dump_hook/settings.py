@@ -63,7 +63,8 @@ DEFAULT_SEED = 20221
 DEFAULT_MAX_INPUT_BYTES = 256 << 20
 
 __all__ = ["Setting", "SETTINGS", "HOOK", "SESSION", "RUNNER", "HOOK_KEYWORDS", "HOOK_RULES", "SESSION_RULES",
-           "ENV_RUN", "ENV_RUN_STOP", "ENV_RUN_LOG_LEVEL", "ENV_RUN_KEEP_CHECKPOINTS", "ENV_RUN_HOOK_OPTIONS",
+           "ENV_RUN", "ENV_RUN_STOP", "ENV_RUN_LOG_LEVEL", "ENV_RUN_KEEP_CHECKPOINTS", "ENV_RUN_ALLOW_NO_BUNDLE",
+           "ENV_RUN_HOOK_OPTIONS",
            "BACKEND_CHOICES", "GOLDEN_BACKEND", "MODES", "BACKEND_ALIASES", "ON_MISMATCH", "LINK_MODES", "CHECKSUMS",
            "ARCHIVES", "STOP_MODES", "DEFAULT_MAX_INPUT_BYTES", "FAULTS_SEPARATOR", "FAULT_OP_SEPARATOR", "rows",
            "variable", "read", "read_all",
@@ -79,6 +80,9 @@ ENV_RUN_STOP = "NPU_DUMP_HOOK_STOP"
 ENV_RUN_LOG_LEVEL = "NPU_DUMP_HOOK_LOG_LEVEL"
 #: "1": an Estimator script under the runner trains in its own model_dir (default: the run folder's).
 ENV_RUN_KEEP_CHECKPOINTS = "NPU_DUMP_HOOK_KEEP_CHECKPOINTS"
+#: "1": a script that ends without a bundle while one was asked for exits with its own status
+#: (default: ``EXIT_NO_BUNDLE`` of :mod:`npu_dump_hook._cli_conventions` when it would exit 0).
+ENV_RUN_ALLOW_NO_BUNDLE = "NPU_DUMP_HOOK_ALLOW_NO_BUNDLE"
 
 #: The golden run's backend: the CPU/GPU (golden) tensors only, no NPU dump, usually with
 #: ``initial_state=`` an NPU bundle. bundle.json records it as ``"reference"``
@@ -402,6 +406,11 @@ _ROWS = [
             "a dump run trains and saves in the script's own folders (default: {run folder}/model_dir and "
             "{run folder}/checkpoints); ignored by a golden run",
             env=ENV_RUN_KEEP_CHECKPOINTS, parse=parse_flag),
+    Setting("allow_no_bundle", RUNNER, "bool", False,
+            "a script that ends without a bundle keeps its exit status (default: status 4 instead of 0 when "
+            "the dump found no training step to bundle)",
+            env=ENV_RUN_ALLOW_NO_BUNDLE, parse=parse_flag, flag="--allow-no-bundle",
+            cli={"action": "store_true", "default": None}),
 ]  # type: List[Setting]
 
 #: keyword -> its row, in table order (the ``run`` command's help order).

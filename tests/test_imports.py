@@ -246,6 +246,7 @@ def test_bundle_imports_only_bundle_formats_and_shared_modules():
 #: The modules outside ``train/`` that may import it: the hook that drives it, the runner's
 #: training-graph and inference-run checks, and the old import paths of the modules that moved into it.
 TRAIN_IMPORTERS = ("npu_dump_hook.hook", "npu_dump_hook.runner._inject", "npu_dump_hook.runner._infer",
+                   "npu_dump_hook.runner._sessions",
                    "npu_dump_hook.fingerprints",
                    "npu_dump_hook.training_step", "npu_dump_hook.reference", "npu_dump_hook._capture")
 MOVED_INTO_TRAIN = {"npu_dump_hook.fingerprints": "npu_dump_hook.train.fingerprints",

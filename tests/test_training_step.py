@@ -87,3 +87,18 @@ def test_no_training_step_at_all_is_an_error_naming_what_ran(in_tmp_cwd):
             with v1.train.MonitoredSession(hooks=[hook]) as sess:
                 sess.run(cost)
     assert "no training step ran" in str(info.value) and "cost" in str(info.value)
+
+
+@pytest.mark.parametrize("resource", [True, False], ids=["resource", "ref"])
+def test_loading_values_into_the_model_is_not_a_training_step(resource):
+    # Keras set_weights/load_weights (model_to_estimator's conversion session runs them) assign a
+    # fed placeholder; w.assign(array) assigns a constant: neither is computed by the model.
+    with tf.Graph().as_default() as graph:
+        w = v1.get_variable("w", initializer=np.ones((3, 1), np.float32), use_resource=resource)
+        fed = v1.placeholder(tf.float32, [3, 1])
+        loads = {"set_weights": w.assign(fed), "constant": w.assign(np.zeros((3, 1), np.float32))}
+        computed = w.assign(w * 0.5)  # hand-written update from the variable itself: training
+    detector = TrainingStepDetector(graph)
+    assert {name: detector.verdict(op).training for name, op in loads.items()} == {"set_weights": False,
+                                                                                  "constant": False}
+    assert detector.verdict(computed).training

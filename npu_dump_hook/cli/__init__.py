@@ -192,9 +192,10 @@ def _add_run(sub: "argparse._SubParsersAction") -> argparse.ArgumentParser:
     p = _sub(sub, "run", "run an unmodified training script with the hook injected", """\
 Run a training script as it is, with one NpuDumpHook injected into its Python process: the
 first of Estimator.train, MonitoredSession/MonitoredTrainingSession or a tf.compat.v1.Session
-the script trains with gets it (a plain session ends the script with status 0 after the
-dumped step). The exit status is the script's; when a bundle was written its path is the
-last line on stdout. Put the script after --; "python" there is the interpreter to use:
+the script trains with (Keras fit/train_on_batch in graph mode too) gets it (a plain session
+ends the script with status 0 after the dumped step). The exit status is the script's, or 4
+when it ended with 0 but without a bundle (--allow-no-bundle keeps 0); when a bundle was
+written its path is the last line on stdout. Put the script after --; "python" there is the interpreter to use:
 a bare python, python3 or python3.X of this one's version is this interpreter (the venv
 npu-dump-hook runs in, activated or not), a path runs that file, another bare name
 (python2, pypy3) is looked up on PATH; default: this one. The options become NPU_DUMP_* and NPU_DUMP_HOOK_* variables of the

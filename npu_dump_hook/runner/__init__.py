@@ -24,10 +24,12 @@ Call order in the child::
                                     [_settings]
       install(settings)             [_install, _after_import]
                                     TensorFlow is not imported: a finder on sys.meta_path waits
-                                    for five of its modules and patches each once it has loaded
-                                    (at once if it is loaded already):
+                                    for five of its modules and Keras's (_tf.KERAS_TRAINING_MODULES)
+                                    and patches each once it has loaded (at once if it is
+                                    loaded already):
           _tf.SESSION_MODULE            Session/InteractiveSession.__init__, Session.__exit__,
-                                        BaseSession.run and BaseSession.close
+                                        BaseSession.run, close, make_callable and
+                                        _make_callable_from_options
           _tf.MONITORED_SESSION_MODULE  _MonitoredSession.__init__ (MonitoredSession, Singular-
                                         MonitoredSession, MonitoredTrainingSession), the
                                         session creation inside it, MonitoredTrainingSession
@@ -55,12 +57,20 @@ Call order in the child::
                                         seeded), unless NPU_DUMP_HOOK_KEEP_CHECKPOINTS=1 in a dump run
           tf.compat.v1.Session(...) made by the script (not by a monitored session: those come
                                         from _CoordinatedSessionCreator.create_session, on a
-                                        finalized graph), on a graph with training ops (else
-                                        decided at its first run): config += dump options;
-                                        wrapped as NpuDumpSession(stop="continue") for the runs
-                                        of the thread that made it (not queue-runner threads);
-                                        after the dumped steps the bundle is written and, with
-                                        stop="exit" (default), SystemExit(0) ends the script
+                                        finalized graph): on a graph with training ops,
+                                        config += dump options (the hook is reserved for it);
+                                        at its first run that is a training step (run(),
+                                        make_callable(), _make_callable_from_options(): Keras
+                                        fit/train_on_batch in graph mode) it gets the hook and
+                                        is wrapped as NpuDumpSession(stop="continue") for the
+                                        runs of that thread (not queue-runner threads); a
+                                        session that never trains is never wrapped (its graph
+                                        is not edited; model_to_estimator's set_weights
+                                        session); after the dumped steps the bundle is written
+                                        and, with stop="exit" (default), SystemExit(0) ends
+                                        the script [_sessions]
+          keras Model.fit/train_on_batch  called eagerly (TF 2.x default): one line, exit 4
+                                        before training (allow_no_bundle: a warning) [_sessions]
         once a hook exists nothing else is injected, and every checkpoint the script saves
         (Saver.save, CheckpointSaverHook) goes under {run folder}/checkpoints, never into its
         own folders [_checkpoints]; a script that imports NpuDumpHook or
@@ -71,10 +81,12 @@ Call order in the child::
       print(bundle path)            the last line on stdout, when a bundle was written
       exit status                   the script's: its SystemExit passes through; an uncaught
                                     exception is printed by sys.excepthook without the
-                                    runner's frames, status 1
+                                    runner's frames, status 1; a script that ends with 0 but
+                                    without a bundle: EXIT_NO_BUNDLE (4), unless
+                                    NPU_DUMP_HOOK_ALLOW_NO_BUNDLE=1 (--allow-no-bundle)
 
-Only ``tf.compat.v1`` graph-mode training is seen: Keras ``fit``, ``Session.make_callable``
-and eager code are not hooked. What a script's own session config holds wins: when it
+Only ``tf.compat.v1`` graph-mode training is seen (Keras in graph mode included); eager code is
+not hooked. What a script's own session config holds wins: when it
 already switches the NPU dump (or overflow check) on, those options are the hook's too.
 
 From the environment alone (a CI wrapper that cannot change the command)::

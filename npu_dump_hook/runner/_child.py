@@ -23,7 +23,8 @@ import sys
 import types
 from typing import Any, List, Optional, Sequence
 
-from .._cli_conventions import EXIT_SCRIPT_ERROR, EXIT_USAGE, print_error
+from .._cli_conventions import EXIT_NO_BUNDLE, EXIT_SCRIPT_ERROR, EXIT_USAGE, print_error
+from ..settings import ENV_RUN_ALLOW_NO_BUNDLE
 from ..errors import NpuDumpError, OptionError
 from ._inject import Injection
 from ._install import install, log_to_stderr, site_dir
@@ -166,4 +167,8 @@ def _end(injection: Injection) -> int:
         print_error(exc)
         status = EXIT_SCRIPT_ERROR
     injection.announce()
+    if not status and injection.bundle_missing:
+        print_error("no bundle was written: exit status {} ({}=1 or --allow-no-bundle keeps the script's "
+                    "status)".format(EXIT_NO_BUNDLE, ENV_RUN_ALLOW_NO_BUNDLE))
+        status = EXIT_NO_BUNDLE
     return status

@@ -14,10 +14,12 @@ first training entry point the script reaches claims the process's one
     MonitoredSession(...)         made by the script on a graph with training ops: hooks +=
                                   [hook]; its session creator makes its session with the dump options
     tf.compat.v1.Session(...)     made by the script (not by a monitored session) on a graph with
-                                  training ops (else decided at its first run): config += dump
-                                  options; wrapped as NpuDumpSession(stop="continue") for the runs
-                                  of the thread that made it; settings.stop="exit" ends the script
-                                  with status 0 after the dumped steps
+                                  training ops: config += dump options (the hook reserved,
+                                  :meth:`Injection._reserve`); at its first training run (also
+                                  through its callables: Keras) the hook is bound and it is wrapped
+                                  as NpuDumpSession(stop="continue") for the runs of that thread
+                                  (:mod:`._sessions`); settings.stop="exit" ends the script with
+                                  status 0 after the dumped steps
     Estimator.predict/evaluate,   online inference (mode auto/infer, nothing trained first): the
     inference sessions            hook for the pass, a session at its first inference run, a
                                   MonitoredSession on a graph without training ops (._infer)
@@ -43,25 +45,18 @@ from ..errors import NpuDumpError, OptionError
 from ..options import DumpOptions
 from ..settings import ENV_RUN_HOOK_OPTIONS
 from ._notice import BundleNotice
-from ._infer import estimator_entry, restored_mark, run_verdict, wants_inference
+from ._infer import estimator_entry, wants_inference
 from ._checkpoints import SAVER_HOOK_MODULE, SAVER_MODULE, CheckpointRedirect, redirecting_begin, redirecting_save
+from ._sessions import SessionPatches, set_patch, trains
 from ._settings import RunSettings
 
 __all__ = ["Injection"]
 
 logger = logging.getLogger("npu_dump_hook.runner")
 
-# attributes the runner sets on the tf.compat.v1.Session objects of the script
-_WRAPPER = "_npu_dump_hook_wrapper"
-_CANDIDATE = "_npu_dump_hook_candidate"
-_RESTORED = "_npu_dump_hook_restored"
+_EAGER_HINT = ("; TensorFlow runs eagerly (the TF 2.x default), which npu_dump_hook cannot dump: call "
+               "tf.compat.v1.disable_eager_execution() at the top of the script")
 
-
-def _trains(graph: Any) -> bool:
-    """Whether ``graph`` holds an op that updates a trainable variable or the global step."""
-    from ..train.training_step import TrainingStepDetector
-
-    return TrainingStepDetector(graph).verdict(graph.get_operations()).training
 
 
 def _named_after_variables(exc: NpuDumpError) -> NpuDumpError:
@@ -143,7 +138,7 @@ def _notice_after_end(hook: Any, notice: BundleNotice) -> None:
     hook.end = end_then_notice
 
 
-class Injection(object):
+class Injection(SessionPatches):
     """The patches of one process and the one hook they hand out (see the module docstring)."""
 
     def __init__(self, settings: RunSettings) -> None:
@@ -159,6 +154,7 @@ class Injection(object):
         self._announced = False
         self._hook_module_is_ours = False
         self._redirect = None  # type: Optional[CheckpointRedirect]
+        self._spare = None  # type: Any  # the hook made by _reserve, bound by the first training entry point
         self._lock = threading.RLock()
         self._local = threading.local()
         self.notice = BundleNotice()  # the bundle path printed when written (module _notice)
@@ -205,13 +201,21 @@ class Injection(object):
         elif explain and self.notice.printed is None:
             self._report()
 
+    @property
+    def bundle_missing(self) -> bool:
+        """The script ended without the bundle the run asked for (``EXIT_NO_BUNDLE``, unless allow_no_bundle)."""
+        if self._stood_down or not self.settings.enabled or self.settings.allow_no_bundle:
+            return False
+        return self.bundle_location is None and (self.hook is None or bool(self.hook.collect))
+
     def _report(self) -> None:
         if self._stood_down or not self.settings.enabled:
             return
         if self.hook is None:
             logger.warning("npu_dump_hook: no training was seen, nor inference (Estimator.train/predict/evaluate, "
-                           "MonitoredSession or a tf.compat.v1.Session running training ops or the model on an "
-                           "input batch): nothing was dumped")
+                           "MonitoredSession, Keras fit/train_on_batch in graph mode or a tf.compat.v1.Session "
+                           "running training ops or the model on an input batch): nothing was dumped%s",
+                           _EAGER_HINT if _tf.executing_eagerly_if_loaded() else "")
         elif self.hook.dumping and self.hook.collect:
             logger.warning("npu_dump_hook: no bundle was written (%d training step(s) ran; run folder %s)",
                            len(self.hook.counted_steps), self.hook.run_dir)
@@ -229,29 +233,40 @@ class Injection(object):
         return True
 
     def _claim(self, where: str, config: Any) -> Optional[Tuple[Any, Any]]:
-        """``(hook, config carrying its dump options)`` for the first caller, else None.
+        """``(hook, config carrying its dump options)`` for the first caller, else None
+        (:meth:`_reserve`, then :meth:`_bind`)."""
+        with self._lock:
+            if not self._open():
+                return None
+            claim = self._reserve(config)
+            self._bind(claim[0], where)
+        return claim
+
+    def _reserve(self, config: Any) -> Tuple[Any, Any]:
+        """``(hook, config carrying its dump options)``, the hook made once and not yet bound: a
+        session on a training graph gets the config now and the hook at its first training run.
 
         A ``config`` that switches the NPU dump on itself is kept, and its options become the
         hook's; otherwise the hook's options are written into a copy (``session_config``).
         """
         with self._lock:
-            if not self._open():
-                return None
-            self._hook_module_is_ours = True
-            from ..hook import NpuDumpHook  # TensorFlow is loaded: the script is training
-            from ..train.report import RERUN_COMMAND
+            own = _script_dump_options(config)
+            if self._spare is None:
+                self._hook_module_is_ours = True
+                from ..hook import NpuDumpHook  # TensorFlow is loaded: the script is training
+                from ..train.report import RERUN_COMMAND
 
-            try:
-                own = _script_dump_options(config)
-                hook = NpuDumpHook(own if own is not None else self.settings.options, **self.settings.hook_options)
-            except NpuDumpError as exc:  # the settings do not fit this run: stop as a bad variable does
-                self._stood_down = True
-                print_error(_named_after_variables(exc))
-                raise SystemExit(EXIT_USAGE if isinstance(exc, OptionError) else EXIT_SCRIPT_ERROR)
-            setattr(hook, RERUN_COMMAND, _script_words())  # the golden-run hint names the CLI command
-            _notice_after_end(hook, self.notice)
-            self.hook, self.claimed_by = hook, where
-        logger.info("npu_dump_hook: %s gets the NpuDumpHook (run folder %s)", where, hook.run_dir)
+                try:
+                    hook = NpuDumpHook(own if own is not None else self.settings.options, **self.settings.hook_options)
+                except NpuDumpError as exc:  # the settings do not fit this run: stop as a bad variable does
+                    self._stood_down = True
+                    print_error(_named_after_variables(exc))
+                    raise SystemExit(EXIT_USAGE if isinstance(exc, OptionError) else EXIT_SCRIPT_ERROR)
+                setattr(hook, RERUN_COMMAND, _script_words())  # the golden-run hint names the CLI command
+                _notice_after_end(hook, self.notice)
+                hook.warn_if_never_began = False  # _report says it when no training was seen
+                self._spare = hook
+            hook = self._spare
         if own is not None:
             if self.settings.options is not None or any(var in os.environ for var in ENV_OPTIONS.values()):
                 logger.warning("npu_dump_hook: the script's session config sets its own NPU dump options "
@@ -261,6 +276,15 @@ class Injection(object):
 
         return hook, session_config(hook.options, config, ranks=self.settings.hook_options.get("ranks"))
 
+    def _bind(self, hook: Any, where: str) -> bool:
+        """Make the reserved ``hook`` the process's, for ``where``; False when it is taken or the runner stood down."""
+        with self._lock:
+            if not self._open():
+                return False
+            self.hook, self.claimed_by = hook, where
+        logger.info("npu_dump_hook: %s gets the NpuDumpHook (run folder %s)", where, hook.run_dir)
+        return True
+
     @property
     def golden(self) -> bool:
         """Whether the process's hook makes a golden run (``initial_state``)."""
@@ -268,7 +292,13 @@ class Injection(object):
 
     def checkpoints(self) -> Optional[CheckpointRedirect]:
         """Where the script's checkpoints go once the hook exists: the run folder
-        (:mod:`._checkpoints`); None before the hook, and in a dump run with keep_checkpoints."""
+        (:mod:`._checkpoints`); None before the hook, and in a dump run with keep_checkpoints.
+        Also None while the hook's plain session has not trained: what a session saves before its
+        first training step is the script's own state (``model_to_estimator`` saves the Keras
+        weights where its Estimator warm-starts from, a path TF 1.15 does not take back from
+        ``save``), and that session may drop its hook unused (:meth:`SessionPatches._release`)."""
+        if self._redirect is None and self.claimed_by == "Session" and not self.hook.counted_steps:
+            return None
         if self._redirect is None and self.hook is not None:
             with self._lock:
                 if self._redirect is None and (self.golden or not self.settings.keep_checkpoints):
@@ -296,17 +326,19 @@ class Injection(object):
     # -- patching -------------------------------------------------------------------------
     def patch(self, module_name: str) -> None:
         """Patch what ``module_name`` (one of the ``_tf.*_MODULE`` names) defines."""
+        if module_name in _tf.KERAS_TRAINING_MODULES:
+            return self._patch_keras(module_name)
         {_tf.SESSION_MODULE: self._patch_sessions, _tf.MONITORED_SESSION_MODULE: self._patch_monitored,
          _tf.ESTIMATOR_MODULE: self._patch_estimator, SAVER_MODULE: self._patch_saver,
          SAVER_HOOK_MODULE: self._patch_saver_hook}[module_name]()
 
     def _patch_saver(self) -> None:
         saver = sys.modules[SAVER_MODULE].Saver  # loaded: the import hook calls this after its code ran
-        _set(saver, "save", redirecting_save(saver.__dict__["save"], self.checkpoints))
+        set_patch(saver, "save", redirecting_save(saver.__dict__["save"], self.checkpoints))
 
     def _patch_saver_hook(self) -> None:
         hook = sys.modules[SAVER_HOOK_MODULE].CheckpointSaverHook
-        _set(hook, "begin", redirecting_begin(hook.__dict__["begin"], self.checkpoints))
+        set_patch(hook, "begin", redirecting_begin(hook.__dict__["begin"], self.checkpoints))
 
     def _patch_estimator(self) -> None:
         estimator = _tf.estimator_class()
@@ -333,9 +365,9 @@ class Injection(object):
                 delattr(self, _SCRIPT_SESSION_CONFIG)
                 _tf.set_estimator_session_config(self, config)  # evaluate/predict keep the script's config
 
-        _set(estimator, "train", train)
+        set_patch(estimator, "train", train)
         for name in ("evaluate", "predict"):  # an inference pass when nothing trains first (._infer)
-            _set(estimator, name, estimator_entry(self, name, _without_dump_keys(estimator.__dict__[name])))
+            set_patch(estimator, name, estimator_entry(self, name, _without_dump_keys(estimator.__dict__[name])))
 
     def _patch_monitored(self) -> None:
         base, coordinated, creators = _tf.monitored_session_classes()
@@ -367,7 +399,7 @@ class Injection(object):
             if claim is not None:
                 injection._monitored = self
 
-        _set(base, "__init__", __init__)
+        set_patch(base, "__init__", __init__)
         self._patch_training_session()
         if coordinated is not None:  # recovery sessions are made there too, later
             create = coordinated.__dict__["create_session"]
@@ -377,7 +409,7 @@ class Injection(object):
                 with injection._enter("monitored"):
                     return create(self, *args, **kwargs)
 
-            _set(coordinated, "create_session", create_session)
+            set_patch(coordinated, "create_session", create_session)
 
     def _patch_training_session(self) -> None:
         """``MonitoredTrainingSession`` claims the hook before it makes its checkpoint and summary
@@ -391,7 +423,7 @@ class Injection(object):
         @functools.wraps(original)
         def MonitoredTrainingSession(*args: Any, **kwargs: Any) -> Any:  # noqa: N802 - TF's name
             bound = signature.bind(*args, **kwargs)
-            if injection._open() and _trains(_tf.tf_v1().get_default_graph()):
+            if injection._open() and trains(_tf.tf_v1().get_default_graph()):
                 injection._local.claimed = injection._claim("MonitoredSession", bound.arguments.get("config"))
             redirect = injection.checkpoints()
             if redirect is not None:
@@ -401,121 +433,12 @@ class Injection(object):
             finally:
                 injection._local.__dict__.pop("claimed", None)
 
-        _set(module, "MonitoredTrainingSession", MonitoredTrainingSession)
-
-    def _patch_sessions(self) -> None:
-        base, session, interactive = _tf.session_classes()
-        injection = self
-        for cls in (session, interactive):
-            _set(cls, "__init__", self._session_init(cls.__dict__["__init__"]))
-        run, close, exit_ = base.__dict__["run"], base.__dict__["close"], session.__dict__["__exit__"]
-
-        @functools.wraps(run)
-        def run_(self: Any, fetches: Any, feed_dict: Any = None, options: Any = None, run_metadata: Any = None) -> Any:
-            state = self.__dict__
-            wrapper = state.get(_WRAPPER)
-            if wrapper is None and state.get(_CANDIDATE, False):
-                wrapper = injection._wrap_at_run(self, fetches, feed_dict)
-            if wrapper is None or injection._depth("routing") or threading.get_ident() != injection._thread:
-                return run(self, fetches, feed_dict, options, run_metadata)  # input threads (queue runners) too
-            with injection._routing():
-                result = wrapper.run(fetches, feed_dict=feed_dict, options=options, run_metadata=run_metadata)
-            if wrapper.finished and injection.settings.stop == "exit":
-                logger.info("npu_dump_hook: the dumped step(s) are done: the script ends with status 0 (stop=exit)")
-                raise SystemExit(0)
-            return result
-
-        @functools.wraps(close)
-        def close_(self: Any) -> None:
-            wrapper = self.__dict__.get(_WRAPPER)
-            if wrapper is None or injection._depth("routing"):
-                return close(self)
-            try:
-                with injection._routing():
-                    wrapper.finish()
-            finally:
-                close(self)
-
-        @functools.wraps(exit_)
-        def exit__(self: Any, exc_type: Any, exc_value: Any, exc_tb: Any) -> Any:
-            wrapper = self.__dict__.get(_WRAPPER)
-            if wrapper is not None and exc_type is not None and not issubclass(exc_type, SystemExit):
-                wrapper.abandon()  # the script failed: no end(), no bundle (MonitoredSession's contract)
-            return exit_(self, exc_type, exc_value, exc_tb)
-
-        _set(base, "run", run_)
-        _set(base, "close", close_)
-        _set(session, "__exit__", exit__)
-
-    def _session_init(self, original: Callable[..., None]) -> Callable[..., None]:
-        signature = inspect.signature(original)
-        injection = self
-
-        @functools.wraps(original)
-        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-            if not injection._open() or injection._depth("monitored"):
-                return original(self, *args, **kwargs)
-            bound = signature.bind(self, *args, **kwargs)
-            graph = bound.arguments.get("graph")
-            if graph is None:
-                graph = _tf.tf_v1().get_default_graph()
-            claim = None
-            if not graph.finalized and _trains(graph):
-                try:
-                    claim = injection._claim("Session", bound.arguments.get("config"))
-                except SystemExit:  # the settings do not fit: leave a whole session behind, then stop
-                    original(self, *args, **kwargs)
-                    raise
-                if claim is not None:
-                    bound.arguments["config"] = claim[1]
-            original(*bound.args, **bound.kwargs)
-            if claim is not None:
-                injection._wrap(self, claim[0])
-            elif not graph.finalized:
-                self.__dict__[_CANDIDATE] = True  # no training ops yet: decided at its first run
-
-        return __init__
-
-    def _wrap_at_run(self, session: Any, fetches: Any, feed_dict: Any) -> Any:
-        """A session made before its graph had training ops: claimed at its first run if it has
-        them now (mode train: else never); with mode auto/infer, at its first inference run
-        (:mod:`._infer`), set-up and warm-up runs before it going on unclaimed."""
-        graph = session.graph
-        infer = wants_inference(self.settings)
-        if not self._open() or graph.finalized:
-            session.__dict__.pop(_CANDIDATE, None)
-            return None
-        verdict = run_verdict(graph, fetches, feed_dict) if infer else None
-        restored = restored_mark(session, verdict, _RESTORED)
-        explicit = self.settings.hook_options.get("mode") == "infer"
-        trains = not explicit and not (verdict is not None and verdict.restore) and not restored and _trains(graph)
-        if not trains and not (verdict is not None and verdict.iteration):
-            if not infer:
-                session.__dict__.pop(_CANDIDATE, None)
-            return None  # auto/infer: a set-up or warm-up run; the next run is looked at again
-        session.__dict__.pop(_CANDIDATE, None)
-        claim = self._claim("Session", None)
-        if claim is None:
-            return None
-        claim[0].steps.mode.restored = restored
-        self._no_config("the tf.compat.v1.Session made before its graph {}".format(
-            "had training ops" if trains else "was run for inference"))
-        return self._wrap(session, claim[0])
+        set_patch(module, "MonitoredTrainingSession", MonitoredTrainingSession)
 
     def _monitored_wanted(self, graph: Any) -> bool:
         """A MonitoredSession made by the script claims the hook: on a graph with training ops, or
         (mode auto/infer) on one without (an inference or evaluation loop)."""
-        return _trains(graph) or wants_inference(self.settings)
-
-    def _wrap(self, session: Any, hook: Any) -> Any:
-        from ..session import NpuDumpSession
-
-        with self._routing():  # begin() and after_create_session() run the bare session
-            wrapper = NpuDumpSession(session, hook=hook, stop="continue")
-        session.__dict__[_WRAPPER] = wrapper
-        self._wrapper, self._thread = wrapper, threading.get_ident()
-        return wrapper
-
+        return trains(graph) or wants_inference(self.settings)
 
 class _Depth(object):
     """A per-thread nesting counter, as a context manager."""
@@ -551,10 +474,3 @@ def _without_dump_keys(method: Callable[..., Any]) -> Callable[..., Any]:
             _tf.set_estimator_session_config(self, during_train)
 
     return wrapper
-
-
-def _set(cls: Any, name: str, function: Callable[..., Any]) -> None:
-    """``cls.name = function`` (a class, or a module for its functions), once."""
-    function._npu_dump_hook_patch = True  # type: ignore[attr-defined]
-    if not getattr(cls.__dict__.get(name), "_npu_dump_hook_patch", False):
-        setattr(cls, name, function)

@@ -1,7 +1,7 @@
 """Installing the injection in this process: once, importing no TensorFlow.
 
 :func:`install` makes the process's one :class:`~npu_dump_hook.runner._inject.Injection` and
-has it patch five TensorFlow modules -- now for those already loaded, else through an
+has it patch five TensorFlow modules and Keras's ``Model`` -- now for those already loaded, else through an
 :class:`~npu_dump_hook.runner._after_import.AfterImport` finder once the script loads them
 (which methods of each: the call order in :mod:`npu_dump_hook.runner`).
 
@@ -49,7 +49,8 @@ def install(settings: Optional[RunSettings] = None) -> Injection:
 
 
 def _patch_when_loaded(injection: Injection) -> None:
-    names = (_tf.SESSION_MODULE, _tf.MONITORED_SESSION_MODULE, _tf.ESTIMATOR_MODULE, SAVER_MODULE, SAVER_HOOK_MODULE)
+    names = (_tf.SESSION_MODULE, _tf.MONITORED_SESSION_MODULE, _tf.ESTIMATOR_MODULE, SAVER_MODULE,
+             SAVER_HOOK_MODULE) + _tf.KERAS_TRAINING_MODULES
 
     def patch(name: str) -> None:
         try:

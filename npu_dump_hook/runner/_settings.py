@@ -39,6 +39,8 @@ class RunSettings:
     log_level: Optional[str] = settings.SETTINGS["log_level"].default
     enabled: bool = settings.SETTINGS["run"].default
     keep_checkpoints: bool = settings.SETTINGS["keep_checkpoints"].default
+    #: A script that ends without a bundle keeps its exit status (``NPU_DUMP_HOOK_ALLOW_NO_BUNDLE=1``).
+    allow_no_bundle: bool = settings.SETTINGS["allow_no_bundle"].default
 
     @classmethod
     def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> "RunSettings":
@@ -56,7 +58,8 @@ class RunSettings:
         level = settings.read("log_level", env)
         _check_dump_variables(env)
         keep = settings.read("keep_checkpoints", env)
-        return cls(hook_options=hook_options, stop=stop, log_level=level, enabled=enabled, keep_checkpoints=keep)
+        return cls(hook_options=hook_options, stop=stop, log_level=level, enabled=enabled, keep_checkpoints=keep,
+                   allow_no_bundle=settings.read("allow_no_bundle", env))
 
 
 def _check_dump_variables(env: Mapping[str, str]) -> None:

@@ -10,9 +10,13 @@ op that writes a trainable variable or the global step:
   ``AssignSub`` and their ``*VariableOp`` forms, ``ScatterAdd``/``ScatterSub``/``ScatterUpdate``
   and their resource forms (hand-written SGD, ``global_step.assign_add``),
 
-except a variable's own initializer and a Saver's restore (an ``Assign`` fed by ``RestoreV2``).
-So ``sess.run(init)``, ``sess.run(cost)`` before training, evaluation fetches and metric
-updates are not counted; they are logged as skipped with what they ran.
+except a variable's own initializer, a Saver's restore (an ``Assign`` fed by ``RestoreV2``) and a
+load: an overwrite (``Assign``, ``AssignVariableOp``, ``ScatterUpdate`` and its resource form)
+whose value is a placeholder or a constant, as Keras ``set_weights``/``load_weights`` and
+``w.assign(array)`` write it (the value does not come from the model). So ``sess.run(init)``,
+``sess.run(cost)`` before training, evaluation fetches, metric updates and the checkpoint-saving
+session of ``model_to_estimator`` (``set_weights``) are not counted; they are logged as skipped
+with what they ran.
 
 Pure graph analysis over TensorFlow objects; it imports no TensorFlow itself. What a run
 executes is a :class:`~npu_dump_hook.train.walk.StepWalk` (the one walk a hook's captured step
@@ -37,6 +41,9 @@ _WRITE_TYPES = frozenset((
     "ResourceScatterUpdate",
 ))
 _RESTORE_TYPES = frozenset(("RestoreV2", "Restore", "RestoreSlice"))
+#: Writes that replace the value (not add to it), and the value sources that make them a load.
+_OVERWRITE_TYPES = frozenset(("Assign", "AssignVariableOp", "ScatterUpdate", "ResourceScatterUpdate"))
+_LOADED_VALUE_TYPES = frozenset(("Placeholder", "PlaceholderV2", "PlaceholderWithDefault", "Const"))
 _PASS_THROUGH = frozenset(("Identity", "ReadVariableOp"))
 _EXAMPLES = 3
 
@@ -92,6 +99,8 @@ class TrainingStepDetector(object):
             return False
         if len(op.inputs) > 1 and _source_op(op.inputs[-1]).type in _RESTORE_TYPES:
             return False  # Saver restore (TF 2 puts an Identity between RestoreV2 and the assign)
+        if op.type in _OVERWRITE_TYPES and _source_op(op.inputs[-1]).type in _LOADED_VALUE_TYPES:
+            return False  # set_weights / load: a fed or constant value, not computed by the model
         return _variable_op(op.inputs[0]) in self._written_variables()
 
     def _written_variables(self) -> Set[str]:
