@@ -84,8 +84,10 @@ handle through a ``ReadVariableOp`` the engine makes for each updated resource v
 ``__init__``, under its name scope, read in the same separate ``session.run`` as the reference
 variables). After the step ``finish`` reads the updated variables (same grouping; the session
 comes from ``run_args``) and records them as the update's outputs: output ``k`` of an update op is
-its ``k``-th variable input after the step (TF 1.x ``Apply*`` return output 0 themselves, which is
-kept). :attr:`CaptureResult.updates` lists each update's variables. A variable two ops update in
+its ``k``-th variable input after the step. TF 1.x ``Apply*``/``Assign*`` return output 0
+themselves, a reference to input 0's buffer: it is taken from that read too (the same value), so
+such a step needs no dump op and fetches everything with the step; their dump op serves only a step
+that feeds that variable. :attr:`CaptureResult.updates` lists each update's variables. A variable two ops update in
 one step shows its final value for both. ``DebugIdentity`` file dumps count against tfdbg's per-process disk
 budget (``TFDBG_DISK_BYTES_LIMIT``, 100 GB by default).
 
@@ -284,6 +286,8 @@ class TensorCapture(object):
                 if plan.variable is not None and tensor.name not in fed:
                     variable_reads.append((tensor, plan.variable))
                     continue
+                if self._after_update(op, plan, fed_only, fed):
+                    continue  # the variable read after the step holds it (finish)
                 (streamed if plan.stream_only else direct).append((tensor, plan))
         return direct, streamed
 
@@ -352,6 +356,9 @@ class TensorCapture(object):
                     fetched: Dict[str, Any]) -> None:
         """One output of an executed op: skipped (with the reason), moved from its snapshot, or queued."""
         order, stamp = when
+        plan = self._plans.get(tensor.name)
+        if plan is not None and self._after_update(op, plan, fed_only, self._fed):
+            return  # written by _add_updated from the read after the step
         snapshot = snapshots.get(tensor.name)
         reason = snapshot if isinstance(snapshot, str) else (
             "" if snapshot else self._skip_reason(op, tensor, fed_only, dumped, fetched))
@@ -391,6 +398,10 @@ class TensorCapture(object):
             os.replace(value[0], target)
             tensors.append(CapturedTensor(op_name=op.name, op_type=op.type, output_index=index, dtype=value[1],
                                           shape=value[2], path=target, order=order, timestamp_us=stamp))
+
+    def _after_update(self, op: Any, plan: Plan, fed_only: bool, fed: Set[str]) -> bool:
+        """A TF 1.x update's reference output 0 whose variable (input 0) is read after the step."""
+        return plan.after_update and not fed_only and self.index.edges(op)[0][0].name not in fed
 
     @staticmethod
     def _write(tensors: List[CapturedTensor], jobs: List[Tuple[Any, str]]) -> None:
