@@ -110,7 +110,7 @@ import logging
 import os
 import re
 import shutil
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 import numpy as np
@@ -228,7 +228,8 @@ class TensorCapture(object):
         variable_reads, self._updates = self._reads.plan(executed, fed, self.index.edges)
         direct, streamed = self._paths(executed, fed, variable_reads)
         self._session = run_context.session
-        self._snapshots = self._reads.before(run_context.session, variable_reads, also_read)
+        spare = self.memory_budget - sum(plan.nbytes or 0 for _, plan in direct)
+        self._snapshots = self._reads.before(run_context.session, variable_reads, also_read, spare=spare)
         self.last_path = "fetch" if direct else "stream"
         self._sink = _FetchedValues([tensor for tensor, _ in direct])
         dumps = [plan.dump_op for _, plan in streamed]
@@ -300,26 +301,34 @@ class TensorCapture(object):
         :meth:`cleanup` removes them.
         """
         executed, fetched = self._take_step(timestamp_us)
+        self._reads.written()
         dumped = self._dump_files()
         snapshots, self._snapshots = self._snapshots, {}
         updates, self._updates = self._updates, []
         session, self._session = self._session, None
-        updated = self._reads.after(session, updates)
+        # The read after the step runs in TF (GIL released) while this thread writes the step's files.
+        reading = _reader().submit(self._reads.after, session, updates)
         golden = bool(self.npy_dir) and not to_scratch
         files = _StepFiles(self.npy_dir if golden else self.scratch_dir, golden)
-        os.makedirs(files.target_dir, exist_ok=True)
         executed_ops = []  # type: List[ExecutedOp]
-        for order, (op, fed_only) in enumerate(executed):
-            executed_ops.append(self._executed_op(op, order))
-            stamp = timestamp_us + order
-            for index, tensor in enumerate(op.outputs):
-                self._add_output(files, op, index, tensor, fed_only, (order, stamp), snapshots, dumped, fetched)
+        try:
+            os.makedirs(files.target_dir, exist_ok=True)
+            for order, (op, fed_only) in enumerate(executed):
+                executed_ops.append(self._executed_op(op, order))
+                for index, tensor in enumerate(op.outputs):
+                    self._add_output(files, op, index, tensor, fed_only, (order, timestamp_us + order), snapshots,
+                                     dumped, fetched)
+            del fetched
+            self._write([t for t in files.tensors if not t.dtype], files.jobs)
+            files.jobs = []
+        finally:
+            wait([reading])  # no session.run of ours outlives finish()
+        updated = reading.result()
+        for order, (op, _) in enumerate(executed):
             if op.name in updated:
                 self._add_updated(op, updated[op.name], files.tensors, files.skipped, files.target_dir, golden,
-                                  order, stamp)
-        del fetched
-        self._write([t for t in files.tensors if not t.dtype], files.jobs)
-        files.jobs = []
+                                  order, timestamp_us + order)
+        files.tensors.sort(key=lambda tensor: tensor.order)  # stable: an update's outputs after its own
         shutil.rmtree(self._dump_root, ignore_errors=True)
         if golden:
             self._remove_scratch_dir_if_empty()
@@ -467,6 +476,16 @@ class _StepFiles(object):
         self.tensors = []  # type: List[CapturedTensor]
         self.skipped = []  # type: List[SkippedTensor]
         self.jobs = []  # type: List[Tuple[Any, str]]
+
+
+_READER = []  # type: List[Any]
+
+
+def _reader() -> Any:
+    """One worker thread per process for the variable read after a step (started on first use)."""
+    if not _READER:
+        _READER.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="npu_dump_hook_read"))
+    return _READER[0]
 
 
 def _convert(job: Tuple[Any, str]) -> Tuple[str, Tuple[int, ...]]:
