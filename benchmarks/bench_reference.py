@@ -55,8 +55,13 @@ SIDES = ("none", "ours", "stream", "tfdbg")
 
 def _child(side: str, workdir: str, step: int, batch: int) -> dict:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import random
+
     import numpy as np
     import tensorflow as tf
+
+    random.seed(SEED)  # Keras' initializers (TF 2.x v1.layers) draw their seeds from Python's random
+    np.random.seed(SEED)
 
     from npu_dump_hook.reference import ReferenceCapture
     from npu_dump_hook.sample_models import cnn_estimator
