@@ -5,13 +5,15 @@ Why (see :mod:`npu_dump_hook.train.capture`): a TF 1.x reference variable's outp
 update's variable inputs are recorded as the values before the step and its outputs as the
 values after it. Those values are read by ``session.run`` calls of the variables alone (no other
 op runs), in groups whose static sizes add up to at most the memory budget, each value written
-to a scratch ``.npy`` at once.
+to a scratch ``.npy`` at once; the last group read before the step is written by a worker thread
+while the step runs when it fits the budget beside the step's fetched tensors (``spare``).
 
 Contract::
 
     reads = VariableReads(graph, scratch_root, memory_budget)   # graph editable: handle readers made
     before, updates = reads.plan(executed, fed, edges)          # run_args: what the step reads / updates
-    snapshots = reads.before(session, before, also=state)       # run_args: values before the step
+    snapshots = reads.before(session, before, also=state, spare=n)  # run_args: values before the step
+    reads.written()                                             # finish: their scratch files are complete
     updated = reads.after(session, updates)                     # finish: values after the step
 
 ``also`` is another reader of the same moment (the state fingerprints,

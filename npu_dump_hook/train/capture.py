@@ -72,9 +72,9 @@ TF 1.x *reference* variables (``VariableV2``, the TF 1.15 default): a variable's
 ``Apply*``/``Assign*`` ops update in place, so fetching them with the step gives the updated
 value and a dump op a racing one. Their value is what the variable held before the step: it is
 read in ``run_args`` by a separate ``session.run`` of the variables alone (in groups within the
-memory budget, written to scratch files at once), which runs no other op. A variable without a
-value yet (an initializer step) is skipped with that reason. Resource variables copy on read
-and need none of this for their ``ReadVariableOp`` outputs.
+memory budget, written to scratch files, the last group by a worker thread while the step runs),
+which runs no other op. A variable without a value yet (an initializer step) is skipped with that
+reason. Resource variables copy on read and need none of this for their ``ReadVariableOp`` outputs.
 
 In-place updates (``ApplyAdam``/``ResourceApplyAdam`` and the other ``Apply*``, ``Assign*``,
 ``Assign*VariableOp``, ``Scatter*``): the dump of an update shows its inputs as they were before
