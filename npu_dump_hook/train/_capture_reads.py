@@ -33,7 +33,7 @@ from ..formats.npy import write_npy
 from ._capture_plan import (WRITE_SCOPE, as_stored_array, is_update_type, needs_handle_reader, reference_variable,
                             static_nbytes, variable_handle)
 
-__all__ = ["VariableReads", "read_values", "budget_groups", "UNINITIALIZED_BEFORE"]
+__all__ = ["VariableReads", "read_values", "budget_groups", "worker", "UNINITIALIZED_BEFORE"]
 
 UNINITIALIZED_BEFORE = "uninitialized variable: no value before this step"
 
@@ -232,7 +232,7 @@ class VariableReads(object):
                 del value
             last = number == len(groups) - 1
             if last and sum(static_nbytes(f.element) or spare + 1 for f in group) <= spare:
-                self._writing = _writer().submit(_write_all, jobs)
+                self._writing = worker("write").submit(_write_all, jobs)
             else:
                 _write_all(jobs)
         return snapshots
@@ -247,14 +247,16 @@ class VariableReads(object):
         return path, array.dtype.name, tuple(int(d) for d in array.shape)
 
 
-_WRITER = []  # type: List[Any]
+_WORKERS = {}  # type: Dict[Tuple[str, int], Any]
 
 
-def _writer() -> Any:
-    """One worker thread per process for scratch writes that overlap a step (started on first use)."""
-    if not _WRITER:
-        _WRITER.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="npu_dump_hook_capture"))
-    return _WRITER[0]
+def worker(name: str) -> Any:
+    """A one-thread executor for one kind of capture work that overlaps TensorFlow's, started on
+    first use; one per process (threads do not survive a fork, so a forked child gets its own)."""
+    key = (name, os.getpid())
+    if key not in _WORKERS:
+        _WORKERS[key] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="npu_dump_hook_" + name)
+    return _WORKERS[key]
 
 
 def _write_all(jobs: List[Tuple[Any, str]]) -> None:

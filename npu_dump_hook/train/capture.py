@@ -121,7 +121,7 @@ from ..formats.names import golden_npy_name
 from ..formats.npy import debug_event_to_npy, write_npy
 from ._capture_plan import (BUDGET_ENV, DEFAULT_MEMORY_BUDGET, WRITE_SCOPE, Plan, as_stored_array, plan_graph,
                             resolve_memory_budget, static_shape, while_or_cond)
-from ._capture_reads import VariableReads
+from ._capture_reads import VariableReads, worker
 from ._capture_results import CapturedTensor, CaptureResult, ExecutedOp, SkippedTensor
 from .walk import GraphIndex, StepWalk
 
@@ -307,7 +307,7 @@ class TensorCapture(object):
         updates, self._updates = self._updates, []
         session, self._session = self._session, None
         # The read after the step runs in TF (GIL released) while this thread writes the step's files.
-        reading = _reader().submit(self._reads.after, session, updates)
+        reading = worker("read").submit(self._reads.after, session, updates)
         golden = bool(self.npy_dir) and not to_scratch
         files = _StepFiles(self.npy_dir if golden else self.scratch_dir, golden)
         executed_ops = []  # type: List[ExecutedOp]
@@ -476,16 +476,6 @@ class _StepFiles(object):
         self.tensors = []  # type: List[CapturedTensor]
         self.skipped = []  # type: List[SkippedTensor]
         self.jobs = []  # type: List[Tuple[Any, str]]
-
-
-_READER = []  # type: List[Any]
-
-
-def _reader() -> Any:
-    """One worker thread per process for the variable read after a step (started on first use)."""
-    if not _READER:
-        _READER.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="npu_dump_hook_read"))
-    return _READER[0]
 
 
 def _convert(job: Tuple[Any, str]) -> Tuple[str, Tuple[int, ...]]:
