@@ -310,17 +310,9 @@ class TensorCapture(object):
         reading = worker("read").submit(self._reads.after, session, updates)
         golden = bool(self.npy_dir) and not to_scratch
         files = _StepFiles(self.npy_dir if golden else self.scratch_dir, golden)
-        executed_ops = []  # type: List[ExecutedOp]
         try:
             os.makedirs(files.target_dir, exist_ok=True)
-            for order, (op, fed_only) in enumerate(executed):
-                executed_ops.append(self._executed_op(op, order))
-                for index, tensor in enumerate(op.outputs):
-                    self._add_output(files, op, index, tensor, fed_only, (order, timestamp_us + order), snapshots,
-                                     dumped, fetched)
-            del fetched
-            self._write([t for t in files.tensors if not t.dtype], files.jobs)
-            files.jobs = []
+            executed_ops = self._write_outputs(files, executed, timestamp_us, snapshots, dumped, fetched)
         finally:
             wait([reading])  # no session.run of ours outlives finish()
         updated = reading.result()
@@ -336,6 +328,21 @@ class TensorCapture(object):
                     len(files.tensors), self.last_path, len(files.skipped), len(executed_ops))
         return CaptureResult(tensors=files.tensors, skipped=files.skipped, executed_ops=executed_ops,
                              updates={op.name: [name for name, _ in variables] for op, variables in updates})
+
+    def _write_outputs(self, files: "_StepFiles", executed: List[Tuple[Any, bool]], timestamp_us: int,
+                       snapshots: Dict[str, Any], dumped: Dict[int, str], fetched: Dict[str, Any]) -> List[ExecutedOp]:
+        """Every executed op's own outputs into ``files`` (written; ``fetched`` is emptied as they are
+        queued); returns the executed ops."""
+        executed_ops = []  # type: List[ExecutedOp]
+        for order, (op, fed_only) in enumerate(executed):
+            executed_ops.append(self._executed_op(op, order))
+            for index, tensor in enumerate(op.outputs):
+                self._add_output(files, op, index, tensor, fed_only, (order, timestamp_us + order), snapshots,
+                                 dumped, fetched)
+        fetched.clear()
+        self._write([t for t in files.tensors if not t.dtype], files.jobs)
+        files.jobs = []
+        return executed_ops
 
     def _take_step(self, timestamp_us: int) -> Tuple[List[Tuple[Any, bool]], Dict[str, Any]]:
         """The step run_args() prepared and the values it fetched (``{tensor name: value}``)."""
