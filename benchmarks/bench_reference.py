@@ -1,9 +1,9 @@
 """Reference capture of one training step vs TensorFlow's own tfdbg v1 ``DumpingDebugHook``.
 
 Model: the sample CNN (``npu_dump_hook.sample_models.cnn_estimator``: its model_fn and
-input_fn) trained with ``tf.estimator`` for ``step + 2`` steps, with a graph seed so every side
-computes the same values; local step ``step`` is captured, in a fresh process per side and repeat. Two steps are measured by default:
-step 0 (the default of ``NpuDumpHook`` and ``ReferenceCapture``: TF builds the step's
+input_fn) trained with ``tf.estimator`` for ``step + 2`` steps, with the same seeds on every side
+(graph, Python, numpy), so all compute the same values; local step ``step`` is captured, in a
+fresh process per side and repeat. Two steps are measured by default: step 0 (the default of ``NpuDumpHook`` and ``ReferenceCapture``: TF builds the step's
 executor then anyway) and step 1 (a later step: a capture changes the fetch set, so TF builds
 another executor, Grappler included, unless that fetch set ran before: tfdbg's debug watches
 always pay it; ours, when the step's tensors are fetched (no dump op), has the steps before
