@@ -1,9 +1,9 @@
 """Reference capture of one training step vs TensorFlow's own tfdbg v1 ``DumpingDebugHook``.
 
 Model: the sample CNN (``npu_dump_hook.sample_models.cnn_estimator``: its model_fn and
-input_fn) trained with ``tf.estimator`` for ``step + 2`` steps; local step ``step`` is
-captured, in a fresh process per side and repeat. Two steps are measured by default:
-step 0 (the default of ``NpuDumpHook`` and ``ReferenceCapture``: TF builds the step's
+input_fn) trained with ``tf.estimator`` for ``step + 2`` steps, with the same seeds on every side
+(graph, Python, numpy), so all compute the same values; local step ``step`` is captured, in a
+fresh process per side and repeat. Two steps are measured by default: step 0 (the default of ``NpuDumpHook`` and ``ReferenceCapture``: TF builds the step's
 executor then anyway) and step 1 (a later step: a capture changes the fetch set, so TF builds
 another executor, Grappler included, unless that fetch set ran before: tfdbg's debug watches
 always pay it; ours, when the step's tensors are fetched (no dump op), has the steps before
@@ -27,7 +27,11 @@ growth during the capture step (``ru_maxrss``). Target: ours at least 2x faster 
 producing the same ``.npy`` files, at step 0 and step 1, printed side by side at the end; the
 ratio of the process CPU time (all threads) in the same window, which other processes on a
 shared machine disturb less, the dump-only ratio, the ratio of the capture costs (time above
-the plain step) and the ratio including our ``begin()`` are printed too.
+the plain step) and the ratio including our ``begin()`` are printed too. Each repeat also checks
+that the two sides agree: ours and tfdbg's ``.npy`` files with the same msaccucmp key (name
+without the timestamp) are compared (bit-identical / within 1e-5 / differ). Nothing of ours runs
+after the captured step's ``after_run`` returns (its writer and reader threads are joined there),
+so the step time is all the capture costs.
 
     .venv/bin/python benchmarks/bench_reference.py [--quick] [--batch N] [--repeats N] [--step N]
 """
@@ -43,6 +47,7 @@ import tempfile
 import time
 
 TARGET = 2.0
+SEED = 19  # tf_random_seed of every side's RunConfig: the same values on both sides
 
 
 SIDES = ("none", "ours", "stream", "tfdbg")
@@ -50,8 +55,13 @@ SIDES = ("none", "ours", "stream", "tfdbg")
 
 def _child(side: str, workdir: str, step: int, batch: int) -> dict:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import random
+
     import numpy as np
     import tensorflow as tf
+
+    random.seed(SEED)  # Keras' initializers (TF 2.x v1.layers) draw their seeds from Python's random
+    np.random.seed(SEED)
 
     from npu_dump_hook.reference import ReferenceCapture
     from npu_dump_hook.sample_models import cnn_estimator
@@ -130,8 +140,7 @@ def _child(side: str, workdir: str, step: int, batch: int) -> dict:
 
     capture = {"ours": Ours, "stream": lambda: Ours(memory_budget=0), "tfdbg": Tfdbg, "none": None}[side]
     hooks = [Clock(True)] + ([capture()] if capture else []) + [Clock(False)]
-    cnn_estimator.train(os.path.join(workdir, "model"), hooks=hooks, steps=step + 2,
-                        ) if batch == 8 else _train_with_batch(cnn_estimator, workdir, hooks, step, batch)
+    _train(cnn_estimator, workdir, hooks, step, batch)
     result = {"side": side, "capture_s": box["capture_s"], "plain_s": box.get("plain_s"),
               "capture_cpu_s": box["capture_cpu_s"], "convert_cpu_s": 0.0,
               "begin_s": box.get("begin_s", 0.0), "convert_s": 0.0,
@@ -150,9 +159,40 @@ def _child(side: str, workdir: str, step: int, batch: int) -> dict:
     return result
 
 
-def _train_with_batch(cnn_estimator, workdir, hooks, step, batch):
-    estimator = cnn_estimator.make_estimator(os.path.join(workdir, "model"))
+def _train(cnn_estimator, workdir, hooks, step, batch):
+    """The sample CNN's training (its default RunConfig) with a graph seed: every side computes the
+    same values, so ours and tfdbg's files can be compared (:func:`_agreement`)."""
+    import tensorflow as tf
+
+    model_dir = os.path.join(workdir, "model")
+    config = tf.estimator.RunConfig(model_dir=model_dir, save_summary_steps=None, log_step_count_steps=None,
+                                    tf_random_seed=SEED)
+    estimator = cnn_estimator.make_estimator(model_dir, run_config=config)
     estimator.train(lambda: cnn_estimator.input_fn(batch_size=batch), hooks=hooks, steps=step + 2)
+
+
+def _agreement(ours_dir: str, tfdbg_dir: str) -> dict:
+    """Ours vs tfdbg's ``.npy`` files of the same run (same seed), by msaccucmp key (file name
+    without the timestamp): how many keys both have, how many are bit-identical, how many agree
+    within 1e-5 (tfdbg dumps the graph after Grappler, whose fused kernels may round differently)."""
+    import numpy as np
+
+    def keys(folder):
+        return {f.rsplit(".", 2)[0]: os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".npy")}
+
+    ours, theirs = keys(ours_dir), keys(tfdbg_dir)
+    common = sorted(set(ours) & set(theirs))
+    same = close = 0
+    differ = []
+    for key in common:
+        a, b = np.load(ours[key]), np.load(theirs[key])
+        if a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes():
+            same += 1
+        elif a.shape == b.shape and np.allclose(a, b, rtol=1e-5, atol=1e-6, equal_nan=True):
+            close += 1
+        else:
+            differ.append(key)
+    return {"common": len(common), "identical": same, "close": close, "differ": differ}
 
 
 def _tfdbg_to_npy(session_root: str, out_dir: str, np) -> tuple:
@@ -176,16 +216,25 @@ def _tfdbg_to_npy(session_root: str, out_dir: str, np) -> tuple:
     return written, size
 
 
-def _run_side(side: str, step: int, batch: int) -> dict:
-    workdir = tempfile.mkdtemp(prefix="bench_reference_")
+def _run_side(side: str, step: int, batch: int, workdir: str) -> dict:
+    command = [sys.executable, os.path.abspath(__file__), "--child", side, "--workdir", workdir,
+               "--step", str(step), "--batch", str(batch)]
+    output = subprocess.run(command, check=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            universal_newlines=True).stdout
+    return json.loads(output.strip().splitlines()[-1])
+
+
+def _run_repeat(step: int, batch: int, runs: dict) -> dict:
+    """One fresh process per side, one after the other; then ours vs tfdbg's files compared."""
+    root = tempfile.mkdtemp(prefix="bench_reference_")
     try:
-        command = [sys.executable, os.path.abspath(__file__), "--child", side, "--workdir", workdir,
-                   "--step", str(step), "--batch", str(batch)]
-        output = subprocess.run(command, check=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                universal_newlines=True).stdout
-        return json.loads(output.strip().splitlines()[-1])
+        for side in runs:
+            workdir = os.path.join(root, side)
+            os.makedirs(workdir)
+            runs[side].append(_run_side(side, step, batch, workdir))
+        return _agreement(os.path.join(root, "ours", "golden"), os.path.join(root, "tfdbg", "tfdbg_npy"))
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def _median(runs: list, key: str) -> float:
@@ -229,6 +278,14 @@ def _report(step: int, batch: int, runs: dict) -> float:
     return ratio
 
 
+def _report_agreement(agreements: list) -> None:
+    for number, found in enumerate(agreements):
+        print("  agreement, repeat {}: {} msaccucmp keys in both ours and tfdbg's .npy files: {} bit-identical, "
+              "{} within 1e-5, {} differ{}".format(
+                  number + 1, found["common"], found["identical"], found["close"], len(found["differ"]),
+                  (": " + ", ".join(found["differ"][:5])) if found["differ"] else ""))
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one run per side")
@@ -246,10 +303,10 @@ def main(argv=None) -> int:
     results = {}
     for step in steps:
         runs = {side: [] for side in SIDES}  # type: dict
-        for _ in range(repeats):  # interleaved, sequential: one TF process at a time
-            for side in runs:
-                runs[side].append(_run_side(side, step, args.batch))
+        # interleaved, sequential: one TF process at a time
+        agreements = [_run_repeat(step, args.batch, runs) for _ in range(repeats)]
         results[step] = _report(step, args.batch, runs)
+        _report_agreement(agreements)
     print("\ntfdbg dump + .npy / ours, side by side: {}".format(", ".join(
         "step {} {:.2f}x".format(step, ratio) for step, ratio in results.items())))
     print("target (>= {:.1f}x, step incl. .npy): {}".format(TARGET, ", ".join(

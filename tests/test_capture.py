@@ -344,7 +344,7 @@ class BudgetHook(CaptureHook):
         self.capture = TensorCapture(graph, self.scratch, npy_dir=self.npy_dir, memory_budget=self.budget)
         self.dump_ops = sum(1 for op in graph.get_operations() if op.name.startswith(WRITE_SCOPE + "/")
                             and op.type == "DebugIdentity")
-        # TF 1.x Apply*/Assign* reference outputs are always dumped (read after the in-place update).
+        # TF 1.x Apply*/Assign* reference outputs keep a dump op (used only when a step feeds their variable).
         self.ref_outputs = sum(1 for op in graph.get_operations() if op.type != "VariableV2"
                                and not op.name.startswith(WRITE_SCOPE + "/")
                                for t in op.outputs if t.dtype._is_ref_dtype)
@@ -492,6 +492,43 @@ def test_reference_variable_reads_are_the_values_before_the_step(tmp_path, budge
     # The update's own output is the updated buffer.
     np.testing.assert_array_equal(result.array("GradientDescent/update_w/ApplyGradientDescent:0"), after)
     assert [t.order for t in result.tensors] == sorted(t.order for t in result.tensors)
+
+
+class WarmHook(CaptureHook):
+    """CaptureHook whose steps before the captured one fetch what it will (``warm_args``)."""
+
+    warmed = None  # type: list
+
+    def begin(self):
+        super(WarmHook, self).begin()
+        self.warmed = []
+
+    def before_run(self, run_context):
+        if self._steps < self.step:
+            self._steps += 1
+            self.warmed.append(self.capture.warm_args(run_context))
+            return self.warmed[-1]
+        return super(WarmHook, self).before_run(run_context)
+
+
+def test_reference_update_outputs_come_from_the_read_after_the_step_and_the_step_is_warmed(tmp_path):
+    # ApplyGradientDescent:0 is the reference variable's buffer: it is taken from the read after
+    # the step, so the step fetches every tensor (no dump op runs) and a step before it can warm it.
+    hook = WarmHook(str(tmp_path / "s"), str(tmp_path / "npy"), step=2)  # runs: train, read, train
+    with tf.Graph().as_default():
+        train_op, _ = _ref_variable_step()
+        with v1.train.MonitoredSession(hooks=[hook]) as session:
+            session.run(train_op)
+            before = session.run("w:0")
+            session.run(train_op)
+            after = session.run("w:0")
+    assert hook.warmed[0] is not None and hook.capture.last_path == "fetch"  # the first train step warmed
+    update = "GradientDescent/update_w/ApplyGradientDescent"
+    assert hook.result.updates == {update: ["w:0"]}
+    np.testing.assert_array_equal(hook.result.array(update + ":0"), after)
+    np.testing.assert_array_equal(hook.result.array("w/read:0"), before)
+    assert not np.array_equal(before, after)
+    assert [t.tensor_name for t in hook.result.tensors].count(update + ":0") == 1
 
 
 def test_uninitialized_reference_variable_is_skipped_with_the_reason(tmp_path):

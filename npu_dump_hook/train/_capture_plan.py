@@ -19,7 +19,7 @@ from ..formats.npy import NUMPY_OF_TF_ENUM, TF_DT_BFLOAT16
 
 __all__ = ["Plan", "plan_graph", "WRITE_SCOPE", "DEFAULT_MEMORY_BUDGET", "BUDGET_ENV", "while_or_cond", "reference_variable", "dtype_reason",
            "static_nbytes", "maybe_dead", "resolve_memory_budget", "as_stored_array", "static_shape", "cpu_device",
-           "is_update_type", "variable_handle", "needs_handle_reader"]
+           "is_update_type", "variable_handle", "needs_handle_reader", "updated_reference_output"]
 
 logger = logging.getLogger("npu_dump_hook._capture")
 
@@ -69,6 +69,10 @@ class Plan:
     #: The TF 1.x reference variable (``VariableV2`` output) whose value this tensor is: the
     #: variable's own output, or an ``Identity`` that aliases its buffer (``w/read``).
     variable: Any = None
+    #: A TF 1.x in-place update's reference output 0 (``ApplyAdam:0``, ``AssignAdd:0``): the updated
+    #: variable of input 0, taken from the read after the step; its dump op only serves a step
+    #: that feeds that input.
+    after_update: bool = False
 
 
 def while_or_cond(op: Any) -> str:
@@ -262,7 +266,15 @@ def _plan_tensor(graph: Any, op: Any, tensor: Any, flow: str, may_be_dead: bool,
     plan.variable = None if flow else reference_variable(tensor)
     if plan.variable is not None:
         plan.stream_only = False  # read before the step (run_args), never fetched or dumped
+    plan.after_update = not (flow or may_be_dead) and updated_reference_output(op, tensor)
     return plan
+
+
+def updated_reference_output(op: Any, tensor: Any) -> bool:
+    """True for output 0 of a TF 1.x in-place update whose input 0 is a reference variable: that
+    output is the variable's buffer, so the variable read after the step holds its value."""
+    return (tensor.value_index == 0 and tensor.dtype != tensor.dtype.base_dtype and is_update_type(op.type)
+            and bool(op.inputs) and reference_variable(op.inputs[0]) is not None)
 
 
 def _make_dump_ops(graph: Any, ops: List[Any], plans: Dict[str, Plan], stream_all: bool, dump_root: str) -> int:

@@ -5,13 +5,15 @@ Why (see :mod:`npu_dump_hook.train.capture`): a TF 1.x reference variable's outp
 update's variable inputs are recorded as the values before the step and its outputs as the
 values after it. Those values are read by ``session.run`` calls of the variables alone (no other
 op runs), in groups whose static sizes add up to at most the memory budget, each value written
-to a scratch ``.npy`` at once.
+to a scratch ``.npy`` at once; the last group read before the step is written by a worker thread
+while the step runs when it fits the budget beside the step's fetched tensors (``spare``).
 
 Contract::
 
     reads = VariableReads(graph, scratch_root, memory_budget)   # graph editable: handle readers made
     before, updates = reads.plan(executed, fed, edges)          # run_args: what the step reads / updates
-    snapshots = reads.before(session, before, also=state)       # run_args: values before the step
+    snapshots = reads.before(session, before, also=state, spare=n)  # run_args: values before the step
+    reads.written()                                             # finish: their scratch files are complete
     updated = reads.after(session, updates)                     # finish: values after the step
 
 ``also`` is another reader of the same moment (the state fingerprints,
@@ -22,6 +24,7 @@ tensors or readers ask for it. The read after the step repeats the fetch lists o
 before it when they cover the updated variables, so TensorFlow reuses the executor it built.
 """
 import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, List, Optional, Sequence, Tuple  # noqa: F401 (type comments)
 
 from .. import _tf
@@ -30,7 +33,7 @@ from ..formats.npy import write_npy
 from ._capture_plan import (WRITE_SCOPE, as_stored_array, is_update_type, needs_handle_reader, reference_variable,
                             static_nbytes, variable_handle)
 
-__all__ = ["VariableReads", "read_values", "budget_groups", "UNINITIALIZED_BEFORE"]
+__all__ = ["VariableReads", "read_values", "budget_groups", "worker", "UNINITIALIZED_BEFORE"]
 
 UNINITIALIZED_BEFORE = "uninitialized variable: no value before this step"
 
@@ -101,6 +104,7 @@ class VariableReads(object):
         self._readers = make_handle_readers(graph)
         self._files = 0
         self._last_groups = []  # type: List[List[_Fetch]]
+        self._writing = None  # type: Any   the last group's scratch writes, going on during the step
 
     def plan(self, executed: List[Tuple[Any, bool]], fed: Any, edges: Any) -> Tuple[list, list]:
         """``(before, updates)``: the resource handles the step's ops take, each as ``(handle, reader)``,
@@ -133,8 +137,14 @@ class VariableReads(object):
             return reference_variable(tensor)
         return None
 
-    def before(self, session: Any, reads: List[Tuple[Any, Any]], also: Any = None) -> Dict[str, Any]:
-        """``{tensor name: (scratch file, dtype, shape) or reason}`` for each ``(tensor, value tensor)``."""
+    def before(self, session: Any, reads: List[Tuple[Any, Any]], also: Any = None,
+               spare: int = 0) -> Dict[str, Any]:
+        """``{tensor name: (scratch file, dtype, shape) or reason}`` for each ``(tensor, value tensor)``.
+
+        The last group's scratch files are written by a thread while the step runs when that group
+        fits in ``spare`` bytes (what the budget leaves beside the step's fetched tensors);
+        :meth:`written` waits for them.
+        """
         fetches = {}  # type: Dict[str, _Fetch]
         if also is not None:
             for variable in also.variables:
@@ -145,10 +155,16 @@ class VariableReads(object):
             fetch.stored_as = value
         if also is not None:
             also.open()
-        snapshots = self._read(session, list(fetches.values()), "v", also)
+        snapshots = self._read(session, list(fetches.values()), "v", also, spare=spare)
         if also is not None:
             also.close()
         return snapshots
+
+    def written(self) -> None:
+        """Wait for the scratch files :meth:`before` left to its thread (re-raises its error)."""
+        writing, self._writing = self._writing, None
+        if writing is not None:
+            writing.result()
 
     def after(self, session: Any, updates: List[Tuple[Any, List[Tuple[str, Any]]]]) -> Dict[str, List[Any]]:
         """The values of the variables each update op changed, read after the step:
@@ -190,8 +206,10 @@ class VariableReads(object):
         return [fetch for group in self._last_groups for fetch in group]
 
     def _read(self, session: Any, fetches: List[_Fetch], prefix: str, also: Any,
-              reuse: bool = False) -> Dict[Any, Any]:
-        """Read ``fetches`` group by group; each value goes to ``also`` and to one scratch file per key."""
+              reuse: bool = False, spare: int = 0) -> Dict[Any, Any]:
+        """Read ``fetches`` group by group; each value goes to ``also`` and to one scratch file per key
+        (the last group's from a thread when its static size fits in ``spare`` bytes)."""
+        self.written()
         snapshots = {}  # type: Dict[Any, Any]
         if prefix == "v":
             self._last_groups = []
@@ -201,22 +219,49 @@ class VariableReads(object):
         groups = self._last_groups if reuse and self._last_groups else budget_groups(
             fetches, [static_nbytes(f.element) or 0 for f in fetches], self.memory_budget)
         self._last_groups = groups if prefix == "v" else []
-        for group in groups:
+        for number, group in enumerate(groups):
             if reuse and not any(f.keys for f in group):
                 continue  # no updated variable in this group
+            jobs = []  # type: List[Tuple[Any, str]]
             for fetch, value in zip(group, read_values(session, [f.element for f in group])):
                 if fetch.variable is not None and also is not None:
                     also.take(fetch.variable, value)
                 for key in fetch.keys:
-                    snapshots[key] = UNINITIALIZED_BEFORE if value is None else self._scratch(value, fetch, prefix)
+                    snapshots[key] = UNINITIALIZED_BEFORE if value is None else self._scratch(value, fetch, prefix,
+                                                                                              jobs)
                 del value
+            last = number == len(groups) - 1
+            if last and sum(static_nbytes(f.element) or spare + 1 for f in group) <= spare:
+                self._writing = worker("write").submit(_write_all, jobs)
+            else:
+                _write_all(jobs)
         return snapshots
 
-    def _scratch(self, value: Any, fetch: _Fetch, prefix: str) -> Tuple[str, str, Tuple[int, ...]]:
+    def _scratch(self, value: Any, fetch: _Fetch, prefix: str,
+                 jobs: List[Tuple[Any, str]]) -> Tuple[str, str, Tuple[int, ...]]:
+        """The scratch file of one value: named and described now, its write queued in ``jobs``."""
         path = os.path.join(self.scratch_root, "{}{}.npy".format(prefix, self._files))
         self._files += 1
-        dtype, shape = write_npy(as_stored_array(value, fetch.stored_as), path)
-        return path, dtype, shape
+        array = as_stored_array(value, fetch.stored_as)
+        jobs.append((array, path))
+        return path, array.dtype.name, tuple(int(d) for d in array.shape)
+
+
+_WORKERS = {}  # type: Dict[Tuple[str, int], Any]
+
+
+def worker(name: str) -> Any:
+    """A one-thread executor for one kind of capture work that overlaps TensorFlow's, started on
+    first use; one per process (threads do not survive a fork, so a forked child gets its own)."""
+    key = (name, os.getpid())
+    if key not in _WORKERS:
+        _WORKERS[key] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="npu_dump_hook_" + name)
+    return _WORKERS[key]
+
+
+def _write_all(jobs: List[Tuple[Any, str]]) -> None:
+    for array, path in jobs:
+        write_npy(array, path)
 
 
 def _holder(value: Any) -> str:

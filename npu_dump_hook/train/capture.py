@@ -72,9 +72,9 @@ TF 1.x *reference* variables (``VariableV2``, the TF 1.15 default): a variable's
 ``Apply*``/``Assign*`` ops update in place, so fetching them with the step gives the updated
 value and a dump op a racing one. Their value is what the variable held before the step: it is
 read in ``run_args`` by a separate ``session.run`` of the variables alone (in groups within the
-memory budget, written to scratch files at once), which runs no other op. A variable without a
-value yet (an initializer step) is skipped with that reason. Resource variables copy on read
-and need none of this for their ``ReadVariableOp`` outputs.
+memory budget, written to scratch files, the last group by a worker thread while the step runs),
+which runs no other op. A variable without a value yet (an initializer step) is skipped with that
+reason. Resource variables copy on read and need none of this for their ``ReadVariableOp`` outputs.
 
 In-place updates (``ApplyAdam``/``ResourceApplyAdam`` and the other ``Apply*``, ``Assign*``,
 ``Assign*VariableOp``, ``Scatter*``): the dump of an update shows its inputs as they were before
@@ -84,8 +84,10 @@ handle through a ``ReadVariableOp`` the engine makes for each updated resource v
 ``__init__``, under its name scope, read in the same separate ``session.run`` as the reference
 variables). After the step ``finish`` reads the updated variables (same grouping; the session
 comes from ``run_args``) and records them as the update's outputs: output ``k`` of an update op is
-its ``k``-th variable input after the step (TF 1.x ``Apply*`` return output 0 themselves, which is
-kept). :attr:`CaptureResult.updates` lists each update's variables. A variable two ops update in
+its ``k``-th variable input after the step. TF 1.x ``Apply*``/``Assign*`` return output 0
+themselves, a reference to input 0's buffer: it is taken from that read too (the same value), so
+such a step needs no dump op and fetches everything with the step; their dump op serves only a step
+that feeds that variable. :attr:`CaptureResult.updates` lists each update's variables. A variable two ops update in
 one step shows its final value for both. ``DebugIdentity`` file dumps count against tfdbg's per-process disk
 budget (``TFDBG_DISK_BYTES_LIMIT``, 100 GB by default).
 
@@ -108,7 +110,7 @@ import logging
 import os
 import re
 import shutil
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 import numpy as np
@@ -119,7 +121,7 @@ from ..formats.names import golden_npy_name
 from ..formats.npy import debug_event_to_npy, write_npy
 from ._capture_plan import (BUDGET_ENV, DEFAULT_MEMORY_BUDGET, WRITE_SCOPE, Plan, as_stored_array, plan_graph,
                             resolve_memory_budget, static_shape, while_or_cond)
-from ._capture_reads import VariableReads
+from ._capture_reads import VariableReads, worker
 from ._capture_results import CapturedTensor, CaptureResult, ExecutedOp, SkippedTensor
 from ._space import check_room
 from .walk import GraphIndex, StepWalk
@@ -228,7 +230,8 @@ class TensorCapture(object):
         direct, streamed = self._paths(executed, fed, variable_reads)
         check_room(self._dump_root, [plan.nbytes for _, plan in streamed])  # before TF's debug writer runs
         self._session = run_context.session
-        self._snapshots = self._reads.before(run_context.session, variable_reads, also_read)
+        spare = self.memory_budget - sum(plan.nbytes or 0 for _, plan in direct)
+        self._snapshots = self._reads.before(run_context.session, variable_reads, also_read, spare=spare)
         self.last_path = "fetch" if direct else "stream"
         self._sink = _FetchedValues([tensor for tensor, _ in direct])
         dumps = [plan.dump_op for _, plan in streamed]
@@ -286,6 +289,8 @@ class TensorCapture(object):
                 if plan.variable is not None and tensor.name not in fed:
                     variable_reads.append((tensor, plan.variable))
                     continue
+                if self._after_update(op, plan, fed_only, fed):
+                    continue  # the variable read after the step holds it (finish)
                 (streamed if plan.stream_only else direct).append((tensor, plan))
         return direct, streamed
 
@@ -298,26 +303,26 @@ class TensorCapture(object):
         :meth:`cleanup` removes them.
         """
         executed, fetched = self._take_step(timestamp_us)
+        self._reads.written()
         dumped = self._dump_files()
         snapshots, self._snapshots = self._snapshots, {}
         updates, self._updates = self._updates, []
         session, self._session = self._session, None
-        updated = self._reads.after(session, updates)
+        # The read after the step runs in TF (GIL released) while this thread writes the step's files.
+        reading = worker("read").submit(self._reads.after, session, updates)
         golden = bool(self.npy_dir) and not to_scratch
         files = _StepFiles(self.npy_dir if golden else self.scratch_dir, golden)
-        os.makedirs(files.target_dir, exist_ok=True)
-        executed_ops = []  # type: List[ExecutedOp]
-        for order, (op, fed_only) in enumerate(executed):
-            executed_ops.append(self._executed_op(op, order))
-            stamp = timestamp_us + order
-            for index, tensor in enumerate(op.outputs):
-                self._add_output(files, op, index, tensor, fed_only, (order, stamp), snapshots, dumped, fetched)
+        try:
+            os.makedirs(files.target_dir, exist_ok=True)
+            executed_ops = self._write_outputs(files, executed, timestamp_us, snapshots, dumped, fetched)
+        finally:
+            wait([reading])  # no session.run of ours outlives finish()
+        updated = reading.result()
+        for order, (op, _) in enumerate(executed):
             if op.name in updated:
                 self._add_updated(op, updated[op.name], files.tensors, files.skipped, files.target_dir, golden,
-                                  order, stamp)
-        del fetched
-        self._write([t for t in files.tensors if not t.dtype], files.jobs)
-        files.jobs = []
+                                  order, timestamp_us + order)
+        files.tensors.sort(key=lambda tensor: tensor.order)  # stable: an update's outputs after its own
         shutil.rmtree(self._dump_root, ignore_errors=True)
         if golden:
             self._remove_scratch_dir_if_empty()
@@ -325,6 +330,21 @@ class TensorCapture(object):
                     len(files.tensors), self.last_path, len(files.skipped), len(executed_ops))
         return CaptureResult(tensors=files.tensors, skipped=files.skipped, executed_ops=executed_ops,
                              updates={op.name: [name for name, _ in variables] for op, variables in updates})
+
+    def _write_outputs(self, files: "_StepFiles", executed: List[Tuple[Any, bool]], timestamp_us: int,
+                       snapshots: Dict[str, Any], dumped: Dict[int, str], fetched: Dict[str, Any]) -> List[ExecutedOp]:
+        """Every executed op's own outputs into ``files`` (written; ``fetched`` is emptied as they are
+        queued); returns the executed ops."""
+        executed_ops = []  # type: List[ExecutedOp]
+        for order, (op, fed_only) in enumerate(executed):
+            executed_ops.append(self._executed_op(op, order))
+            for index, tensor in enumerate(op.outputs):
+                self._add_output(files, op, index, tensor, fed_only, (order, timestamp_us + order), snapshots,
+                                 dumped, fetched)
+        fetched.clear()
+        self._write([t for t in files.tensors if not t.dtype], files.jobs)
+        files.jobs = []
+        return executed_ops
 
     def _take_step(self, timestamp_us: int) -> Tuple[List[Tuple[Any, bool]], Dict[str, Any]]:
         """The step run_args() prepared and the values it fetched (``{tensor name: value}``)."""
@@ -354,6 +374,9 @@ class TensorCapture(object):
                     fetched: Dict[str, Any]) -> None:
         """One output of an executed op: skipped (with the reason), moved from its snapshot, or queued."""
         order, stamp = when
+        plan = self._plans.get(tensor.name)
+        if plan is not None and self._after_update(op, plan, fed_only, self._fed):
+            return  # written by _add_updated from the read after the step
         snapshot = snapshots.get(tensor.name)
         reason = snapshot if isinstance(snapshot, str) else (
             "" if snapshot else self._skip_reason(op, tensor, fed_only, dumped, fetched))
@@ -393,6 +416,10 @@ class TensorCapture(object):
             os.replace(value[0], target)
             tensors.append(CapturedTensor(op_name=op.name, op_type=op.type, output_index=index, dtype=value[1],
                                           shape=value[2], path=target, order=order, timestamp_us=stamp))
+
+    def _after_update(self, op: Any, plan: Plan, fed_only: bool, fed: Set[str]) -> bool:
+        """A TF 1.x update's reference output 0 whose variable (input 0) is read after the step."""
+        return plan.after_update and not fed_only and self.index.edges(op)[0][0].name not in fed
 
     @staticmethod
     def _write(tensors: List[CapturedTensor], jobs: List[Tuple[Any, str]]) -> None:
