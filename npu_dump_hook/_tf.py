@@ -71,8 +71,10 @@ MONITORED_SESSION_MODULE = "tensorflow.python.training.monitored_session"
 #: (imported with ``tensorflow``) and TF 2.x (imported on first use of ``tf.estimator``).
 ESTIMATOR_MODULE = "tensorflow_estimator.python.estimator.estimator"
 #: Where Keras's ``Model`` (``fit``, ``train_on_batch``) is defined: the keras package of TF 2.13+
-#: (``tf.keras`` of TF 2.15), and TensorFlow's own copy (``tf.keras`` of TF 1.15 and 2.x up to 2.5).
-KERAS_TRAINING_MODULES = ("keras.src.engine.training", "tensorflow.python.keras.engine.training")
+#: (``tf.keras`` of TF 2.15; ``training_v1``: the Model class it uses with eager execution off), and
+#: TensorFlow's own copy (``tf.keras`` of TF 1.15 and 2.x up to 2.5).
+KERAS_TRAINING_MODULES = ("keras.src.engine.training", "keras.src.engine.training_v1",
+                          "tensorflow.python.keras.engine.training")
 
 
 def tf_v1() -> Any:

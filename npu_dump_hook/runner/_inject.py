@@ -152,6 +152,7 @@ class Injection(SessionPatches):
         self._monitored = None  # type: Any
         self._stood_down = False
         self._announced = False
+        self.announced_bundle = None  # type: Optional[str]  # the path announce() found (own or a forked child's)
         self._hook_module_is_ours = False
         self._redirect = None  # type: Optional[CheckpointRedirect]
         self._spare = None  # type: Any  # the hook made by _reserve, bound by the first training entry point
@@ -188,6 +189,7 @@ class Injection(SessionPatches):
             return
         self._announced = True
         location = self.notice.last_line(self.bundle_location)
+        self.announced_bundle = location or self.notice.printed  # a forked child's bundle counts too
         if location is not None:
             try:
                 sys.stdout.flush()
@@ -206,7 +208,9 @@ class Injection(SessionPatches):
         """The script ended without the bundle the run asked for (``EXIT_NO_BUNDLE``, unless allow_no_bundle)."""
         if self._stood_down or not self.settings.enabled or self.settings.allow_no_bundle:
             return False
-        return self.bundle_location is None and (self.hook is None or bool(self.hook.collect))
+        if self.bundle_location is not None or self.announced_bundle is not None:
+            return False
+        return self.hook is None or bool(self.hook.collect)
 
     def _report(self) -> None:
         if self._stood_down or not self.settings.enabled:

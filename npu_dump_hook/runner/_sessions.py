@@ -12,7 +12,10 @@ wrapped (its graph is not edited); one that was wrapped and is closed without a 
 drops its hook unused (:meth:`SessionPatches._release`; its run folder is removed unless it holds
 the checkpoints the session saved, which the script loads next: ``model_to_estimator``'s
 warm start), so the script's training (``Estimator.train``) gets a new hook. Keras ``fit``/``train_on_batch`` called
-eagerly stop the script with one line (:meth:`SessionPatches._graph_mode_only`).
+eagerly stop the script with one line (:meth:`SessionPatches._graph_mode_only`). With mode
+auto/infer a session not wrapped yet is also wrapped at its first inference run (:mod:`._infer`),
+except, under auto, the runs of Keras ``predict``/``evaluate`` (a training script's check of its
+model before ``fit`` is not an inference script; ``--mode infer`` dumps them).
 Nothing here imports TensorFlow: the patches run once the script has loaded it.
 """
 import functools
@@ -36,7 +39,9 @@ logger = logging.getLogger("npu_dump_hook.runner")
 _WRAPPER = "_npu_dump_hook_wrapper"
 _PENDING = "_npu_dump_hook_pending"  # not wrapped yet: the reserved hook, or None (no config given)
 _DETECTOR = "_npu_dump_hook_detector"
-_RESTORED = "_npu_dump_hook_restored"  # the session ran a Saver restore (online inference, ._infer)
+_RESTORED = "_npu_dump_hook_restored"
+#: Keras ``Model`` methods that run the model without training (:meth:`SessionPatches._keras_inference`).
+_KERAS_INFERENCE = ("predict", "predict_on_batch", "evaluate", "test_on_batch")  # the session ran a Saver restore (online inference, ._infer)
 #: Op types the randomness policy edits: a session is wrapped before its first run of one.
 _RANDOM_TYPES = STATEFUL_TYPES | frozenset(STATELESS_SEED_INPUT) | frozenset(SHUFFLE_SEED_INPUTS)
 
@@ -59,6 +64,31 @@ class SessionPatches(object):
         model = sys.modules[module_name].Model
         for name in ("fit", "train_on_batch"):
             set_patch(model, name, self._graph_mode_only(model.__dict__[name], "Keras Model." + name))
+        for name in _KERAS_INFERENCE:  # not an online-inference entry point under mode auto (see below)
+            if name in model.__dict__:
+                set_patch(model, name, self._keras_inference(model.__dict__[name]))
+
+    def _keras_inference(self, method: Callable[..., Any]) -> Callable[..., Any]:
+        """Keras ``predict``/``evaluate`` run with ``_depth("keras_inference")``: under mode auto
+        their runs never claim the hook as an inference iteration (a training script checks its
+        model with ``predict`` before ``fit`` or ``model_to_estimator``, whose train function does
+        not exist yet); ``mode="infer"`` dumps them."""
+        injection = self
+
+        @functools.wraps(method)
+        def marked(self: Any, *args: Any, **kwargs: Any) -> Any:
+            counter = getattr(injection.hook or injection._spare, "steps", None)
+            held = counter is not None and not injection._depth("keras_inference")
+            if held:
+                counter.inference_held += 1  # a hook already bound counts by its own rule (train/steps.py)
+            try:
+                with injection._enter("keras_inference"):
+                    return method(self, *args, **kwargs)
+            finally:
+                if held:
+                    counter.inference_held -= 1
+
+        return marked
 
     def _graph_mode_only(self, method: Callable[..., Any], what: str) -> Callable[..., Any]:
         injection = self
@@ -224,10 +254,11 @@ class SessionPatches(object):
             return self._forget(state)
         if session.graph.finalized:
             return self._forget(state)
+        explicit = self.settings.hook_options.get("mode") == "infer"
         verdict = run_verdict(session.graph, fetches, feed_dict) if wants_inference(self.settings) else None
         restored = restored_mark(session, verdict, _RESTORED)
-        inference = verdict is not None and verdict.iteration
-        may_train = (self.settings.hook_options.get("mode") != "infer" and not restored
+        inference = verdict is not None and verdict.iteration and (explicit or not self._depth("keras_inference"))
+        may_train = (not explicit and not restored
                      and not (verdict is not None and verdict.restore))
         training = may_train and self._wrap_now(session, fetches, feed_dict)
         if not (training or inference):

@@ -11,7 +11,8 @@ an inference iteration when it
   frozen ``GraphDef`` carries its weights that way),
 
 and is no set-up run: a variable's initializer, a table initializer, a Saver restore
-(``RestoreV2``), ``string_handle`` or an iterator's initializer. A run on constants only (a
+(``RestoreV2``), a load (a variable overwritten with a fed or constant value: Keras
+``set_weights``), ``string_handle`` or an iterator's initializer. A run on constants only (a
 warm-up) reads no input and is skipped too. Skipped runs are logged and counted as training's
 skipped runs are (:mod:`npu_dump_hook.train.steps`).
 
@@ -29,6 +30,7 @@ Pure graph analysis over TensorFlow objects; it imports no TensorFlow itself.
 from typing import Any, Dict, List, Optional, Set  # noqa: F401 (type comments)
 
 from .fingerprints import BATCH_OP_TYPES
+from .training_step import is_load
 from .walk import StepWalk
 
 __all__ = ["InferenceDetector", "InferenceVerdict", "ModeChoice", "INPUT_OP_TYPES", "SETUP_OP_TYPES"]
@@ -86,7 +88,7 @@ class InferenceDetector(object):
         fetches = list(walk.key[0])
         ran = walk.ran
         setup = sorted(name for name, op in ran.items()
-                       if op.type in SETUP_OP_TYPES or name in self._initializer_ops())
+                       if op.type in SETUP_OP_TYPES or name in self._initializer_ops() or is_load(op))
         inputs = sorted(name for name, tensor in walk.fed.items() if _batch_feed(tensor))
         inputs += sorted(name for name, op in ran.items() if op.type in INPUT_OP_TYPES)
         model = sorted(name for name, op in ran.items() if op.type in VARIABLE_OP_TYPES or _weight_constant(op))

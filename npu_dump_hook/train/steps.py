@@ -47,6 +47,9 @@ class StepCounter(object):
         #: Runs that were not training steps: how many, and the fetches of the first few.
         self.skipped_runs = {"count": 0, "examples": []}  # type: Dict[str, Any]
         self.counting = False
+        #: Above 0 while the runner marks runs that are no inference iteration under ``auto``
+        #: (Keras ``predict``/``evaluate`` of a script that may still train: runner/_sessions.py).
+        self.inference_held = 0
         self._detector = None  # type: Any
         self._inference = None  # type: Any
 
@@ -78,6 +81,9 @@ class StepCounter(object):
         """The inference verdict (infer, or auto not yet decided), or ``training`` once auto chose train."""
         inference = self._inference.verdict_for(walk)
         self.mode.restored = self.mode.restored or inference.restore
+        if inference.iteration and self.inference_held and self.mode.requested == "auto":
+            inference = InferenceVerdict(False, "Keras predict/evaluate under mode auto (--mode infer dumps it)",
+                                         inference.inputs, inference.model, inference.fetches, inference.restore)
         before = self.mode.chosen
         chosen = self.mode.decide(training.training, inference.iteration, self._graph_trains)
         if chosen != before:

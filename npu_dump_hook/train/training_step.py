@@ -31,7 +31,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple  # noqa: F401 (type com
 from .. import _tf
 from .walk import GraphIndex, StepWalk
 
-__all__ = ["TrainingStepDetector", "StepVerdict", "OPTIMIZER_UPDATE"]
+__all__ = ["TrainingStepDetector", "StepVerdict", "OPTIMIZER_UPDATE", "is_load"]
 
 #: Op types of optimizer updates.
 OPTIMIZER_UPDATE = re.compile(r"^(?:Resource)?(?:Sparse)?Apply[A-Z]")
@@ -99,7 +99,7 @@ class TrainingStepDetector(object):
             return False
         if len(op.inputs) > 1 and _source_op(op.inputs[-1]).type in _RESTORE_TYPES:
             return False  # Saver restore (TF 2 puts an Identity between RestoreV2 and the assign)
-        if op.type in _OVERWRITE_TYPES and _source_op(op.inputs[-1]).type in _LOADED_VALUE_TYPES:
+        if is_load(op):
             return False  # set_weights / load: a fed or constant value, not computed by the model
         return _variable_op(op.inputs[0]) in self._written_variables()
 
@@ -122,6 +122,13 @@ class TrainingStepDetector(object):
                 variables = list(v1.global_variables()) + list(v1.local_variables())
             self._initializers = {v.initializer.name for v in variables if getattr(v, "initializer", None) is not None}
         return self._initializers
+
+
+def is_load(op: Any) -> bool:
+    """Whether ``op`` overwrites a variable with a fed or constant value (Keras ``set_weights``,
+    ``load_weights``, ``w.assign(array)``): a load, neither training nor inference."""
+    return op.type in _OVERWRITE_TYPES and len(op.inputs) > 1 and \
+        _source_op(op.inputs[-1]).type in _LOADED_VALUE_TYPES
 
 
 def _handle(variable: Any) -> Any:
