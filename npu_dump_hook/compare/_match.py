@@ -20,7 +20,7 @@ define it (docs/reference/ascend-dump-formats.md §2.4, §2.5, §6.2).
   name, or the same list of several) in graph order, over every op of the graph.
 """
 import re
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..formats.ge_graph import OpSummary
 from ..formats.names import base_op_name, sanitize
@@ -28,7 +28,7 @@ from ._graph import Graph, split_input
 from ._npu import DumpRef
 from ._worker import FileJob, OutputPlan
 
-__all__ = ["PASS_THROUGH_TYPES", "OpEntry", "Plan", "build_plan", "ground_truth", "producer_of"]
+__all__ = ["PASS_THROUGH_TYPES", "OpEntry", "Plan", "build_plan", "ground_truth", "producer_of", "newest_per_op"]
 
 #: Op types msaccucmp walks through to their producer (GE inserts them for layout / dtype).
 PASS_THROUGH_TYPES = ("Cast", "TransData")
@@ -140,13 +140,20 @@ def _formats(graph: Graph, op: OpSummary) -> Tuple[Tuple[Optional[str], ...], Tu
     return outputs, tuple(merged)
 
 
-def _newest(dumps: Sequence[DumpRef]) -> Tuple[Dict[str, DumpRef], int]:
-    newest = {}  # type: Dict[str, DumpRef]
-    for ref in dumps:
+def newest_per_op(refs: Sequence[Any]) -> Dict[str, Any]:
+    """The newest file (by timestamp, then path) of each op in ``refs`` (DumpRefs), by base op name:
+    an op dumped at several iterations is compared at its last."""
+    newest = {}  # type: Dict[str, Any]
+    for ref in refs:
         key = base_op_name(ref.name.op_name)
         held = newest.get(key)
         if held is None or (ref.name.timestamp, ref.path) > (held.name.timestamp, held.path):
             newest[key] = ref
+    return newest
+
+
+def _newest(dumps: Sequence[DumpRef]) -> Tuple[Dict[str, DumpRef], int]:
+    newest = newest_per_op(dumps)
     return newest, len(dumps) - len(newest)
 
 

@@ -27,8 +27,9 @@ import numpy as np
 
 from ..errors import FormatError
 from ..formats.dump_file import DumpFile
-from ..formats.names import base_op_name, sanitize
+from ..formats.names import sanitize
 from ..formats.stats_csv import read_stats_csv
+from ._match import newest_per_op
 from ._graph import Graph, split_input
 
 __all__ = ["TensorHealth", "OpHealth", "collect_health", "nan_inf_origins"]
@@ -121,12 +122,7 @@ def _read_stats(health: OpHealth) -> None:
 def collect_health(graph: Graph, refs: Sequence[Any]) -> List[OpHealth]:
     """The counts of the newest dump (or stats CSV) of each op in ``refs`` (DumpRefs), in
     execution order; a file that does not read is an OpHealth with ``error`` and no tensors."""
-    newest = {}  # type: Dict[str, Any]
-    for ref in refs:
-        key = base_op_name(ref.name.op_name)
-        held = newest.get(key)
-        if held is None or (ref.name.timestamp, ref.path) > (held.name.timestamp, held.path):
-            newest[key] = ref
+    newest = newest_per_op(refs)
     by_key = {}  # type: Dict[str, int]
     for position, op in enumerate(graph.ops):
         by_key.setdefault(sanitize(op.name), position)

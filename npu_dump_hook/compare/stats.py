@@ -31,8 +31,9 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from ..bundle import BUNDLE_JSON, DATA_DIR, looks_like_tar, open_bundle, open_regular
 from ..errors import CompareError, FormatError, OptionError
-from ..formats.names import base_op_name, sanitize
+from ..formats.names import sanitize
 from ..formats.stats_csv import tensor_statistics
+from ._match import newest_per_op
 from ._golden import golden_key, index_npy_dir, load_golden
 from ._graph import Graph
 from ._match import data_inputs, ground_truth, origin_of, OpEntry
@@ -270,13 +271,7 @@ def score_of(rel: Dict[str, Optional[float]], limits: StatsThresholds) -> Tuple[
 
 
 def _newest(refs: List[Any]) -> Dict[str, Any]:
-    newest = {}  # type: Dict[str, Any]
-    for ref in refs:
-        key = base_op_name(ref.name.op_name)
-        held = newest.get(key)
-        if held is None or (ref.name.timestamp, ref.path) > (held.name.timestamp, held.path):
-            newest[key] = ref
-    return newest
+    return newest_per_op(refs)
 
 
 def _golden_of(graph: Graph, op: Any, direction: str, slot: int) -> Optional[Tuple[str, int]]:
