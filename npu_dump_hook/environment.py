@@ -77,7 +77,7 @@ def _shown_value(name: str, value: str) -> str:
 def _distributions() -> List[str]:
     """"name==version" of every installed distribution (lowercase names, sorted)."""
     try:
-        from importlib import metadata  # Python >= 3.8
+        from importlib import metadata  # novermin (Python >= 3.8; 3.7 takes the except branch)
         found = {"{}=={}".format((d.metadata["Name"] or "").lower(), d.version) for d in metadata.distributions()}
     except ImportError:  # Python 3.7
         try:
