@@ -290,6 +290,13 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         graph = tf.get_default_graph()
         os.makedirs(self.run_dir, exist_ok=True)
         self.dump.apply_graph_env()
+        try:
+            self._begin_run(tf, graph)
+        except BaseException:
+            self.dump.end()  # no end() follows a failed begin(): the process's next run gets its own graph folder
+            raise
+
+    def _begin_run(self, tf: Any, graph: Any) -> None:
         self._randomness_report = apply_policy(graph, self.randomness, self.seed)
         self._global_step_tensor = tf.train.get_global_step(graph)
         self._tf_op_names = [op.name for op in graph.get_operations()]
@@ -366,9 +373,11 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
             self.record.write()
         log_summary(self)
         mismatch = self.golden.mismatch
-        if mismatch is None and self.collect:
-            self._collect_or_report()
-        self.dump.end()
+        try:
+            if mismatch is None and self.collect:
+                self._collect_or_report()
+        finally:  # a failed collection (strict) must not leave DUMP_GRAPH_PATH set for the process's next run
+            self.dump.end()
         if mismatch is not None:
             if self.strict:
                 raise mismatch  # no bundle: the golden run is not the NPU run's (run.json says so)

@@ -64,6 +64,8 @@ def test_collection_failure_is_raised_when_strict(in_tmp_cwd, monkeypatch):
     with pytest.raises(LocateError, match="dump"):
         mlp_session.train(options, hooks=[hook])
     assert hook.bundle is None
+    # the failed run's DUMP_GRAPH_PATH is unset: the process's next run gets its own graph folder
+    assert os.environ.get("DUMP_GRAPH_PATH") != hook.layout.graph_dir
 
 
 def test_dump_layer_naming_no_op_fails_before_training(in_tmp_cwd):
@@ -73,6 +75,7 @@ def test_dump_layer_naming_no_op_fails_before_training(in_tmp_cwd):
     with pytest.raises(OptionError, match="names op.s. that are not in the graph: no/such/op"):
         mlp_session.train(options, hooks=[hook])
     assert hook._steps_run == 0
+    assert os.environ.get("DUMP_GRAPH_PATH") != hook.layout.graph_dir  # unset after the failed begin()
 
 
 def test_dump_step_list_runs_enough_steps_and_dumps_each(in_tmp_cwd):
