@@ -258,6 +258,11 @@ def _warn_iterations(value: Any) -> None:
         logger.warning(_ITERATIONS_WARNING, value)
 
 
+#: The DUMP_GRAPH_PATH values this process's runs set: a run whose end() never came (an exception
+#: inside the training loop) leaves one behind, which the next run replaces instead of sharing it.
+_GRAPH_FOLDERS_SET = set()  # type: set
+
+
 def apply_graph_dump_env(folder: str, environ: Optional[MutableMapping[str, str]] = None) -> Dict[str, Any]:
     """Point ``DUMP_GRAPH_PATH`` at ``folder`` unless the user set it.
 
@@ -266,10 +271,11 @@ def apply_graph_dump_env(folder: str, environ: Optional[MutableMapping[str, str]
     """
     env = os.environ if environ is None else environ
     current = env.get(ENV_DUMP_GRAPH_PATH)
-    if current:
+    if current and current not in _GRAPH_FOLDERS_SET:  # an earlier run's value (one that died mid-run) is ours
         return {"variable": ENV_DUMP_GRAPH_PATH, "value": current, "set_by_npu_dump_hook": False}
     folder = os.path.abspath(folder)
     os.makedirs(folder, exist_ok=True)
     env[ENV_DUMP_GRAPH_PATH] = folder
+    _GRAPH_FOLDERS_SET.add(folder)
     logger.info("%s=%s (graph files of this run go there)", ENV_DUMP_GRAPH_PATH, folder)
     return {"variable": ENV_DUMP_GRAPH_PATH, "value": folder, "set_by_npu_dump_hook": True}
