@@ -17,6 +17,7 @@ import os
 import time
 from typing import Any, Iterable, List, Optional, Tuple, Union
 
+from . import environment
 from ._inert import printable
 from .backends import npu_output_missing
 from .bundle import BundleResult, write_bundle, write_rank_bundle
@@ -100,7 +101,9 @@ def collect_post_hoc(dump_path: PathLike, graph_dir: PathLike, out: str, *, sinc
     located = locate_run(dump_path, graph_dirs=[graph_dir], since=since, device_id=device_id,
                          graph_keyword=graph_keyword)
     backend = "emulated" if is_emulated_graph(located.graph_file) else "npu"
-    return write_bundle(out, located, backend=backend, options={}, run=post_hoc_run_section(located),
+    run = post_hoc_run_section(located)
+    run["environment"] = _post_hoc_environment()
+    return write_bundle(out, located, backend=backend, options={}, run=run,
                         randomness=None, link=link, checksum=checksum, archive=archive, force=force)
 
 
@@ -110,6 +113,16 @@ def post_hoc_run_section(located: LocatedRun) -> dict:
     devices = sorted({s.device_id for s in located.steps})
     return run_section(steps=len(steps), global_step=int(steps[-1]) if steps else None,
                        device_id=devices[0] if len(devices) == 1 else devices)
+
+
+def _post_hoc_environment() -> Optional[dict]:
+    """``run.environment`` of a post-hoc bundle (:func:`environment.capture_post_hoc`); None, with
+    a warning, when it cannot be read: the bundle is still written."""
+    try:
+        return environment.capture_post_hoc()
+    except Exception as exc:  # an odd installation must not cost the user the bundle
+        logger.warning("npu-dump-hook collect: the environment was not recorded: %s", printable(exc))
+        return None
 
 
 def _log_result(result: BundleResult) -> None:

@@ -27,7 +27,7 @@ from ._files import open_regular
 from ._version import __version__
 from .bundle.schema import ENVIRONMENT_PREFIXES
 
-__all__ = ["capture", "session_options", "differences", "ENVIRONMENT_PREFIXES", "REDACTED"]
+__all__ = ["capture", "capture_post_hoc", "RECORDED_BY_COLLECT", "session_options", "differences", "ENVIRONMENT_PREFIXES", "REDACTED"]
 
 _ASCEND_ROOT = "/usr/local/Ascend"
 _CANN_VERSION_FILES = ("ascend-toolkit/latest/version.cfg", "ascend-toolkit/latest/compiler/version.info",
@@ -38,6 +38,9 @@ _MAX_VERSION_FILE = 64 * 1024
 _NOT_RECORDED = ("TF_VAR_", "TF_TOKEN_", "TF_CLI_")
 _SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "_KEY", "PRIVATE")
 REDACTED = "<redacted>"
+#: ``environment.recorded_by`` of a post-hoc ``collect`` bundle: what the collecting process saw.
+RECORDED_BY_COLLECT = "collect"
+_TF_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tensorflow-aarch64")
 
 
 def _read_version(path: str) -> Optional[str]:
@@ -166,6 +169,18 @@ def capture(tf_version: Optional[str] = None, config: Any = None, emulator: Opti
                  if name.startswith(ENVIRONMENT_PREFIXES) and not name.startswith(_NOT_RECORDED)}
     return {"versions": versions, "packages": packages, "env": variables,
             "session": session_options(config, emulator)}
+
+
+def capture_post_hoc(environ: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
+    """The ``environment`` section a post-hoc ``collect`` records: this (collecting) process's
+    versions, distributions and variables, TensorFlow's version as installed (``collect`` never
+    imports it), no session options (the run's ConfigProto is not known), and
+    ``recorded_by: "collect"`` so a reader knows it describes the collecting machine, which is
+    the run's when ``collect`` runs where the job ran (docs/bundle-format.md section 2.5)."""
+    installed = _distributions()
+    found = capture(_installed_version(installed, *_TF_DISTRIBUTIONS), None, None, environ)
+    found["recorded_by"] = RECORDED_BY_COLLECT
+    return found
 
 
 def differences(left: Any, right: Any, names: Tuple[str, str] = ("NPU", "golden")) -> List[str]:

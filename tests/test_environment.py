@@ -68,3 +68,31 @@ def test_bundles_record_it_and_compare_prints_the_changed_precision_mode(in_tmp_
                                     {"versions": {}, "packages": {"count": "3"}, "env": {}, "session": {}}])
 def test_a_malformed_environment_is_a_verify_problem(broken):
     assert environment_problems(broken)
+
+
+def test_post_hoc_collect_bundles_record_the_collecting_environment(in_tmp_cwd, monkeypatch, capsys):
+    """`collect` (no hook in the run) records run.environment too: its own versions, TensorFlow's as
+    installed (collect never imports it), its variables, no session options; ``recorded_by: collect``."""
+    from npu_dump_hook import _tf
+    from npu_dump_hook.bundle import read_bundle, verify_bundle
+    from npu_dump_hook.cli import main
+    from npu_dump_hook.options import DumpOptions
+    from npu_dump_hook.sample_models import mlp_session
+
+    hook = NpuDumpHook(DumpOptions(enable_dump=True, dump_path="dump"), output_dir="out", collect=False)
+    mlp_session.train(hook.options, hooks=[hook])
+    graph_dir = os.path.dirname(hook.summary["emulator"]["graph_file"])
+    monkeypatch.setenv("ASCEND_OPP_PATH", "/opt/opp")
+    monkeypatch.setenv("HCCL_SECRET_KEY", "s3")
+    assert main(["collect", "--dump-path", "dump", "--graph-dir", graph_dir, "--out", "bundle",
+                 "--since", str(int(hook.started))]) == 0, capsys.readouterr().err
+    found = read_bundle("bundle")["run"]["environment"]
+    assert found["recorded_by"] == environment.RECORDED_BY_COLLECT and environment_problems(found) == []
+    assert found["versions"]["tensorflow"] == _tf.tf_version() and found["versions"]["numpy"]
+    assert found["env"]["ASCEND_OPP_PATH"] == "/opt/opp" and found["env"]["HCCL_SECRET_KEY"] == environment.REDACTED
+    assert set(found["session"].values()) == {None} and found["packages"]["count"] > 10
+    assert not verify_bundle("bundle")
+    changed = json.loads(json.dumps(found))
+    changed["env"]["ASCEND_OPP_PATH"] = "/opt/other"
+    assert environment.differences({"run": {"environment": found}}, changed) == [
+        "env.ASCEND_OPP_PATH: NPU /opt/opp, golden /opt/other"]

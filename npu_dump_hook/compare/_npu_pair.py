@@ -36,11 +36,13 @@ DETERMINISM_THRESHOLDS = {"cosine_min": None, "magnitude_err_max": None, "rel_eu
 
 
 def is_npu_bundle(path: Optional[str]) -> bool:
-    """Whether ``path`` is a bundle folder whose bundle.json says an NPU (or emulated NPU) run
-    with a dump (then ``compare`` runs NPU vs NPU)."""
-    if path is None or not os.path.isdir(path):
+    """Whether ``path`` is a bundle folder or ``.tar``/``.tar.gz`` archive whose bundle.json says
+    an NPU (or emulated NPU) run with a dump (then ``compare`` runs NPU vs NPU). An archive is
+    read for its bundle.json only here (the dump is extracted when the side is loaded)."""
+    from ..bundle import archive_format, open_bundle
+
+    if path is None or not (os.path.isdir(path) or (os.path.isfile(path) and archive_format(path))):
         return False
-    from ..bundle import open_bundle
 
     try:
         with open_bundle(path, parts=()) as view:

@@ -67,3 +67,32 @@ def test_determinism_names_a_non_deterministic_op(bundles):
 def test_determinism_needs_two_npu_bundles(tmp_path):
     with pytest.raises(OptionError, match="determinism"):
         compare(str(tmp_path), str(tmp_path), determinism=True)
+
+
+def _packed(bundle, dest, mode):
+    """``bundle`` packed as a tar archive ``dest`` (its folder at the archive's top)."""
+    import os
+    import tarfile
+
+    with tarfile.open(str(dest), mode) as tar:
+        tar.add(bundle, arcname=os.path.basename(bundle))
+    return str(dest)
+
+
+@pytest.mark.parametrize("side", ["a", "b", "both"])
+def test_an_archive_is_either_side(bundles, tmp_path, side):
+    """``compare NPU_A NPU_B`` with a .tar/.tar.gz bundle on either side runs NPU vs NPU, as with folders."""
+    a = _packed(bundles["a"], tmp_path / "a.tar.gz", "w:gz") if side in ("a", "both") else bundles["a"]
+    b = _packed(bundles["conv"], tmp_path / "conv.tar", "w") if side in ("b", "both") else bundles["conv"]
+    result = compare(a, b, workers=1)
+    assert result.doc["golden"]["kind"] == "npu", result.summary_text()
+    assert result.exit_code == 1 and not result.doc["summary"]["incomplete"], result.summary_text()
+    assert result.doc["first_divergence"]["original_ops"] == ["conv2/Conv2D", "conv2/BiasAdd", "conv2/Relu"]
+
+
+def test_determinism_with_an_archive_side(bundles, tmp_path, capsys):
+    archive = _packed(bundles["a2"], tmp_path / "a2.tar.gz", "w:gz")
+    assert main(["compare", bundles["a"], archive, "--determinism", "--workers", "1"]) == 0
+    assert "determinism: 0 op(s)" in capsys.readouterr().out
+    assert main(["compare", _packed(bundles["nondet"], tmp_path / "n.tar", "w"), bundles["nondet2"],
+                 "--determinism", "--workers", "1"]) == 1
