@@ -43,7 +43,10 @@ Variables read by :mod:`npu_dump_hook.runner` (``npu-dump-hook run`` sets them f
 Variables of the Ascend stack that npu_dump_hook reads or sets (see
 docs/reference/npu-bridge-dump-api.md §5): DUMP_GRAPH_PATH, DUMP_GE_GRAPH,
 DUMP_GRAPH_LEVEL, ASCEND_WORK_PATH, NPU_COLLECT_PATH, ASCEND_DEVICE_ID,
-DEVICE_ID, RANK_ID, RANK_SIZE.
+DEVICE_ID, RANK_ID, RANK_SIZE, JOB_ID.
+
+The emulated HCCL (npu_dump_hook.emulator.hccl): NPU_DUMP_HOOK_HCCL_DIR (the ranks' rendezvous
+folder), NPU_DUMP_HOOK_HCCL_TIMEOUT (seconds a collective waits for every rank).
 """
 
 __all__ = [
@@ -67,6 +70,9 @@ __all__ = [
     "ENV_DEVICE_ID",
     "ENV_RANK_ID",
     "ENV_RANK_SIZE",
+    "ENV_JOB_ID",
+    "ENV_HCCL_DIR",
+    "ENV_HCCL_TIMEOUT",
     "NPU_OPTIMIZER_NAME",
     "BUNDLE_SCHEMA",
     "BACKEND_CHOICES",
@@ -126,6 +132,11 @@ ENV_ASCEND_DEVICE_ID = "ASCEND_DEVICE_ID"
 ENV_DEVICE_ID = "DEVICE_ID"
 ENV_RANK_ID = "RANK_ID"
 ENV_RANK_SIZE = "RANK_SIZE"
+ENV_JOB_ID = "JOB_ID"
+#: The emulated HCCL's rendezvous folder shared by the ranks of one job (npu_dump_hook.emulator.hccl).
+ENV_HCCL_DIR = "NPU_DUMP_HOOK_HCCL_DIR"
+#: Seconds an emulated collective waits for every rank (default 300).
+ENV_HCCL_TIMEOUT = "NPU_DUMP_HOOK_HCCL_TIMEOUT"
 
 #: Name of the custom-optimizer entry the Ascend TF adapter reads its options from.
 NPU_OPTIMIZER_NAME = "NpuOptimizer"

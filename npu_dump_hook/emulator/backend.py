@@ -75,7 +75,7 @@ from ..errors import BackendError, NpuDumpError, OptionError
 from ..formats import mapping_csv, names, opdebug, stats_csv
 from ..formats.dump_file import DumpTensor, ge_origin_data_type, write_dump_file
 from ..options import DumpOptions
-from . import ge_model, layout, npu_graph, numerics
+from . import ge_model, hccl, layout, npu_graph, numerics
 
 __all__ = ["EmulatedNpu", "PRECISIONS", "PROFILES", "MAX_FILE_NAME_BYTES", "NUMERICS_NOTE"]
 
@@ -155,6 +155,12 @@ class EmulatedNpu(object):
     def session_started(self) -> None:
         """GE names the dump time folder when the session loads the model (one per second)."""
         self.time_dir = _claim_time_dir(self.options.dump_path if self.options and self.options.enabled else None)
+
+    def step_time(self, default_us: int) -> int:
+        """The time (µs) a dumped step's file timestamps start from: in a multi-rank run the
+        earliest collective completion since the last step, the same on every rank
+        (:func:`.hccl.agreed_step_time`), so the ranks' dump timestamps share one clock."""
+        return hccl.agreed_step_time(default_us)
 
     def write_step(self, capture: Any, step: int) -> Dict[str, Any]:
         """Write the Build graph (first time) and the dump files of one captured step."""

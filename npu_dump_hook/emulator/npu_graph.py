@@ -39,6 +39,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Se
 
 from . import fusion, layout
 from .ge_model import ge_type, is_no_task
+from .hccl import ge_collective_type
 
 __all__ = ["Value", "NodeTensor", "NpuNode", "build_nodes", "TRANS_TYPES"]
 
@@ -127,7 +128,8 @@ def _logical_ops(capture: Any, plan: Any) -> List[_Logical]:
                 shapes[index] = tuple(captured.shape)
                 if dtypes[index] == "resource":  # a variable's handle, captured as its value before the step
                     dtypes[index] = captured.dtype
-        result.append(_Logical(op.name, op.type, [original(name) for name in op.inputs],
+        op_type = ge_collective_type(op.name, op.type) or op.type  # an emulated HCCL py_func: GE's Hcom* type
+        result.append(_Logical(op.name, op_type, [original(name) for name in op.inputs],
                                [c for c in op.control_inputs if c not in added], dtypes, shapes))
     return result
 

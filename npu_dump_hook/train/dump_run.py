@@ -197,7 +197,9 @@ class DumpRun(object):
     def _write_step(self, step: int, captured_step: int) -> None:
         golden = self._golden_step(step, captured_step)
         test_pause("capture")
-        result = self.capture.finish(int(time.time() * 1000000), to_scratch=not golden)
+        stamp = int(time.time() * 1000000)
+        clock = getattr(self.backend, "step_time", None) if self._emulates_step(step) else None
+        result = self.capture.finish(clock(stamp) if clock is not None else stamp, to_scratch=not golden)
         if self._emulates_step(step):
             self.backend.write_step(result, step)
         if golden:

@@ -3,7 +3,7 @@
 ``NPUBroadcastGlobalVariablesHook(root_rank, index)`` broadcasts the global variables from
 ``root_rank`` to every rank once the session exists, so all cards start from the same weights.
 With one rank there is nothing to send: the hook does nothing. With ``RANK_SIZE`` > 1 the
-double's :mod:`npu_bridge.hccl.hccl_ops` raises (no HCCL here).
+broadcast is the emulated HCCL's (ranks as processes, :mod:`npu_dump_hook.emulator.hccl`).
 """
 import tensorflow as tf
 

@@ -3,7 +3,7 @@
 ``NPUDistributedOptimizer`` and ``npu_distributed_optimizer_wrapper`` average gradients over the
 ranks (HCCL all-reduce) when ``RANK_SIZE`` > 1. On one device (``RANK_SIZE`` unset or 1) they
 change nothing: the gradients are the wrapped optimizer's and ``apply_gradients`` is its own.
-With ``RANK_SIZE`` > 1 the double's :mod:`npu_bridge.hccl.hccl_ops` raises (no HCCL here).
+With ``RANK_SIZE`` > 1 the collectives are the emulated HCCL's (ranks as processes, :mod:`npu_dump_hook.emulator.hccl`).
 """
 import tensorflow as tf
 
