@@ -73,6 +73,7 @@ __all__ = [
     "ENV_JOB_ID",
     "ENV_HCCL_DIR",
     "ENV_HCCL_TIMEOUT",
+    "HCCL_COLLECTIVE_TYPES",
     "NPU_OPTIMIZER_NAME",
     "BUNDLE_SCHEMA",
     "BACKEND_CHOICES",
@@ -137,6 +138,10 @@ ENV_JOB_ID = "JOB_ID"
 ENV_HCCL_DIR = "NPU_DUMP_HOOK_HCCL_DIR"
 #: Seconds an emulated collective waits for every rank (default 300).
 ENV_HCCL_TIMEOUT = "NPU_DUMP_HOOK_HCCL_TIMEOUT"
+
+#: GE op types of the HCCL collectives whose outputs are the same on every rank (the cross-rank check
+#: of ``compare`` over a rank index; what the emulated HCCL makes).
+HCCL_COLLECTIVE_TYPES = ("HcomAllReduce", "HcomAllGather", "HcomBroadcast")
 
 #: Name of the custom-optimizer entry the Ascend TF adapter reads its options from.
 NPU_OPTIMIZER_NAME = "NpuOptimizer"

@@ -77,7 +77,9 @@ STATS_HELP_DEFAULTS = {"value_rel_max": 0.03, "norm_rel_max": 0.03}
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``compare`` (registered by :func:`npu_dump_hook.cli.build_parser`)."""
-    p.add_argument("npu", metavar="NPU", help="NPU bundle (folder or .tar/.tar.gz) or a dump step folder (+ --graph)")
+    p.add_argument("npu", metavar="NPU", nargs="?",
+                   help="NPU bundle (folder or .tar/.tar.gz), a dump step folder (+ --graph), or a rank index (a "
+                        "bundle root with index.json: every rank compared, then merged)")
     p.add_argument("golden", metavar="GOLDEN", nargs="?",
                    help="golden bundle or folder of msaccucmp-named .npy files (default: the NPU bundle's data/golden; none: "
                         "only the checks that need no golden, NaN/Inf origin and overflow report)")
@@ -114,12 +116,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="pass on the compared rows even when some dumped tensors could not be compared (broken "
                         "dump or golden files, shape mismatches, ops with a dump file but no compared row); "
                         "without it such a comparison is INCOMPLETE, exit 1")
+    p.add_argument("--merge", metavar="JSON", nargs="+",
+                   help="merge the --json documents of compares over rank indexes (one per node) into one verdict: "
+                        "earliest divergence across ranks and the cross-rank collective check (no NPU/GOLDEN)")
     p.add_argument("--determinism", action="store_true",
                    help="NPU and GOLDEN are two NPU bundles of one configuration: list every op whose outputs "
                         "differ bit for bit (execution order), the first named; exit 1 when any does")
 
 
 def _check_paths(args: argparse.Namespace) -> None:
+    if (args.npu is None) == (not args.merge):
+        raise CliError("compare: give NPU [GOLDEN], or --merge JSON... (not both)", EXIT_USAGE)
+    for path in args.merge or ():
+        if not os.path.isfile(path):
+            raise CliError("compare: --merge {}: no such file".format(path), EXIT_USAGE)
     for label, path in (("NPU", args.npu), ("GOLDEN", args.golden), ("--graph", args.graph)):
         if path is not None and not os.path.exists(path):
             raise CliError("compare: {} {}: no such file or folder".format(label, path), EXIT_USAGE)
@@ -189,17 +199,26 @@ def _write(option: str, path: str, make: Callable[[], str]) -> None:
         raise CliError("compare: --{} {}: {}".format(option, path, exc.strerror or exc))
 
 
+def _compare(args: argparse.Namespace, progress: Any) -> Any:
+    """The result of the comparison asked for: one NPU side, a rank index, or a merge of rank documents."""
+    from ..compare import compare, compare_ranks, is_rank_index, load_rank_doc, merge_rank_docs
+
+    if args.merge:
+        return merge_rank_docs([load_rank_doc(path) for path in args.merge], args.merge)
+    kwargs = dict(graph=args.graph, thresholds=_thresholds(args), ops=args.ops, step=args.step, workers=args.workers,
+                  progress=progress, allow_uncompared=args.allow_uncompared,
+                  stats_thresholds=_stats_thresholds(args), determinism=args.determinism)
+    if is_rank_index(args.npu):
+        return compare_ranks(args.npu, args.golden, **kwargs)
+    return compare(args.npu, args.golden, **kwargs)
+
+
 def run(args: argparse.Namespace) -> int:
     _check_paths(args)
-    from ..compare import compare
-
     progress = _Progress()
     try:
         with terminating_cleanly():  # the extracted archive's temp folder and the workers go on SIGTERM too
-            result = compare(args.npu, args.golden, graph=args.graph, thresholds=_thresholds(args), ops=args.ops,
-                             step=args.step, workers=args.workers, progress=progress,
-                             allow_uncompared=args.allow_uncompared, stats_thresholds=_stats_thresholds(args),
-                             determinism=args.determinism)
+            result = _compare(args, progress)
     finally:
         progress.close()
     if args.csv:
@@ -209,7 +228,7 @@ def run(args: argparse.Namespace) -> int:
     if args.html:
         from ..compare import render_html
 
-        _write("html", args.html, lambda: render_html(result.doc))
+        _write("html", args.html, result.html if hasattr(result, "html") else lambda: render_html(result.doc))
     pending(args, result.exit_code)
     say(result.summary_text(args.top))
     return result.exit_code

@@ -30,6 +30,7 @@ Modules, one job each::
     stats.py        the statistics compare (stats CSVs vs golden statistics); _stats_fast.py its CSV fast path,
                     _stats_report.py its run and reports
     metrics.py      the ten msaccucmp metrics;  _html.py  the HTML report
+    ranks.py        every rank of a rank index: per-rank compare, earliest divergence, collective check, merge
 """
 import logging
 import os
@@ -54,9 +55,11 @@ from ._pool import run_jobs
 from ._worker import FileResult
 from .checks import checks_lines, checks_only_summary, checks_only_text, run_checks
 from ._stats_report import run_stats_compare, stats_csv_text, stats_summary_text
+from .ranks import RanksResult, compare_ranks, is_rank_index, load_rank_doc, merge_rank_docs
 from .stats import DEFAULT_STATS_THRESHOLDS, StatsThresholds, load_golden_stats, make_stats_thresholds
 
-__all__ = ["compare", "CompareResult", "Thresholds", "DEFAULT_THRESHOLDS", "SCHEMA", "ProgressFn", "render_html",
+__all__ = ["compare", "compare_ranks", "merge_rank_docs", "load_rank_doc", "is_rank_index", "RanksResult",
+           "CompareResult", "Thresholds", "DEFAULT_THRESHOLDS", "SCHEMA", "ProgressFn", "render_html",
            "StatsThresholds", "DEFAULT_STATS_THRESHOLDS", "PRECISION_CLASSES", "op_precision"]
 
 logger = logging.getLogger(__name__)

@@ -43,14 +43,14 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from ..constants import ENV_HCCL_DIR, ENV_HCCL_TIMEOUT, ENV_JOB_ID, ENV_RANK_ID, ENV_RANK_SIZE
+from ..constants import ENV_HCCL_DIR, ENV_HCCL_TIMEOUT, ENV_JOB_ID, ENV_RANK_ID, ENV_RANK_SIZE, HCCL_COLLECTIVE_TYPES
 from ..errors import BackendError, OptionError
 
 __all__ = ["allreduce", "allgather", "broadcast", "ge_collective_type", "COLLECTIVE_TYPES", "REDUCTIONS",
            "Rendezvous", "rendezvous", "agreed_step_time", "rank_size", "DEFAULT_TIMEOUT"]
 
 #: GE's op types of the collectives whose output is the same on every rank.
-COLLECTIVE_TYPES = ("HcomAllReduce", "HcomAllGather", "HcomBroadcast")
+COLLECTIVE_TYPES = HCCL_COLLECTIVE_TYPES
 REDUCTIONS = ("sum", "prod", "max", "min")
 DEFAULT_TIMEOUT = 300.0
 _NAME = re.compile(r"(?:^|/)(Hcom(?:AllReduce|AllGather|Broadcast))(?:_\d+)?$")
