@@ -10,6 +10,7 @@
     layout.py     held dtypes and device formats (NC1HWC0, FRACTAL_Z, FRACTAL_NZ) of the "ascend" profile
     numerics.py   NPU numerics inside the TF graph (float16 Cube ops) and injected kernel faults
     ge_model.py   GE op types, _no_task rules and the graph text GE would write
+    hccl.py       emulated HCCL collectives between ranks that are processes on this machine
 """
 from .backend import PROFILES, EmulatedNpu
 

@@ -43,6 +43,11 @@ Emulated NPU profiles (``profile=``)
     so the error reaches every op downstream, as a wrong NPU kernel's would; with faults the
     golden also comes from a separate run.
 
+Multi-rank runs (``RANK_SIZE`` > 1, one process per ``RANK_ID``): the collectives of
+:mod:`.hccl` exchange between the ranks' processes and are written as GE's ``HcomAllReduce`` /
+``HcomAllGather`` / ``HcomBroadcast`` nodes and dump files; :meth:`EmulatedNpu.step_time` puts the
+ranks' dump timestamps on one clock.
+
 Not emulated (real GE does it): BatchNorm *training* (GE splits it into BNTrainingReduce +
 BNTrainingUpdate and fuses the reduce into the convolution before it); fusion patterns beyond
 the documented ones (element-wise chains, Conv2D+Add residuals, BatchMatMul+BiasAdd, L1/L2
