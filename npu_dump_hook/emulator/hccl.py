@@ -15,8 +15,10 @@ emulated NPU writes it into the Build graph and the dump as GE does (:func:`ge_c
 At run time a rank writes its input to ``{dir}/{op}/{n}/rank_{r}.npy`` (``n``: how often this
 process ran the op), waits for every rank's file (``$NPU_DUMP_HOOK_HCCL_TIMEOUT`` seconds, default
 300; then the step fails naming the missing ranks) and computes the result from all of them in
-rank order, so every rank gets the same bits (HCCL's deterministic mode). Rank 0 removes round
-``n - 1`` once every rank has written round ``n`` (each has read ``n - 1`` by then).
+rank order, so every rank gets the same bits (HCCL's deterministic mode). Each rank marks its read
+(``done_{r}``); the rank that sees every mark removes the round's folder, so a finished job leaves
+no rounds behind. A job that failed may: a rank that finds its own file of a round already there
+refuses it (an earlier job's data), so give each job its own folder (the default includes JOB_ID).
 
 **Clock.** Each round completes at one time for all ranks: the newest modification time of its
 files. :func:`agreed_step_time` gives the earliest completion since the last call, the same on every
@@ -94,6 +96,9 @@ class Rendezvous(object):
         here = os.path.join(self.folder, key.replace("/", "__"), str(count))
         os.makedirs(here, exist_ok=True)
         mine = os.path.join(here, "rank_{}.npy".format(self.rank))
+        if os.path.exists(mine):
+            raise BackendError("emulated HCCL {}: {} already exists: the rendezvous folder {} holds an earlier job's "
+                               "round (give each job its own {})".format(key, mine, self.folder, ENV_HCCL_DIR))
         with open(mine + ".tmp", "wb") as handle:
             np.save(handle, np.asarray(array), allow_pickle=False)
         os.replace(mine + ".tmp", mine)
@@ -103,11 +108,17 @@ class Rendezvous(object):
         stamp = max(os.stat(p).st_mtime_ns for p in paths) // 1000
         with _lock:
             self._completed.append(int(stamp))
-        if self.rank == 0 and count:
+        self._done(here)
+        return arrays
+
+    def _done(self, here: str) -> None:
+        """Mark this rank's read of the round; the rank that sees every mark removes the round."""
+        with open(os.path.join(here, "done_{}".format(self.rank)), "wb"):
+            pass
+        if all(os.path.exists(os.path.join(here, "done_{}".format(r))) for r in range(self.size)):
             import shutil
 
-            shutil.rmtree(os.path.join(os.path.dirname(here), str(count - 1)), ignore_errors=True)
-        return arrays
+            shutil.rmtree(here, ignore_errors=True)
 
     def _wait(self, paths: Sequence[str], key: str) -> None:
         deadline = time.monotonic() + self.timeout
