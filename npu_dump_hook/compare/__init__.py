@@ -187,6 +187,8 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
     tensors it cannot compare are rows with a reason, never errors.
     """
     started = time.monotonic()
+    if is_rank_index(npu):
+        raise OptionError("npu", npu, "is a rank index (index.json of rank_N bundles): compare it with compare_ranks()")
     pair = is_npu_bundle(golden)
     if determinism and not pair:
         raise OptionError("determinism", golden, "needs two NPU bundles (NPU and GOLDEN both NPU runs)")

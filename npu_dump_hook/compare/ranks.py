@@ -86,14 +86,16 @@ def _rank_paths(root: str) -> Dict[str, str]:
         index = read_index(root)
     except (OSError, ValueError) as exc:
         raise CompareError("rank index {}: {}".format(root, exc), root) from exc
+    from ..bundle import safe_join
+
     found = {}
     for rank, entry in index["ranks"].items():
-        rel = entry.get("archive") or entry.get("path") if isinstance(entry, dict) else None
-        if not isinstance(rel, str) or not str(rank).isdigit():
+        rels = [entry.get(k) for k in ("path", "archive")] if isinstance(entry, dict) else []
+        paths = [safe_join(root, rel) for rel in rels if isinstance(rel, str)]  # UnsafePathError for ../ or /x
+        existing = [p for p in paths if os.path.exists(p)]  # the folder, else the archive
+        if not paths or not str(rank).isdigit():
             raise CompareError("rank index {}: rank {!r} has no bundle path".format(root, rank), root)
-        from ..bundle import safe_join
-
-        found[str(int(rank))] = safe_join(root, rel)  # UnsafePathError for ../ or absolute paths
+        found[str(int(rank))] = (existing or paths)[0]
     return found
 
 

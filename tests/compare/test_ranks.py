@@ -135,3 +135,11 @@ def test_a_golden_index_without_a_rank_is_refused(job, tmp_path):
         json.dump(index, handle)
     with pytest.raises(CompareError, match="every NPU rank needs its golden rank"):
         compare_ranks(job["npu"], copy, workers=1)
+
+
+def test_compare_of_one_side_refuses_a_rank_index(job):
+    from npu_dump_hook.compare import compare
+    from npu_dump_hook.errors import OptionError
+
+    with pytest.raises(OptionError, match="compare_ranks"):
+        compare(job["npu"], job["golden"])
