@@ -186,6 +186,9 @@ def merge_rank_docs(docs: Sequence[Dict[str, Any]], sources: Optional[Sequence[s
         for rank, entry in doc["ranks"].items():
             if not str(rank).isdigit() or not isinstance(entry, dict):
                 raise CompareError("{}: rank {!r} is not a rank entry".format(where, rank), where)
+            problem = _entry_problem(entry)
+            if problem:
+                raise CompareError("{}: rank {}: {}".format(where, rank, problem), where)
             if str(int(rank)) in ranks:
                 raise CompareError("{}: rank {} is also in an earlier document".format(where, rank), where)
             ranks[str(int(rank))] = entry
@@ -199,6 +202,22 @@ def merge_rank_docs(docs: Sequence[Dict[str, Any]], sources: Optional[Sequence[s
         "ranks": ranks, "earliest": earliest, "collectives": collectives,
         "summary": {"verdict": verdict, "ranks": len(ranks), "failing_ranks": [int(k) for k in failing]},
     })
+
+
+def _entry_problem(entry: Dict[str, Any]) -> Optional[str]:
+    """What is wrong with a rank entry read from a document (another node's: data, never trusted)."""
+    first = entry.get("first_divergence")
+    if first is not None and not (isinstance(first, dict) and (first.get("timestamp") is None or
+                                                               isinstance(first.get("timestamp"), int))):
+        return "first_divergence is neither null nor an object with an integer timestamp"
+    if not isinstance(entry.get("verdict"), str):
+        return "verdict is not a string"
+    collectives = entry.get("collectives") or {}
+    if not isinstance(collectives, dict) or not all(
+            isinstance(v, dict) and isinstance(v.get("outputs"), list) and all(isinstance(d, str) for d in v["outputs"])
+            for v in collectives.values()):
+        return "collectives is not an object of {type, outputs: [digest]}"
+    return None
 
 
 def _paths(docs: Sequence[Dict[str, Any]], key: str) -> List[Any]:

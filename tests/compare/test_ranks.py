@@ -143,3 +143,17 @@ def test_compare_of_one_side_refuses_a_rank_index(job):
 
     with pytest.raises(OptionError, match="compare_ranks"):
         compare(job["npu"], job["golden"])
+
+
+def test_merge_refuses_malformed_documents_and_the_command_needs_a_side(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"schema": "npu_dump_hook/compare-ranks@1", "ranks": {
+        "0": {"verdict": "fail", "first_divergence": "fc1", "collectives": {}}}}))
+    with pytest.raises(CompareError, match="rank 0: first_divergence"):
+        merge_rank_docs([load_rank_doc(str(bad))], [str(bad)])
+    assert main(["compare", "--merge", str(bad)]) == 3
+    (tmp_path / "other.json").write_text(json.dumps({"schema": "npu_dump_hook/compare@1", "ranks": {}}))
+    with pytest.raises(CompareError, match="not a npu_dump_hook/compare-ranks@1 document"):
+        load_rank_doc(str(tmp_path / "other.json"))
+    assert main(["compare"]) == 2
+    assert "give NPU [GOLDEN], or --merge" in capsys.readouterr().err
