@@ -14,6 +14,8 @@ A backend object is what the hook drives; it never asks "which backend?" again::
     backend.begin(graph, options, device_id)     in hook.begin(), graph still editable
     backend.session_started()       after the session is created (GE names its time folder)
     backend.write_step(capture, step)            emulated only: the files of one dumped step
+    backend.step_time(now_us)       (optional) emulated only: the time a dumped step's file timestamps
+                                    start from (one clock for the ranks of a multi-rank run)
     backend.graph_dirs(device_id)   where this run's Build graph is; None: GE's default places
     backend.summary()               JSON-ready description for run.json, or None
 
