@@ -142,20 +142,21 @@ class Rendezvous(object):
 
 
 def rendezvous() -> Optional[Rendezvous]:
-    """This process's :class:`Rendezvous` (from RANK_ID, RANK_SIZE and the folder variables), or
-    None on one rank."""
+    """This process's :class:`Rendezvous` for the current RANK_ID, RANK_SIZE and folder variables
+    (one per such triple, so its round counts last as long as the process), or None on one rank."""
     size = rank_size()
     if size <= 1:
         return None
-    with _lock:
-        found = _process.get("rendezvous")
-    if found is not None:
-        return found
     rank_text = (os.environ.get(ENV_RANK_ID) or "").strip()
     if not rank_text.isdigit():
         raise OptionError(ENV_RANK_ID, rank_text, "must be set to this rank's number when RANK_SIZE > 1")
     folder = os.environ.get(ENV_HCCL_DIR) or os.path.join(
         tempfile.gettempdir(), "npu_dump_hook_hccl_{}".format(os.environ.get(ENV_JOB_ID) or "job"))
+    key = (os.path.abspath(folder), int(rank_text), size)
+    with _lock:
+        found = _process.get(key)
+    if found is not None:
+        return found
     timeout_text = os.environ.get(ENV_HCCL_TIMEOUT) or str(DEFAULT_TIMEOUT)
     try:
         timeout = float(timeout_text)
@@ -163,15 +164,15 @@ def rendezvous() -> Optional[Rendezvous]:
         raise OptionError(ENV_HCCL_TIMEOUT, timeout_text, "must be a number of seconds")
     made = Rendezvous(folder, int(rank_text), size, timeout)
     with _lock:
-        return _process.setdefault("rendezvous", made)
+        return _process.setdefault(key, made)
 
 
 def agreed_step_time(default_us: int) -> int:
     """The earliest collective completion since the last call (the same on every rank), or
     ``default_us`` when this process ran none (module doc, "Clock")."""
     with _lock:
-        found = _process.get("rendezvous")
-    times = found.take_completed() if found is not None else []
+        found = list(_process.values())
+    times = [t for peer in found for t in peer.take_completed()]
     return min(times) if times else default_us
 
 

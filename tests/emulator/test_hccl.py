@@ -90,3 +90,18 @@ def test_one_rank_graph_ops_are_identities_named_as_npu_bridge_names_them(monkey
     assert graph.get_operation_by_name("HcomBroadcast").type == "PyFunc"
     with pytest.raises(OptionError, match="reduction"):
         hccl.allreduce(value, "mean")
+
+
+def test_the_process_rendezvous_follows_the_environment(tmp_path, monkeypatch):
+    monkeypatch.delenv("RANK_SIZE", raising=False)
+    assert hccl.rendezvous() is None and hccl.agreed_step_time(123) == 123
+    monkeypatch.setenv("RANK_SIZE", "2")
+    monkeypatch.setenv("RANK_ID", "1")
+    monkeypatch.setenv("NPU_DUMP_HOOK_HCCL_DIR", str(tmp_path / "a"))
+    first = hccl.rendezvous()
+    assert first is hccl.rendezvous() and (first.rank, first.size, first.folder) == (1, 2, str(tmp_path / "a"))
+    monkeypatch.setenv("NPU_DUMP_HOOK_HCCL_DIR", str(tmp_path / "b"))
+    assert hccl.rendezvous().folder == str(tmp_path / "b")  # another job's folder: another rendezvous
+    monkeypatch.delenv("RANK_ID")
+    with pytest.raises(OptionError, match="RANK_ID"):
+        hccl.rendezvous()
