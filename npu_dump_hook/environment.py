@@ -26,6 +26,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from ._files import open_regular
 from ._version import __version__
 from .bundle.schema import ENVIRONMENT_PREFIXES
+from .settings import variable
 
 __all__ = ["capture", "capture_post_hoc", "RECORDED_BY_COLLECT", "session_options", "differences", "ENVIRONMENT_PREFIXES", "REDACTED"]
 
@@ -38,6 +39,10 @@ _MAX_VERSION_FILE = 64 * 1024
 _NOT_RECORDED = ("TF_VAR_", "TF_TOKEN_", "TF_CLI_")
 _SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "_KEY", "PRIVATE")
 REDACTED = "<redacted>"
+#: The package's own variables that say which role a run plays and where it writes: they differ
+#: between an NPU run and its golden run by design, so :func:`differences` leaves them out (they
+#: stay recorded; faults and the emulation profile change the numbers and are shown).
+ROLE_VARIABLES = tuple(variable(name) for name in ("backend", "initial_state", "output_dir", "bundle_dir"))
 #: ``environment.recorded_by`` of a post-hoc ``collect`` bundle: what the collecting process saw.
 RECORDED_BY_COLLECT = "collect"
 _TF_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tensorflow-aarch64")
@@ -186,7 +191,7 @@ def capture_post_hoc(environ: Optional[Mapping[str, str]] = None) -> Dict[str, A
 def differences(left: Any, right: Any, names: Tuple[str, str] = ("NPU", "golden")) -> List[str]:
     """One line per value that differs between two ``environment`` sections (or run sections /
     bundle.json documents holding one): ``session.precision_mode: NPU allow_fp32_to_fp16,
-    golden fp32``; empty when either side records none."""
+    golden fp32``; empty when either side records none. :data:`ROLE_VARIABLES` are not compared."""
     a, b = _section(left), _section(right)
     if a is None or b is None:
         return []
@@ -194,6 +199,8 @@ def differences(left: Any, right: Any, names: Tuple[str, str] = ("NPU", "golden"
     for part in ("versions", "session", "env"):
         x, y = a.get(part) or {}, b.get(part) or {}
         for key in sorted(set(x) | set(y)):
+            if part == "env" and key in ROLE_VARIABLES:
+                continue
             if x.get(key) != y.get(key):
                 lines.append("{}.{}: {} {}, {} {}".format(part, key, names[0], _show(x.get(key)), names[1],
                                                           _show(y.get(key))))

@@ -47,6 +47,16 @@ def test_differences_name_what_changed():
     assert environment.differences(base, base) == [] and environment.differences(base, {"run": {}}) == []
 
 
+def test_differences_leave_out_the_variables_that_name_the_runs_role():
+    npu = environment.capture("2.15.1", None, None, {"NPU_DUMP_HOOK_BACKEND": "emulated",
+                                                   "NPU_DUMP_HOOK_OUTPUT_DIR": "/tmp/npu",
+                                                   "NPU_DUMP_HOOK_FAULTS": "conv=scale=1.05"})
+    golden = environment.capture("2.15.1", None, None, {"NPU_DUMP_HOOK_INITIAL_STATE": "/tmp/npu/bundles/b",
+                                                      "NPU_DUMP_HOOK_OUTPUT_DIR": "/tmp/golden"})
+    assert environment.differences(npu, golden) == ["env.NPU_DUMP_HOOK_FAULTS: NPU conv=scale=1.05, golden (none)"]
+    assert "NPU_DUMP_HOOK_OUTPUT_DIR" in npu["env"]  # still recorded
+
+
 def test_bundles_record_it_and_compare_prints_the_changed_precision_mode(in_tmp_cwd):
     from npu_dump_hook.sample_models import mlp_session
 
