@@ -38,6 +38,8 @@ __all__ = [
     "rewriter_config_pb2",
     "attr_value_pb2",
     "estimator_module",
+    "types_pb2",
+    "op_def",
     "debug_identity",
     "register_fetch_conversion",
     "repeat_dataset",
@@ -142,6 +144,23 @@ def attr_value_pb2() -> Any:
     from tensorflow.core.framework import attr_value_pb2 as module
 
     return module
+
+
+def types_pb2() -> Any:
+    from tensorflow.core.framework import types_pb2 as module
+
+    return module
+
+
+def op_def(op_type: str) -> Optional[Any]:
+    """The registered OpDef of ``op_type``, or None (TF 2.x: ``op_def_registry.get``; TF 1.15:
+    ``op_def_registry.get_registered_ops()``)."""
+    from tensorflow.python.framework import op_def_registry
+
+    getter = getattr(op_def_registry, "get", None)
+    if getter is not None:
+        return getter(op_type)
+    return op_def_registry.get_registered_ops().get(op_type)
 
 
 def estimator_module() -> Any:

@@ -122,6 +122,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--determinism", action="store_true",
                    help="NPU and GOLDEN are two NPU bundles of one configuration: list every op whose outputs "
                         "differ bit for bit (execution order), the first named; exit 1 when any does")
+    p.add_argument("--replay", metavar="N|all", nargs="?", const="1", type=_replay_count,
+                   help="replay the first N root causes (default 1: the first divergence; 'all') on CPU: the "
+                        "original TF op(s) rebuilt from the NPU bundle's TF graph, fed the NPU's dumped inputs "
+                        "(dump_mode all or input), float32 and float64; verdict kernel / inherited / precision "
+                        "(needs TensorFlow, run in a subprocess; the exit code is compare's)")
+    p.add_argument("--replay-op", metavar="NAME",
+                   help="replay every output row of this NPU op or original TF op instead (as --replay)")
+
+
+def _replay_count(value: str) -> str:
+    if value == "all" or (value.isdigit() and int(value) > 0):
+        return value
+    raise argparse.ArgumentTypeError("must be a positive number of root causes or 'all', not {!r}".format(value))
 
 
 def _check_paths(args: argparse.Namespace) -> None:
@@ -207,7 +220,8 @@ def _compare(args: argparse.Namespace, progress: Any) -> Any:
         return merge_rank_docs([load_rank_doc(path) for path in args.merge], args.merge)
     kwargs = dict(graph=args.graph, thresholds=_thresholds(args), ops=args.ops, step=args.step, workers=args.workers,
                   progress=progress, allow_uncompared=args.allow_uncompared,
-                  stats_thresholds=_stats_thresholds(args), determinism=args.determinism)
+                  stats_thresholds=_stats_thresholds(args), determinism=args.determinism,
+                  replay=args.replay, replay_op=args.replay_op)
     if is_rank_index(args.npu):
         return compare_ranks(args.npu, args.golden, **kwargs)
     return compare(args.npu, args.golden, **kwargs)

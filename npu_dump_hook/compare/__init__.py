@@ -31,6 +31,8 @@ Modules, one job each::
                     _stats_report.py its run and reports
     metrics.py      the ten msaccucmp metrics;  _html.py  the HTML report
     ranks.py        every rank of a rank index: per-rank compare, earliest divergence, collective check, merge
+    replay.py       replay: a row's original TF op(s) on CPU from the NPU's inputs (kernel / inherited /
+                    precision), through npu_dump_hook.op_replay (TensorFlow, in a subprocess unless loaded)
 """
 import logging
 import os
@@ -54,6 +56,7 @@ from ._npu_pair import DETERMINISM_THRESHOLDS, determinism_doc, is_npu_bundle, n
 from ._pool import run_jobs
 from ._worker import FileResult
 from .checks import checks_lines, checks_only_summary, checks_only_text, run_checks
+from .replay import ReplayProcess, make_replay_spec, replay_lines, replay_rows
 from ._stats_report import run_stats_compare, stats_csv_text, stats_summary_text
 from .ranks import RanksResult, compare_ranks, is_rank_index, load_rank_doc, merge_rank_docs
 from .stats import DEFAULT_STATS_THRESHOLDS, StatsThresholds, load_golden_stats, make_stats_thresholds
@@ -103,7 +106,8 @@ class CompareResult(object):
             text = stats_summary_text(self.doc, self.stats_limits, top)
             return "\n".join([text] + checks_lines(self.doc.get("checks") or {}, top))
         text = terminal_summary(self.doc, self.rows, self.root_causes, self.thresholds, top)
-        return "\n".join([text] + checks_lines(self.doc.get("checks") or {}, top))
+        return "\n".join([text] + replay_lines(self.doc.get("replay")) + checks_lines(self.doc.get("checks") or {},
+                                                                                      top))
 
 
 def _workers(workers: Optional[int]) -> int:
@@ -163,7 +167,8 @@ def _stats_compare(npu_side: NpuSide, golden: Optional[str], limits: Thresholds,
 def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = None, thresholds: Any = None,
             ops: Optional[str] = None, step: Optional[int] = None, workers: Optional[int] = None,
             progress: Optional[ProgressFn] = None, allow_uncompared: bool = False,
-            stats_thresholds: Any = None, determinism: bool = False) -> CompareResult:
+            stats_thresholds: Any = None, determinism: bool = False, replay: Any = None,
+            replay_op: Optional[str] = None) -> CompareResult:
     """Compare the NPU side ``npu`` with ``golden`` (see the module doc and docs/compare.md).
 
     ``npu``: bundle folder or archive, or a dump step folder (then ``graph`` is required);
@@ -179,6 +184,9 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
     the statistics compare (an NPU side with stats CSVs and no tensor dump).
     ``golden`` may be a second NPU bundle (NPU vs NPU, :mod:`._npu_pair`); ``determinism``: two
     runs of one configuration, every op whose outputs differ at all is listed (``doc["determinism"]``).
+    ``replay``: True (the first divergence), N or "all" root causes; ``replay_op``: every output row of
+    that op instead: rebuilt from the bundle's TF graph and run on CPU with the NPU's inputs
+    (``doc["replay"]``, :mod:`.replay`; imports TensorFlow in a subprocess unless it is loaded).
 
     Without any golden (``golden`` None and no ``data/golden`` in the NPU bundle) only the checks
     that need no golden run (NaN/Inf origin, overflow report): ``doc["golden"]`` is None.
@@ -196,12 +204,20 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
     stats_limits = make_stats_thresholds(stats_thresholds)
     count = _workers(workers)
     pattern = _ops_pattern(ops)
+    replay_spec = make_replay_spec(replay, replay_op)
     if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
         raise OptionError("step", step, "must be a non-negative int")
     npu_side = load_npu(npu, graph, step)
     golden_side = None
+    runner = None  # type: Optional[ReplayProcess]
     try:
-        if golden is None and npu_side.golden_dir is None:
+        golden_free = golden is None and npu_side.golden_dir is None
+        if replay_spec is not None and (golden_free or (npu_side.stats and not npu_side.dumps)):
+            raise OptionError("replay", replay_spec.describe(), "needs a tensor dump compared with a golden; {} "
+                              "has {}".format(npu, "no golden" if golden_free else "statistics only"))
+        if replay_spec is not None:  # started now: its import of TensorFlow overlaps the comparison
+            runner = ReplayProcess()
+        if golden_free:
             return _golden_free(npu_side, limits, started, bool(allow_uncompared))
         if npu_side.stats and not npu_side.dumps:
             return _stats_compare(npu_side, golden, limits, stats_limits, started, bool(allow_uncompared), pattern)
@@ -258,8 +274,12 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
         }
         if determinism:
             doc["determinism"] = determinism_doc(rows)[0]
+        if replay_spec is not None:
+            doc["replay"] = replay_rows(npu_side, the_graph, rows, analysis.root_causes, replay_spec, runner)
         return CompareResult(doc, rows, analysis.root_causes, limits)
     finally:
+        if runner is not None:
+            runner.close()
         npu_side.close()
         if golden_side is not None:
             golden_side.close()

@@ -15,7 +15,7 @@ What the page shows:
   overflow called out), the first divergence (NPU node, its original TF ops, tensor, golden
   tensor, what it breached, its metrics and the metrics of its inputs) and the further root
   causes; the checks that need no golden when the document has them (``checks``: NaN/Inf origins
-  and the overflow report, :mod:`._checks_html`);
+  and the overflow report, :mod:`._checks_html`); the replay on CPU when asked for (:mod:`._replay_html`);
 - drawn by the inline script from the embedded document: an SVG plot along execution order
   (the rows' ``order``) of CosineSimilarity (linear) and MagnitudeError / MaxRelativeError /
   MeanRelativeError / RelativeEuclideanDistance (one log axis), with the active thresholds
@@ -69,6 +69,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import FormatError
 from ._checks_html import checks_html
+from ._replay_html import replay_html
 from ._thresholds import magnitude_error
 
 __all__ = ["render_html", "SCHEMA", "PLOT_METRICS", "TABLE_METRICS", "THRESHOLD_METRICS"]
@@ -119,7 +120,7 @@ def render_html(doc: Dict[str, Any]) -> str:
     """
     _check_document(doc)
     summary = "\n".join(block for block in (_header_html(doc), checks_html(doc), _first_divergence_html(doc),
-                                              _root_causes_html(doc)) if block)
+                                              replay_html(doc), _root_causes_html(doc)) if block)
     page = _fill("page.html", {
         "TITLE": _esc(_page_title(doc)),
         "STYLE": _inline("report.css", {}),
