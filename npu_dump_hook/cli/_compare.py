@@ -114,6 +114,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="pass on the compared rows even when some dumped tensors could not be compared (broken "
                         "dump or golden files, shape mismatches, ops with a dump file but no compared row); "
                         "without it such a comparison is INCOMPLETE, exit 1")
+    p.add_argument("--suspects-out", metavar="F",
+                   help="write the suspects file to F: the ops a targeted second dump should hold (first "
+                        "divergence, root causes, NaN/Inf origins, overflow ops, and their producers), for "
+                        "run --dump-layer-from F; no file when nothing is suspect")
+    p.add_argument("--suspects", metavar="N", type=_positive, default=None,
+                   help="with --suspects-out: at most N primary suspects, each with its producers (default 5)")
     p.add_argument("--determinism", action="store_true",
                    help="NPU and GOLDEN are two NPU bundles of one configuration: list every op whose outputs "
                         "differ bit for bit (execution order), the first named; exit 1 when any does")
@@ -123,13 +129,15 @@ def _check_paths(args: argparse.Namespace) -> None:
     for label, path in (("NPU", args.npu), ("GOLDEN", args.golden), ("--graph", args.graph)):
         if path is not None and not os.path.exists(path):
             raise CliError("compare: {} {}: no such file or folder".format(label, path), EXIT_USAGE)
-    for option in ("csv", "json", "html"):
+    if args.suspects is not None and args.suspects_out is None:
+        raise CliError("compare: --suspects needs --suspects-out", EXIT_USAGE)
+    for option in ("csv", "json", "html", "suspects_out"):
         target = getattr(args, option)
         if target is None:
             continue
         folder = os.path.dirname(os.path.abspath(target))
         if not os.path.isdir(folder) or os.path.isdir(target):
-            raise CliError("compare: --{} {}: {}".format(option, target, "is a folder" if os.path.isdir(target)
+            raise CliError("compare: --{} {}: {}".format(option.replace("_", "-"), target, "is a folder" if os.path.isdir(target)
                                                          else "its folder does not exist"), EXIT_USAGE)
 
 
@@ -189,6 +197,29 @@ def _write(option: str, path: str, make: Callable[[], str]) -> None:
         raise CliError("compare: --{} {}: {}".format(option, path, exc.strerror or exc))
 
 
+def _suspects_count(args: argparse.Namespace) -> Any:
+    if not args.suspects_out:
+        return None
+    from ..compare.suspects import DEFAULT_SUSPECTS
+
+    return args.suspects if args.suspects is not None else DEFAULT_SUSPECTS
+
+
+def _write_suspects(path: str, doc: Any) -> None:
+    from ..suspects import write_suspects
+
+    if doc is None:
+        say("suspects: none (nothing breached, no NaN/Inf, no overflow): {} not written".format(path),
+            file=sys.stderr)
+        return
+    try:
+        write_suspects(path, doc)
+    except OSError as exc:
+        raise CliError("compare: --suspects-out {}: {}".format(path, exc.strerror or exc))
+    say("suspects: {} op(s) written to {} (dump_layer for run --dump-layer-from)".format(len(doc["ops"]), path),
+        file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
     _check_paths(args)
     from ..compare import compare
@@ -199,7 +230,7 @@ def run(args: argparse.Namespace) -> int:
             result = compare(args.npu, args.golden, graph=args.graph, thresholds=_thresholds(args), ops=args.ops,
                              step=args.step, workers=args.workers, progress=progress,
                              allow_uncompared=args.allow_uncompared, stats_thresholds=_stats_thresholds(args),
-                             determinism=args.determinism)
+                             determinism=args.determinism, suspects=_suspects_count(args))
     finally:
         progress.close()
     if args.csv:
@@ -210,6 +241,8 @@ def run(args: argparse.Namespace) -> int:
         from ..compare import render_html
 
         _write("html", args.html, lambda: render_html(result.doc))
+    if args.suspects_out:
+        _write_suspects(args.suspects_out, result.doc.get("suspects"))
     pending(args, result.exit_code)
     say(result.summary_text(args.top))
     return result.exit_code

@@ -139,7 +139,11 @@ def _environment(args: argparse.Namespace) -> Tuple[Dict[str, str], Dict[str, st
         value = getattr(args, field)
         if value is not None:
             put(ENV_OPTIONS[field], os.path.abspath(value) if field == "dump_path" else value, flag)
-    data = any(getattr(args, field) is not None for field, _flag in _DUMP_FLAGS if field != "dump_debug_mode")
+    layer_from = getattr(args, "dump_layer_from", None)
+    if layer_from is not None:
+        _put_layer_from(args, layer_from, put)
+    data = layer_from is not None or any(getattr(args, field) is not None for field, _flag in _DUMP_FLAGS
+                                         if field != "dump_debug_mode")
     if args.dump_debug or args.dump_debug_mode is not None:
         put(ENV_OPTIONS["enable_dump_debug"], True, "--dump-debug")
         put(ENV_OPTIONS["enable_dump"], False, "--dump-debug")
@@ -152,6 +156,20 @@ def _environment(args: argparse.Namespace) -> Tuple[Dict[str, str], Dict[str, st
             put(row.env, row.variable_text(value), row.flag_for(value))
     env[ENV_RUN_LOG_LEVEL] = level_name(args.debug, args.verbose, args.quiet)
     return env, flags
+
+
+def _put_layer_from(args: argparse.Namespace, path: str, put: Any) -> None:
+    """--dump-layer-from FILE: NPU_DUMP_LAYER is the suspects file's names (checked here, exit 2)."""
+    from ..suspects import dump_layer_of
+
+    if args.dump_layer is not None:
+        raise CliError("run: --dump-layer-from and --dump-layer both choose the ops to dump: give one", EXIT_USAGE)
+    if args.dump_debug or args.dump_debug_mode is not None:
+        raise CliError("run: --dump-layer-from chooses ops of a data dump, not of --dump-debug", EXIT_USAGE)
+    try:
+        put(ENV_OPTIONS["dump_layer"], dump_layer_of(path, "--dump-layer-from"), "--dump-layer-from")
+    except OptionError as exc:
+        raise CliError("option --dump-layer-from={!r}: {}".format(exc.value, exc.rule), EXIT_USAGE) from None
 
 
 def _run_child(command: List[str], env: Dict[str, str]) -> int:
