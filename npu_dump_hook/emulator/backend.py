@@ -234,7 +234,7 @@ class EmulatedNpu(object):
 
     def _data_inputs(self, nodes: Sequence[npu_graph.NpuNode]) -> Set[str]:
         """With dump_layer: the Data nodes that feed a chosen op. The adapter documents that their
-        info is dumped too (docs/reference npu-bridge-dump-api.md, ``dump_layer``)."""
+        info is dumped too (docs/reference/npu-bridge-dump-api.md, ``dump_layer``)."""
         if not self.options.layers:
             return set()
         data = {n.name for n in nodes if n.type == "Data"}
