@@ -196,3 +196,33 @@ def test_two_machines_give_the_same_verdict(two_phase, tmp_path):
     with open(os.path.join(golden, "data", "golden", "golden_manifest.json")) as handle:
         manifest = json.load(handle)
     assert manifest["dump_layer"]["dropped_files"] > 0  # the golden keeps what compare needs, not every tensor
+
+
+def test_merged_suspects_keep_the_first_documents_ops_first():
+    from npu_dump_hook.two_phase import merge_suspects
+
+    def doc(*names):
+        ops = [{"name": n, "rank": i + 1, "reasons": [r], "npu_op": n, "of": None} for i, (n, r) in enumerate(names)]
+        return {"schema": SUSPECTS_SCHEMA, "dump_layer": " ".join(n for n, _ in names), "ops": ops,
+                "source": {"mode": "x"}}
+
+    merged = merge_suspects(doc(("o", "overflow"), ("a", "producer")), doc(("b", "first_divergence"), ("a", "producer"),
+                                                                            ("o", "root_cause")))
+    assert merged["dump_layer"] == "o a b" and [op["rank"] for op in merged["ops"]] == [1, 2, 3]
+    assert merged["ops"][0]["reasons"] == ["overflow", "root_cause"]
+    assert merge_suspects(None, doc(("b", "breached")))["dump_layer"] == "b"
+
+
+def test_two_phase_overflow_first_dumps_the_overflowing_op(tmp_path):
+    out = str(tmp_path / "out")
+    flags = ["--backend", "emulated", "--emulate-profile", "ascend", "--fault", FAULT_OP + "=overflow"]
+    code, lines, err = _cli(tmp_path, ["run", "--two-phase", "--overflow-first", "--suspects", "1"] + flags + [
+        "--output-dir", out, "--", SCRIPT, str(tmp_path / "model")])
+    folder = [os.path.join(out, n) for n in os.listdir(out) if n.startswith("two_phase_")][0]
+    with open(os.path.join(folder, "two_phase.json")) as handle:
+        record = json.load(handle)
+    assert code == 1 and [p["phase"] for p in record["phases"]][:2] == ["overflow", "stats"], err[-3000:]
+    assert os.path.isfile(os.path.join(folder, "overflow_report.json"))
+    found = read_suspects(os.path.join(folder, "suspects.json"))
+    assert found["ops"][0]["name"] == FAULT_OP and "overflow" in found["ops"][0]["reasons"]
+    assert record["first_divergence"]["npu_op"] == FAULT_OP

@@ -205,19 +205,22 @@ def _suspects_count(args: argparse.Namespace) -> Any:
     return args.suspects if args.suspects is not None else DEFAULT_SUSPECTS
 
 
-def _write_suspects(path: str, doc: Any) -> None:
+def _write_suspects(path: str, doc: Any, quiet: bool) -> None:
+    """The suspects file (none when nothing is suspect); one line on stderr saying which, unless -q."""
     from ..suspects import write_suspects
 
     if doc is None:
-        say("suspects: none (nothing breached, no NaN/Inf, no overflow): {} not written".format(path),
-            file=sys.stderr)
+        if not quiet:
+            say("suspects: none (nothing breached, no NaN/Inf, no overflow): {} not written".format(path),
+                file=sys.stderr)
         return
     try:
         write_suspects(path, doc)
     except OSError as exc:
         raise CliError("compare: --suspects-out {}: {}".format(path, exc.strerror or exc))
-    say("suspects: {} op(s) written to {} (dump_layer for run --dump-layer-from)".format(len(doc["ops"]), path),
-        file=sys.stderr)
+    if not quiet:
+        say("suspects: {} op(s) written to {} (dump_layer for run --dump-layer-from)".format(len(doc["ops"]), path),
+            file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -242,7 +245,7 @@ def run(args: argparse.Namespace) -> int:
 
         _write("html", args.html, lambda: render_html(result.doc))
     if args.suspects_out:
-        _write_suspects(args.suspects_out, result.doc.get("suspects"))
+        _write_suspects(args.suspects_out, result.doc.get("suspects"), bool(getattr(args, "quiet", False)))
     pending(args, result.exit_code)
     say(result.summary_text(args.top))
     return result.exit_code
