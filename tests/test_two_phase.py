@@ -214,15 +214,19 @@ def test_merged_suspects_keep_the_first_documents_ops_first():
 
 
 def test_two_phase_overflow_first_dumps_the_overflowing_op(tmp_path):
+    """The guide's session script (a plain Session: an Estimator's NaN-loss hook would end the
+    script first), its MatMul overflowing: the overflow pass's first entry leads the suspects."""
     out = str(tmp_path / "out")
-    flags = ["--backend", "emulated", "--emulate-profile", "ascend", "--fault", FAULT_OP + "=overflow"]
-    code, lines, err = _cli(tmp_path, ["run", "--two-phase", "--overflow-first", "--suspects", "1"] + flags + [
-        "--output-dir", out, "--", SCRIPT, str(tmp_path / "model")])
+    env = clean_env()
+    env["PYTHONPATH"] = os.pathsep.join([HELPERS, env.get("PYTHONPATH", "")])
+    flags = ["--backend", "emulated", "--emulate-profile", "ascend", "--fault", "MatMul=overflow"]
+    code, lines, err = run(CLI + ["run", "--two-phase", "--overflow-first", "--suspects", "1"] + flags + [
+        "--output-dir", out, "--", SESSION_SCRIPT], str(tmp_path), env, timeout=900)
     folder = [os.path.join(out, n) for n in os.listdir(out) if n.startswith("two_phase_")][0]
     with open(os.path.join(folder, "two_phase.json")) as handle:
         record = json.load(handle)
     assert code == 1 and [p["phase"] for p in record["phases"]][:2] == ["overflow", "stats"], err[-3000:]
     assert os.path.isfile(os.path.join(folder, "overflow_report.json"))
     found = read_suspects(os.path.join(folder, "suspects.json"))
-    assert found["ops"][0]["name"] == FAULT_OP and "overflow" in found["ops"][0]["reasons"]
-    assert record["first_divergence"]["npu_op"] == FAULT_OP
+    assert found["ops"][0]["name"] == "MatMul" and "overflow" in found["ops"][0]["reasons"]
+    assert record["first_divergence"]["npu_op"] == "MatMul" and record["coverage"]["missing_ops"] == 0
