@@ -114,7 +114,7 @@ class _Passes(object):
             last = text if text.strip() else last
         code = child.wait()
         seconds = time.monotonic() - started
-        bundle = last if last is not None and os.path.isfile(os.path.join(last, "data", "bundle.json")) else None
+        bundle = last if last is not None and os.path.isabs(last) and os.path.exists(last) else None  # dir or archive
         if code != 0 or bundle is None:
             if may_be_empty and bundle is None and code in (0, 4):
                 self.phases.append({"phase": phase, "bundle": None, "exit": code, "seconds": round(seconds, 3)})

@@ -10,6 +10,9 @@ Primary suspects, in this order, at most ``limit`` of them:
    a comparison whose runs saw different inputs. Propagated rows are not suspects otherwise:
    their error is the root cause's, and dumping them would only add bytes.
 
+An op picked for one reason lists the others that apply to it too (an overflowing op is often a
+NaN/Inf origin and the first divergence as well).
+
 Then the producers of every primary, up to :data:`PRODUCER_DEPTH` ops upstream (``producer``):
 with them dumped, the tensor compare sees the inputs of the suspect and tells a root cause from
 an error it inherited. Cast/TransData nodes are walked through and ops that run no task (Data,
@@ -117,9 +120,9 @@ def build_suspects(doc: Dict[str, Any], graph: Graph, limit: int = DEFAULT_SUSPE
     picked = _Picked()
     primaries = []  # type: List[Tuple[str, str]]
     for reason, npu_op, originals in _primaries(doc):
-        if len(primaries) >= limit:
-            break
         names = _names(graph, npu_op, originals)
+        if len(primaries) >= limit and any(name not in picked.entries for name in names):
+            continue  # no room for another suspect; an op already picked still gets this reason
         if picked.add(names, reason, npu_op):
             primaries.append((npu_op or names[0], names[0]))
     for npu_op, first_name in primaries:
