@@ -15,6 +15,7 @@ already catch ``ValueError`` or ``FileNotFoundError`` keep working::
     ├── FingerprintMismatchError (RuntimeError)     golden run: not the NPU run's state or batch
     ├── ReplayError            (RuntimeError)       golden run: an NPU input value cannot be fed here
     ├── CompareError           (RuntimeError)       compare could not read or match its inputs
+    ├── TwoPhaseError          (RuntimeError)       a pass of run --two-phase failed
     ├── LocateError            (FileNotFoundError)  graph or dump folder of this run not found
     │   └── AmbiguousGraphError                     several candidate graphs, no rule decides
     └── BundleError            (RuntimeError)       bundle could not be written or read
@@ -34,6 +35,7 @@ __all__ = [
     "GraphFormatError",
     "NameFormatError",
     "StatsFormatError",
+    "TwoPhaseError",
     "RandomnessError",
     "BackendError",
     "CompareError",
@@ -147,6 +149,15 @@ class CompareError(NpuDumpError, RuntimeError):
     def __init__(self, message: str, path: Any = None) -> None:
         super().__init__(message)
         self.path = None if path is None else str(path)
+
+
+class TwoPhaseError(NpuDumpError, RuntimeError):
+    """A pass of ``run --two-phase`` failed (its run exited non-zero or wrote no bundle); the message
+    names the pass, its status and the command that repeats it."""
+
+    def __init__(self, message: str, phase: str = "") -> None:
+        super().__init__(message)
+        self.phase = phase
 
 
 class LocateError(NpuDumpError, FileNotFoundError):

@@ -107,6 +107,7 @@ from .options import DumpOptions
 from .run_record import RunLayout, RunRecord, rank_and_device
 from .train.dump_run import DumpRun, check_writable_dir, default_options
 from .train.golden import GoldenRun, golden_backend
+from .train.golden_layer import golden_of_dump_layer
 from .train.golden_stats import golden_statistics
 from .train.guard import FailureGuard
 from .train.inputs import StepInputs
@@ -361,6 +362,7 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self.dump.finish_step(step, self.captured_step, self.guard)
         if captured:
             golden_statistics(self.golden.target, self.dump, self.guard)  # a stats bundle's golden: statistics
+            golden_of_dump_layer(self.golden.target, self.dump, self.guard, run_context.session.graph)
             self.golden.compare(self._fingerprints(), self._randomness_report, run_context, self.guard)
         self.steps.end_run(run_context)
 

@@ -174,6 +174,14 @@ def _existing_path(var: str, raw: str) -> str:
     return os.path.abspath(raw)
 
 
+def _suspects_file(var: str, raw: str) -> str:
+    """A suspects file (compare --suspects-out) that reads and checks, made absolute."""
+    if not raw.strip():
+        raise OptionError(var, raw, "must not be blank")
+    _read_suspects()(raw, var)
+    return os.path.abspath(raw)
+
+
 def _lazy(module: str, name: str) -> Callable[[], Any]:
     """``name`` of ``module``, imported when first asked for.
 
@@ -186,6 +194,7 @@ def _lazy(module: str, name: str) -> Callable[[], Any]:
 _precisions = _lazy("npu_dump_hook.emulator.backend", "PRECISIONS")
 _profiles = _lazy("npu_dump_hook.emulator.backend", "PROFILES")
 _parse_fault = _lazy("npu_dump_hook.emulator.numerics", "parse_fault")
+_read_suspects = _lazy("npu_dump_hook.suspects", "read_suspects")  # when a suspects file is given only
 
 
 def _fixed(values: Sequence[str]) -> Callable[[], Sequence[str]]:
@@ -406,6 +415,10 @@ _ROWS = [
             "a dump run trains and saves in the script's own folders (default: {run folder}/model_dir and "
             "{run folder}/checkpoints); ignored by a golden run",
             env=ENV_RUN_KEEP_CHECKPOINTS, parse=parse_flag),
+    Setting("dump_layer_from", RUNNER, "suspects file", None,
+            "dump only the ops of FILE (compare --suspects-out): sets dump_layer to its names, a data dump",
+            env="NPU_DUMP_HOOK_DUMP_LAYER_FROM", parse=_suspects_file, flag="--dump-layer-from",
+            cli={"metavar": "FILE"}),
     Setting("allow_no_bundle", RUNNER, "bool", False,
             "a script that ends without a bundle keeps its exit status (default: status 4 instead of 0 when "
             "the dump found no training step to bundle)",

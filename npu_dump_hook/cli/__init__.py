@@ -205,6 +205,8 @@ script's process (python -m npu_dump_hook.runner reads the same).""", """
   npu-dump-hook run --dump-debug --no-strict -- train.py --data /data
   npu-dump-hook run --backend emulated --emulate-profile ascend --fault conv2/Conv2D=scale=1.05 -- train.py
   npu-dump-hook run --golden-for npu_dump_hook_out/bundles/BUNDLE -- python train.py   # on the CPU/GPU machine
+  npu-dump-hook run --dump-layer-from suspects.json -- python train.py   # dump only compare --suspects-out's ops
+  npu-dump-hook run --two-phase --suspects 3 --overflow-first -- python train.py   # large models, one machine
 """)
     p.usage = "{} run [options] -- [python [PYTHON_OPTIONS]] SCRIPT|-m MODULE [ARGS...]".format(PROG)
     dump = p.add_argument_group("dump options (NPU_DUMP_*; default: a data dump of the outputs into the run folder)")
@@ -217,10 +219,21 @@ script's process (python -m npu_dump_hook.runner reads the same).""", """
                       help="collect overflow data (Opdebug) instead of a data dump")
     dump.add_argument("--dump-debug-mode", choices=DUMP_DEBUG_MODES, help="overflow kind (implies --dump-debug)")
     _add_setting_flags(p.add_argument_group("hook options (NPU_DUMP_HOOK_*)"))
+    _add_two_phase(p.add_argument_group("large models: statistics first, then a targeted dump (README)"))
     _add_flag_aliases(p.add_argument_group("aliases (older spellings, same behaviour)"))
     p.add_argument("target", nargs="*", metavar="COMMAND",
                    help="after --: [python [PYTHON_OPTIONS]] SCRIPT [ARGS...] or [python] -m MODULE [ARGS...]")
     return p
+
+
+def _add_two_phase(group: "argparse._ArgumentGroup") -> None:
+    group.add_argument("--two-phase", action="store_true",
+                       help="stats run, its golden run, suspect selection, a run dumping only the suspects "
+                            "(dump_layer), its golden run, the tensor compare; exit status as compare's")
+    group.add_argument("--suspects", metavar="N", type=int, default=None,
+                       help="with --two-phase: at most N primary suspects, each with its producers (default 5)")
+    group.add_argument("--overflow-first", action="store_true",
+                       help="with --two-phase: an overflow run (--dump-debug) first; its overflow ops are suspects")
 
 
 def _add_setting_flags(group: "argparse._ArgumentGroup") -> None:

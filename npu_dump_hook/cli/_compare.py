@@ -119,6 +119,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--merge", metavar="JSON", nargs="+",
                    help="merge the --json documents of compares over rank indexes (one per node) into one verdict: "
                         "earliest divergence across ranks and the cross-rank collective check (no NPU/GOLDEN)")
+    p.add_argument("--suspects-out", metavar="F",
+                   help="write the suspects file to F: the ops a targeted second dump should hold (first "
+                        "divergence, root causes, NaN/Inf origins, overflow ops, and their producers), for "
+                        "run --dump-layer-from F; no file when nothing is suspect")
+    p.add_argument("--suspects", metavar="N", type=_positive, default=None,
+                   help="with --suspects-out: at most N primary suspects, each with its producers (default 5)")
     p.add_argument("--determinism", action="store_true",
                    help="NPU and GOLDEN are two NPU bundles of one configuration: list every op whose outputs "
                         "differ bit for bit (execution order), the first named; exit 1 when any does")
@@ -146,13 +152,15 @@ def _check_paths(args: argparse.Namespace) -> None:
     for label, path in (("NPU", args.npu), ("GOLDEN", args.golden), ("--graph", args.graph)):
         if path is not None and not os.path.exists(path):
             raise CliError("compare: {} {}: no such file or folder".format(label, path), EXIT_USAGE)
-    for option in ("csv", "json", "html"):
+    if args.suspects is not None and args.suspects_out is None:
+        raise CliError("compare: --suspects needs --suspects-out", EXIT_USAGE)
+    for option in ("csv", "json", "html", "suspects_out"):
         target = getattr(args, option)
         if target is None:
             continue
         folder = os.path.dirname(os.path.abspath(target))
         if not os.path.isdir(folder) or os.path.isdir(target):
-            raise CliError("compare: --{} {}: {}".format(option, target, "is a folder" if os.path.isdir(target)
+            raise CliError("compare: --{} {}: {}".format(option.replace("_", "-"), target, "is a folder" if os.path.isdir(target)
                                                          else "its folder does not exist"), EXIT_USAGE)
 
 
@@ -221,10 +229,36 @@ def _compare(args: argparse.Namespace, progress: Any) -> Any:
     kwargs = dict(graph=args.graph, thresholds=_thresholds(args), ops=args.ops, step=args.step, workers=args.workers,
                   progress=progress, allow_uncompared=args.allow_uncompared,
                   stats_thresholds=_stats_thresholds(args), determinism=args.determinism,
-                  replay=args.replay, replay_op=args.replay_op)
+                  replay=args.replay, replay_op=args.replay_op, suspects=_suspects_count(args))
     if is_rank_index(args.npu):
         return compare_ranks(args.npu, args.golden, **kwargs)
     return compare(args.npu, args.golden, **kwargs)
+
+
+def _suspects_count(args: argparse.Namespace) -> Any:
+    if not args.suspects_out:
+        return None
+    from ..compare.suspects import DEFAULT_SUSPECTS
+
+    return args.suspects if args.suspects is not None else DEFAULT_SUSPECTS
+
+
+def _write_suspects(path: str, doc: Any, quiet: bool) -> None:
+    """The suspects file (none when nothing is suspect); one line on stderr saying which, unless -q."""
+    from ..suspects import write_suspects
+
+    if doc is None:
+        if not quiet:
+            say("suspects: none (nothing breached, no NaN/Inf, no overflow): {} not written".format(path),
+                file=sys.stderr)
+        return
+    try:
+        write_suspects(path, doc)
+    except OSError as exc:
+        raise CliError("compare: --suspects-out {}: {}".format(path, exc.strerror or exc))
+    if not quiet:
+        say("suspects: {} op(s) written to {} (dump_layer for run --dump-layer-from)".format(len(doc["ops"]), path),
+            file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -243,6 +277,8 @@ def run(args: argparse.Namespace) -> int:
         from ..compare import render_html
 
         _write("html", args.html, result.html if hasattr(result, "html") else lambda: render_html(result.doc))
+    if args.suspects_out:
+        _write_suspects(args.suspects_out, result.doc.get("suspects"), bool(getattr(args, "quiet", False)))
     pending(args, result.exit_code)
     say(result.summary_text(args.top))
     return result.exit_code

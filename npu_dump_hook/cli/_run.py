@@ -46,13 +46,54 @@ _NO_SCRIPT = "give the script to run after -- (e.g. npu-dump-hook run -- python 
 def run(args: argparse.Namespace) -> int:
     python, python_options, target = split_command(args.target)
     faults_from_flags(getattr(args, "faults", None))
+    _check_two_phase(args)
     env, flags = _environment(args)
     try:
         RunSettings.from_env(env)
     except OptionError as exc:
         raise CliError("option {}={!r}: {}".format(flags.get(exc.option, exc.option), exc.value, exc.rule),
                        EXIT_USAGE) from None
+    if getattr(args, "two_phase", False):
+        return _two_phase(args, env)
     return _run_child(bootstrap_command(python, python_options, target), env)
+
+
+_NOT_WITH_TWO_PHASE = (("dump_data", "--dump-data"), ("dump_layer", "--dump-layer"),
+                       ("dump_layer_from", "--dump-layer-from"), ("dump_debug", "--dump-debug"),
+                       ("dump_debug_mode", "--dump-debug-mode"), ("initial_state", "--golden-for"))
+
+
+def _check_two_phase(args: argparse.Namespace) -> None:
+    """--two-phase chooses each pass's dump itself; --suspects/--overflow-first belong to it."""
+    if not getattr(args, "two_phase", False):
+        for flag, given in (("--suspects", getattr(args, "suspects", None) is not None),
+                            ("--overflow-first", getattr(args, "overflow_first", False))):
+            if given:
+                raise CliError("run: {} needs --two-phase".format(flag), EXIT_USAGE)
+        return
+    for field, flag in _NOT_WITH_TWO_PHASE:
+        if getattr(args, field, None) not in (None, False):
+            raise CliError("run: --two-phase chooses the dump of each pass itself: {} does not go with it".format(
+                flag), EXIT_USAGE)
+    if args.suspects is not None and args.suspects < 1:
+        raise CliError("option --suspects={!r}: must be at least 1".format(args.suspects), EXIT_USAGE)
+
+
+def _two_phase(args: argparse.Namespace, env: Dict[str, str]) -> int:
+    """The passes of :mod:`npu_dump_hook.two_phase`, in the folder OUTPUT_DIR/two_phase_{time}."""
+    import time
+
+    from ..two_phase import run_two_phase
+    from ._output import say
+
+    for var in (ENV_RUN, ENV_RUN_LOG_LEVEL):  # each pass's own run command sets them again
+        env.pop(var, None)
+    base = getattr(args, "output_dir", None) or "npu_dump_hook_out"
+    out = os.path.abspath(os.path.join(base, "two_phase_" + time.strftime("%Y%m%d%H%M%S")))
+    if os.path.exists(out):
+        out += "_{}".format(os.getpid())
+    return run_two_phase(list(args.target), env, out, suspects=args.suspects,
+                         overflow_first=bool(args.overflow_first), say=say)
 
 
 def split_command(words: Sequence[str]) -> Tuple[str, List[str], List[str]]:
@@ -139,7 +180,11 @@ def _environment(args: argparse.Namespace) -> Tuple[Dict[str, str], Dict[str, st
         value = getattr(args, field)
         if value is not None:
             put(ENV_OPTIONS[field], os.path.abspath(value) if field == "dump_path" else value, flag)
-    data = any(getattr(args, field) is not None for field, _flag in _DUMP_FLAGS if field != "dump_debug_mode")
+    layer_from = getattr(args, "dump_layer_from", None)
+    if layer_from is not None:
+        _put_layer_from(args, layer_from, put)
+    data = layer_from is not None or any(getattr(args, field) is not None for field, _flag in _DUMP_FLAGS
+                                         if field != "dump_debug_mode")
     if args.dump_debug or args.dump_debug_mode is not None:
         put(ENV_OPTIONS["enable_dump_debug"], True, "--dump-debug")
         put(ENV_OPTIONS["enable_dump"], False, "--dump-debug")
@@ -152,6 +197,20 @@ def _environment(args: argparse.Namespace) -> Tuple[Dict[str, str], Dict[str, st
             put(row.env, row.variable_text(value), row.flag_for(value))
     env[ENV_RUN_LOG_LEVEL] = level_name(args.debug, args.verbose, args.quiet)
     return env, flags
+
+
+def _put_layer_from(args: argparse.Namespace, path: str, put: Any) -> None:
+    """--dump-layer-from FILE: NPU_DUMP_LAYER is the suspects file's names (checked here, exit 2)."""
+    from ..suspects import dump_layer_of
+
+    if args.dump_layer is not None:
+        raise CliError("run: --dump-layer-from and --dump-layer both choose the ops to dump: give one", EXIT_USAGE)
+    if args.dump_debug or args.dump_debug_mode is not None:
+        raise CliError("run: --dump-layer-from chooses ops of a data dump, not of --dump-debug", EXIT_USAGE)
+    try:
+        put(ENV_OPTIONS["dump_layer"], dump_layer_of(path, "--dump-layer-from"), "--dump-layer-from")
+    except OptionError as exc:
+        raise CliError("option --dump-layer-from={!r}: {}".format(exc.value, exc.rule), EXIT_USAGE) from None
 
 
 def _run_child(command: List[str], env: Dict[str, str]) -> int:

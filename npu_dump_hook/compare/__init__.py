@@ -29,6 +29,8 @@ Modules, one job each::
     checks.py       checks that need no golden: nan_origin.py (where NaN/Inf start), overflow.py (Opdebug report)
     stats.py        the statistics compare (stats CSVs vs golden statistics); _stats_fast.py its CSV fast path,
                     _stats_report.py its run and reports
+    _selection.py   a partial dump (dump_layer): "not selected" rows, the coverage of the choice
+    suspects.py     the suspects a targeted second dump (dump_layer) should hold (--suspects-out)
     metrics.py      the ten msaccucmp metrics;  _html.py  the HTML report
     ranks.py        every rank of a rank index: per-rank compare, earliest divergence, collective check, merge
     replay.py       replay: a row's original TF op(s) on CPU from the NPU's inputs (kernel / inherited /
@@ -60,6 +62,8 @@ from .replay import ReplayProcess, make_replay_spec, replay_lines, replay_rows
 from ._stats_report import run_stats_compare, stats_csv_text, stats_summary_text
 from .ranks import RanksResult, compare_ranks, is_rank_index, load_rank_doc, merge_rank_docs
 from .stats import DEFAULT_STATS_THRESHOLDS, StatsThresholds, load_golden_stats, make_stats_thresholds
+from .suspects import build_suspects
+from ._selection import coverage_line, dump_layer_of_bundle, mark_not_selected
 
 __all__ = ["compare", "compare_ranks", "merge_rank_docs", "load_rank_doc", "is_rank_index", "RanksResult",
            "CompareResult", "Thresholds", "DEFAULT_THRESHOLDS", "SCHEMA", "ProgressFn", "render_html",
@@ -106,8 +110,8 @@ class CompareResult(object):
             text = stats_summary_text(self.doc, self.stats_limits, top)
             return "\n".join([text] + checks_lines(self.doc.get("checks") or {}, top))
         text = terminal_summary(self.doc, self.rows, self.root_causes, self.thresholds, top)
-        return "\n".join([text] + replay_lines(self.doc.get("replay")) + checks_lines(self.doc.get("checks") or {},
-                                                                                      top))
+        return "\n".join([text] + coverage_line(self.doc.get("coverage")) + replay_lines(self.doc.get("replay"))
+                         + checks_lines(self.doc.get("checks") or {}, top))
 
 
 def _workers(workers: Optional[int]) -> int:
@@ -136,20 +140,35 @@ def _golden_for_warning(npu: NpuSide, golden: Any) -> List[str]:
     return []
 
 
-def _golden_free(npu_side: NpuSide, limits: Thresholds, started: float, allow_uncompared: bool) -> CompareResult:
+def _with_suspects(result: CompareResult, graph: Any, suspects: Optional[int]) -> CompareResult:
+    """``doc["suspects"]``: the suspects document (None: no suspect) when ``suspects`` (a count) is given."""
+    if suspects is not None:
+        result.doc["suspects"] = build_suspects(result.doc, graph, suspects)
+    return result
+
+
+def _check_suspects(suspects: Any) -> None:
+    if suspects is not None and (isinstance(suspects, bool) or not isinstance(suspects, int) or suspects < 1):
+        raise OptionError("suspects", suspects, "must be None or an int >= 1 (how many primary suspects)")
+
+
+def _golden_free(npu_side: NpuSide, limits: Thresholds, started: float, allow_uncompared: bool,
+                 suspects: Optional[int] = None) -> CompareResult:
     """No golden anywhere: the checks that need none (docs/compare.md), verdict from them."""
-    checks = run_checks(load_graph(npu_side.graph_path or ""), npu_side)
+    the_graph = load_graph(npu_side.graph_path or "")
+    checks = run_checks(the_graph, npu_side)
     for warning in npu_side.warnings:
         logger.warning("%s", printable(warning))
     doc = {"schema": SCHEMA, "npu": npu_side.describe(), "golden": None, "thresholds": limits.as_dict(),
            "summary": checks_only_summary(checks, time.monotonic() - started, allow_uncompared),
            "first_divergence": None, "root_causes": [], "rows": [], "warnings": list(npu_side.warnings),
            "checks": checks}
-    return CompareResult(doc, [], [], limits)
+    return _with_suspects(CompareResult(doc, [], [], limits), the_graph, suspects)
 
 
 def _stats_compare(npu_side: NpuSide, golden: Optional[str], limits: Thresholds, stats_limits: StatsThresholds,
-                   started: float, allow_uncompared: bool, pattern: Optional["re.Pattern[str]"]) -> CompareResult:
+                   started: float, allow_uncompared: bool, pattern: Optional["re.Pattern[str]"],
+                   suspects: Optional[int] = None) -> CompareResult:
     """A stats bundle (stats CSVs, no tensor dump) against golden statistics (docs/compare.md)."""
     the_graph = load_graph(npu_side.graph_path or "", formats=False)  # no device payload is converted
     golden_stats = load_golden_stats(golden, npu_side.golden_dir)
@@ -161,14 +180,14 @@ def _stats_compare(npu_side: NpuSide, golden: Optional[str], limits: Thresholds,
     doc["checks"] = run_checks(the_graph, npu_side, nan_inf=False)
     for warning in doc["warnings"]:
         logger.warning("%s", printable(warning))
-    return CompareResult(doc, [], [], limits, stats_limits)
+    return _with_suspects(CompareResult(doc, [], [], limits, stats_limits), the_graph, suspects)
 
 
 def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = None, thresholds: Any = None,
             ops: Optional[str] = None, step: Optional[int] = None, workers: Optional[int] = None,
             progress: Optional[ProgressFn] = None, allow_uncompared: bool = False,
             stats_thresholds: Any = None, determinism: bool = False, replay: Any = None,
-            replay_op: Optional[str] = None) -> CompareResult:
+            replay_op: Optional[str] = None, suspects: Optional[int] = None) -> CompareResult:
     """Compare the NPU side ``npu`` with ``golden`` (see the module doc and docs/compare.md).
 
     ``npu``: bundle folder or archive, or a dump step folder (then ``graph`` is required);
@@ -187,6 +206,8 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
     ``replay``: True (the first divergence), N or "all" root causes; ``replay_op``: every output row of
     that op instead: rebuilt from the bundle's TF graph and run on CPU with the NPU's inputs
     (``doc["replay"]``, :mod:`.replay`; imports TensorFlow in a subprocess unless it is loaded).
+    ``suspects``: N adds ``doc["suspects"]``, the suspects document of :mod:`.suspects` (at most N
+    primary suspects and their producers; None when nothing is suspect), for ``--suspects-out``.
 
     Without any golden (``golden`` None and no ``data/golden`` in the NPU bundle) only the checks
     that need no golden run (NaN/Inf origin, overflow report): ``doc["golden"]`` is None.
@@ -205,6 +226,7 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
     count = _workers(workers)
     pattern = _ops_pattern(ops)
     replay_spec = make_replay_spec(replay, replay_op)
+    _check_suspects(suspects)
     if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
         raise OptionError("step", step, "must be a non-negative int")
     npu_side = load_npu(npu, graph, step)
@@ -218,9 +240,10 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
         if replay_spec is not None:  # started now: its import of TensorFlow overlaps the comparison
             runner = ReplayProcess()
         if golden_free:
-            return _golden_free(npu_side, limits, started, bool(allow_uncompared))
+            return _golden_free(npu_side, limits, started, bool(allow_uncompared), suspects)
         if npu_side.stats and not npu_side.dumps:
-            return _stats_compare(npu_side, golden, limits, stats_limits, started, bool(allow_uncompared), pattern)
+            return _stats_compare(npu_side, golden, limits, stats_limits, started, bool(allow_uncompared), pattern,
+                                  suspects)
         golden_side = npu_golden_side(golden, step) if pair else load_golden_side(golden, npu_side)
         the_graph = load_graph(npu_side.graph_path or "")
         plan = build_plan(the_graph, npu_side.dumps, pattern, walk=not pair)
@@ -234,6 +257,7 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
         for result in run_jobs(plan.jobs, golden_side.files, count, done):
             results[result.job] = result
         rows = build_rows(plan.entries, results)
+        coverage = mark_not_selected(rows, dump_layer_of_bundle(npu_side.bundle_json))
         analysis = analyse(rows, the_graph, limits, npu_side.bundle_json,
                            golden_side.bundle_json if golden_side.kind in ("bundle", "npu") else None)
         if pair:  # an op fused away on the other side has no counterpart there
@@ -272,11 +296,13 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
             "warnings": warnings,
             "checks": run_checks(the_graph, npu_side, nan_inf=False),
         }
+        if coverage is not None:
+            doc["coverage"] = coverage
         if determinism:
             doc["determinism"] = determinism_doc(rows)[0]
         if replay_spec is not None:
             doc["replay"] = replay_rows(npu_side, the_graph, rows, analysis.root_causes, replay_spec, runner)
-        return CompareResult(doc, rows, analysis.root_causes, limits)
+        return _with_suspects(CompareResult(doc, rows, analysis.root_causes, limits), the_graph, suspects)
     finally:
         if runner is not None:
             runner.close()

@@ -39,7 +39,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ._graph import Graph
 from ._match import data_inputs, producer_of
-from ._rows import REASON_NO_DUMP, Row
+from ._rows import REASON_NO_DUMP, REASON_NOT_SELECTED, Row
 from ._thresholds import Thresholds, breaches, checks_row, magnitude_error, op_precision
 from ._worker import (REASON_DTYPE, REASON_DUMP, REASON_GOLDEN_FILE, REASON_SHAPE, REASON_SPECIAL_FILE,
                       REASON_WORKER_DIED)
@@ -53,6 +53,8 @@ INPUT_OP_TYPES = frozenset(("IteratorGetNext", "IteratorGetNextSync", "GetNext",
 BROKEN_DATA_REASONS = frozenset((REASON_DUMP, REASON_GOLDEN_FILE, REASON_SHAPE, REASON_SPECIAL_FILE,
                                  REASON_WORKER_DIED))
 _MAX_DETAIL = 5
+#: Rows without a dump file that do not make a comparison incomplete: nothing was dumped there.
+_NOT_DUMPED = (REASON_NO_DUMP, REASON_NOT_SELECTED)
 #: Rows one look-through answer keeps (bounds the analysis of very wide ops without a row).
 _MAX_UPSTREAM = 1024
 
@@ -323,7 +325,7 @@ def uncompared(rows: Sequence[Row]) -> List[str]:
     broken = [row for row in rows if not row.compared and _broken(row)]
     missing = {}  # type: Dict[str, Row]
     for row in rows:
-        if row.npu_op not in compared and row.reason_category != REASON_NO_DUMP and not _holds_no_numbers(row):
+        if row.npu_op not in compared and row.reason_category not in _NOT_DUMPED and not _holds_no_numbers(row):
             missing.setdefault(row.npu_op, row)
     lines = []
     if broken:

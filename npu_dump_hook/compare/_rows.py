@@ -14,9 +14,11 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ._match import OpEntry
 from ._worker import REASON_DUMP, FileResult, TensorResult
 
-__all__ = ["Row", "build_rows", "REASON_NO_DUMP"]
+__all__ = ["Row", "build_rows", "REASON_NO_DUMP", "REASON_NOT_SELECTED"]
 
 REASON_NO_DUMP = "no dump file"
+#: A partial dump (dump_layer): the op was not chosen, so it has no dump file by choice (._selection).
+REASON_NOT_SELECTED = "not selected"
 _LAST = float("inf")
 
 

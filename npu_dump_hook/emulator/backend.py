@@ -11,7 +11,8 @@ disk for one executed step. Output, exactly as on an Ascend device::
         {digits} + mapping.csv                                   names longer than 255 bytes
 
 What the options select: ``dump_mode`` (input/output/all), ``dump_layer`` (only the
-named ops), ``dump_step`` (``data_index`` is the step when given, else 0, 1, ... per
+named ops, by NPU or original TF name, plus the Data ops that feed them, as the adapter
+documents), ``dump_step`` (``data_index`` is the step when given, else 0, 1, ... per
 dumped iteration), ``dump_data=stats`` (one CSV per op, no binary files) and
 ``enable_dump_debug`` (only ops with an overflowing output: Inf/NaN, or beyond the
 float16 range with ``emulate_precision="fp16"``; the folder is not created when nothing
@@ -70,7 +71,7 @@ import json
 import logging
 import os
 import socket
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -242,10 +243,24 @@ class EmulatedNpu(object):
         layers = self.options.layers
         return not layers or node.name in layers or any(n in layers for n in node.original_names or ())
 
+    def _data_inputs(self, nodes: Sequence[npu_graph.NpuNode]) -> Set[str]:
+        """With dump_layer: the Data nodes that feed a chosen op. The adapter documents that their
+        info is dumped too (docs/reference/npu-bridge-dump-api.md, ``dump_layer``)."""
+        if not self.options.layers:
+            return set()
+        data = {n.name for n in nodes if n.type == "Data"}
+        chosen = set()  # type: Set[str]
+        for node in nodes:
+            if self._selected(node):
+                chosen.update(name for name in (t.source.rpartition(":")[0] for t in node.inputs if t.source)
+                              if name in data)
+        return chosen
+
     def _write_ops(self, nodes: Sequence[npu_graph.NpuNode], capture: Any, step_dir: str) -> int:
         written = 0
+        data_inputs = self._data_inputs(nodes)
         for node in nodes:
-            if not self._selected(node):
+            if not (self._selected(node) or node.name in data_inputs):
                 continue
             tensors = self._op_tensors(node, capture)
             if tensors is None:

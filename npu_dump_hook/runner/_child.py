@@ -24,6 +24,7 @@ import types
 from typing import Any, List, Optional, Sequence
 
 from .._cli_conventions import EXIT_NO_BUNDLE, EXIT_SCRIPT_ERROR, EXIT_USAGE, print_error
+from ..constants import ENV_OPTIONS
 from ..settings import ENV_RUN_ALLOW_NO_BUNDLE
 from ..errors import NpuDumpError, OptionError
 from ._inject import Injection
@@ -67,6 +68,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print_error(exc)
         return EXIT_USAGE
     log_to_stderr(settings.log_level)
+    if settings.dump_layer_from is not None:  # the hook reads NPU_DUMP_LAYER: the suspects' names
+        os.environ[ENV_OPTIONS["dump_layer"]] = settings.dump_layer() or ""
     injection = install(settings)
     _set_sys_path(script)
     try:

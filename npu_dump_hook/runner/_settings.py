@@ -12,6 +12,7 @@ from typing import Any, Mapping, Optional
 
 from .. import settings
 from ..constants import ENV_OPTIONS
+from ..errors import OptionError
 from ..options import DumpOptions
 
 __all__ = ["RunSettings"]
@@ -41,6 +42,16 @@ class RunSettings:
     keep_checkpoints: bool = settings.SETTINGS["keep_checkpoints"].default
     #: A script that ends without a bundle keeps its exit status (``NPU_DUMP_HOOK_ALLOW_NO_BUNDLE=1``).
     allow_no_bundle: bool = settings.SETTINGS["allow_no_bundle"].default
+    #: A suspects file (``NPU_DUMP_HOOK_DUMP_LAYER_FROM``): ``dump_layer`` is its names (:meth:`dump_layer`).
+    dump_layer_from: Optional[str] = settings.SETTINGS["dump_layer_from"].default
+
+    def dump_layer(self) -> Optional[str]:
+        """The ``dump_layer`` text :attr:`dump_layer_from` gives (None without one)."""
+        if self.dump_layer_from is None:
+            return None
+        from ..suspects import dump_layer_of
+
+        return dump_layer_of(self.dump_layer_from, settings.variable("dump_layer_from"))
 
     @classmethod
     def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> "RunSettings":
@@ -56,10 +67,27 @@ class RunSettings:
                                    given=lambda keyword: env[settings.variable(keyword)])
         stop = settings.read("stop", env)
         level = settings.read("log_level", env)
-        _check_dump_variables(env)
+        layer_from = settings.read("dump_layer_from", env)
+        _check_dump_variables(_with_layer(env, layer_from))
         keep = settings.read("keep_checkpoints", env)
         return cls(hook_options=hook_options, stop=stop, log_level=level, enabled=enabled, keep_checkpoints=keep,
-                   allow_no_bundle=settings.read("allow_no_bundle", env))
+                   allow_no_bundle=settings.read("allow_no_bundle", env), dump_layer_from=layer_from)
+
+
+def _with_layer(env: Mapping[str, str], layer_from: Optional[str]) -> Mapping[str, str]:
+    """``env`` with NPU_DUMP_LAYER from the suspects file ``layer_from``; OptionError when both are set
+    to different ops (one choice of ops, not two)."""
+    if layer_from is None:
+        return env
+    from ..suspects import dump_layer_of
+
+    var = settings.variable("dump_layer_from")
+    layer = dump_layer_of(layer_from, var)
+    given = env.get(ENV_OPTIONS["dump_layer"])
+    if given is not None and given.split() != layer.split():
+        raise OptionError(var, layer_from, "names other ops than {}={!r}: give one of the two".format(
+            ENV_OPTIONS["dump_layer"], given))
+    return dict(env, **{ENV_OPTIONS["dump_layer"]: layer})
 
 
 def _check_dump_variables(env: Mapping[str, str]) -> None:
