@@ -52,11 +52,11 @@ from ._thresholds import DEFAULT_THRESHOLDS, PRECISION_CLASSES, Thresholds, make
 from ._npu_pair import DETERMINISM_THRESHOLDS, determinism_doc, is_npu_bundle, npu_golden_side, pair_incomplete
 from ._pool import run_jobs
 from ._worker import FileResult
-from .checks import checks_lines, checks_only_summary, checks_only_text, run_checks
+from .checks import checks_headline, checks_lines, checks_only_summary, checks_only_text, run_checks
 from ._stats_report import run_stats_compare, stats_csv_text, stats_summary_text
 from .stats import DEFAULT_STATS_THRESHOLDS, StatsThresholds, load_golden_stats, make_stats_thresholds
 
-__all__ = ["compare", "CompareResult", "Thresholds", "DEFAULT_THRESHOLDS", "SCHEMA", "ProgressFn", "render_html",
+__all__ = ["compare", "golden_free_checks", "CompareResult", "Thresholds", "DEFAULT_THRESHOLDS", "SCHEMA", "ProgressFn", "render_html",
            "StatsThresholds", "DEFAULT_STATS_THRESHOLDS", "PRECISION_CLASSES", "op_precision"]
 
 logger = logging.getLogger(__name__)
@@ -139,6 +139,18 @@ def _golden_free(npu_side: NpuSide, limits: Thresholds, started: float, allow_un
            "first_divergence": None, "root_causes": [], "rows": [], "warnings": list(npu_side.warnings),
            "checks": checks}
     return CompareResult(doc, [], [], limits)
+
+
+def golden_free_checks(npu: str) -> Dict[str, Any]:
+    """Only the checks that need no golden (NaN/Inf origin, overflow report) on the NPU bundle or
+    archive ``npu``, whatever golden it holds: ``{"checks": ..., "headline": [lines]}`` (the run
+    summary's headline, :func:`.checks.checks_headline`). Errors as :func:`compare`'s."""
+    npu_side = load_npu(npu)
+    try:
+        checks = run_checks(load_graph(npu_side.graph_path or ""), npu_side)
+    finally:
+        npu_side.close()
+    return {"checks": checks, "headline": [printable(line) for line in checks_headline(checks)]}
 
 
 def _stats_compare(npu_side: NpuSide, golden: Optional[str], limits: Thresholds, stats_limits: StatsThresholds,

@@ -20,7 +20,9 @@ The model, per dumped step (``dump_step`` steps within ``max_steps`` multiply it
   a tensor;
 * ``enable_dump_debug``: only overflowing ops are dumped, which cannot be known before the step:
   the estimate is 0 (``note`` says so); ``all_bytes`` is the upper bound (every op overflowing);
-* golden (``reference``): every executed op's outputs as ``.npy`` (:data:`NPY_HEADER` each); an
+* golden (``reference``): every executed op's outputs as ``.npy`` (a variable handle's as the
+  variable, an update's as the variables it updates; :data:`GOLDEN_PER_FILE` each: its header and
+  its golden_manifest.json entry); an
   emulating backend also writes the step's tensors to its scratch folder first (removed after).
 
 Unknown static shapes: an unknown dimension is taken as the batch size -- the fed batch's leading
@@ -59,7 +61,7 @@ STATS_HEADER_BYTES = len(",".join(STATS_HEADER)) + 1
 STATS_ROW_BYTES = 50
 #: A ``.npy`` header; a golden tensor also has its entry in golden_manifest.json.
 NPY_HEADER = 128
-GOLDEN_PER_FILE = NPY_HEADER + 440
+GOLDEN_PER_FILE = NPY_HEADER + 240
 #: What a file takes on disk at least (the free-space check rounds every file up to it).
 BLOCK = 4096
 _SHAPE_VECTOR_TYPES = frozenset(("Shape", "ShapeN", "BroadcastGradientArgs"))
@@ -144,6 +146,8 @@ class _Shapes(object):
         op = tensor.op
         if tensor.dtype.base_dtype.name != "resource":
             return self.nbytes(tensor)
+        while op.type in ("Identity", "IdentityN", "Enter") and op.inputs:
+            op = op.inputs[0].op
         try:
             dims, dtype = op.get_attr("shape").dim, op.get_attr("dtype")
         except (ValueError, KeyError, AttributeError):
@@ -182,10 +186,10 @@ def _const_int(op: Any) -> Optional[int]:
     return int.from_bytes(content[:8], "little") if len(content) >= 8 else None
 
 
-def _dumped_ops(executed: Sequence[Tuple[Any, bool]], layers: Sequence[str]) -> List[Any]:
+def _dumped_ops(executed: Sequence[Tuple[Any, bool]], layers: Sequence[str], added: Any = ()) -> List[Any]:
     ops = []
     for op, fed_only in executed:
-        if fed_only or is_no_task(op.type, [t.dtype.base_dtype.name for t in op.outputs], op.type):
+        if fed_only or op.name in added or is_no_task(op.type, [t.dtype.base_dtype.name for t in op.outputs], op.type):
             continue
         if layers and op.name not in layers:
             continue
@@ -205,6 +209,27 @@ def _op_tensors(op: Any, shapes: _Shapes) -> Tuple[List[Tuple[int, int]], List[T
     return [(shapes.nbytes(t), rank(t)) for t in op.inputs], [(shapes.nbytes(t), rank(t)) for t in op.outputs]
 
 
+def _captured_sizes(executed: Sequence[Tuple[Any, bool]], shapes: _Shapes) -> List[int]:
+    """What the capture writes for the step: every output of the ops that run, a variable handle
+    as the variable's value, a variable update as the variables it updates."""
+    sizes = []  # type: List[int]
+    for op, fed_only in executed:
+        if fed_only:
+            continue
+        if is_update_type(op.type):
+            sizes.extend(size for size, _ in _op_tensors(op, shapes)[1])
+            continue
+        for tensor in op.outputs:
+            name = tensor.dtype.base_dtype.name
+            if name == "resource":
+                size = shapes.variable_bytes(tensor)
+                if size:
+                    sizes.append(size)
+            elif name not in _NO_BYTES_DTYPES:
+                sizes.append(shapes.nbytes(tensor))
+    return sizes
+
+
 def _file_bytes(name: str, ins: Sequence[Tuple[int, int]], outs: Sequence[Tuple[int, int]]) -> int:
     """One dump file: its header (the op name once, once more per output's original name) and payloads."""
     size = FILE_HEADER + len(name)
@@ -214,14 +239,15 @@ def _file_bytes(name: str, ins: Sequence[Tuple[int, int]], outs: Sequence[Tuple[
 
 
 def estimate(executed: Sequence[Tuple[Any, bool]], graph: Any, options: Any, steps: int, golden: bool,
-             scratch: bool, feed_dict: Optional[Mapping[Any, Any]] = None) -> SizeEstimate:
+             scratch: bool, feed_dict: Optional[Mapping[Any, Any]] = None, added: Any = ()) -> SizeEstimate:
     """The size of this run's dump (module doc). ``executed``: the walk's ``[(op, fed_only)]``;
     ``steps``: the dumped steps; ``golden``: this run captures golden tensors; ``scratch``: an
-    emulating backend captures the step's tensors to scratch first."""
+    emulating backend captures the step's tensors to scratch first; ``added``: names of ops the
+    emulator added to the graph for its numerics (no GE ops, no dump files)."""
     batch, source = batch_guess(graph, feed_dict)
     shapes = _Shapes(batch, source)
     mode = "all" if options.enable_dump_debug else options.dump_mode
-    dumped = _dumped_ops(executed, options.layers)
+    dumped = _dumped_ops(executed, options.layers, added)
     tensor_bytes = all_bytes = stats = tensors = files = 0
     for op in dumped:
         ins, outs = _op_tensors(op, shapes)
@@ -236,8 +262,7 @@ def estimate(executed: Sequence[Tuple[Any, bool]], graph: Any, options: Any, ste
         stats += STATS_HEADER_BYTES + STATS_ROW_BYTES * (len(ins_chosen) + len(outs_chosen))
     golden_files = golden_bytes = scratch_bytes = 0
     if golden or scratch:
-        outputs = [shapes.nbytes(t) for op, fed_only in executed if not fed_only for t in op.outputs
-                   if t.dtype.base_dtype.name not in _NO_BYTES_DTYPES]
+        outputs = _captured_sizes(executed, shapes)
         if golden:
             golden_files, golden_bytes = len(outputs), sum(outputs) + GOLDEN_PER_FILE * len(outputs)
         if scratch:
@@ -358,7 +383,9 @@ class SizeCheck(object):
             if dumps else 0
         feeds = getattr(run_context.original_args, "feed_dict", None)
         scratch = dump.capture is not None and not dump.reference and dumps
-        self.estimate = estimate(walk.executed(), walk.index.graph, options, count, dump.reference, scratch, feeds)
+        added = getattr(getattr(dump.backend, "plan", None), "added_ops", ())
+        self.estimate = estimate(walk.executed(), walk.index.graph, options, count, dump.reference, scratch, feeds,
+                                 added)
         try:
             check_fit(self.estimate, self.max_dump_size, options.dump_path, dump.layout.root, bundle_dir, copies)
         except DumpSizeError as exc:
