@@ -361,6 +361,21 @@ def dir_bytes(folders: Iterable[Optional[str]]) -> Optional[int]:
     return total if seen else None
 
 
+def dumped_steps(options: Any, first: int, stop: int) -> int:
+    """How many of the steps ``first`` .. ``stop - 1`` ``dump_step`` selects (overlapping ranges
+    counted once; no dump_step: all of them)."""
+    ranges = options.step_ranges()
+    if not ranges:
+        return max(stop - first, 0)
+    covered, count = first, 0
+    for start, end in sorted(ranges):
+        start, end = max(start, covered), min(end, stop - 1)
+        if end >= start:
+            count += end - start + 1
+            covered = end + 1
+    return count
+
+
 class SizeCheck(object):
     """The hook's size check (module doc): :meth:`before_step` once, before the first dumped step;
     :meth:`section` the ``size`` part of run.json and bundle.json's ``run`` section."""
@@ -369,25 +384,20 @@ class SizeCheck(object):
         self.max_dump_size = max_dump_size
         self.estimate = None  # type: Optional[SizeEstimate]
         self.refused = None  # type: Optional[str]
+        self._checked = False
         #: What the bundle's ``warnings`` carry (strict=False: the dump went ahead).
         self.warnings = []  # type: List[str]
 
     def before_step(self, walk: Any, run_context: Any, dump: Any, steps: Any, bundle_dir: str, copies: bool,
                     strict: bool) -> None:
         """Estimate the run's dump and golden; DumpSizeError (``strict``) or a warning when it does not fit."""
-        if self.estimate is not None:
+        if self._checked:
             return
-        options = dump.options
-        dumps = dump.dumping and not dump.golden_only and options.enabled
-        count = sum(1 for step in range(steps.captured_step, steps.max_steps) if options.dumps_step(step)) \
-            if dumps else 0
-        feeds = getattr(run_context.original_args, "feed_dict", None)
-        scratch = dump.capture is not None and not dump.reference and dumps
-        added = getattr(getattr(dump.backend, "plan", None), "added_ops", ())
-        self.estimate = estimate(walk.executed(), walk.index.graph, options, count, dump.reference, scratch, feeds,
-                                 added)
+        self._checked = True
         try:
-            check_fit(self.estimate, self.max_dump_size, options.dump_path, dump.layout.root, bundle_dir, copies)
+            self._estimate(walk, run_context, dump, steps)
+            check_fit(self.estimate, self.max_dump_size, dump.options.dump_path, dump.layout.root, bundle_dir,
+                      copies)
         except DumpSizeError as exc:
             self.refused = str(exc)
             if strict:
@@ -395,7 +405,21 @@ class SizeCheck(object):
             self.warnings.append("before the dumped step, " + self.refused)
             logger.warning("NpuDumpHook: %s (strict=False: dumping anyway)", exc)
             return
+        except Exception as exc:  # noqa: BLE001 - an estimate that cannot be made never stops training
+            logger.warning("NpuDumpHook: the dump's size could not be estimated before step %d (dumping "
+                           "unchecked): %s: %s", steps.captured_step, type(exc).__name__, exc)
+            return
         logger.info("NpuDumpHook: size estimate before step %d: %s", steps.captured_step, self.estimate.describe())
+
+    def _estimate(self, walk: Any, run_context: Any, dump: Any, steps: Any) -> None:
+        options = dump.options
+        dumps = dump.dumping and not dump.golden_only and options.enabled
+        count = dumped_steps(options, steps.captured_step, steps.max_steps) if dumps else 0
+        feeds = getattr(run_context.original_args, "feed_dict", None)
+        scratch = dump.capture is not None and not dump.reference and dumps
+        added = getattr(getattr(dump.backend, "plan", None), "added_ops", ())
+        self.estimate = estimate(walk.executed(), walk.index.graph, options, count, dump.reference, scratch, feeds,
+                                 added)
 
     def section(self, dump: Any) -> Optional[Dict[str, Any]]:
         """``{"estimate", "actual", "refused"}``: bytes estimated before the step and written."""
