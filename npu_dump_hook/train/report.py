@@ -41,7 +41,7 @@ logger = logging.getLogger(HOOK_LOGGER)
 RERUN_COMMAND = "_npu_dump_hook_rerun_command"
 #: The largest tensor bundle (bytes) whose dump the run summary reads for its NaN/Inf headline
 #: (statistics and overflow bundles are always read: they are small).
-HEADLINE_MAX_BYTES = 2 << 30
+HEADLINE_MAX_BYTES = 512 << 20
 
 
 def log_summary(hook: Any) -> None:
