@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from npu_dump_hook import DumpOptions, NpuDumpHook, settings
+from npu_dump_hook import DumpOptions, DumpSizeError, NpuDumpHook, settings
 from npu_dump_hook.bundle.view import open_bundle
-from npu_dump_hook.errors import DumpSizeError, OptionError
+from npu_dump_hook.errors import OptionError
 from npu_dump_hook.sample_models import mlp_session
 from npu_dump_hook.train._space import TEST_FREE_ENV
 
