@@ -4,6 +4,7 @@ nothing behind when it refuses, and records the estimate beside the actual size 
 bundle.json (real TensorFlow, emulated NPU)."""
 import json
 import os
+import pickle
 import sys
 
 import pytest
@@ -46,6 +47,8 @@ def test_a_tiny_max_dump_size_refuses_before_the_step_with_both_figures_and_leav
     assert "{:.1f} KiB".format(estimate["dump_bytes"] / 1024.0) in text  # the estimate's figure, beside the limit
     assert hook.steps.steps_run == 0 and hook.failures[0]["doing"] == "checking the dump size before step 0"
     _assert_nothing_behind(in_tmp_cwd)
+    again = pickle.loads(pickle.dumps(info.value))  # crosses process boundaries unchanged, as every error
+    assert (str(again), again.limit, again.estimate) == (text, 1024, estimate)
 
 
 def test_a_dump_that_does_not_fit_the_free_space_is_refused_naming_the_folder(in_tmp_cwd, monkeypatch):
