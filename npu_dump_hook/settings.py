@@ -69,7 +69,8 @@ __all__ = ["Setting", "SETTINGS", "HOOK", "SESSION", "RUNNER", "HOOK_KEYWORDS", 
            "BACKEND_CHOICES", "GOLDEN_BACKEND", "MODES", "BACKEND_ALIASES", "ON_MISMATCH", "LINK_MODES", "CHECKSUMS",
            "ARCHIVES", "STOP_MODES", "DEFAULT_MAX_INPUT_BYTES", "FAULTS_SEPARATOR", "FAULT_OP_SEPARATOR", "rows",
            "variable", "read", "read_all",
-           "canonical", "check_keyword", "check_combination", "parse_flag", "parse_faults", "format_faults", "parse_size"]
+           "canonical", "check_keyword", "check_combination", "parse_flag", "parse_faults", "format_faults",
+           "parse_size"]
 
 HOOK, SESSION, RUNNER = "hook", "session", "runner"
 

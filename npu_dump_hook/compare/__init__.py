@@ -56,7 +56,8 @@ from .checks import checks_headline, checks_lines, checks_only_summary, checks_o
 from ._stats_report import run_stats_compare, stats_csv_text, stats_summary_text
 from .stats import DEFAULT_STATS_THRESHOLDS, StatsThresholds, load_golden_stats, make_stats_thresholds
 
-__all__ = ["compare", "golden_free_checks", "CompareResult", "Thresholds", "DEFAULT_THRESHOLDS", "SCHEMA", "ProgressFn", "render_html",
+__all__ = ["compare", "golden_free_checks", "CompareResult", "Thresholds", "DEFAULT_THRESHOLDS", "SCHEMA", "ProgressFn",
+           "render_html",
            "StatsThresholds", "DEFAULT_STATS_THRESHOLDS", "PRECISION_CLASSES", "op_precision"]
 
 logger = logging.getLogger(__name__)
