@@ -12,6 +12,7 @@ already catch ``ValueError`` or ``FileNotFoundError`` keep working::
     │   └── StatsFormatError                        stats CSV, Opdebug files
     ├── RandomnessError        (RuntimeError)       randomness policy "error" found random ops
     ├── BackendError           (RuntimeError)       the dump backend could not do its job
+    ├── DumpSizeError          (RuntimeError)       the dump would not fit or exceeds max_dump_size
     ├── FingerprintMismatchError (RuntimeError)     golden run: not the NPU run's state or batch
     ├── ReplayError            (RuntimeError)       golden run: an NPU input value cannot be fed here
     ├── CompareError           (RuntimeError)       compare could not read or match its inputs
@@ -38,6 +39,7 @@ __all__ = [
     "TwoPhaseError",
     "RandomnessError",
     "BackendError",
+    "DumpSizeError",
     "CompareError",
     "FingerprintMismatchError",
     "ReplayError",
@@ -114,6 +116,17 @@ class RandomnessError(NpuDumpError, RuntimeError):
 
 class BackendError(NpuDumpError, RuntimeError):
     """The dump backend (real GE, emulator, reference capture) failed."""
+
+
+class DumpSizeError(NpuDumpError, RuntimeError):
+    """The estimated dump would not fit the free space or exceeds ``max_dump_size``: refused before
+    the dumped step. ``path`` is the folder that lacks room (None for max_dump_size), ``limit`` the
+    bytes it allows (free space or max_dump_size), ``estimate`` the estimate (a dict, bytes)."""
+
+    def __init__(self, message: str, path: Optional[str] = None, limit: Optional[int] = None,
+                 estimate: Optional[Dict[str, Any]] = None) -> None:
+        super().__init__(message)
+        self.path, self.limit, self.estimate = path, limit, estimate
 
 
 class FingerprintMismatchError(NpuDumpError, RuntimeError):

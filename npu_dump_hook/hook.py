@@ -102,7 +102,7 @@ from .backends import resolve_backend
 from .collect import collect_run
 from . import environment, settings
 from .determinism import apply_policy
-from .errors import BundleError, NpuDumpError, OptionError
+from .errors import BundleError, DumpSizeError, NpuDumpError, OptionError
 from .options import DumpOptions
 from .run_record import RunLayout, RunRecord, rank_and_device
 from .train.dump_run import DumpRun, check_writable_dir, default_options
@@ -112,6 +112,7 @@ from .train.golden_stats import golden_statistics
 from .train.guard import FailureGuard
 from .train.inputs import StepInputs
 from .train.report import announce, log_summary
+from .train.sizing import SizeCheck
 from .train.state import StepFingerprints
 from .train.steps import StepCounter, read_global_step, run_steps
 from .train.walk import GraphIndex
@@ -217,9 +218,10 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
                  faults: Optional[Mapping[str, str]] = None, initial_state: Optional[str] = None,
                  restore_initial_state: bool = True, on_mismatch: str = "error",
                  max_input_bytes: int = settings.DEFAULT_MAX_INPUT_BYTES, replay_inputs: bool = True,
-                 mode: str = "auto") -> None:
+                 mode: str = "auto", max_dump_size: Any = None) -> None:
         _check_keywords(max_steps, randomness, on_mismatch, max_input_bytes)
         settings.check_keyword("mode", mode)
+        settings.check_keyword("max_dump_size", max_dump_size)
         backend = golden_backend(backend, initial_state)
         self.golden = GoldenRun.open(initial_state, bool(restore_initial_state), on_mismatch, replay_inputs)
         self._ids = rank_and_device()
@@ -235,6 +237,9 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self.dump = DumpRun(self.layout, options, backend, reference, ranks, save_initial_state)
         self.collect = collect and self.dumping
         self.bundle_dir = os.path.abspath(bundle_dir or os.path.join(self.output_dir, "bundles"))
+        #: Folders this hook creates (removed again, when empty, after a refused dump).
+        self._made_dirs = [d for d in (self.bundle_dir, self.output_dir) if not os.path.exists(d)]
+        self.sizes = SizeCheck(None if max_dump_size is None else settings.parse_size(max_dump_size))
         if self.dumping:  # like dump_path: a folder the run cannot write fails now, not after training
             check_writable_dir("output_dir", output_dir, self.output_dir)
             if collect:
@@ -336,6 +341,8 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         if not step and self._global_step_before is None:  # initialized only now
             self._global_step_before = read_global_step(self._global_step_tensor, run_context.session)
         captured = self.steps.at_captured_step and self.dumping
+        if captured:
+            self._check_size(walk, run_context)
         feeds = self.golden.replay_feeds(walk, run_context, self.guard) if captured else {}
         fetches = self._before_captured_step(run_context, walk, step) if captured else {}
         capture = self.dump.capture_args(run_context, step, self.captured_step, walk,
@@ -343,6 +350,19 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         if captured:  # the state the capture's read took (each variable read once), else read now
             self.prints.read_state(run_context.session, step, self.guard)
         return _run_args(fetches, capture, feeds)
+
+    def _check_size(self, walk: Any, run_context: Any) -> None:
+        """Before the first dumped step: the dump's size estimate against free space and
+        max_dump_size (:mod:`npu_dump_hook.train.sizing`). Refused (strict): nothing of this run is
+        left behind, and the error names both figures and the statistics-first alternative."""
+        copies = self._bundle_args["link"] == "copy" or self._bundle_args["archive"] is not None
+        try:
+            self.sizes.before_step(walk, run_context, self.dump, self.steps, self.bundle_dir, copies, self.strict)
+        except DumpSizeError as exc:
+            self.guard.record("checking the dump size before step {}".format(self.captured_step), exc)
+            self.dump.discard(self._made_dirs)
+            raise DumpSizeError("NpuDumpHook: refused before step {}: {}".format(self.captured_step, exc),
+                                exc.path, exc.limit, exc.estimate) from None
 
     def _before_captured_step(self, run_context: Any, walk: Any, step: int) -> Dict[str, Any]:
         """Golden run: restore (after the replay's feeds are prepared); then the batch tensors to
@@ -401,9 +421,10 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
             tf_op_names=tuple(self._tf_op_names), graph_dirs=dump.graph_dirs(self._ids["device_id"]),
             settle=self.backend.settles, graph_keyword=self.graph_keyword, fingerprints=self._fingerprints(),
             golden_for=self.golden.golden_for, golden_only=self.golden_only,
-            warnings=tuple(self.warnings) + tuple(self.prints.inputs.warnings if self.prints.inputs else ()),
+            warnings=tuple(self.warnings) + tuple(self.prints.inputs.warnings if self.prints.inputs else ())
+            + tuple(self.sizes.warnings),
             inputs=self.prints.inputs.section if self.prints.inputs else None, environment=self._environment(),
-            mode=steps.mode.recorded,
+            mode=steps.mode.recorded, size=self.sizes.section(dump),
             extra={"failures": list(self.failures), "counted_steps": list(steps.counted_steps),
                    "skipped_runs": dict(steps.skipped_runs)},
         )

@@ -42,7 +42,7 @@ TARGET_SCRATCH_DIR = ".initial_state"
 INPUTS_DIR = "inputs"
 #: Further keys a hooked run records in its ``run`` section.
 _RUN_EXTRA_KEYS = ("mode", "max_steps", "captured_step", "graph_dump_env", "tf_version", "emulator", "reference",
-                   "environment")
+                   "environment", "size")
 
 
 @dataclass(frozen=True)
@@ -154,6 +154,8 @@ class RunRecord:
     environment: Optional[Mapping[str, Any]] = None
     #: Which kind of iteration was captured: ``train`` or ``infer`` (online inference).
     mode: str = "train"
+    #: The dump's size estimated before the dumped step and as written (:mod:`npu_dump_hook.train.sizing`).
+    size: Optional[Mapping[str, Any]] = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -186,7 +188,7 @@ class RunRecord:
             "reference": self.reference, "randomness": self.randomness, "tf_version": self.tf_version,
             "fingerprints": self.fingerprints, "golden_for": self.golden_for, "warnings": list(self.warnings),
             "inputs": self.inputs,
-            "environment": self.environment,
+            "environment": self.environment, "size": self.size,
         }
         summary.update(self.extra)
         return summary

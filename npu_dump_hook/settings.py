@@ -45,6 +45,7 @@ This module imports nothing heavier than :mod:`npu_dump_hook.determinism` (no Te
 numpy): the command line builds its parser from it, and :mod:`npu_dump_hook.constants`
 re-exports its names.
 """
+import argparse
 import importlib
 import os
 from dataclasses import dataclass, field
@@ -68,7 +69,8 @@ __all__ = ["Setting", "SETTINGS", "HOOK", "SESSION", "RUNNER", "HOOK_KEYWORDS", 
            "BACKEND_CHOICES", "GOLDEN_BACKEND", "MODES", "BACKEND_ALIASES", "ON_MISMATCH", "LINK_MODES", "CHECKSUMS",
            "ARCHIVES", "STOP_MODES", "DEFAULT_MAX_INPUT_BYTES", "FAULTS_SEPARATOR", "FAULT_OP_SEPARATOR", "rows",
            "variable", "read", "read_all",
-           "canonical", "check_keyword", "check_combination", "parse_flag", "parse_faults", "format_faults"]
+           "canonical", "check_keyword", "check_combination", "parse_flag", "parse_faults", "format_faults",
+           "parse_size"]
 
 HOOK, SESSION, RUNNER = "hook", "session", "runner"
 
@@ -238,6 +240,47 @@ def format_faults(faults: Mapping[str, str]) -> str:
     return FAULTS_SEPARATOR.join(entries)
 
 
+#: ``max_dump_size`` units (powers of 1024).
+_SIZE_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_SIZE_RULE = "must be a byte count >= 0 or a size such as 500M or 2G (K, M, G, T: powers of 1024)"
+
+
+def parse_size(text: Any, option: str = "max_dump_size") -> int:
+    """Bytes from an int or a text such as ``500M``, ``2G``, ``1.5T``, ``4096`` (powers of 1024;
+    a trailing ``B``/``iB`` allowed); OptionError naming ``option`` otherwise."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        if text < 0:
+            raise OptionError(option, text, _SIZE_RULE)
+        return text
+    raw = text.strip().upper() if isinstance(text, str) else ""
+    for suffix in ("IB", "B"):
+        if raw.endswith(suffix) and raw[:-len(suffix)][-1:] in ("K", "M", "G", "T"):
+            raw = raw[:-len(suffix)]
+    unit = raw[-1] if raw and raw[-1] in _SIZE_UNITS else ""
+    number = raw[:-1] if unit else raw
+    if number and number.replace(".", "", 1).isdigit():
+        return int(float(number) * _SIZE_UNITS[unit])
+    raise OptionError(option, text, _SIZE_RULE)
+
+
+def _size_argument(text: str) -> int:
+    """argparse's ``type`` for ``--max-dump-size``: bytes, or argparse's own error naming the rule."""
+    try:
+        return parse_size(text, "--max-dump-size")
+    except OptionError as exc:
+        raise argparse.ArgumentTypeError("{!r} {}".format(text, exc.rule)) from None
+
+
+def _size_or_none(value: Any) -> Optional[str]:
+    if value is None:
+        return None
+    try:
+        parse_size(value)
+    except OptionError as exc:
+        return exc.rule
+    return None
+
+
 # --------------------------------------------------------------------------- checking a Python value
 
 
@@ -374,6 +417,11 @@ _ROWS = [
             "hashes only, and the golden run cannot replay)",
             env=_hook_variable("max_input_bytes"), parse=_integer(0), check=_non_negative_int,
             flag="--max-input-bytes", cli={"type": int, "metavar": "BYTES"}),
+    Setting("max_dump_size", HOOK, "bytes or a size such as 500M, 2G", None,
+            "refuse the dump before the dumped step when its estimate exceeds SIZE (500M, 2G; default: only "
+            "the free space limits it; strict=False: warn and dump)",
+            env=_hook_variable("max_dump_size"), parse=lambda var, raw: parse_size(raw, var), check=_size_or_none,
+            flag="--max-dump-size", cli={"type": _size_argument, "metavar": "SIZE"}),
     _on_off("replay_inputs", True, "golden run: feed the NPU bundle's kept input values into the same tensors "
             "at its captured step (default)", flag="--replay-inputs", negative="--no-replay-inputs",
             negative_help="golden run: let the script make its own batch (fingerprints show whether it matches)"),

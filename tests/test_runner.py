@@ -244,7 +244,7 @@ def test_settings_read_every_hook_variable(tmp_path):
            "NPU_DUMP_HOOK_STOP": "continue", "NPU_DUMP_HOOK_LOG_LEVEL": "info",
            "NPU_DUMP_HOOK_EMULATE_PROFILE": "ascend", "NPU_DUMP_HOOK_FAULTS": " conv2/Conv2D = scale=1.05;fc/MatMul=nan;",
            "NPU_DUMP_HOOK_ON_MISMATCH": "warn", "NPU_DUMP_HOOK_MAX_INPUT_BYTES": "1024",
-           "NPU_DUMP_HOOK_REPLAY_INPUTS": "0", "NPU_DUMP_HOOK_MODE": "infer"}
+           "NPU_DUMP_HOOK_REPLAY_INPUTS": "0", "NPU_DUMP_HOOK_MODE": "infer", "NPU_DUMP_HOOK_MAX_DUMP_SIZE": "2G"}
     settings = runner.RunSettings.from_env(env)
     assert sorted(settings.hook_options) == sorted(set(constants.ENV_RUN_HOOK_OPTIONS) - {"initial_state"})
     assert settings.hook_options == {
@@ -252,7 +252,8 @@ def test_settings_read_every_hook_variable(tmp_path):
         "reference": False, "save_initial_state": False, "output_dir": "out", "bundle_dir": "b", "strict": False,
         "ranks": (0, 2), "graph_keyword": "IteratorV2", "link": "copy", "checksum": "none", "archive": "tar",
         "emulate_profile": "ascend", "faults": {"conv2/Conv2D": "scale=1.05", "fc/MatMul": "nan"},
-        "on_mismatch": "warn", "max_input_bytes": 1024, "replay_inputs": False, "mode": "infer"}
+        "on_mismatch": "warn", "max_input_bytes": 1024, "replay_inputs": False, "mode": "infer",
+        "max_dump_size": 2 << 30}
     # the golden run: initial_state (made absolute: the script may change directory), backend unset or reference
     (tmp_path / "npu_bundle").mkdir()
     for backend in ({}, {"NPU_DUMP_HOOK_BACKEND": "reference"}):

@@ -57,7 +57,7 @@ from ._thresholds import DEFAULT_THRESHOLDS, PRECISION_CLASSES, Thresholds, make
 from ._npu_pair import DETERMINISM_THRESHOLDS, determinism_doc, is_npu_bundle, npu_golden_side, pair_incomplete
 from ._pool import run_jobs
 from ._worker import FileResult
-from .checks import checks_lines, checks_only_summary, checks_only_text, run_checks
+from .checks import checks_headline, checks_lines, checks_only_summary, checks_only_text, run_checks
 from .replay import ReplayProcess, make_replay_spec, replay_lines, replay_rows
 from ._stats_report import run_stats_compare, stats_csv_text, stats_summary_text
 from .ranks import RanksResult, compare_ranks, is_rank_index, load_rank_doc, merge_rank_docs
@@ -66,7 +66,8 @@ from .suspects import build_suspects
 from ._selection import coverage_line, dump_layer_of_bundle, mark_not_selected
 
 __all__ = ["compare", "compare_ranks", "merge_rank_docs", "load_rank_doc", "is_rank_index", "RanksResult",
-           "CompareResult", "Thresholds", "DEFAULT_THRESHOLDS", "SCHEMA", "ProgressFn", "render_html",
+           "golden_free_checks", "CompareResult", "Thresholds", "DEFAULT_THRESHOLDS", "SCHEMA", "ProgressFn",
+           "render_html",
            "StatsThresholds", "DEFAULT_STATS_THRESHOLDS", "PRECISION_CLASSES", "op_precision"]
 
 logger = logging.getLogger(__name__)
@@ -164,6 +165,18 @@ def _golden_free(npu_side: NpuSide, limits: Thresholds, started: float, allow_un
            "first_divergence": None, "root_causes": [], "rows": [], "warnings": list(npu_side.warnings),
            "checks": checks}
     return _with_suspects(CompareResult(doc, [], [], limits), the_graph, suspects)
+
+
+def golden_free_checks(npu: str) -> Dict[str, Any]:
+    """Only the checks that need no golden (NaN/Inf origin, overflow report) on the NPU bundle or
+    archive ``npu``, whatever golden it holds: ``{"checks": ..., "headline": [lines]}`` (the run
+    summary's headline, :func:`.checks.checks_headline`). Errors as :func:`compare`'s."""
+    npu_side = load_npu(npu)
+    try:
+        checks = run_checks(load_graph(npu_side.graph_path or ""), npu_side)
+    finally:
+        npu_side.close()
+    return {"checks": checks, "headline": [printable(line) for line in checks_headline(checks)]}
 
 
 def _stats_compare(npu_side: NpuSide, golden: Optional[str], limits: Thresholds, stats_limits: StatsThresholds,

@@ -218,6 +218,17 @@ class DumpRun(object):
             shutil.rmtree(aside, ignore_errors=True)
             os.rename(self.golden_dir, aside)
 
+    def discard(self, made_dirs: Sequence[str]) -> None:
+        """A dump refused before its step (:mod:`.sizing`): nothing of this run is left behind -- its
+        run folder, the emulator's (empty) time folder, the output and bundle folders it created when
+        empty -- and DUMP_GRAPH_PATH is unset. Nothing in dump_path is touched but that empty time folder."""
+        self.end()
+        shutil.rmtree(self.layout.root, ignore_errors=True)
+        time_dir = getattr(self.backend, "time_dir", None) if self.backend.captures else None
+        empty = [os.path.join(self.options.dump_path, time_dir)] if time_dir and self.options.dump_path else []
+        for folder in empty + list(made_dirs):
+            _remove_if_empty(folder)
+
     def end(self) -> None:
         """Unset the DUMP_GRAPH_PATH this run set, so a later run in the same process (a second
         hook, a notebook cell) gets its own graph folder instead of sharing this one. A golden

@@ -12,6 +12,11 @@ package's own stderr handler when there is one (under ``npu-dump-hook run``: ``n
 bundle ...``), else as the message itself (``npu_dump_hook: bundle ...``). A missing bundle that
 was asked for stays a WARNING (INFO without ``verbose``).
 
+After the bundle line, the headline of the checks that need no golden (the NaN/Inf origin: the
+first op whose output holds NaN/Inf while its inputs are finite; the overflow report's first
+entry), as ``npu-dump-hook compare BUNDLE`` prints it: a notice when NaN/Inf or an overflow was
+found, an INFO line otherwise.
+
 The golden-run hint names the ``npu-dump-hook run --golden-for BUNDLE -- python ...`` command
 when the runner made the hook (it sets :data:`RERUN_COMMAND` on it: the script's own words),
 else the Python API ``NpuDumpHook(backend='reference', initial_state=...)``.
@@ -23,16 +28,20 @@ from typing import Any, List, Optional
 
 from .._cli_conventions import NOTICE, LogFormatter
 from .._inert import printable
+from ..compare import golden_free_checks
 from .dump_run import numerics_text
 from .guard import HOOK_LOGGER
 
-__all__ = ["log_summary", "announce", "golden_run_hint", "RERUN_COMMAND"]
+__all__ = ["log_summary", "announce", "golden_run_hint", "RERUN_COMMAND", "HEADLINE_MAX_BYTES"]
 
 logger = logging.getLogger(HOOK_LOGGER)
 
 #: The hook attribute the runner sets: the script's words after ``python`` (``["train.py",
 #: ARGS...]`` or ``["-m", MODULE, ARGS...]``), for the golden-run hint.
 RERUN_COMMAND = "_npu_dump_hook_rerun_command"
+#: The largest tensor bundle (bytes) whose dump the run summary reads for its NaN/Inf headline
+#: (statistics and overflow bundles are always read: they are small).
+HEADLINE_MAX_BYTES = 512 << 20
 
 
 def log_summary(hook: Any) -> None:
@@ -69,10 +78,36 @@ def announce(hook: Any) -> None:
             "%d warning(s)%s", printable(bundle.location), hook.steps.steps_run, what,
             ", ".join(bundle.steps) or "none",
             coverage.get("dumped", "?"), coverage.get("expected", "?"), len(bundle.warnings), warnings)
+    _checks_headline(hook, bundle)
     if hook.dump.computes_npu_numerics():
         _notice(hook, "npu_dump_hook: the emulated run computed with NPU numerics (%s): its results "
                 "differ from a fp32 run and it has no golden tensors; make them in a second run: %s",
                 numerics_text(hook.backend), printable(golden_run_hint(hook, bundle.location)))
+
+
+def _checks_headline(hook: Any, bundle: Any) -> None:
+    """The checks that need no golden on the bundle just written (NaN/Inf origin, overflow report;
+    :func:`npu_dump_hook.compare.golden_free_checks`): a notice when they found something, else an
+    INFO line. A tensor dump above :data:`HEADLINE_MAX_BYTES` is not read (the run summary names the
+    command instead); a failing check never fails the run."""
+    options = hook.options
+    if not options.enable_dump_debug and options.dump_data != "stats" and bundle.bytes > HEADLINE_MAX_BYTES:
+        logger.info("npu_dump_hook: NaN/Inf origin not checked (the dump is above %d MiB): npu-dump-hook compare %s",
+                    HEADLINE_MAX_BYTES >> 20, printable(bundle.location))
+        return
+    try:
+        found = golden_free_checks(bundle.location)
+    except Exception as exc:  # noqa: BLE001 - the headline never fails the training script
+        logger.info("npu_dump_hook: the NaN/Inf and overflow checks could not run: %s", printable(exc))
+        return
+    checks = found["checks"]
+    nan_inf, overflow = checks.get("nan_inf") or {}, checks.get("overflow") or {}
+    alarming = nan_inf.get("ops_nonfinite") or overflow.get("entries")
+    for line in found["headline"]:
+        if alarming:
+            _notice(hook, "npu_dump_hook: %s (npu-dump-hook compare %s)", line, printable(bundle.location))
+        else:
+            logger.info("npu_dump_hook: %s", line)
 
 
 def golden_run_hint(hook: Any, location: str) -> str:

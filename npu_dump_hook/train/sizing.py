@@ -1,0 +1,432 @@
+"""The size of a dump before it is written (issue 23, "size before writing").
+
+Before the dumped step the hook calls :func:`estimate` on the step's walk (the ops it will
+execute) and :func:`check_fit` on the result: the dump GE (or the emulator) will write, the
+golden tensors this run captures, the capture's scratch, and the bundle's copies, each against
+the free space of its file system and the dump against ``max_dump_size``. A dump that does not
+fit is refused before the step under ``strict=True`` (the hook leaves nothing behind), a warning
+otherwise; both figures and the statistics-first alternative are named.
+
+The model, per dumped step (``dump_step`` steps within ``max_steps`` multiply it):
+
+* the ops that run: the walk's executed ops, less the fed-only ones and those GE gives no task
+  (:func:`npu_dump_hook.emulator.ge_model.is_no_task`: Const, Identity, variables, iterators...);
+  ``dump_layer`` keeps only the named ops;
+* ``dump_data="tensor"``: one file per op, :data:`FILE_HEADER` bytes plus, per dumped tensor
+  (outputs for ``dump_mode=output``, inputs for ``input``, both for ``all``),
+  :data:`TENSOR_HEADER` bytes and its static size (elements x dtype size); a variable update's
+  inputs are what it reads, its outputs every variable it updates (``VarHandleOp`` shapes);
+* ``dump_data="stats"``: one CSV per op, :data:`STATS_HEADER_BYTES` plus :data:`STATS_ROW_BYTES`
+  a tensor;
+* ``enable_dump_debug``: only overflowing ops are dumped, which cannot be known before the step:
+  the estimate is 0 (``note`` says so); ``all_bytes`` is the upper bound (every op overflowing);
+* golden (``reference``): every executed op's outputs as ``.npy`` (a variable handle's as the
+  variable, an update's as the variables it updates; :data:`GOLDEN_PER_FILE` each: its header and
+  its golden_manifest.json entry); an
+  emulating backend also writes the step's tensors to its scratch folder first (removed after).
+
+Unknown static shapes: an unknown dimension is taken as the batch size -- the fed batch's leading
+dimension, else the ``batch_size`` constant of the graph's batching dataset op, else 1 -- and a
+tensor of unknown rank counts 0 bytes; ``unknown`` says how many tensors and ``assumed`` what.
+Shape vectors of unknown length (``Shape``, ``BroadcastGradientArgs``) count 4 entries.
+
+TensorFlow objects are received, never imported.
+"""
+import logging
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from ..emulator.ge_model import is_no_task
+from ..constants import COMPLETE_STEP_MARKER, INCOMPLETE_STEP_MARKER
+from ..errors import DumpSizeError
+from ..formats.stats_csv import STATS_HEADER
+from ._capture_plan import is_update_type
+from ._space import free_bytes
+
+__all__ = ["SizeEstimate", "estimate", "check_fit", "format_bytes",
+           "dir_bytes", "FILE_HEADER", "TENSOR_HEADER", "STATS_HEADER_BYTES", "STATS_ROW_BYTES", "NPY_HEADER",
+           "BLOCK"]
+
+logger = logging.getLogger(__name__)
+
+#: A dump file's length word and DumpData header besides its tensors' entries and the op name
+#: (fitted to the v2 writer's headers: :mod:`npu_dump_hook.formats.dump_file`).
+FILE_HEADER = 24
+#: One tensor's entry in a dump file's header (dtype, format, size), a dimension of its shapes,
+#: and what an output adds (original index and type; its original name is the op's name).
+TENSOR_HEADER, DIM_BYTES, OUTPUT_EXTRA = 13, 4, 7
+#: A stats CSV's header line (reference §3.2), and one row of it.
+STATS_HEADER_BYTES = len(",".join(STATS_HEADER)) + 1
+STATS_ROW_BYTES = 50
+#: A ``.npy`` header; a golden tensor also has its entry in golden_manifest.json.
+NPY_HEADER = 128
+GOLDEN_PER_FILE = NPY_HEADER + 240
+#: What a file takes on disk at least (the free-space check rounds every file up to it).
+BLOCK = 4096
+_SHAPE_VECTOR_TYPES = frozenset(("Shape", "ShapeN", "BroadcastGradientArgs"))
+_BATCH_DATASETS = frozenset(("BatchDataset", "BatchDatasetV2", "PaddedBatchDataset", "PaddedBatchDatasetV2",
+                             "ParallelBatchDataset", "MapAndBatchDataset", "ExperimentalMapAndBatchDataset"))
+_NO_BYTES_DTYPES = frozenset(("resource", "variant", "string"))
+
+
+def format_bytes(count: Optional[int]) -> str:
+    """``1.5 GiB``-style text of a byte count (``?`` for None)."""
+    if count is None:
+        return "?"
+    value = float(count)
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return "{} {}".format(int(value), unit) if unit == "bytes" else "{:.1f} {}".format(value, unit)
+        value /= 1024
+    return str(count)  # not reached
+
+
+@dataclass
+class SizeEstimate:
+    """What :func:`estimate` found (bytes; see the module doc). ``as_dict()`` is what run.json and
+    bundle.json record under ``run.size.estimate``."""
+
+    dump_bytes: int
+    dump_files: int
+    stats_bytes: int
+    all_bytes: int
+    golden_bytes: int
+    golden_files: int
+    scratch_bytes: int
+    ops: int
+    tensors: int
+    steps: int
+    unknown: int = 0
+    assumed: str = ""
+    note: str = ""
+    limits: Dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+    def describe(self) -> str:
+        text = "dump {} in {} file(s) ({} op(s), {} tensor(s), {} step(s))".format(
+            format_bytes(self.dump_bytes), self.dump_files, self.ops, self.tensors, self.steps)
+        if self.golden_bytes:
+            text += ", golden {}".format(format_bytes(self.golden_bytes))
+        if self.unknown:
+            text += "; {} tensor(s) of unknown static shape: {}".format(self.unknown, self.assumed)
+        return text
+
+
+class _Shapes(object):
+    """Static byte sizes, with unknown dimensions taken as the batch size (module doc)."""
+
+    def __init__(self, batch: int, source: str) -> None:
+        self.batch, self.source = batch, source
+        self.unknown = set()  # type: set
+
+    def nbytes(self, tensor: Any) -> int:
+        dtype = tensor.dtype.base_dtype
+        if dtype.name in _NO_BYTES_DTYPES:
+            return 0
+        shape = tensor.get_shape()
+        if shape.ndims is None:
+            self.unknown.add(tensor.name)
+            return 0
+        dims = shape.as_list()
+        if tensor.op.type in _SHAPE_VECTOR_TYPES and len(dims) == 1 and dims[0] is None:
+            return 4 * dtype.size
+        count = 1
+        for dim in dims:
+            if dim is None:
+                self.unknown.add(tensor.name)
+                dim = self.batch
+            count *= dim
+        return count * dtype.size
+
+    def variable_bytes(self, tensor: Any) -> int:
+        """A resource handle's variable (VarHandleOp's shape and dtype), else the tensor itself."""
+        op = tensor.op
+        if tensor.dtype.base_dtype.name != "resource":
+            return self.nbytes(tensor)
+        while op.type in ("Identity", "IdentityN", "Enter") and op.inputs:
+            op = op.inputs[0].op
+        try:
+            dims, dtype = op.get_attr("shape").dim, op.get_attr("dtype")
+        except (ValueError, KeyError, AttributeError):
+            return 0
+        count = 1
+        for dim in dims:
+            count *= max(int(dim.size), 0)
+        return count * dtype.size
+
+
+def batch_guess(graph: Any, feed_dict: Optional[Mapping[Any, Any]]) -> Tuple[int, str]:
+    """``(batch size, where it came from)`` for unknown dimensions (module doc)."""
+    for value in (feed_dict or {}).values():
+        shape = getattr(value, "shape", None)
+        if shape:
+            return int(shape[0]), "the fed batch's leading dimension {}".format(int(shape[0]))
+    for op in graph.get_operations():
+        if op.type in _BATCH_DATASETS and len(op.inputs) > 1:
+            size = _const_int(op.inputs[1].op)
+            if size:
+                return size, "the batch size {} of {}".format(size, op.name)
+    return 1, "1 (no fed batch, no batching dataset in the graph)"
+
+
+def _const_int(op: Any) -> Optional[int]:
+    if op.type != "Const":
+        return None
+    try:
+        proto = op.get_attr("value")
+    except (ValueError, KeyError):
+        return None
+    values = list(proto.int64_val) or list(proto.int_val)
+    if values:
+        return int(values[0])
+    content = proto.tensor_content
+    return int.from_bytes(content[:8], "little") if len(content) >= 8 else None
+
+
+def _dumped_ops(executed: Sequence[Tuple[Any, bool]], layers: Sequence[str], added: Any = ()) -> List[Any]:
+    ops = []
+    for op, fed_only in executed:
+        if fed_only or op.name in added or is_no_task(op.type, [t.dtype.base_dtype.name for t in op.outputs], op.type):
+            continue
+        if layers and op.name not in layers:
+            continue
+        ops.append(op)
+    return ops
+
+
+def _op_tensors(op: Any, shapes: _Shapes) -> Tuple[List[Tuple[int, int]], List[Tuple[int, int]]]:
+    """(inputs, outputs) of one op as a dump shows them, each ``(bytes, rank)``."""
+    def rank(tensor: Any) -> int:
+        return max(tensor.get_shape().ndims or 0, 0)
+    if is_update_type(op.type):
+        ins = [(shapes.variable_bytes(t), rank(t)) for t in op.inputs]
+        updated = [size for size, t in zip(ins, op.inputs) if t.dtype.base_dtype.name == "resource"
+                   or t.dtype != t.dtype.base_dtype]  # every variable it updates (var, accumulators)
+        return ins, updated or ins[:1]
+    return [(shapes.nbytes(t), rank(t)) for t in op.inputs], [(shapes.nbytes(t), rank(t)) for t in op.outputs]
+
+
+def _captured_sizes(executed: Sequence[Tuple[Any, bool]], shapes: _Shapes) -> List[int]:
+    """What the capture writes for the step: every output of the ops that run, a variable handle
+    as the variable's value, a variable update as the variables it updates."""
+    sizes = []  # type: List[int]
+    for op, fed_only in executed:
+        if fed_only:
+            continue
+        if is_update_type(op.type):
+            sizes.extend(size for size, _ in _op_tensors(op, shapes)[1])
+            continue
+        for tensor in op.outputs:
+            name = tensor.dtype.base_dtype.name
+            if name == "resource":
+                size = shapes.variable_bytes(tensor)
+                if size:
+                    sizes.append(size)
+            elif name not in _NO_BYTES_DTYPES:
+                sizes.append(shapes.nbytes(tensor))
+    return sizes
+
+
+def _file_bytes(name: str, ins: Sequence[Tuple[int, int]], outs: Sequence[Tuple[int, int]]) -> int:
+    """One dump file: its header (the op name once, once more per output's original name) and payloads."""
+    size = FILE_HEADER + len(name)
+    size += sum(TENSOR_HEADER + DIM_BYTES * rank + nbytes for nbytes, rank in ins)
+    size += sum(TENSOR_HEADER + OUTPUT_EXTRA + len(name) + DIM_BYTES * rank + nbytes for nbytes, rank in outs)
+    return size
+
+
+def estimate(executed: Sequence[Tuple[Any, bool]], graph: Any, options: Any, steps: int, golden: bool,
+             scratch: bool, feed_dict: Optional[Mapping[Any, Any]] = None, added: Any = ()) -> SizeEstimate:
+    """The size of this run's dump (module doc). ``executed``: the walk's ``[(op, fed_only)]``;
+    ``steps``: the dumped steps; ``golden``: this run captures golden tensors; ``scratch``: an
+    emulating backend captures the step's tensors to scratch first; ``added``: names of ops the
+    emulator added to the graph for its numerics (no GE ops, no dump files)."""
+    batch, source = batch_guess(graph, feed_dict)
+    shapes = _Shapes(batch, source)
+    mode = "all" if options.enable_dump_debug else options.dump_mode
+    dumped = _dumped_ops(executed, options.layers, added)
+    tensor_bytes = all_bytes = stats = tensors = files = 0
+    for op in dumped:
+        ins, outs = _op_tensors(op, shapes)
+        ins_chosen = ins if mode in ("input", "all") else []
+        outs_chosen = outs if mode in ("output", "all") else []
+        if not ins_chosen and not outs_chosen:
+            continue
+        files += 1
+        tensors += len(ins_chosen) + len(outs_chosen)
+        tensor_bytes += _file_bytes(op.name, ins_chosen, outs_chosen)
+        all_bytes += _file_bytes(op.name, ins, outs)
+        stats += STATS_HEADER_BYTES + STATS_ROW_BYTES * (len(ins_chosen) + len(outs_chosen))
+    golden_files = golden_bytes = scratch_bytes = 0
+    if golden or scratch:
+        outputs = _captured_sizes(executed, shapes)
+        if golden:
+            golden_files, golden_bytes = len(outputs), sum(outputs) + GOLDEN_PER_FILE * len(outputs)
+        if scratch:
+            scratch_bytes = sum(outputs) + NPY_HEADER * len(outputs)
+    note = ""
+    if options.enable_dump_debug:
+        dump_bytes, files, note = 0, 0, "enable_dump_debug dumps only overflowing ops: not known before the step " \
+                                        "(all_bytes: every op overflowing)"
+    else:
+        dump_bytes = stats if options.dump_data == "stats" else tensor_bytes
+    unknown = len(shapes.unknown)
+    return SizeEstimate(
+        dump_bytes=dump_bytes * steps, dump_files=files * steps, stats_bytes=stats * steps,
+        all_bytes=all_bytes * steps, golden_bytes=golden_bytes, golden_files=golden_files,
+        scratch_bytes=scratch_bytes, ops=len(dumped), tensors=tensors, steps=steps, unknown=unknown,
+        assumed=("unknown dimensions taken as {}; unknown ranks as 0 bytes".format(source) if unknown else ""),
+        note=note)
+
+
+# --------------------------------------------------------------------------- room and limits
+
+
+def _device(path: str) -> Tuple[Any, str]:
+    """(file system id, nearest existing folder) of ``path``."""
+    folder = os.path.abspath(path)
+    while not os.path.isdir(folder) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    return os.stat(folder).st_dev, folder
+
+
+def needs(est: SizeEstimate, dump_path: str, run_dir: str, bundle_dir: str, copies: bool) -> Dict[Any, List[Any]]:
+    """``{file system: [bytes needed, folder, [what]]}``: the dump under ``dump_path``, golden and
+    scratch under the run folder, the bundle's copies under ``bundle_dir`` (``copies``: the bundle
+    copies or archives its payload; else only when it is on another file system, where hard links
+    cannot go)."""
+    found = {}  # type: Dict[Any, List[Any]]
+
+    def add(path: str, count: int, files: int, what: str) -> None:
+        if count <= 0:
+            return
+        dev, folder = _device(path)
+        entry = found.setdefault(dev, [0, folder, []])
+        entry[0] += count + BLOCK * files
+        entry[2].append("{} {}".format(what, format_bytes(count)))
+
+    add(dump_path, est.dump_bytes, est.dump_files, "dump")
+    add(run_dir, est.golden_bytes + est.scratch_bytes, est.golden_files * (2 if est.scratch_bytes else 1),
+        "golden and capture scratch" if est.scratch_bytes and est.golden_bytes else
+        "capture scratch" if est.scratch_bytes else "golden")
+    bundle_dev = _device(bundle_dir)[0]
+    sources = est.dump_bytes * (copies or _device(dump_path)[0] != bundle_dev) + \
+        est.golden_bytes * (copies or _device(run_dir)[0] != bundle_dev)
+    add(bundle_dir, sources, est.dump_files + est.golden_files, "bundle")
+    return found
+
+
+def check_fit(est: SizeEstimate, max_dump_size: Optional[int], dump_path: str, run_dir: str, bundle_dir: str,
+              copies: bool) -> None:
+    """DumpSizeError when the dump exceeds ``max_dump_size`` or the writes of one file system
+    exceed its free space; fills ``est.limits`` with what was checked."""
+    est.limits = {"max_dump_size": max_dump_size, "free": {}}
+    if max_dump_size is not None and est.dump_bytes > max_dump_size:
+        raise DumpSizeError(_refusal(est, "exceeds max_dump_size={} ({} bytes)".format(
+            format_bytes(max_dump_size), max_dump_size)), None, max_dump_size, est.as_dict())
+    for needed, folder, what in needs(est, dump_path, run_dir, bundle_dir, copies).values():
+        free = free_bytes(folder)
+        est.limits["free"][folder] = {"needed": needed, "free": free, "what": what}
+        if needed > free:
+            raise DumpSizeError(_refusal(est, "does not fit: {} needed ({}) under {}, {} free".format(
+                format_bytes(needed), ", ".join(what), folder, format_bytes(free))), folder, free, est.as_dict())
+
+
+def _refusal(est: SizeEstimate, why: str) -> str:
+    alternative = "dump statistics first: dump_data='stats' (--dump-data stats; about {} for this step), then only " \
+                  "the suspect ops with dump_layer (npu-dump-hook run --two-phase does both)".format(
+                      format_bytes(est.stats_bytes))
+    return "the dump is estimated at {} and {}; {}".format(est.describe(), why, alternative)
+
+
+def dir_bytes(folders: Iterable[Optional[str]]) -> Optional[int]:
+    """Total size of the files under ``folders`` (None when none exists), the emulator's step
+    marks left out."""
+    total, seen = 0, False
+    for folder in folders:
+        if not folder or not os.path.isdir(folder):
+            continue
+        seen = True
+        for root, _dirs, files in os.walk(folder):
+            for name in files:
+                if name in (COMPLETE_STEP_MARKER, INCOMPLETE_STEP_MARKER):
+                    continue  # the emulator's own step marks: GE writes none
+                try:
+                    total += os.lstat(os.path.join(root, name)).st_size
+                except OSError:
+                    continue
+    return total if seen else None
+
+
+def dumped_steps(options: Any, first: int, stop: int) -> int:
+    """How many of the steps ``first`` .. ``stop - 1`` ``dump_step`` selects (overlapping ranges
+    counted once; no dump_step: all of them)."""
+    ranges = options.step_ranges()
+    if not ranges:
+        return max(stop - first, 0)
+    covered, count = first, 0
+    for start, end in sorted(ranges):
+        start, end = max(start, covered), min(end, stop - 1)
+        if end >= start:
+            count += end - start + 1
+            covered = end + 1
+    return count
+
+
+class SizeCheck(object):
+    """The hook's size check (module doc): :meth:`before_step` once, before the first dumped step;
+    :meth:`section` the ``size`` part of run.json and bundle.json's ``run`` section."""
+
+    def __init__(self, max_dump_size: Optional[int]) -> None:
+        self.max_dump_size = max_dump_size
+        self.estimate = None  # type: Optional[SizeEstimate]
+        self.refused = None  # type: Optional[str]
+        self._checked = False
+        #: What the bundle's ``warnings`` carry (strict=False: the dump went ahead).
+        self.warnings = []  # type: List[str]
+
+    def before_step(self, walk: Any, run_context: Any, dump: Any, steps: Any, bundle_dir: str, copies: bool,
+                    strict: bool) -> None:
+        """Estimate the run's dump and golden; DumpSizeError (``strict``) or a warning when it does not fit."""
+        if self._checked:
+            return
+        self._checked = True
+        try:
+            self._estimate(walk, run_context, dump, steps)
+            check_fit(self.estimate, self.max_dump_size, dump.options.dump_path, dump.layout.root, bundle_dir,
+                      copies)
+        except DumpSizeError as exc:
+            self.refused = str(exc)
+            if strict:
+                raise
+            self.warnings.append("before the dumped step, " + self.refused)
+            logger.warning("NpuDumpHook: %s (strict=False: dumping anyway)", exc)
+            return
+        except Exception as exc:  # noqa: BLE001 - an estimate that cannot be made never stops training
+            logger.warning("NpuDumpHook: the dump's size could not be estimated before step %d (dumping "
+                           "unchecked): %s: %s", steps.captured_step, type(exc).__name__, exc)
+            return
+        logger.info("NpuDumpHook: size estimate before step %d: %s", steps.captured_step, self.estimate.describe())
+
+    def _estimate(self, walk: Any, run_context: Any, dump: Any, steps: Any) -> None:
+        options = dump.options
+        dumps = dump.dumping and not dump.golden_only and options.enabled
+        count = dumped_steps(options, steps.captured_step, steps.max_steps) if dumps else 0
+        feeds = getattr(run_context.original_args, "feed_dict", None)
+        scratch = dump.capture is not None and not dump.reference and dumps
+        added = getattr(getattr(dump.backend, "plan", None), "added_ops", ())
+        self.estimate = estimate(walk.executed(), walk.index.graph, options, count, dump.reference, scratch, feeds,
+                                 added)
+
+    def section(self, dump: Any) -> Optional[Dict[str, Any]]:
+        """``{"estimate", "actual", "refused"}``: bytes estimated before the step and written."""
+        if self.estimate is None:
+            return None
+        report = dump.emulator_summary() or {}
+        step_dirs = [entry.get("dir") for entry in report.get("steps", ())] if report else []
+        actual = {"dump_bytes": dir_bytes(step_dirs) if dump.backend.captures else None,
+                  "golden_bytes": dir_bytes([dump.golden_dir]) if dump.golden_dir else None}
+        return {"estimate": self.estimate.as_dict(), "actual": actual, "refused": self.refused}

@@ -1,0 +1,116 @@
+"""Size before writing (issue 23): the hook estimates the dump and the golden before the first
+dumped step, refuses (strict) or warns when it exceeds max_dump_size or the free space, leaves
+nothing behind when it refuses, and records the estimate beside the actual size in run.json and
+bundle.json (real TensorFlow, emulated NPU)."""
+import json
+import os
+import pickle
+import sys
+
+import pytest
+
+from npu_dump_hook import DumpOptions, DumpSizeError, NpuDumpHook, settings
+from npu_dump_hook.bundle.view import open_bundle
+from npu_dump_hook.errors import OptionError
+from npu_dump_hook.sample_models import mlp_session
+from npu_dump_hook.train._space import TEST_FREE_ENV
+
+from helpers.runs import SESSION, clean_env, run
+
+CLI = [sys.executable, "-m", "npu_dump_hook", "run"]
+
+
+def _hook(**kwargs):
+    options = kwargs.pop("options", None) or DumpOptions(enable_dump=True, dump_path="dump")
+    return NpuDumpHook(options, output_dir="out", backend="emulated", **kwargs)
+
+
+def _assert_nothing_behind(root):
+    """No run folder, no bundle, no output folder; the dump folder (made by DumpOptions) is empty."""
+    assert not os.path.exists(os.path.join(str(root), "out")), os.listdir(os.path.join(str(root), "out"))
+    assert os.listdir(os.path.join(str(root), "dump")) == []
+    assert sorted(os.listdir(str(root))) == ["dump"]
+    assert "DUMP_GRAPH_PATH" not in os.environ
+
+
+def test_a_tiny_max_dump_size_refuses_before_the_step_with_both_figures_and_leaves_nothing(in_tmp_cwd):
+    hook = _hook(max_dump_size="1K")
+    with pytest.raises(DumpSizeError) as info:
+        mlp_session.train(hook.options, hooks=[hook])
+    text = str(info.value)
+    assert text.startswith("NpuDumpHook: refused before step 0: the dump is estimated at "), text
+    assert "exceeds max_dump_size=1.0 KiB (1024 bytes)" in text
+    assert "dump_data='stats'" in text and "dump_layer" in text and "--two-phase" in text
+    assert info.value.limit == 1024 and info.value.path is None
+    estimate = info.value.estimate
+    assert estimate["dump_bytes"] > 50000 and estimate["ops"] > 50 and estimate["stats_bytes"] < estimate["dump_bytes"]
+    assert "{:.1f} KiB".format(estimate["dump_bytes"] / 1024.0) in text  # the estimate's figure, beside the limit
+    assert hook.steps.steps_run == 0 and hook.failures[0]["doing"] == "checking the dump size before step 0"
+    _assert_nothing_behind(in_tmp_cwd)
+    again = pickle.loads(pickle.dumps(info.value))  # crosses process boundaries unchanged, as every error
+    assert (str(again), again.limit, again.estimate) == (text, 1024, estimate)
+
+
+def test_a_dump_that_does_not_fit_the_free_space_is_refused_naming_the_folder(in_tmp_cwd, monkeypatch):
+    monkeypatch.setenv(TEST_FREE_ENV, "50000")  # a nearly full disk
+    hook = _hook()
+    with pytest.raises(DumpSizeError) as info:
+        mlp_session.train(hook.options, hooks=[hook])
+    text = str(info.value)
+    assert "does not fit: " in text and "48.8 KiB free" in text and "dump_data='stats'" in text
+    assert info.value.path == str(in_tmp_cwd / "dump") and info.value.limit == 50000
+    _assert_nothing_behind(in_tmp_cwd)
+
+
+def test_not_strict_warns_dumps_and_records_the_refusal(in_tmp_cwd, caplog):
+    hook = _hook(max_dump_size=1024, strict=False)
+    mlp_session.train(hook.options, hooks=[hook])
+    assert hook.bundle is not None and hook.failures == []
+    warned = [r for r in caplog.records if r.levelname == "WARNING" and "exceeds max_dump_size" in r.getMessage()]
+    assert warned and "strict=False: dumping anyway" in warned[0].getMessage()
+    with open_bundle(hook.bundle.location) as view:
+        size = view.doc["run"]["size"]
+        assert "exceeds max_dump_size" in size["refused"]
+        assert any("exceeds max_dump_size" in w for w in view.doc["warnings"])
+
+
+@pytest.mark.parametrize("dump_mode,dump_data", [("all", "tensor"), ("output", "stats")])
+def test_the_estimate_is_recorded_beside_the_actual_size_and_is_close(in_tmp_cwd, dump_mode, dump_data):
+    options = DumpOptions(enable_dump=True, dump_path="dump", dump_mode=dump_mode, dump_data=dump_data)
+    hook = _hook(options=options, max_dump_size="1G")
+    mlp_session.train(hook.options, hooks=[hook])
+    with open(os.path.join(hook.run_dir, "run.json")) as handle:
+        size = json.load(handle)["size"]
+    estimate, actual = size["estimate"], size["actual"]
+    assert size["refused"] is None and estimate["steps"] == 1 and estimate["limits"]["max_dump_size"] == 1 << 30
+    assert 0.8 <= estimate["dump_bytes"] / float(actual["dump_bytes"]) <= 1.2, (estimate, actual)
+    assert 0.8 <= estimate["golden_bytes"] / float(actual["golden_bytes"]) <= 1.2, (estimate, actual)
+    # the batch dimension is unknown statically (batch without drop_remainder): said, and what was assumed
+    assert estimate["unknown"] > 0 and "batch size 16 of" in estimate["assumed"]
+    with open_bundle(hook.bundle.location) as view:
+        assert view.doc["run"]["size"] == size
+
+
+def test_max_dump_size_values_are_checked_by_its_settings_row(in_tmp_cwd):
+    assert settings.parse_size("500M") == 500 << 20 and settings.parse_size("2G") == 2 << 30
+    assert settings.parse_size("1.5K") == 1536 and settings.parse_size("4096") == 4096
+    assert settings.parse_size("2GiB") == 2 << 30 and settings.parse_size(7) == 7
+    for bad in ("", "x", "-1", -1, "1.2.3", "G", True, 1.5):
+        with pytest.raises(OptionError, match="max_dump_size=.*500M or 2G"):
+            _hook(max_dump_size=bad)
+    with pytest.raises(OptionError, match="NPU_DUMP_HOOK_MAX_DUMP_SIZE='lots'"):
+        settings.read("max_dump_size", {"NPU_DUMP_HOOK_MAX_DUMP_SIZE": "lots"})
+    assert settings.read("max_dump_size", {"NPU_DUMP_HOOK_MAX_DUMP_SIZE": "2G"}) == 2 << 30
+
+
+def test_run_with_a_tiny_max_dump_size_refuses_before_the_step_and_leaves_nothing(tmp_path):
+    out = tmp_path / "out"
+    code, lines, err = run(CLI + ["--output-dir", str(out), "--dump-path", str(tmp_path / "dump"),
+                                  "--max-dump-size", "2K", "--", sys.executable, SESSION], tmp_path, clean_env())
+    assert code != 0, err[-3000:]
+    assert "DumpSizeError: NpuDumpHook: refused before step 0: the dump is estimated at" in err, err[-3000:]
+    assert "exceeds max_dump_size=2.0 KiB (2048 bytes)" in err and "dump_data='stats'" in err
+    assert not out.exists() or os.listdir(str(out)) == [], os.listdir(str(out))
+    assert not (tmp_path / "dump").exists() or os.listdir(str(tmp_path / "dump")) == []
+    code, lines, err = run(CLI + ["--max-dump-size", "lots", "--", sys.executable, SESSION], tmp_path, clean_env())
+    assert code == 2 and "--max-dump-size: 'lots' must be a byte count" in err, err[-3000:]
