@@ -1,8 +1,9 @@
 """``npu-dump-hook compare`` vs msaccucmp on the same synthetic bundle: speed, memory, agreement.
 
-Issue 13 targets: ours at least 5x faster than msaccucmp on a 1,000-op / 0.5 GB bundle,
-peak RSS under 500 MB, and every metric of every common row equal to msaccucmp's within
-1e-6 (relative or absolute), with the same set of compared rows.
+Issue 24 targets (issue 13 asked 5x): ours at least 10x faster than msaccucmp on a 1,000-op /
+0.5 GB bundle and on 10,000 ops (``--ops 10000 --elements 7373``), peak RSS under 500 MB, every
+metric of every common row equal to msaccucmp's within 1e-6 (relative or absolute), and the set
+of compared rows msaccucmp's (at most 1% differ), all in the same run.
 
 * msaccucmp (PyPI ``mindstudio-probe==26.2.0``) runs in its own venv (default
   ``.venv-msprobe``, created and filled with pip when missing) through
@@ -22,14 +23,24 @@ peak RSS under 500 MB, and every metric of every common row equal to msaccucmp's
   relative noise; a quarter of the ops dump float16, every 10th output is NC1HWC0 (origin
   NCHW), every 8th op is a fused node whose output origin is another TF op
   (``_datadump_origin_name``), and a few ops carry zeros (both sides, or only the golden),
-  a NaN, an Inf, or a scalar.
+  a NaN, an Inf, or a scalar; every 50th op's input is dumped flat (``[N]``, what a folded
+  Reshape/Flatten leaves on the device) where its producer's golden is 4-D with as many
+  elements: msaccucmp compares it flattened, and so do we (a ``shape_note``).
+* Our package is byte-compiled first (``compileall``), as ``pip install`` leaves it and as
+  msaccucmp's venv is: this environment sets PYTHONDONTWRITEBYTECODE, and compiling the
+  package's sources on every start cost ours ~0.2 s of CPU per run.
+* ``--repeat N`` runs the two sides alternately N times (the machine is shared: single runs
+  vary by 2x with the load, printed before and after); the ratio of each pair and of the
+  medians is printed. ``--profile`` also runs ``compare`` in this process on one core under
+  cProfile and prints where the time goes (reading, format conversion, metrics, matching and
+  analysis, reports, the pool), the imports' CPU in a fresh interpreter and the pool's start.
 
 Wall time and peak RSS of each side are measured around its subprocess (``os.wait4`` gives
 the child's own ``ru_maxrss``; the process tree's summed RSS is sampled from /proc every
 0.25 s (a scan of /proc: about 2% of a core), which counts memory-mapped file pages too).
 
     .venv/bin/python benchmarks/bench_compare.py [--ops 1000] [--elements 73728] [--workdir DIR]
-        [--msprobe-venv .venv-msprobe] [--workers N] [--skip-msaccucmp] [--clean]
+        [--msprobe-venv .venv-msprobe] [--workers N] [--skip-msaccucmp] [--clean] [--repeat N] [--profile]
 """
 import argparse
 import csv
@@ -61,7 +72,9 @@ from npu_dump_hook.formats.names import format_dump_name, format_npy_name, sanit
 MSPROBE = "mindstudio-probe==26.2.0"
 GRAPH_NAME = "ge_default_20261201000000_1"
 T0 = 1700000000000000
-SPEED_TARGET = 5.0
+SPEED_TARGET = 10.0
+ROW_SET_TARGET = 0.01  # share of compared rows that may be only one side's
+BUNDLE_VERSION = "v2"  # v2: the flat inputs (the folder name changes with what the bundle holds)
 RSS_TARGET_MB = 500
 TOLERANCE = Decimal("1e-6")
 OP_TYPES = ("Add", "Mul", "BiasAdd", "Relu", "Sub", "Maximum", "RealDiv", "Square")
@@ -81,6 +94,7 @@ class _Plan(object):
         self.case = {7: "zeros", 13: "golden_zeros", 29: "nan", 31: "inf", 47: "scalar"}.get(i % 50, "")
         if self.case == "scalar":
             self.nc1hwc0 = False
+        self.flat_input = i % 50 == 19  # its input dumped as [N] (its producer's golden is 4-D)
 
 
 def _values(rng, plan: _Plan, shape) -> tuple:
@@ -136,7 +150,8 @@ def write_bundle(root: str, ops: int, elements: int) -> dict:
         inputs, input_tensors = [], []
         if previous is not None:
             inputs = [previous[0] + ":0"]
-            input_tensors = [DumpTensor(np.ascontiguousarray(previous[1]), original_shape=previous[1].shape)]
+            source = previous[1].reshape(-1) if plan.flat_input else previous[1]
+            input_tensors = [DumpTensor(np.ascontiguousarray(source), original_shape=source.shape)]
         op_defs.append(make_op(plan.name, plan.type, i, inputs=inputs, output_descs=[desc],
                                original_op_names=[plan.origin] if plan.fused else None))
         stamp = T0 + 10 * i
@@ -148,7 +163,7 @@ def write_bundle(root: str, ops: int, elements: int) -> dict:
                       "slot": 0, "golden": golden_path, "case": plan.case})
         if previous is not None:
             pairs.append({"npu_op": plan.name, "tensor": plan.name + ":input:0", "dump": dump_path, "kind": "input",
-                          "slot": 0, "golden": previous[2], "case": ""})
+                          "slot": 0, "golden": previous[2], "case": "flat_input" if plan.flat_input else ""})
         previous = (plan.name, npu, golden_path)
     graph = os.path.join(graph_dir, "ge_proto_00000001_Build.txt")
     with open(graph, "w") as handle:
@@ -163,13 +178,17 @@ def write_bundle(root: str, ops: int, elements: int) -> dict:
     return info
 
 
+def _bundle_name(ops: int, elements: int) -> str:
+    return "bundle_{}_{}x{}".format(BUNDLE_VERSION, ops, elements)
+
+
 def _folder_bytes(folder: str) -> int:
     return sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder))
 
 
 def bundle(workdir: str, ops: int, elements: int) -> dict:
     """The bundle for (ops, elements) under workdir, written unless a complete one is there."""
-    root = os.path.join(workdir, "bundle_{}x{}".format(ops, elements))
+    root = os.path.join(workdir, _bundle_name(ops, elements))
     manifest = os.path.join(root, "manifest.json")
     if os.path.isfile(manifest):
         with open(manifest) as handle:
@@ -393,7 +412,7 @@ def agreement(ours: dict, theirs: dict, label: str) -> dict:
         print("  {} {}:\n    ours:      {!r}\n    msaccucmp: {!r}".format(key[0], key[1], mine[:300], other[:300]))
     return {"ours": len(our_set), "theirs": len(their_set), "common": len(common), "bad_cells": bad_cells,
             "only_ours": len(our_set - their_set), "only_theirs": len(their_set - our_set),
-            "reason_diffs": len(reason_diffs)}
+            "reason_diffs": len(reason_diffs), "common_keys": set(common), "label": label.split(" ")[0]}
 
 
 def _gap(a: str, b: str) -> float:
@@ -422,6 +441,85 @@ def _side_line(result: dict) -> str:
         result["label"], result["wall"], result["cpu"], result["maxrss_mb"], result["tree_rss_mb"], result["rc"])
 
 
+def _load() -> str:
+    return "load {:.1f} {:.1f} {:.1f}".format(*os.getloadavg())
+
+
+def _median(values: list) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2.0
+
+
+def compile_ours() -> None:
+    """Byte-compile the package as pip install does (module doc)."""
+    subprocess.check_call([sys.executable, "-m", "compileall", "-q", os.path.join(REPO, "npu_dump_hook")])
+
+
+def _run_pairs(args, info: dict, out_root: str) -> tuple:
+    """msaccucmp and ours alternately ``--repeat`` times: (their results, our results, their CSV, our CSV)."""
+    theirs_dir = os.path.join(out_root, "msaccucmp")
+    ours_csv = os.path.join(out_root, "ours.csv")
+    found = sorted(glob.glob(os.path.join(theirs_dir, "**", "result_*.csv"), recursive=True))
+    python = None if args.skip_msaccucmp and found else ensure_msprobe(args.msprobe_venv)
+    theirs, ours, their_csv = [], [], found[-1] if found else None
+    if not has_compare_command():
+        raise SystemExit("npu-dump-hook compare is not available from " + our_command())
+    compile_ours()
+    for repeat in range(args.repeat):
+        print("run {} of {} ({})".format(repeat + 1, args.repeat, _load()))
+        if python is not None:
+            result, their_csv = run_msaccucmp(python, info, theirs_dir)
+            theirs.append(result)
+            print("  " + _side_line(result))
+        result = run_ours(info, ours_csv, args.workers)
+        ours.append(result)
+        print("  " + _side_line(result))
+        if theirs:
+            print("  ratio msaccucmp / ours: {:.1f}x wall, {:.1f}x cpu".format(
+                theirs[-1]["wall"] / result["wall"], theirs[-1]["cpu"] / max(result["cpu"], 1e-9)))
+    if not os.path.isfile(ours_csv):
+        raise SystemExit("npu-dump-hook compare wrote no CSV (exit {}):\n{}".format(ours[-1]["rc"],
+                                                                                ours[-1]["output"][-2000:]))
+    return theirs, ours, their_csv, ours_csv
+
+
+def _speed_lines(info: dict, theirs: list, ours: list) -> bool:
+    """Print the medians, the ratio and the peak RSS; True when both targets are met."""
+    print("\n== speed and memory ({} ops, {:.0f} MB dumps + {:.0f} MB golden; {})".format(
+        info["ops"], info["dump_bytes"] / 1e6, info["golden_bytes"] / 1e6, _load()))
+    rss = max(max(r["maxrss_mb"], r["tree_rss_mb"]) for r in ours)
+    rss_met = rss < RSS_TARGET_MB
+    print("our peak RSS: {:.0f} MB (target < {} MB: {})".format(rss, RSS_TARGET_MB, "met" if rss_met else "NOT met"))
+    if not theirs:
+        print("(msaccucmp not run: --skip-msaccucmp)")
+        return rss_met
+    walls = [(t["wall"], o["wall"]) for t, o in zip(theirs, ours)]
+    cpus = [(t["cpu"], o["cpu"]) for t, o in zip(theirs, ours)]
+    print("median of {} run(s): msaccucmp {:.2f} s wall / {:.2f} s cpu, ours {:.2f} s wall / {:.2f} s cpu".format(
+        len(walls), _median([w[0] for w in walls]), _median([c[0] for c in cpus]), _median([w[1] for w in walls]),
+        _median([c[1] for c in cpus])))
+    ratios = [t / o for t, o in walls]
+    ratio = _median(ratios)
+    print("speed ratio msaccucmp / ours (median of the pairs {}): {:.1f}x wall (target >= {:.0f}x: {}), "
+          "{:.1f}x cpu".format(", ".join("{:.1f}x".format(r) for r in ratios), ratio, SPEED_TARGET,
+                               "met" if ratio >= SPEED_TARGET else "NOT met",
+                               _median([t / max(o, 1e-9) for t, o in cpus])))
+    return rss_met and ratio >= SPEED_TARGET
+
+
+def _row_set_met(stat: dict, flat_keys: set) -> bool:
+    flat = len(flat_keys & stat["common_keys"])
+    differ = stat["only_ours"] + stat["only_theirs"]
+    union = stat["common"] + differ
+    share = differ / float(union) if union else 0.0
+    print("row set ({}): {} compared by both ({} of them inputs dumped flat, compared flattened), {} only ours, "
+          "{} only msaccucmp: {:.2%} differ (target <= {:.0%}: {})".format(
+              stat["label"], stat["common"], flat, stat["only_ours"], stat["only_theirs"], share, ROW_SET_TARGET,
+              "met" if share <= ROW_SET_TARGET else "NOT met"))
+    return share <= ROW_SET_TARGET and stat["bad_cells"] == 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ops", type=int, default=1000)
@@ -431,63 +529,37 @@ def main(argv=None) -> int:
     parser.add_argument("--workers", type=int, help="--workers for npu-dump-hook compare")
     parser.add_argument("--skip-msaccucmp", action="store_true", help="reuse the last msaccucmp CSV of this bundle")
     parser.add_argument("--clean", action="store_true", help="remove the bundle at the end (default: kept for reuse)")
+    parser.add_argument("--repeat", type=int, default=1, help="alternate runs of the two sides (default 1)")
+    parser.add_argument("--profile", action="store_true", help="also: where our time goes (cProfile, one core)")
     args = parser.parse_args(argv)
 
     os.makedirs(args.workdir, exist_ok=True)
     info = bundle(args.workdir, args.ops, args.elements)
-    print("bundle: {} ops, {} tensor pairs, {:.0f} MB of dump files, {:.0f} MB golden".format(
-        info["ops"], len(info["pairs"]), info["dump_bytes"] / 1e6, info["golden_bytes"] / 1e6))
-    out_root = os.path.join(args.workdir, "out_{}x{}".format(args.ops, args.elements))
-    theirs_dir = os.path.join(out_root, "msaccucmp")
-    results = []
-    if args.skip_msaccucmp and glob.glob(os.path.join(theirs_dir, "**", "result_*.csv"), recursive=True):
-        their_csv = sorted(glob.glob(os.path.join(theirs_dir, "**", "result_*.csv"), recursive=True))[-1]
-        theirs_result = None
-    else:
-        python = ensure_msprobe(args.msprobe_venv)
-        theirs_result, their_csv = run_msaccucmp(python, info, theirs_dir)
-        results.append(theirs_result)
+    print("bundle: {} ops, {} tensor pairs, {:.0f} MB of dump files, {:.0f} MB golden; {} cores, {}".format(
+        info["ops"], len(info["pairs"]), info["dump_bytes"] / 1e6, info["golden_bytes"] / 1e6, os.cpu_count(),
+        _load()))
+    out_root = os.path.join(args.workdir, "out_{}_{}x{}".format(BUNDLE_VERSION, args.ops, args.elements))
+    theirs_runs, ours_runs, their_csv, ours_csv = _run_pairs(args, info, out_root)
+    if their_csv is None:
+        raise SystemExit("no msaccucmp CSV for this bundle: run once without --skip-msaccucmp")
     theirs = csv_rows(their_csv)
     print("msaccucmp CSV: {} ({} rows)".format(their_csv, len(theirs)))
-
     direct, direct_s, direct_cpu = run_direct(info)
-    status = {"direct": agreement(direct, theirs, "compute_metrics on the same pairs")}
+    status = {"direct": agreement(direct, theirs, "compute_metrics on the same pairs"),
+              "command": agreement(csv_rows(ours_csv), theirs, "npu-dump-hook compare --csv")}
+    print("({:.2f} s wall, {:.2f} s cpu: compute_metrics alone, in this process, {} pairs, reading included)".format(
+        direct_s, direct_cpu, len(info["pairs"])))
+    speed_met = _speed_lines(info, theirs_runs, ours_runs)
+    flat = set((pair["npu_op"], pair["tensor"]) for pair in info["pairs"] if pair["case"] == "flat_input")
+    rows_met = all([_row_set_met(stat, flat) for stat in status.values()])
+    print("agreement: {}".format("every common metric within 1e-6, row sets within 1%" if rows_met else "DIFFERENCES"))
+    if args.profile:
+        from _compare_profile import profile_compare
 
-    ours_result = None
-    if has_compare_command():
-        ours_csv = os.path.join(out_root, "ours.csv")
-        ours_result = run_ours(info, ours_csv, args.workers)
-        results.append(ours_result)
-        if os.path.isfile(ours_csv):
-            status["command"] = agreement(csv_rows(ours_csv), theirs, "npu-dump-hook compare --csv")
-        else:
-            print("npu-dump-hook compare wrote no CSV (exit {}):\n{}".format(ours_result["rc"],
-                                                                            ours_result["output"][-2000:]))
-    else:
-        print("\n(npu-dump-hook compare is not available yet: only the direct metric check ran)")
-
-    print("\n== speed and memory ({} ops, {:.0f} MB dumps + {:.0f} MB golden)".format(
-        info["ops"], info["dump_bytes"] / 1e6, info["golden_bytes"] / 1e6))
-    for result in results:
-        print(_side_line(result))
-    print("{:<26} {:>8.2f} s  cpu {:>7.2f} s  (compute_metrics only, in-process, {} pairs, reading included)".format(
-        "ours: metrics, 1 process", direct_s, direct_cpu, len(info["pairs"])))
-    if theirs_result is not None and ours_result is not None:
-        ratio = theirs_result["wall"] / ours_result["wall"]
-        print("speed ratio msaccucmp / ours: {:.1f}x wall (target >= {:.0f}x: {}), {:.1f}x cpu".format(
-            ratio, SPEED_TARGET, "met" if ratio >= SPEED_TARGET else "NOT met",
-            theirs_result["cpu"] / max(ours_result["cpu"], 1e-9)))
-        rss = max(ours_result["maxrss_mb"], ours_result["tree_rss_mb"])
-        print("our peak RSS: {:.0f} MB (target < {} MB: {})".format(
-            rss, RSS_TARGET_MB, "met" if rss < RSS_TARGET_MB else "NOT met"))
-    if theirs_result is not None:
-        print("metrics-only ratio msaccucmp / compute_metrics: {:.1f}x wall, {:.1f}x cpu".format(
-            theirs_result["wall"] / direct_s, theirs_result["cpu"] / max(direct_cpu, 1e-9)))
-    agreed = all(s["bad_cells"] == 0 and s["only_ours"] == 0 and s["only_theirs"] == 0 for s in status.values())
-    print("agreement: {}".format("every common metric within 1e-6, same compared rows" if agreed else "DIFFERENCES"))
+        profile_compare(info, our_command())
     if args.clean:
-        shutil.rmtree(os.path.join(args.workdir, "bundle_{}x{}".format(args.ops, args.elements)), ignore_errors=True)
-    return 0 if agreed else 1
+        shutil.rmtree(os.path.join(args.workdir, _bundle_name(args.ops, args.elements)), ignore_errors=True)
+    return 0 if rows_met and speed_met else 1
 
 
 if __name__ == "__main__":

@@ -32,6 +32,14 @@ size 1; one that differs but holds as many elements (what a folded Reshape/Flatt
 device: NPU ``[16000]`` vs golden ``[1, 20, 100, 8]``) is compared flattened, as msaccucmp does,
 and its result carries a ``shape_note`` naming both shapes (a note, not a reason).
 
+An input is, with ``dump_mode`` ``all``, its producer's output dumped again: the same bytes
+against the same golden file, often in the previous file this process compared. The last
+output compared (of a file that also dumps inputs; up to :data:`REUSE_MAX_BYTES`) is kept with
+its metrics (:class:`_LastOutput`); an input whose values are bit for bit those, in the same
+dtype and shape, against the same golden file, takes its metrics instead of computing them
+again (msaccucmp computes them twice): the same cells, at the cost of one comparison of the
+bytes. A result whose reason names the NPU file is not reused.
+
 The golden ``.npy`` header cache of :mod:`._golden` is bounded by bytes here
 (:class:`HeaderCache`, installed over ``_golden._LAYOUTS``): padded headers of up to 4 GiB
 each would otherwise be kept 4,096 at a time (300 padded headers: 513 MB).
@@ -128,6 +136,8 @@ class FileResult(NamedTuple):
 
 _GOLDEN = {}  # type: Dict[str, str]
 _READ_WHOLE = 1 << 20
+#: The largest output kept for an identical input's metrics (module doc).
+REUSE_MAX_BYTES = 16 << 20
 # Per process: payloads up to _READ_WHOLE bytes are read into these, reused for every tensor
 # (fresh memory costs a page fault per 4 KiB; a memory map more). The arrays made over them
 # live until the tensor's metrics are computed, before the next read.
@@ -287,6 +297,7 @@ def init_worker(golden: Dict[str, str], pooled: bool = False) -> None:
     thread, SIGTERM's default action)."""
     global _GOLDEN
     _GOLDEN = golden
+    _LAST_OUTPUT.__init__()  # a new comparison: golden files of an earlier one may have changed since
     if pooled:
         limit_blas_threads()  # a pool process: one BLAS thread for good (see ._blas)
         # a forked worker inherits the CLI's SIGTERM-to-SystemExit handler (cli/_compare.py), which
@@ -348,14 +359,60 @@ def _elements(shape: Tuple[int, ...]) -> int:
     return count
 
 
+class _LastOutput(object):
+    """The last output this process compared and its metrics (module doc)."""
+
+    def __init__(self) -> None:
+        self.key = None  # type: Optional[Tuple[Any, ...]]
+        self.values = None  # type: Optional[np.ndarray]
+        self.result = None  # type: Any
+
+    @staticmethod
+    def _key(npu: np.ndarray, gold: np.ndarray, golden_path: str) -> Tuple[Any, ...]:
+        return golden_path, npu.dtype.str, tuple(npu.shape), gold.dtype.str, tuple(gold.shape)
+
+    def find(self, npu: np.ndarray, gold: np.ndarray, golden_path: str) -> Any:
+        """The kept metrics when ``npu`` is the kept output bit for bit against the same golden, else None."""
+        if self.key is None or self.key != self._key(npu, gold, golden_path) or not npu.flags.c_contiguous:
+            return None
+        unsigned = np.dtype("u{}".format(npu.dtype.itemsize)) if npu.dtype.itemsize in (1, 2, 4, 8) else None
+        if unsigned is None or not np.array_equal(npu.view(unsigned), self.values.view(unsigned)):
+            return None
+        return self.result
+
+    def keep(self, npu: np.ndarray, gold: np.ndarray, golden_path: str, npu_path: str, result: Any) -> None:
+        self.key = None
+        if npu.nbytes > REUSE_MAX_BYTES or npu.dtype.kind not in "biufc" or npu_path in result.fail_reason:
+            return
+        self.values = np.array(npu, order="C")  # the payload buffer is reused by the next read
+        self.result = result
+        self.key = self._key(npu, gold, golden_path)
+
+
+_LAST_OUTPUT = _LastOutput()
+
+
+def _metrics(dump: DumpFile, kind: str, npu: np.ndarray, gold: np.ndarray, path: str) -> Any:
+    """compute_metrics, or the last output's when this input is it again (module doc)."""
+    from .metrics import compute_metrics
+
+    if kind == "input":
+        found = _LAST_OUTPUT.find(npu, gold, path)
+        if found is not None:
+            return found
+        return compute_metrics(npu, gold, dump.path, path)
+    result = compute_metrics(npu, gold, dump.path, path)
+    if dump.inputs:  # inputs are dumped too: the next file's input may be this output
+        _LAST_OUTPUT.keep(npu, gold, path, dump.path, result)
+    return result
+
+
 def _has_overflow(npu: np.ndarray, finite: Tuple[bool, bool]) -> bool:
     """Inf/NaN on the NPU side of a floating tensor while every golden value is finite."""
     return npu.dtype.kind in "fc" and npu.size > 0 and not finite[0] and finite[1]
 
 
 def _compare_tensor(job: FileJob, dump: DumpFile, kind: str, slot: int) -> TensorResult:
-    from .metrics import compute_metrics
-
     info = dump.tensor(kind, slot)
     address = _address(dump, kind, slot)
     golden = _plan_for(job, dump, kind, slot)
@@ -394,7 +451,7 @@ def _compare_tensor(job: FileJob, dump: DumpFile, kind: str, slot: int) -> Tenso
                       "{} ({} vs {} elements)".format(REASON_SHAPE, list(npu.shape), list(info.shape), list(gold.shape),
                                                       npu.size, gold.size), path,
                       _dtype_name(gold.dtype), _dtype_name(npu.dtype))
-    result = compute_metrics(npu, gold, dump.path, path)
+    result = _metrics(dump, kind, npu, gold, path)
     overflow = _has_overflow(npu, result.finite)
     return TensorResult(kind, slot, _dtype_name(npu.dtype), address, tuple(info.shape), info.format_name,
                         tuple(npu.shape), golden, path, _dtype_name(gold.dtype), dict(result.values), result.std,

@@ -166,8 +166,25 @@ def _as_f32(part: np.ndarray, buf: np.ndarray) -> np.ndarray:
     if part.dtype == np.float32:
         return part
     out = buf[:part.size]
-    np.copyto(out, part, casting="unsafe")
+    if part.dtype == np.float16 and part.size >= _F16_TABLE_FROM:
+        # numpy's own cast, looked up: 3-7x faster (mode "wrap": every uint16 is an index, and no
+        # buffered copy of ``out`` as mode "raise" makes)
+        np.take(_f16_table(), part.view(np.uint16), out=out, mode="wrap")
+    else:
+        np.copyto(out, part, casting="unsafe")
     return out
+
+
+#: float16 arrays from this many elements are widened through the table (building it: ~1 ms).
+_F16_TABLE_FROM = 4096
+_F16_TABLE = []  # type: List[np.ndarray]
+
+
+def _f16_table() -> np.ndarray:
+    """Every float16 bit pattern's float32 value, made by numpy's cast (so the lookup is bit-identical)."""
+    if not _F16_TABLE:
+        _F16_TABLE.append(np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32))
+    return _F16_TABLE[0]
 
 
 def _chunks(x: np.ndarray, y: np.ndarray, space: _Workspace):
@@ -307,10 +324,11 @@ def _relative_errors(x: np.ndarray, y: np.ndarray, out: np.ndarray, scratch: np.
     np.subtract(out, np.float32(1), out=out)
     np.abs(out, out=out)
     np.abs(y, out=scratch)
+    if np.minimum.reduce(scratch) > _EPS32:  # no |y| <= eps and no NaN (the common case): nothing to zero
+        return out
     np.greater(scratch, _EPS32, out=mask)
     np.logical_not(mask, out=mask)
-    if mask.any():
-        np.copyto(out, np.float32(0), where=mask)
+    np.copyto(out, np.float32(0), where=mask)
     return out
 
 
@@ -394,14 +412,19 @@ def _kl_bounds(minimum: float, maximum: float) -> Tuple[np.float32, np.float32]:
     return low, spread
 
 
-def _kl_normalised(chunk: np.ndarray, low: np.float32, spread: np.float32, out: np.ndarray) -> np.ndarray:
+def _kl_normalised(chunk: np.ndarray, low: np.float32, spread: np.float32, out: np.ndarray,
+                   mask: np.ndarray) -> np.ndarray:
     """msaccucmp's _normalized: (v - min) / (max - min) (v itself when max == min), floored at eps32."""
     if spread != 0:
         np.subtract(chunk, low, out=out)
         np.divide(out, spread, out=out)
     else:
         np.copyto(out, chunk)
-    np.maximum(out, _KL_FLOOR, out=out)
+    # np.maximum(out, floor) without its cost (a slow loop on numpy 1.18): few values are below
+    # the floor, NaN stays NaN either way
+    below = np.less(out, _KL_FLOOR, out=mask)
+    if below.any():
+        np.copyto(out, _KL_FLOOR, where=below)
     return out
 
 
@@ -417,8 +440,8 @@ def _kl(x: np.ndarray, y: np.ndarray, acc: _Pass1, golden_file: str) -> Tuple[fl
     sum_p = sum_q = weighted = 0.0
     for xc, yc in _chunks(x, y, space):
         m = xc.size
-        p = _kl_normalised(xc, x_low, x_spread, space.f32[2][:m])
-        q = _kl_normalised(yc, y_low, y_spread, space.f32[3][:m])
+        p = _kl_normalised(xc, x_low, x_spread, space.f32[2][:m], space.mask[:m])
+        q = _kl_normalised(yc, y_low, y_spread, space.f32[3][:m], space.mask[:m])
         sum_p += float(np.add.reduce(p, dtype=np.float64))
         sum_q += float(np.add.reduce(q, dtype=np.float64))
         np.divide(p, q, out=q)  # float32 ratio and log, as msaccucmp's

@@ -387,3 +387,25 @@ def test_finite_flags_say_which_side_has_nan_or_inf():
     assert compute_metrics(finite, np.array([1.0, np.nan, 3.0], np.float32)).finite == (True, False)
     assert compute_metrics(np.array([True]), np.array([False])).finite == (True, True)
     assert compute_metrics(np.zeros(0), np.zeros(0)).finite == (True, True)
+
+
+def test_float16_is_widened_exactly_as_numpy_casts_it():
+    """The float16 lookup table (large float16 tensors) gives numpy's own cast, bit for bit, for every pattern."""
+    every = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    buf = np.empty(every.size, np.float32)
+    widened = metrics._as_f32(every, buf)
+    assert every.size >= metrics._F16_TABLE_FROM
+    assert np.array_equal(widened.view(np.uint32), every.astype(np.float32).view(np.uint32))
+
+
+@pytest.mark.parametrize("size", [100, 5000, 70000])
+def test_a_float16_tensor_compares_as_its_float32_widening(size):
+    """Small (numpy's cast) and large (table) float16 tensors: the same cells as the float32 values."""
+    rng = np.random.RandomState(11)
+    y = rng.standard_normal(size).astype(np.float32) * 2 + 0.5
+    x = (y * (1 + rng.standard_normal(size).astype(np.float32) * 1e-3)).astype(np.float16)
+    x[3] = 0
+    y[5] = 0
+    assert compute_metrics(x, y).csv_cells() == compute_metrics(x.astype(np.float32), y).csv_cells()
+    x[7] = np.inf
+    assert compute_metrics(x, y).csv_cells() == compute_metrics(x.astype(np.float32), y).csv_cells()

@@ -53,6 +53,27 @@ def test_a_worker_killed_once_is_redone(tmp_path, monkeypatch):
     assert seen == list(range(1, 9))
 
 
+@pytest.mark.parametrize("once", [False, True])
+def test_a_worker_killed_inside_a_batch_of_files(tmp_path, monkeypatch, once):
+    """40 files: the workers get several files per message; the batch whose worker dies is redone
+    one file at a time, so a file that kills every worker is still the only row with a reason."""
+    graph, step, golden = _chain_run(tmp_path, count=40)
+    flag = str(tmp_path / "killed-once")
+    monkeypatch.setenv(TEST_KILL_ENV, ".op_add_21." + ("@" + flag if once else ""))
+    seen = []
+    result = _bounded(lambda: compare(step, golden, graph=graph, workers=2,
+                                      progress=lambda done, total: seen.append(done)))
+    rows = {r["npu_op"]: r for r in result.doc["rows"]}
+    assert len(rows) == 40 and seen == list(range(1, 41))
+    assert all(r["status"] == "ok" for name, r in rows.items() if name != "op/add_21")
+    if once:
+        assert os.path.exists(flag) and rows["op/add_21"]["status"] == "ok" and result.exit_code == 0
+    else:
+        reason = rows["op/add_21"]["fail_reason"]
+        assert reason.startswith("worker died: the worker comparing ") and ".op_add_21." in reason
+        assert "2 times" in reason and result.doc["summary"]["verdict"] == "incomplete"
+
+
 def _fifo_instead_of(step, op, link=False):
     path = os.path.join(step, [n for n in os.listdir(step) if ".{}.".format(op) in n][0])
     os.remove(path)

@@ -1,0 +1,75 @@
+"""With dump_mode "all" an input is its producer's output dumped again: a worker reuses the metrics of
+the output it just compared when the input is that output bit for bit against the same golden file
+(compare/_worker.py), and computes them when anything differs. The rows are the same either way."""
+import numpy as np
+import pytest
+
+from npu_dump_hook.compare import compare, metrics
+from npu_dump_hook.compare import _worker
+
+from helpers.compare_synth import Synth, chain
+
+
+def _chain(tmp_path, change_input_of=None, nan=False):
+    synth = Synth(tmp_path, dump_mode="all")
+    start = np.linspace(1, 2, 4096, dtype=np.float32)
+    if nan:
+        start[7] = np.nan
+    synth.op("x", "Data", start, no_task=True)
+    names = chain(synth, 6, start, fault_at=3)
+    if change_input_of is not None:  # what the consumer's input dump holds: one value off
+        changed = np.array(synth.values[(change_input_of, 0)], copy=True)
+        changed[11] += np.float32(0.25)
+        synth.values[(change_input_of, 0)] = changed
+    return synth.write(), names
+
+
+def _rows(result):
+    return [dict(r, order=None) for r in result.doc["rows"]]
+
+
+def _counted(monkeypatch):
+    calls = []
+    real = metrics.compute_metrics
+
+    def counting(*args, **kwargs):
+        calls.append(args[2] if len(args) > 2 else "")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(metrics, "compute_metrics", counting)
+    return calls
+
+
+@pytest.mark.parametrize("nan", [False, True])
+def test_an_input_equal_to_the_last_output_takes_its_metrics(tmp_path, monkeypatch, nan):
+    (graph, step, golden), names = _chain(tmp_path, nan=nan)
+    calls = _counted(monkeypatch)
+    reused = compare(step, golden, graph=graph, workers=1)
+    outputs_and_inputs = len(reused.doc["rows"])
+    assert outputs_and_inputs == 12  # 6 outputs, 6 inputs (op/add_0's is x, which is no task: no output row)
+    assert len(calls) == 7  # 5 inputs were their producers' outputs again
+    monkeypatch.setattr(_worker, "REUSE_MAX_BYTES", 0)
+    computed = compare(step, golden, graph=graph, workers=1)
+    assert len(calls) == 7 + 12
+    assert _rows(reused) == _rows(computed)
+    assert reused.csv() == computed.csv()
+
+
+def test_an_input_that_differs_from_the_output_is_computed(tmp_path, monkeypatch):
+    (graph, step, golden), names = _chain(tmp_path, change_input_of="op/add_1")
+    calls = _counted(monkeypatch)
+    result = compare(step, golden, graph=graph, workers=1)
+    assert len(calls) == 8
+    rows = {(r["npu_op"], r["direction"]): r for r in result.doc["rows"]}
+    output, seen_again = rows[("op/add_1", "output")], rows[("op/add_2", "input")]
+    assert output["metrics"]["MaxAbsoluteError"] == 0
+    assert seen_again["metrics"]["MaxAbsoluteError"] == pytest.approx(0.25)
+    monkeypatch.setattr(_worker, "REUSE_MAX_BYTES", 0)
+    assert _rows(compare(step, golden, graph=graph, workers=1)) == _rows(result)
+
+
+def test_reuse_with_two_workers_gives_the_same_rows(tmp_path, monkeypatch):
+    (graph, step, golden), names = _chain(tmp_path)
+    pooled = compare(step, golden, graph=graph, workers=2)
+    monkeypatch.setattr(_worker, "REUSE_MAX_BYTES", 0)
+    assert _rows(pooled) == _rows(compare(step, golden, graph=graph, workers=1))
