@@ -29,6 +29,7 @@ from helpers.runs import HELPERS, clean_env, run
 SCRIPT = os.path.join(HELPERS, "replay_scripts.py")
 CLI = [sys.executable, "-m", "npu_dump_hook"]
 FAULT = "hidden/MatMul"
+GAN_FAULT = "generator/g1/MatMul"  # the GAN has no hidden/ layer
 
 
 def _run(cwd, name, shape, flags):
@@ -139,6 +140,14 @@ def test_gan_noise_feeds_are_replayed_and_compare_passes(tmp_path):
     assert status == 0, out
 
 
+def test_gan_workflow_names_the_faulted_generator_op_first(tmp_path):
+    npu, golden, status, doc, out = _workflow(tmp_path, "gan", GAN_FAULT)
+    npu_doc = _assert_replayed(npu, golden, {"feed"})
+    assert npu_doc["run"]["steps"] == 1
+    assert status == 1, out
+    _first_divergence_is(doc, out, GAN_FAULT)
+
+
 # -- (c) Estimator with numpy_input_fn(shuffle=True): queue input ------------------------------------
 
 
@@ -170,6 +179,13 @@ def test_pyfunc_and_random_map_inputs_are_replayed(tmp_path):
     assert status == 0, out
 
 
+def test_pyfunc_workflow_names_the_faulted_op_first(tmp_path):
+    npu, golden, status, doc, out = _workflow(tmp_path, "pyfunc", FAULT)
+    _assert_replayed(npu, golden, {"iterator", "py_func"})
+    assert status == 1, out
+    _first_divergence_is(doc, out, FAULT)
+
+
 def test_a_late_string_handle_pipeline_with_a_clock_seed_is_replayed(tmp_path):
     npu, golden, status, doc, out = _workflow(tmp_path, "late")
     npu_doc = _assert_replayed(npu, golden, {"feed", "iterator"})
@@ -177,6 +193,13 @@ def test_a_late_string_handle_pipeline_with_a_clock_seed_is_replayed(tmp_path):
     assert sources["handle:0"] == ("feed", "string")  # kept exactly, as packed bytes
     assert sources["IteratorGetNext:0"] == ("iterator", "float32")
     assert status == 0, out
+
+
+def test_a_late_string_handle_pipeline_workflow_names_the_faulted_op_first(tmp_path):
+    npu, golden, status, doc, out = _workflow(tmp_path, "late", FAULT)
+    _assert_replayed(npu, golden, {"feed", "iterator"})
+    assert status == 1, out
+    _first_divergence_is(doc, out, FAULT)
 
 
 # -- (e) above max_input_bytes: hashes only, and the golden run says it cannot replay ----------------
