@@ -23,6 +23,7 @@ import pytest
 
 from npu_dump_hook import NpuDumpHook, OptionError
 from npu_dump_hook.bundle import read_bundle, verify_bundle
+from npu_dump_hook.train.late import LATE_NOTE
 
 from helpers.runs import HELPERS, clean_env, run
 
@@ -193,6 +194,10 @@ def test_a_late_string_handle_pipeline_with_a_clock_seed_is_replayed(tmp_path):
     assert sources["handle:0"] == ("feed", "string")  # kept exactly, as packed bytes
     assert sources["IteratorGetNext:0"] == ("iterator", "float32")
     assert status == 0, out
+    # the pipeline was built after the runner wrapped the session (at the initializer's random ops):
+    # its shuffle is audited at the captured step and reported, not pinned
+    late = [s for s in npu_doc["randomness"]["sources"] if s["action"].endswith(LATE_NOTE)]
+    assert any(s["type"].startswith("ShuffleDataset") for s in late), npu_doc["randomness"]["sources"]
 
 
 def test_a_late_string_handle_pipeline_workflow_names_the_faulted_op_first(tmp_path):
