@@ -111,6 +111,7 @@ from .train.golden_layer import golden_of_dump_layer
 from .train.golden_stats import golden_statistics
 from .train.guard import FailureGuard
 from .train.inputs import StepInputs
+from .train.late import LateGraph
 from .train.report import announce, log_summary
 from .train.sizing import SizeCheck
 from .train.state import StepFingerprints
@@ -256,6 +257,9 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self._global_step_tensor, self._global_step_before = None, None  # type: Any, Optional[int]
         self._session_config = None  # type: Any  # the ConfigProto of the session (after_create_session)
         self._randomness_report = {}  # type: Dict[str, Any]
+        #: Set by NpuDumpSession: the graph stays editable after begin() (train/late.py).
+        self._editable_graph = False
+        self._late = None  # type: Optional[LateGraph]
         #: Warn at interpreter exit when this hook never began (False: the runner holds it for a
         #: session that may never train, and says itself when nothing trained).
         self.warn_if_never_began = True
@@ -310,23 +314,48 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self.steps.begin(graph, index)
         self.dump.check_graph(graph)
         # The model graph as trained, before the hook adds its own Saver and capture ops.
-        with self.guard("writing the model graph to {}".format(self.layout.tf_graph)):
-            try:
-                tf.train.write_graph(graph.as_graph_def(add_shapes=True), self.layout.tf_dir,
-                                     os.path.basename(self.layout.tf_graph))
-            except tf.errors.OpError as exc:  # a full disk, a file-size limit: ours, naming the path
-                raise BundleError("NpuDumpHook: writing the model graph to {} failed: {}".format(
-                    self.layout.tf_graph, exc.message), self.layout.tf_graph) from exc
+        self._write_model_graph(tf, graph.as_graph_def(add_shapes=True))
         variables = list(tf.global_variables())
         self.prints.begin(variables)
         self.dump.begin(variables)
-        self.golden.begin(variables, self.layout.target_scratch_dir, self.guard)
+        self.golden.begin(variables, self.layout.target_scratch_dir, self.guard, late=self._editable_graph)
         self.dump.begin_backend(graph, self._ids["device_id"], index)
+        self._late = LateGraph(graph, variables, set(self._tf_op_names))
         logger.info(
             "NpuDumpHook: backend %s%s, run folder %s, randomness=%s (%d source(s)), dumping step %d of at most %d",
             self.backend_name, " + reference" if self.reference else "", self.run_dir, self.randomness,
             len(self._randomness_report["sources"]), self.captured_step, self.max_steps,
         )
+
+    def _write_model_graph(self, tf: Any, graph_def: Any) -> None:
+        with self.guard("writing the model graph to {}".format(self.layout.tf_graph)):
+            try:
+                tf.train.write_graph(graph_def, self.layout.tf_dir, os.path.basename(self.layout.tf_graph))
+            except tf.errors.OpError as exc:  # a full disk, a file-size limit: ours, naming the path
+                raise BundleError("NpuDumpHook: writing the model graph to {} failed: {}".format(
+                    self.layout.tf_graph, exc.message), self.layout.tf_graph) from exc
+
+    def _take_in_late(self) -> None:
+        """Captured step: what a plain session's script built after begin() (train/late.py) joins
+        the initial state, the state fingerprints, the golden restore, tf/graph.pbtxt and the
+        randomness report."""
+        late = self._late
+        if late is None:
+            return
+        grown = late.grown()
+        variables = late.variables() if grown else None
+        if variables is not None:
+            self.prints.begin(variables)
+            self.dump.begin(variables)
+        self.golden.catch_up(variables or late.begun, self.guard)
+        if not grown:
+            return
+        self._write_model_graph(_tf.tf_v1(), late.graph_def())
+        added = late.randomness(self._randomness_report)
+        if added:
+            logger.warning("NpuDumpHook: %d random source(s) built after the hook began, not pinned (input replay "
+                           "gives a golden run their values): %s", len(added),
+                           ", ".join("{} ({})".format(s["op"], s["type"]) for s in added))
 
     def after_create_session(self, session: Any, coord: Any) -> None:
         self._global_step_before = read_global_step(self._global_step_tensor, session)
@@ -342,6 +371,7 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
             self._global_step_before = read_global_step(self._global_step_tensor, run_context.session)
         captured = self.steps.at_captured_step and self.dumping
         if captured:
+            self._take_in_late()
             self._check_size(walk, run_context)
         feeds = self.golden.replay_feeds(walk, run_context, self.guard) if captured else {}
         fetches = self._before_captured_step(run_context, walk, step) if captured else {}

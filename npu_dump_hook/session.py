@@ -68,6 +68,7 @@ class NpuDumpSession(object):
         self._stop = stop
         self.hook = hook if hook is not None else NpuDumpHook(options, **hook_options)
         self._finished = False
+        self.hook._editable_graph = True  # noqa: SLF001 - a plain session's graph stays editable (train/late.py)
         with session.graph.as_default():
             self.hook.begin()
         self.hook.after_create_session(session, None)

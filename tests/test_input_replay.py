@@ -23,12 +23,14 @@ import pytest
 
 from npu_dump_hook import NpuDumpHook, OptionError
 from npu_dump_hook.bundle import read_bundle, verify_bundle
+from npu_dump_hook.train.late import LATE_NOTE
 
 from helpers.runs import HELPERS, clean_env, run
 
 SCRIPT = os.path.join(HELPERS, "replay_scripts.py")
 CLI = [sys.executable, "-m", "npu_dump_hook"]
 FAULT = "hidden/MatMul"
+GAN_FAULT = "generator/g1/MatMul"  # the GAN has no hidden/ layer
 
 
 def _run(cwd, name, shape, flags):
@@ -139,6 +141,14 @@ def test_gan_noise_feeds_are_replayed_and_compare_passes(tmp_path):
     assert status == 0, out
 
 
+def test_gan_workflow_names_the_faulted_generator_op_first(tmp_path):
+    npu, golden, status, doc, out = _workflow(tmp_path, "gan", GAN_FAULT)
+    npu_doc = _assert_replayed(npu, golden, {"feed"})
+    assert npu_doc["run"]["steps"] == 1
+    assert status == 1, out
+    _first_divergence_is(doc, out, GAN_FAULT)
+
+
 # -- (c) Estimator with numpy_input_fn(shuffle=True): queue input ------------------------------------
 
 
@@ -170,6 +180,13 @@ def test_pyfunc_and_random_map_inputs_are_replayed(tmp_path):
     assert status == 0, out
 
 
+def test_pyfunc_workflow_names_the_faulted_op_first(tmp_path):
+    npu, golden, status, doc, out = _workflow(tmp_path, "pyfunc", FAULT)
+    _assert_replayed(npu, golden, {"iterator", "py_func"})
+    assert status == 1, out
+    _first_divergence_is(doc, out, FAULT)
+
+
 def test_a_late_string_handle_pipeline_with_a_clock_seed_is_replayed(tmp_path):
     npu, golden, status, doc, out = _workflow(tmp_path, "late")
     npu_doc = _assert_replayed(npu, golden, {"feed", "iterator"})
@@ -177,6 +194,17 @@ def test_a_late_string_handle_pipeline_with_a_clock_seed_is_replayed(tmp_path):
     assert sources["handle:0"] == ("feed", "string")  # kept exactly, as packed bytes
     assert sources["IteratorGetNext:0"] == ("iterator", "float32")
     assert status == 0, out
+    # the pipeline was built after the runner wrapped the session (at the initializer's random ops):
+    # its shuffle is audited at the captured step and reported, not pinned
+    late = [s for s in npu_doc["randomness"]["sources"] if s["action"].endswith(LATE_NOTE)]
+    assert any(s["type"].startswith("ShuffleDataset") for s in late), npu_doc["randomness"]["sources"]
+
+
+def test_a_late_string_handle_pipeline_workflow_names_the_faulted_op_first(tmp_path):
+    npu, golden, status, doc, out = _workflow(tmp_path, "late", FAULT)
+    _assert_replayed(npu, golden, {"feed", "iterator"})
+    assert status == 1, out
+    _first_divergence_is(doc, out, FAULT)
 
 
 # -- (e) above max_input_bytes: hashes only, and the golden run says it cannot replay ----------------

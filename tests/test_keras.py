@@ -8,8 +8,10 @@ training step's bundle, and the two-process workflow (emulated ascend NPU run, `
 (which runs ``set_weights``) is not the training: the Estimator's training is. Eager Keras stops
 with one line; a script that ends without a bundle exits ``EXIT_NO_BUNDLE``.
 
-Keras ``fit`` shuffles with numpy's global generator: the script seeds it (``np.random.seed``), so
-the golden run sees the NPU run's batches until input replay lands.
+Keras ``fit`` shuffles with numpy's global generator and the script draws its data from it
+unseeded: the golden run sees the NPU step's batch by input replay. By hand, Keras makes its
+optimizer's variables in ``fit``, after the session was wrapped: they are in the initial state
+all the same, and a golden run by hand restores them.
 """
 import json
 import os
@@ -38,7 +40,6 @@ import tensorflow as tf
 mode = sys.argv[1]
 if mode != "eager" and tf.__version__.startswith("2"):
     tf.compat.v1.disable_eager_execution()
-np.random.seed(0)  # Keras fit shuffles with numpy: the golden run must see the same batches
 x = np.random.rand(64, 8).astype("float32")
 y = np.random.rand(64, 2).astype("float32")
 model = tf.keras.Sequential([tf.keras.layers.Dense(16, activation="relu", input_shape=(8,)),
@@ -50,9 +51,11 @@ if mode in ("fit", "eager"):
 elif mode == "train_on_batch":
     for start in range(0, 64, 16):
         model.train_on_batch(x[start:start + 16], y[start:start + 16])
-elif mode == "by_hand":
+elif mode == "by_hand":  # [NPU_BUNDLE]: the golden run of that bundle
     from npu_dump_hook import NpuDumpSession
-    tf.compat.v1.keras.backend.set_session(NpuDumpSession(tf.compat.v1.Session(), output_dir="out"))
+    extra = {"initial_state": sys.argv[2]} if len(sys.argv) > 2 else {"backend": "emulated"}
+    model.compile(optimizer=optimizers.Adam(0.01), loss="mse")  # its slots are made in fit, after wrapping
+    tf.compat.v1.keras.backend.set_session(NpuDumpSession(tf.compat.v1.Session(), output_dir="out", **extra))
     model.fit(x, y, batch_size=16, epochs=2, verbose=0)
 elif mode == "estimator":
     print("predicted", model.predict(x[:2]).shape)  # weights initialized: the conversion runs set_weights
@@ -197,9 +200,23 @@ def test_npu_dump_session_make_callable_by_hand(tmp_path):
 
 def test_keras_by_hand_with_npu_dump_session_as_the_keras_session(tmp_path):
     script = _script(tmp_path)
+    os.makedirs(str(tmp_path / "golden"))
     code, lines, err = run([sys.executable, script, "by_hand"], str(tmp_path), clean_env())
-    _one_training_step(_bundle(code, lines, err))
+    npu = _bundle(code, lines, err)
+    doc, _record = _one_training_step(npu)
     assert "script ended" not in lines
+    # Adam's slots and counters, made by fit after the session was wrapped, are in the initial state
+    state = {entry["name"] for entry in doc["fingerprints"]["state"]}
+    assert len([name for name in state if "Adam" in name]) >= 9, state  # m and v of 4 weights, iterations
+    init = os.path.join(npu, "data", "init")
+    prefix = os.path.join(init, next(name for name in os.listdir(init) if name.endswith(".index"))[:-6])
+    assert {name for name, _ in tf.train.list_variables(prefix)} == state
+    assert doc["coverage"]["missing"] == [] and any("Adam" in f["op_name"] for f in doc["files"] if f["kind"] == "dump")
+    code, lines, err = run([sys.executable, script, "by_hand", npu], str(tmp_path / "golden"), clean_env())
+    golden = read_bundle(_bundle(code, lines, err))
+    assert golden["golden_for"]["match"] is True and golden["fingerprints"]["state"] == doc["fingerprints"]["state"]
+    code, out = _compare(tmp_path, npu, lines[-1])
+    assert code == 0, out
 
 
 def _estimator_bundle(code, lines, err, model_dir):

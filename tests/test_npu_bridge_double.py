@@ -3,8 +3,11 @@
 What ``from npu_bridge.npu_init import *`` gives, each name behaving as
 docs/reference/npu-bridge-dump-api.md says; a model-zoo-style script (tests/helpers/modelzoo_npu_init.py)
 running to completion under the double, and with npu_dump_hook added by hand on the emulated NPU;
-and the error of a backend-``npu`` run that finds no GE output.
+the error of a backend-``npu`` run that finds no GE output; and the same script, unmodified, through
+the whole chain (``npu-dump-hook run`` on the emulated ascend profile with and without ``--fault``,
+``run --golden-for``, ``compare``) in its Session and NPUEstimator forms.
 """
+import json
 import os
 import sys
 
@@ -244,3 +247,73 @@ def test_no_ge_output_says_why_backend_npu_was_chosen(npu_bridge_double, in_tmp_
     assert "backend='auto'" in message and str(in_tmp_cwd / "dump") in message
     assert os.path.join(sess.hook.run_dir, "graph") in message
     assert 'backend="emulated"' in message and "--backend emulated" in message
+
+
+# -- the model-zoo chain through the runner: NPU bundle -> golden bundle -> compare verdict -----------
+
+CLI = [sys.executable, "-m", "npu_dump_hook"]
+ZOO_FAULT = "dense1/MatMul"
+
+
+def _zoo_run(folder, mode, flags):
+    """``npu-dump-hook run FLAGS -- modelzoo_npu_init.py MODE`` (the script unmodified, the double
+    importable as on an Ascend host): (status, bundle path or None, stdout lines, stderr)."""
+    os.makedirs(str(folder))
+    env = clean_env(PYTHONPATH=os.pathsep.join([DOUBLE_DIR, REPO]))
+    for var in ("RANK_SIZE", "RANK_ID", "JOB_ID"):
+        env.pop(var, None)
+    argv = CLI + ["run", "--output-dir", str(folder / "out")] + list(flags) + [
+        "--", sys.executable, MODELZOO, mode, "--model-dir", str(folder / "model")]
+    code, lines, err = run(argv, folder, env, timeout=600)
+    bundle = lines[-1] if lines and os.path.isdir(lines[-1]) else None
+    return code, bundle, lines, err
+
+
+def _zoo_chain(root, mode, fault):
+    """NPU run (emulated, ascend profile, ``fault`` or none), golden run, compare."""
+    name = "{}_{}".format(mode, "fault" if fault else "healthy")
+    flags = ["--backend", "emulated", "--emulate-profile", "ascend"]
+    flags += ["--fault", "{}=scale=1.05".format(fault)] if fault else []
+    code, npu, _lines, err = _zoo_run(root / ("npu_" + name), mode, flags)
+    assert code == 0 and npu, err[-3000:]
+    code, golden, _lines, err = _zoo_run(root / ("golden_" + name), mode, ["--golden-for", npu])
+    assert code == 0 and golden, err[-3000:]
+    target = str(root / ("compare_" + name + ".json"))
+    code, lines, err = run(CLI + ["compare", npu, golden, "--json", target], root, clean_env())
+    assert code in (0, 1), err[-3000:]
+    with open(target) as handle:
+        return npu, golden, code, "\n".join(lines), json.load(handle)
+
+
+@pytest.fixture(scope="module", params=["session", "estimator"])
+def zoo_chains(request, tmp_path_factory):
+    root = tmp_path_factory.mktemp("zoo_" + request.param)
+    return {"healthy": _zoo_chain(root, request.param, None), "fault": _zoo_chain(root, request.param, ZOO_FAULT)}
+
+
+def test_model_zoo_script_through_the_runner_gives_a_verified_one_step_bundle(zoo_chains):
+    for npu, golden, _code, _out, _doc in zoo_chains.values():
+        assert verify_bundle(npu) == [] and cli_main(["verify", "-q", npu]) == 0
+        assert verify_bundle(golden) == []
+        doc = read_bundle(npu)
+        assert doc["backend"] == "emulated" and doc["run"]["steps"] == 1
+        assert any(f["op_name"].startswith("gradients") for f in doc["files"] if f["kind"] == "dump")
+        assert any(s["category"] == "dropout" and s["action"].startswith("stripped")
+                   for s in doc["randomness"]["sources"]), doc["randomness"]  # npu_ops.dropout
+        target = read_bundle(golden)["golden_for"]
+        assert target["path"] == npu and target["match"] is True
+        assert read_bundle(golden)["fingerprints"] == doc["fingerprints"]
+
+
+def test_model_zoo_chain_passes_without_a_fault(zoo_chains):
+    _npu, _golden, code, out, doc = zoo_chains["healthy"]
+    assert code == 0, out
+    assert doc["summary"]["verdict"] == "pass" and doc["first_divergence"] is None
+
+
+def test_model_zoo_chain_names_the_faulted_op_first(zoo_chains):
+    _npu, _golden, code, out, doc = zoo_chains["fault"]
+    assert code == 1, out
+    first = doc["first_divergence"]
+    assert first is not None and ZOO_FAULT in first["original_ops"], first
+    assert ZOO_FAULT in out.split("first divergence: ")[1].splitlines()[0]

@@ -16,6 +16,10 @@ Shape of the Build graph
   ``updates``). GE types drop TF's resource spelling: ``ResourceApplyAdam`` -> ``ApplyAdam``,
   ``AssignVariableOp`` -> ``Assign``, ``AssignAddVariableOp`` -> ``AssignAdd`` (GE's TF parser
   turns resource variables into GE variables updated by ref ops).
+* **Resource handles without a value** (an iterator's, a queue's; a variable's handle holds its
+  value) are no data input: the node lists their producer as a control input, so
+  ``IteratorGetNext`` (GE's ``GetNext`` has no input) and ``QueueDequeue*`` are dumped with their
+  outputs and other inputs under every ``dump_mode``.
 * ``ascend`` profile, **fusion** (:mod:`.fusion`): a group is one node named as GE names it
   (``conv1/Conv2Dconv1/Relu``), type of its head (``Conv2D``), inputs = the group's external
   inputs (head inputs first, then each member's other inputs, in member order), outputs = the
@@ -113,6 +117,8 @@ def _logical_ops(capture: Any, plan: Any) -> List[_Logical]:
     original = plan.original_of if plan is not None else (lambda name: name)
     by_name = capture.by_name
     updates = getattr(capture, "updates", {}) or {}
+    handle_of = {"{}:{}".format(op.name, index) for op in capture.executed_ops
+                 for index, dtype in enumerate(op.output_dtypes) if dtype == "resource"}
     result = []
     for op in capture.executed_ops:
         if op.name in added:
@@ -129,9 +135,25 @@ def _logical_ops(capture: Any, plan: Any) -> List[_Logical]:
                 if dtypes[index] == "resource":  # a variable's handle, captured as its value before the step
                     dtypes[index] = captured.dtype
         op_type = ge_collective_type(op.name, op.type) or op.type  # an emulated HCCL py_func: GE's Hcom* type
-        result.append(_Logical(op.name, op_type, [original(name) for name in op.inputs],
-                               [c for c in op.control_inputs if c not in added], dtypes, shapes))
+        inputs, handles = _split_handles([original(name) for name in op.inputs], handle_of, by_name)
+        controls = [c for c in op.control_inputs if c not in added]
+        result.append(_Logical(op.name, op_type, inputs, controls + [h for h in handles if h not in controls],
+                               dtypes, shapes))
     return result
+
+
+def _split_handles(inputs: List[str], handle_of: Set[str], by_name: Any) -> Tuple[List[str], List[str]]:
+    """(data inputs, producers of the left-out handles): a resource input with no captured value
+    (an iterator's or a queue's handle: a variable's handle is captured as its value) is no tensor
+    GE dumps; the op keeps its other inputs and its outputs, and the handle's producer becomes a
+    control input."""
+    kept, handles = [], []  # type: List[str], List[str]
+    for name in inputs:
+        if name in handle_of and by_name.get(name) is None:
+            handles.append(name.rsplit(":", 1)[0])
+        else:
+            kept.append(name)
+    return kept, handles
 
 
 class _Builder(object):

@@ -16,10 +16,12 @@
     state.py           StepFingerprints: the state and batch fingerprints of the captured step
     inputs.py          StepInputs: the captured step's input values kept for the golden run's replay
     replay.py          InputReplay: the golden run feeds those values into the same tensors
+    late.py            LateGraph: what a plain session's script built after begin(), taken in at
+                       the captured step (variables, tf/graph.pbtxt, random sources)
     report.py          the end-of-run summary lines
 
 Imports run one way: modules here import the layers below (``_tf``, ``errors``, ``constants``,
-``options``, ``config``, ``backends``, ``run_record``, ``golden_run``, ``bundle``, ``formats``) and
+``options``, ``config``, ``determinism``, ``backends``, ``run_record``, ``golden_run``, ``bundle``, ``formats``) and
 each other; nothing below imports ``train``. The old top-level paths
 ``npu_dump_hook.fingerprints``, ``npu_dump_hook.training_step``, ``npu_dump_hook.reference`` and
 ``npu_dump_hook._capture`` are the same module objects as ``fingerprints``, ``training_step``,

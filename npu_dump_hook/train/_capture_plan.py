@@ -25,6 +25,8 @@ logger = logging.getLogger("npu_dump_hook._capture")
 
 #: The name scope of the ops the capture adds (dump ops, resource-variable readers).
 WRITE_SCOPE = "npu_dump_hook_capture"
+#: Every op npu_dump_hook adds is named under a scope with this prefix (capture, Savers, randomness edits).
+OWN_OPS_PREFIX = "npu_dump_hook_"
 # The dump-op name appears twice before the tensor bytes (Value.tag, Value.node_name); padding it
 # leaves room to overwrite that prefix with the .npy header in place (see debug_event_to_npy).
 _NAME_PAD = "_" * 80
@@ -224,16 +226,19 @@ def needs_handle_reader(handle_op: Any) -> bool:
     return any(consumer.type not in _HANDLE_ONLY_READERS for consumer in handle_op.outputs[0].consumers())
 
 
-def plan_graph(graph: Any, index: Any, can_fetch: bool, memory_budget: int, dump_root: str) -> Tuple[dict, dict]:
-    """``({tensor name: Plan}, {op name: (dtype names, static shapes)})`` for every op of ``graph``;
-    dump ops made where a step may stream (every capturable tensor when the fetchable ones exceed
-    the budget or any size is unknown, else only the stream-only ones). ``index`` is the graph's
+def plan_graph(graph: Any, index: Any, can_fetch: bool, memory_budget: int, dump_root: str,
+               ops: Optional[List[Any]] = None, first: int = 0) -> Tuple[dict, dict]:
+    """``({tensor name: Plan}, {op name: (dtype names, static shapes)})`` for every op of ``graph``
+    (or of ``ops``, those an editable graph gained since, numbered from ``first``); dump ops made
+    where a step may stream (every capturable tensor when the fetchable ones exceed the budget or
+    any size is unknown, else only the stream-only ones). ``index`` is the graph's
     :class:`~npu_dump_hook.train.walk.GraphIndex`; its edges are read here, outside the step."""
-    ops = graph.get_operations()
-    index.read_all(ops)  # TF's accessors are slow the first time (Python wrappers through the C API)
+    if ops is None:
+        ops = graph.get_operations()
+        index.read_all(ops)  # TF's accessors are slow the first time (Python wrappers through the C API)
     dead = maybe_dead(ops, {op.name: index.edges(op) for op in ops})
     plans, outputs = {}, {}  # type: Dict[str, Plan], Dict[str, Any]
-    number, fetchable_bytes, unknown = 0, 0, False
+    number, fetchable_bytes, unknown = first, 0, False
     for op in ops:
         flow = while_or_cond(op)
         outputs[op.name] = ([t.dtype.base_dtype.name for t in op.outputs], [static_shape(t) for t in op.outputs])

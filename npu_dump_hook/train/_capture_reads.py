@@ -68,10 +68,12 @@ def budget_groups(items: Sequence[Any], sizes: Sequence[int], budget: int) -> Li
     return groups
 
 
-def make_handle_readers(graph: Any) -> Dict[str, Any]:
+def make_handle_readers(graph: Any, ops: Optional[List[Any]] = None) -> Dict[str, Any]:
     """One ``ReadVariableOp`` per resource variable an op updates in place, made while the graph is
-    editable (``{handle tensor name: reader output}``); run only by the reads before and after the step."""
-    handles = [op for op in graph.get_operations() if op.type == "VarHandleOp" and needs_handle_reader(op)]
+    editable (``{handle tensor name: reader output}``); run only by the reads before and after the
+    step. ``ops``: only among these (those an editable graph gained since), else the whole graph."""
+    ops = graph.get_operations() if ops is None else ops
+    handles = [op for op in ops if op.type == "VarHandleOp" and needs_handle_reader(op)]
     readers = {}  # type: Dict[str, Any]
     if not handles:
         return readers
@@ -105,6 +107,10 @@ class VariableReads(object):
         self._files = 0
         self._last_groups = []  # type: List[List[_Fetch]]
         self._writing = None  # type: Any   the last group's scratch writes, going on during the step
+
+    def add_readers(self, graph: Any, ops: List[Any]) -> None:
+        """Readers for the resource variables among ``ops``, which the graph gained after the plan."""
+        self._readers.update(make_handle_readers(graph, ops))
 
     def plan(self, executed: List[Tuple[Any, bool]], fed: Any, edges: Any) -> Tuple[list, list]:
         """``(before, updates)``: the resource handles the step's ops take, each as ``(handle, reader)``,

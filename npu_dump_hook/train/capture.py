@@ -119,8 +119,8 @@ from .. import _tf
 from ..errors import BackendError
 from ..formats.names import golden_npy_name
 from ..formats.npy import debug_event_to_npy, write_npy
-from ._capture_plan import (BUDGET_ENV, DEFAULT_MEMORY_BUDGET, WRITE_SCOPE, Plan, as_stored_array, plan_graph,
-                            resolve_memory_budget, static_shape, while_or_cond)
+from ._capture_plan import (BUDGET_ENV, DEFAULT_MEMORY_BUDGET, OWN_OPS_PREFIX, WRITE_SCOPE, Plan, as_stored_array,
+                            plan_graph, resolve_memory_budget, static_shape, while_or_cond)
 from ._capture_reads import VariableReads, worker
 from ._capture_results import CapturedTensor, CaptureResult, ExecutedOp, SkippedTensor
 from ._space import check_room
@@ -203,6 +203,26 @@ class TensorCapture(object):
         self._plans, self._outputs = plan_graph(graph, self.index, _register_fetch_conversion(),
                                                 self.memory_budget, self._dump_root)
         self._reads = VariableReads(graph, self._dump_root, self.memory_budget)
+        self._version = graph.version
+
+    def _catch_up(self) -> None:
+        """Plan the ops an editable graph gained since (a plain session's script may build its train
+        function or a pipeline after the hook began: Keras's optimizer and gradients, a string-handle
+        iterator); without a plan their tensors would not be captured. The hook's own ops are left out."""
+        graph = self.graph
+        if graph.finalized or graph.version == self._version:
+            return
+        ops = [op for op in graph.get_operations()
+               if op.name not in self._outputs and not op.name.startswith(OWN_OPS_PREFIX)]
+        if ops:
+            first = 1 + max([plan.number for plan in self._plans.values()] or [-1])
+            plans, outputs = plan_graph(graph, self.index, _register_fetch_conversion(), self.memory_budget,
+                                        self._dump_root, ops, first)
+            self._plans.update(plans)
+            self._outputs.update(outputs)
+            self._reads.add_readers(graph, ops)
+            logger.info("capture: %d op(s) built after the hook began planned for capture", len(ops))
+        self._version = graph.version
 
     # -- before_run(): fetch the executed tensors, or their dump ops ---------------------
     def use(self, walk: Optional[StepWalk], also_read: Any = None) -> None:
@@ -219,6 +239,7 @@ class TensorCapture(object):
         """
         given, self._given = self._given, (None, None)
         walk, also_read = walk or given[0], also_read or given[1]
+        self._catch_up()
         if walk is None:
             args = run_context.original_args
             self.index.forget_if_editable()  # an editable graph may gain edges between steps
@@ -254,6 +275,7 @@ class TensorCapture(object):
         returns, and the graph runs as written (no fusion across the fetched tensors), as the
         captured step does. Nothing is read, written or remembered here.
         """
+        self._catch_up()
         if walk is None:
             args = run_context.original_args
             self.index.forget_if_editable()

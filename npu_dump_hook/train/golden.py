@@ -57,6 +57,8 @@ class GoldenRun(object):
         self._restorer = None  # type: Any
         self._prefix = None  # type: Optional[str]
         self._scratch = None  # type: Optional[str]
+        self._checked = 0  # the number of variables the restorer was made for
+        self._late = False  # variables of the checkpoint not in the graph yet: checked by catch_up
 
     @classmethod
     def open(cls, initial_state: Optional[str], restore: bool, on_mismatch: str,
@@ -88,10 +90,13 @@ class GoldenRun(object):
             raise OptionError("initial_state", initial_state, "is for the golden run: the backend must be "
                                                               "'reference', not {!r}".format(backend.name))
 
-    def begin(self, variables: List[Any], scratch_dir: str, guard: FailureGuard) -> None:
+    def begin(self, variables: List[Any], scratch_dir: str, guard: FailureGuard, late: bool = False) -> None:
         """The Saver that restores the NPU bundle's checkpoint, over the variables both hold; a name
         or shape mismatch fails now (on_mismatch="error") or restores the rest ("warn"). First the
-        NPU step's kept inputs are loaded, every file and value checked (nothing restored yet)."""
+        NPU step's kept inputs are loaded, every file and value checked (nothing restored yet).
+        ``late``: the graph stays editable until the captured step (a plain session): variables the
+        checkpoint holds and the graph does not yet (Keras makes its optimizer's in ``fit``) are
+        checked again by :meth:`catch_up` at the captured step, not refused now."""
         if self.target is None:
             return
         self._load_inputs(scratch_dir)
@@ -99,11 +104,23 @@ class GoldenRun(object):
             # stateless: an inference graph without variables (its weights are constants)
             shutil.rmtree(scratch_dir, ignore_errors=True)
             return
-        target = self.target
         self._scratch = scratch_dir
-        self._prefix = target.checkpoint_prefix(scratch_dir)
+        self._prefix = self.target.checkpoint_prefix(scratch_dir)
+        self._restorer_for(variables, guard, late)
+
+    def catch_up(self, variables: List[Any], guard: FailureGuard) -> None:
+        """Before the captured step, when the graph gained variables after :meth:`begin` or their
+        check was put off (``late``): the check and the restoring Saver again, over all of them."""
+        if self._prefix is not None and (self._late or len(variables) != self._checked):
+            self._restorer_for(variables, guard, late=False)
+
+    def _restorer_for(self, variables: List[Any], guard: FailureGuard, late: bool) -> None:
+        target = self.target
         stored = target.checkpoint_variables(self._prefix)
         diff = check_variables(stored, variables)
+        self._checked, self._late = len(variables), late and bool(diff["extra"])
+        if self._late and not diff["missing"] and not diff["mismatched"]:
+            diff = {key: [] for key in diff}  # only not built yet: checked at the captured step
         if any(diff.values()):
             message = _variables_message(target.path, diff)
             if self.on_mismatch == "error":
