@@ -401,7 +401,7 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
             golden_for=self.golden.golden_for, golden_only=self.golden_only,
             warnings=tuple(self.warnings) + tuple(self.prints.inputs.warnings if self.prints.inputs else ()),
             inputs=self.prints.inputs.section if self.prints.inputs else None, environment=self._environment(),
-            mode=steps.mode.recorded,
+            mode=steps.mode.recorded, control_flow=dump.control_flow(),
             extra={"failures": list(self.failures), "counted_steps": list(steps.counted_steps),
                    "skipped_runs": dict(steps.skipped_runs)},
         )

@@ -154,6 +154,8 @@ class RunRecord:
     environment: Optional[Mapping[str, Any]] = None
     #: Which kind of iteration was captured: ``train`` or ``infer`` (online inference).
     mode: str = "train"
+    #: Which executed ops of the captured step sit in control flow (:mod:`npu_dump_hook.train.control_flow`).
+    control_flow: Optional[Mapping[str, Any]] = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -186,7 +188,7 @@ class RunRecord:
             "reference": self.reference, "randomness": self.randomness, "tf_version": self.tf_version,
             "fingerprints": self.fingerprints, "golden_for": self.golden_for, "warnings": list(self.warnings),
             "inputs": self.inputs,
-            "environment": self.environment,
+            "environment": self.environment, "control_flow": self.control_flow,
         }
         summary.update(self.extra)
         return summary
