@@ -12,7 +12,8 @@ have dump files (``coverage.control_flow``, docs/bundle-format.md), and warn whe
 
 ``while``/``cond``: executed ops that get a device task (not Switch/Merge/Enter/Exit and the
 other ops GE runs on the host, :data:`~npu_dump_hook.emulator.ge_model.NO_TASK_TYPES`) inside a
-TF 1.x loop body or cond branch. ``untaken``: those ``cond`` ops that produced no value in the
+TF 1.x loop body, or in a cond branch or downstream of a ``Switch`` up to its ``Merge`` (a cond's
+gradient has no cond context, but only one side of it runs). ``untaken``: those ``cond`` ops that produced no value in the
 step (known only when the step was captured: the capture finds the untaken branch dead);
 ``functions``: each executed functional control-flow op and the task-getting nodes of its
 branch/body functions (nested calls included), named ``{function}/{node}``.
@@ -21,14 +22,15 @@ from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from .._graph_functions import func_names as _func_names
 from ..emulator.ge_model import NO_TASK_TYPES
-from ._capture_plan import while_or_cond
+from ._capture_plan import maybe_dead, while_or_cond
 
-__all__ = ["FUNCTIONAL_TYPES", "census", "UNTAKEN_REASON_MARK"]
+__all__ = ["FUNCTIONAL_TYPES", "census", "DEAD_REASON_MARK"]
 
 #: Functional control-flow ops whose branches/bodies are functions of the graph library.
 FUNCTIONAL_TYPES = frozenset(("If", "StatelessIf", "While", "StatelessWhile", "Case", "StatelessCase"))
-#: The capture's skip reason of an output of an untaken TF 1.x cond branch contains this.
-UNTAKEN_REASON_MARK = "untaken TF 1.x tf.cond branch"
+#: The capture's skip reasons of a dead output (an untaken TF 1.x cond branch, the untaken side of a
+#: ``Switch`` and what it feeds, e.g. a cond's gradient) start with this.
+DEAD_REASON_MARK = "no value in this step"
 #: Ops on handles (optionals, tensor lists: what cond_v2/while_v2 keep intermediates in): no task.
 _HANDLE_PREFIXES = ("Optional", "TensorList")
 _NO_TASK_NODES = NO_TASK_TYPES | frozenset(("_Arg", "_Retval", "Placeholder", "PlaceholderWithDefault"))
@@ -41,6 +43,9 @@ def census(executed: Iterable[Tuple[Any, bool]], graph: Any, captured: Any = Non
     untaken TF 1.x branches and, from the captured predicate, which branch an ``If``/``Case`` took)."""
     skipped = captured.skipped if captured is not None else None
     loops, conds, functional = [], [], []  # type: List[str], List[str], List[Any]
+    executed = list(executed)
+    ops = [op for op, _ in executed]
+    dead = maybe_dead(ops, {op.name: (list(op.inputs), list(op.control_inputs)) for op in ops})
     for op, fed_only in executed:
         if fed_only:
             continue
@@ -51,7 +56,7 @@ def census(executed: Iterable[Tuple[Any, bool]], graph: Any, captured: Any = Non
         flow = while_or_cond(op)
         if flow == "while":
             loops.append(op.name)
-        elif flow == "cond":
+        elif flow == "cond" or op.name in dead:  # a cond's gradient is no cond context, but a Switch feeds it
             conds.append(op.name)
     return {"while": sorted(loops), "cond": sorted(conds), "untaken": _untaken(conds, skipped),
             "functions": _function_bodies(graph, functional, captured)}
@@ -64,7 +69,7 @@ def _untaken(conds: List[str], skipped: Optional[Iterable[Any]]) -> List[str]:
     dead = {}  # type: Dict[str, bool]
     for entry in skipped:
         name = entry.tensor_name.rpartition(":")[0]
-        dead[name] = dead.get(name, True) and UNTAKEN_REASON_MARK in entry.reason
+        dead[name] = dead.get(name, True) and entry.reason.startswith(DEAD_REASON_MARK)
     return sorted(name for name in conds if dead.get(name))
 
 
