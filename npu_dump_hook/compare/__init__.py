@@ -202,7 +202,8 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
             return _stats_compare(npu_side, golden, limits, stats_limits, started, bool(allow_uncompared), pattern)
         golden_side = npu_golden_side(golden, step) if pair else load_golden_side(golden, npu_side)
         the_graph = load_graph(npu_side.graph_path or "")
-        plan = build_plan(the_graph, npu_side.dumps, pattern, walk=not pair)
+        plan = build_plan(the_graph, npu_side.dumps, pattern, walk=not pair,
+                          iterations=not pair and any("#" in key for key in golden_side.files))
         results = {}  # type: Dict[int, FileResult]
         total = len(plan.jobs)
 
