@@ -160,9 +160,20 @@ def _link_upstream(rows: Sequence[Row], graph: Graph) -> None:
         else:
             found = [u for edge in edges for u in look.rows(*edge)]
         if row.iteration is not None and iterations:
-            found = [iterations.get((u.npu_op, u.slot, row.iteration), u) if u.iteration is not None else u
-                     for u in found]
+            found = [_same_or_previous(u, row, iterations) for u in found]
         row.upstream = _earlier(row, found)
+
+
+def _same_or_previous(upstream: Row, row: Row, iterations: Dict[Tuple[str, int, Optional[int]], Row]) -> Row:
+    """A loop-body producer's row that iteration ``row.iteration`` read: the same iteration when it
+    ran before, else the latest earlier one (a loop-carried value comes from the previous iteration)."""
+    if upstream.iteration is None or row.iteration is None:
+        return upstream
+    for iteration in range(row.iteration, -1, -1):
+        candidate = iterations.get((upstream.npu_op, upstream.slot, iteration))
+        if candidate is not None and candidate.order < row.order:
+            return candidate
+    return upstream
 
 
 def _earlier(row: Row, found: Sequence[Row]) -> List[Row]:

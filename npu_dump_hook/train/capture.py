@@ -194,7 +194,7 @@ class TensorCapture(object):
         self.index = index if index is not None else GraphIndex(graph)
         self._dump_root = os.path.join(self.scratch_dir, "dumps")
         self._watch_root = os.path.join(self.scratch_dir, "watches")
-        self._stride = 1  # timestamps: timestamp_us + order * stride + iteration
+        self._ranks = {}  # type: Dict[Tuple[int, int], int]   (order, iteration) -> timestamp offset
         self._pending = None  # type: Optional[List[Tuple[Any, bool]]]
         self._fed = set()  # type: Set[str]
         self._sink = None  # type: Optional[_FetchedValues]
@@ -330,7 +330,7 @@ class TensorCapture(object):
         self._reads.written()
         dumped = self._dump_files()
         watched = self._watch_files()
-        self._stride = max([1] + [len(paths) for paths in watched.values()])
+        self._ranks = _execution_ranks(executed, watched)
         snapshots, self._snapshots = self._snapshots, {}
         updates, self._updates = self._updates, []
         session, self._session = self._session, None
@@ -347,7 +347,7 @@ class TensorCapture(object):
         for order, (op, _) in enumerate(executed):
             if op.name in updated:
                 self._add_updated(op, updated[op.name], files.tensors, files.skipped, files.target_dir, golden,
-                                  order, timestamp_us + order * self._stride)
+                                  order, timestamp_us + self._ranks[(order, 0)])
         files.tensors.sort(key=lambda tensor: (tensor.order, tensor.iteration or 0))  # stable: an update's after its own
         shutil.rmtree(self._dump_root, ignore_errors=True)
         shutil.rmtree(self._watch_root, ignore_errors=True)
@@ -367,11 +367,11 @@ class TensorCapture(object):
         executed_ops = []  # type: List[ExecutedOp]
         for order, (op, fed_only) in enumerate(executed):
             executed_ops.append(self._executed_op(op, order))
-            stamp = timestamp_us + order * self._stride
+            stamp = timestamp_us + self._ranks[(order, 0)]
             for index, tensor in enumerate(op.outputs):
                 plan = self._plans.get(tensor.name)
                 if plan is not None and plan.per_iteration and not fed_only:
-                    self._add_iterations(files, op, index, (order, stamp), watched.pop(tensor.name, []))
+                    self._add_iterations(files, op, index, (order, timestamp_us), watched.pop(tensor.name, []))
                     continue
                 self._add_output(files, op, index, tensor, fed_only, (order, stamp), snapshots, dumped, fetched)
         fetched.clear()
@@ -436,22 +436,23 @@ class TensorCapture(object):
     def _add_iterations(self, files: "_StepFiles", op: Any, index: int, when: Tuple[int, int],
                         paths: List[str]) -> None:
         """One output of a TF 1.x loop-body op: one file per iteration its watch wrote (in the order
-        they were written), ``timestamp_us + order * stride + iteration``; none: skipped."""
-        order, stamp = when
+        they were written), timestamped by :func:`_execution_ranks`; none: skipped."""
+        order, base = when
         if not paths:
             files.skipped.append(SkippedTensor("{}:{}".format(op.name, index), op.type,
                                                "no value in this step (a TF 1.x while-loop body op that did not "
                                                "run, or whose tensor TensorFlow's debug watch did not see)"))
             return
         for iteration, path in enumerate(paths):
+            stamp = base + self._ranks[(order, iteration)]
             if files.golden:
-                name = golden_npy_name(op.name, index, stamp + iteration)
+                name = golden_npy_name(op.name, index, stamp)
             else:
                 name = "t{}_i{}.npy".format(self._plans["{}:{}".format(op.name, index)].number, iteration)
             target = os.path.join(files.target_dir, name)
             files.jobs.append((path, target))
             files.tensors.append(CapturedTensor(op_name=op.name, op_type=op.type, output_index=index, dtype="",
-                                                shape=(), path=target, order=order, timestamp_us=stamp + iteration,
+                                                shape=(), path=target, order=order, timestamp_us=stamp,
                                                 iteration=iteration))
 
     def _add_updated(self, op: Any, values: List[Any], tensors: List[CapturedTensor], skipped: List[SkippedTensor],
@@ -544,6 +545,39 @@ class TensorCapture(object):
     def cleanup(self) -> None:
         """Remove the scratch folder and everything in it (the .npy files too when no npy_dir)."""
         shutil.rmtree(self.scratch_dir, ignore_errors=True)
+
+
+def _execution_ranks(executed: List[Tuple[Any, bool]], watched: Dict[str, List[str]]) -> Dict[Tuple[int, int], int]:
+    """``{(order, iteration): offset}``: the timestamp offsets of the step's tensors, growing with
+    execution. Without loops the offset is the order. A TF 1.x loop runs iteration by iteration:
+    every op of its frame (the outermost while context) at iteration k sits at the loop's first
+    order, after iteration k-1 of all of them, so a loop-carried value (iteration k-1) is older
+    than what reads it (iteration k), and everything after the loop is younger than its last iteration."""
+    keys = []  # type: List[Tuple[Tuple[int, int, int], Tuple[int, int]]]
+    starts = {}  # type: Dict[Any, int]
+    for order, (op, _) in enumerate(executed):
+        frame = _outer_while(op)
+        if frame is None:
+            keys.append(((order, 0, order), (order, 0)))
+            continue
+        start = starts.setdefault(frame, order)
+        count = max([1] + [len(watched.get(tensor.name) or ()) for tensor in op.outputs])
+        keys.extend(((start, iteration, order), (order, iteration)) for iteration in range(count))
+    keys.sort()
+    return {pair: rank for rank, (_, pair) in enumerate(keys)}
+
+
+def _outer_while(op: Any) -> Any:
+    """The outermost TF 1.x while context ``op`` runs in (private ``_control_flow_context``), or None."""
+    if while_or_cond(op) != "while":
+        return None
+    context, outer = getattr(op, "_control_flow_context", None), None
+    while context is not None:
+        get_while = getattr(context, "GetWhileContext", None)
+        if get_while is not None and get_while() is context:
+            outer = context
+        context = getattr(context, "outer_context", None)
+    return id(outer) if outer is not None else None
 
 
 class _StepFiles(object):
