@@ -6,6 +6,8 @@
 SHAPE:
     dynamic   ``dynamic_rnn`` LSTM with recurrent dropout (``DropoutWrapper(state_keep_prob=)`` with a
               placeholder keep_prob: a dropout inside the while-loop body), plain Session, numpy feed
+              (TF 2.x: control flow v2, the loop is a functional While with a body function)
+    dynamic_v1flow  the same with TF 1.x control flow (``disable_control_flow_v2``; TF 1.15: as dynamic)
     static    ``static_rnn`` LSTM over 20 steps (unrolled, no loop), plain Session, numpy feed
     static_len the same with ``sequence_length=`` (TF 2.x puts each step in ``StatelessIf`` bodies)
 Each prints ``done`` when its training loop ends, and ``step seconds: S`` (the median of its own
@@ -56,6 +58,11 @@ def dynamic(steps):
     outputs, _state = v1.nn.dynamic_rnn(cell, x, dtype=tf.float32)
     data, labels = _data(TIME)
     _train(_head(outputs[:, -1], y), {x: data, y: labels.astype(np.int64), keep_prob: 0.9}, steps)
+
+
+def dynamic_v1flow(steps):
+    v1.disable_control_flow_v2()
+    dynamic(steps)
 
 
 def _static(steps, lengths):
