@@ -64,18 +64,38 @@ def test_untaken_tf1_branch_is_not_executed_not_missing(in_tmp_cwd):
     assert main(["inspect", path]) == 0
 
 
-def test_tf1_while_body_ops_are_counted_and_warned_about(in_tmp_cwd, capsys):
+def test_tf1_while_body_ops_are_counted_with_their_per_iteration_dumps(in_tmp_cwd, capsys):
     path, doc = _train(_loop, flow_v2=False)
     flow = doc["coverage"]["control_flow"]
-    body = [name for name in flow["not_dumped"] if name.startswith("while_")]
-    assert flow["while"]["executed"] >= 2 and any("Tanh" in name for name in body), flow
+    assert flow["while"]["executed"] >= 2, flow
+    assert not any("Tanh" in name or "MatMul" in name for name in flow["not_dumped"]), flow  # dumped per iteration
+    tanh = [f for f in doc["files"] if f["kind"] == "dump" and f["op_name"] == "while_Tanh"]
+    assert len(tanh) == 3  # three iterations
     warning = [w for w in doc["warnings"] if w.startswith("control flow: ")]
-    assert len(warning) == 1 and "while-loop bodies: {}/{} dumped".format(
-        flow["while"]["dumped"], flow["while"]["executed"]) in warning[0]
+    if flow["not_dumped"]:  # (TF's debug watch sees what Grappler left of the body)
+        assert len(warning) == 1 and "while-loop bodies: {}/{} dumped".format(
+            flow["while"]["dumped"], flow["while"]["executed"]) in warning[0]
+    else:
+        assert warning == []
     capsys.readouterr()
     assert main(["inspect", path]) == 0
-    assert "control flow: {}/{} executed op(s) have dump files".format(
+    assert "control flow: {}/{} executed op(s) have dump files (while-loop bodies".format(
         flow["dumped"], flow["executed"]) in capsys.readouterr().out
+
+
+def test_warning_names_control_flow_ops_without_dump_files(in_tmp_cwd):
+    """Functional bodies (TF 2.x) or, on TF 1.15, a dump_layer that leaves the loop body out."""
+    if V2_CONTROL_FLOW:
+        _path, doc = _train(_loop, flow_v2=True)
+        kind, label = "function", "If/While function bodies"
+    else:
+        _path, doc = _train_layer(_loop, "Sum")
+        kind, label = "while", "while-loop bodies"
+    flow = doc["coverage"]["control_flow"]
+    assert flow[kind]["executed"] > flow[kind]["dumped"] and flow["not_dumped"], flow
+    warning = [w for w in doc["warnings"] if w.startswith("control flow: ")]
+    assert len(warning) == 1 and "{}: {}/{} dumped".format(
+        label, flow[kind]["dumped"], flow[kind]["executed"]) in warning[0] and flow["not_dumped"][0] in warning[0]
 
 
 @pytest.mark.skipif(not V2_CONTROL_FLOW, reason="TF 1.15 builds no functional If/While from tf.cond/while_loop")

@@ -77,6 +77,9 @@ def test_loop_body_is_dumped_and_captured_per_iteration(v1_flow):
     flow = npu_doc["coverage"]["control_flow"]
     assert flow["while"]["executed"] > 50 and flow["while"]["dumped"] >= flow["while"]["executed"] - 20, flow
     assert LOOP_OP.replace("/", "_") not in flow["not_dumped"]
+    warning = [w for w in npu_doc["warnings"] if w.startswith("control flow: ")]
+    assert len(warning) == (1 if flow["not_dumped"] else 0)
+    assert all("{} of {} executed op(s)".format(len(flow["not_dumped"]), flow["executed"]) in w for w in warning)
     # the recurrent dropout inside the loop is stripped (not left to differ between the runs)
     dropouts = [s for s in npu_doc["randomness"]["sources"] if "while/dropout" in s["op"]]
     assert dropouts and all(s["action"].startswith("stripped inside a control-flow context") for s in dropouts)
