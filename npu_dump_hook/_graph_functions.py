@@ -77,7 +77,7 @@ def _entry(function: str, node: Any, action: str) -> Dict[str, str]:
 
 
 # -- which functions are live ------------------------------------------------------------------
-def _func_names(attrs: Any) -> List[str]:
+def func_names(attrs: Any) -> List[str]:
     names = []
     for value in attrs.values():
         if value.HasField("func"):
@@ -92,7 +92,7 @@ def _main_graph_users(graph: Any, library: Dict[str, Any]) -> Dict[str, List[Tup
     users = {}  # type: Dict[str, List[Tuple[Any, str]]]
     for op in graph.get_operations():
         for key, value in op.node_def.attr.items():
-            for name in _func_names({key: value}):
+            for name in func_names({key: value}):
                 if name in library:
                     users.setdefault(name, []).append((op, key))
     return users
@@ -106,7 +106,7 @@ def _reachable(roots: Set[str], library: Dict[str, Any]) -> Set[str]:
             continue
         seen.add(name)
         for node in library[name].node_def:
-            stack.extend(_func_names(node.attr))
+            stack.extend(func_names(node.attr))
     return seen
 
 
@@ -193,7 +193,7 @@ def _register(graph: Any, library: Dict[str, Any], edited: Dict[str, Any], live:
     while changed:  # a live function that calls a renamed one is renamed too
         changed = False
         for name in sorted(live - set(renamed)):
-            if any(callee in renamed for node in library[name].node_def for callee in _func_names(node.attr)):
+            if any(callee in renamed for node in library[name].node_def for callee in func_names(node.attr)):
                 copy = type(library[name])()
                 copy.CopyFrom(library[name])
                 edited[name] = copy
@@ -232,7 +232,7 @@ def _callees_first(edited: Dict[str, Any], renamed: Dict[str, Any]) -> List[str]
             return
         seen.add(name)
         for node in edited[name].node_def:
-            for callee in _func_names(node.attr):
+            for callee in func_names(node.attr):
                 base = callee[: -len(SUFFIX)] if callee.endswith(SUFFIX) else callee
                 if base in edited:
                     visit(base)

@@ -69,7 +69,7 @@ def collect_run(record: RunRecord, bundle_dir: str, *, link: str = "auto", check
                                 "build it outside a graph function) or expect runs to differ".format(
                                     source["op"], source["type"], source["action"]))
     return _write(record, bundle_dir, located, init_dir=record.init_dir, link=link, checksum=checksum,
-                  archive=archive, force=force)
+                  archive=archive, force=force, control_flow=getattr(record, "control_flow", None))
 
 
 def _collect_golden(record: RunRecord, bundle_dir: str, **kwargs: Any) -> BundleResult:

@@ -60,15 +60,17 @@ op seeds and are not recognisable; a deliberate seed in that range (1.48e9..1.8e
 a false positive. Shuffle and stateless seeds are pinned whatever they were, so the rule
 applies to stateful ops (main graph and graph functions).
 
-What cannot be rewritten (ops inside control-flow contexts, a dropout-shaped mask whose
-scale is not recognised: pinned instead) is reported with the reason under ``not_handled``. The graph is edited in
+A dropout inside a TF 1.x control-flow context (a recurrent dropout in a ``dynamic_rnn`` loop
+body) is stripped there: its ones are made in the same context. What cannot be rewritten (a
+shuffle inside a control-flow context, a dropout-shaped mask whose scale is not recognised: pinned instead) is reported with the reason under ``not_handled``. The graph is edited in
 place, which TensorFlow allows until it is finalized, i.e. in ``SessionRunHook.begin``.
 """
+import contextlib
 import logging
 import random
 import time
 import zlib
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from . import _tf
 from ._graph_functions import rewrite_functions
@@ -291,21 +293,20 @@ class _Rewriter:
         if pattern is None:
             return
         self._stripped_randoms.add(random_op.name)
-        if random_op._control_flow_context is not None:
-            self.sources.append(_entry(random_op, "dropout", "not handled: dropout inside a control-flow context"))
-            return
         if pattern["scale"] is None:
             self.sources.append(_entry(random_op, "dropout", "not handled: dropout whose scale is not recognised, "
                                        "so it cannot be made the identity; " + self._pin_attrs(random_op)))
             return
         tf = _tf.tf_v1()
-        ones = tf.fill(random_op.inputs[0], tf.constant(1, dtype=random_op.outputs[0].dtype), name="keep_all")
+        with _in_context_of(random_op):  # a recurrent dropout in a TF 1.x loop body: its ones live there too
+            ones = tf.fill(random_op.inputs[0], tf.constant(1, dtype=random_op.outputs[0].dtype), name="keep_all")
         _reroute(random_op.outputs[0], ones)
         scale = pattern["scale"]
-        _replace_with_ones(scale, name="unit_" + pattern["role"])
-        self.sources.append(
-            _entry(random_op, "dropout", "stripped (mask keeps all, {} {} -> 1)".format(pattern["role"], scale.op.name))
-        )
+        with _in_context_of(scale.op):
+            _replace_with_ones(scale, name="unit_" + pattern["role"])
+        where = " inside a control-flow context" if random_op._control_flow_context is not None else ""
+        self.sources.append(_entry(random_op, "dropout", "stripped{} (mask keeps all, {} {} -> 1)".format(
+            where, pattern["role"], scale.op.name)))
 
     def _visit_functions(self) -> None:
         """Random sources inside graph functions (tf.data, make_one_shot_iterator): see _graph_functions."""
@@ -314,6 +315,21 @@ class _Rewriter:
                                                                           "ShuffleAndRepeatDatasetV2"},
             pin=self.pin, strip=self.strip, seed=self.seed, derive=derived_seed,
             clock=_clock_action))
+
+
+@contextlib.contextmanager
+def _in_context_of(op: Any) -> Iterator[None]:
+    """Ops made here join ``op``'s TF 1.x control-flow context (``tf.while_loop`` body, ``tf.cond``
+    branch; private ``Operation._control_flow_context``), as an op made there by the script would."""
+    context = op._control_flow_context
+    if context is None:
+        yield
+        return
+    context.Enter()
+    try:
+        yield
+    finally:
+        context.Exit()
 
 
 def _consumers(tensor: Any) -> Iterable[Any]:

@@ -454,7 +454,7 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
             warnings=tuple(self.warnings) + tuple(self.prints.inputs.warnings if self.prints.inputs else ())
             + tuple(self.sizes.warnings),
             inputs=self.prints.inputs.section if self.prints.inputs else None, environment=self._environment(),
-            mode=steps.mode.recorded, size=self.sizes.section(dump),
+            mode=steps.mode.recorded, size=self.sizes.section(dump), control_flow=dump.control_flow(),
             extra={"failures": list(self.failures), "counted_steps": list(steps.counted_steps),
                    "skipped_runs": dict(steps.skipped_runs)},
         )

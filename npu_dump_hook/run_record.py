@@ -156,6 +156,8 @@ class RunRecord:
     mode: str = "train"
     #: The dump's size estimated before the dumped step and as written (:mod:`npu_dump_hook.train.sizing`).
     size: Optional[Mapping[str, Any]] = None
+    #: Which executed ops of the captured step sit in control flow (:mod:`npu_dump_hook.train.control_flow`).
+    control_flow: Optional[Mapping[str, Any]] = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -188,7 +190,7 @@ class RunRecord:
             "reference": self.reference, "randomness": self.randomness, "tf_version": self.tf_version,
             "fingerprints": self.fingerprints, "golden_for": self.golden_for, "warnings": list(self.warnings),
             "inputs": self.inputs,
-            "environment": self.environment, "size": self.size,
+            "environment": self.environment, "size": self.size, "control_flow": self.control_flow,
         }
         summary.update(self.extra)
         return summary

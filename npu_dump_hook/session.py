@@ -96,7 +96,8 @@ class NpuDumpSession(object):
         else:
             feeds = dict(feed_dict or {})
             feeds.update(extra.feed_dict or {})
-            results, extra_results = self._session.run([fetches, extra.fetches], feed_dict=feeds, options=options,
+            results, extra_results = self._session.run([fetches, extra.fetches], feed_dict=feeds,
+                                                       options=_merged_options(options, extra.options),
                                                        run_metadata=run_metadata)
         self.hook.after_run(context, v1.train.SessionRunValues(results=extra_results, options=options,
                                                                run_metadata=run_metadata))
@@ -214,3 +215,16 @@ class RoutedCallable(object):
         self._fetches = [graph.as_graph_element(name) for name in options.fetch]
         self._targets = [graph.as_graph_element(name) for name in options.target]
         self._run_options = options.run_options if options.HasField("run_options") else None
+
+
+def _merged_options(options: Any, extra: Any) -> Any:
+    """The caller's ``RunOptions`` with the hook's (its debug watches: loop-body capture) added, as
+    ``MonitoredSession`` merges a hook's; the caller's object is not changed."""
+    if extra is None:
+        return options
+    if options is None:
+        return extra
+    merged = type(options)()
+    merged.CopyFrom(options)
+    merged.debug_options.debug_tensor_watch_opts.extend(extra.debug_options.debug_tensor_watch_opts)
+    return merged

@@ -242,8 +242,21 @@ def test_v1_control_flow_captures_values_and_skips_with_reasons(tmp_path, v1_con
     np.testing.assert_array_equal(result.array(exits[0] + ":0"), [5.0, 7.0])
     skipped = {s.tensor_name: s.reason for s in result.skipped}
     assert skipped["branch/sub:0"] == "no value in this step (untaken TF 1.x tf.cond branch)"
-    assert skipped["loop/add_1:0"].startswith("inside a TF 1.x tf.while_loop body")
+    _assert_per_iteration(result)
     assert "branch/sub:0" not in result.by_name
+
+
+def _assert_per_iteration(result):
+    """The loop body's ``a + 1.0`` has one value per iteration (a starts at [2, 4]), in order, each a
+    golden file of its own with a growing timestamp; the loop's Exit comes after its last iteration."""
+    values = result.by_iteration["loop/add_1:0"]
+    assert [t.iteration for t in values] == [0, 1, 2] and "loop/add_1:0" not in result.by_name
+    for tensor, expected in zip(values, ([3.0, 5.0], [4.0, 6.0], [5.0, 7.0])):
+        np.testing.assert_array_equal(np.load(tensor.path), expected)
+    stamps = [t.timestamp_us for t in values]
+    assert stamps == sorted(set(stamps))
+    exits = [t for t in result.tensors if t.op_type == "Exit" and t.op_name.startswith("loop/")]
+    assert exits and all(e.timestamp_us > stamps[-1] for e in exits)
 
 
 def test_string_resource_and_variant_tensors_are_skipped_with_reasons(tmp_path):
@@ -438,7 +451,8 @@ def test_v1_control_flow_fetch_path_keeps_skip_rules(tmp_path, v1_control_flow):
     assert _metadata(fetch.result, fetch_root) == _metadata(stream.result, stream_root)
     skipped = {s.tensor_name: s.reason for s in fetch.result.skipped}
     assert skipped["branch/sub:0"] == "no value in this step (untaken TF 1.x tf.cond branch)"
-    assert skipped["loop/add_1:0"].startswith("inside a TF 1.x tf.while_loop body")
+    _assert_per_iteration(fetch.result)
+    _assert_per_iteration(stream.result)
     np.testing.assert_array_equal(fetch.result.array("branch/Merge:0"), [2.0, 4.0])
 
 

@@ -62,12 +62,12 @@ _SECTION_TYPES = {
     "dump": (("time_dir", _STR), ("device_id", _STR), ("model_name", _STR), ("model_id", _STR),
              ("steps", list), ("chains", list), ("source", _STR)),
     "coverage": (("expected", _INT), ("dumped", _INT), ("missing", list), ("not_in_graph", list),
-                 ("not_applicable", _STR)),
+                 ("not_applicable", _STR), ("not_executed", list), ("control_flow", _DICT)),
     "randomness": (("policy", _STR), ("sources", _LIST), ("not_handled", _LIST), ("not_reproducible", _LIST),
                    ("host_generators", _DICT)),
 }
 #: Sections whose values are lists of strings.
-_STRING_LISTS = (("dump", "steps"), ("coverage", "missing"), ("coverage", "not_in_graph"))
+_STRING_LISTS = (("dump", "steps"), ("coverage", "missing"), ("coverage", "not_in_graph"), ("coverage", "not_executed"))
 #: Sections whose values are lists of objects.
 _OBJECT_LISTS = (("dump", "chains"), ("randomness", "sources"), ("randomness", "not_handled"),
                  ("randomness", "not_reproducible"))

@@ -29,13 +29,14 @@ import json
 import mmap
 import os
 import struct
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .._forked import ForkedCall, fork_is_safe, usable_cores
 from ..formats.names import base_op_name
 from . import _fs
 from ._spec import BUNDLE_JSON, DATA_DIR
-from .describe import CoverageTally, GraphOps, coverage, describe_dump_folder_file, not_applicable_coverage
+from .describe import (CoverageTally, GraphOps, control_flow_coverage, coverage, describe_dump_folder_file,
+                       not_applicable_coverage)
 
 __all__ = ["FileError", "Tally", "write_payload_and_json"]
 
@@ -130,10 +131,13 @@ class _ChildCounts(object):
 # ------------------------------------------------------------------------------------ writing
 def write_payload_and_json(stage: str, head: Dict[str, Any], plan: List[Any], ops: Optional[GraphOps],
                            link: str, checksum: str, report: Any, workers: Optional[int],
-                           warnings: List[str], dumps: bool = True) -> Tally:
+                           warnings: List[str], dumps: bool = True,
+                           control_flow: Optional[Mapping[str, Any]] = None) -> Tally:
     """Place every planned file and write data/bundle.json around the stream of entries:
     head keys, ``files`` (one line per entry), then ``coverage`` and ``warnings``. A bundle
-    that holds no NPU dump by definition (``dumps=False``: reference) has coverage not applicable."""
+    that holds no NPU dump by definition (``dumps=False``: reference) has coverage not applicable.
+    ``control_flow``: the hook's census of the captured step's control-flow ops (adds
+    ``coverage.control_flow``/``not_executed`` and, when some have no dump file, a warning)."""
     data = os.path.join(stage, DATA_DIR)
     for rel_dir in sorted({p.rel.rpartition("/")[0] for p in plan}):
         os.makedirs(_fs.safe_join(data, rel_dir), exist_ok=True)
@@ -146,6 +150,10 @@ def write_payload_and_json(stage: str, head: Dict[str, Any], plan: List[Any], op
         out.write(' "files": [')
         _Shares(stage, plan, link, checksum, report, workers, warnings).write(out, tally)
         tally.coverage = coverage(ops, tally.dumped) if dumps else not_applicable_coverage()
+        if dumps and control_flow:
+            note = control_flow_coverage(tally.coverage, control_flow, tally.dumped)
+            if note:
+                warnings.append(note)
         out.write("\n ],\n \"coverage\": {},\n \"warnings\": {}\n}}\n".format(
             json.dumps(tally.coverage), json.dumps(warnings)))
     finally:

@@ -20,7 +20,7 @@ from ..formats.names import (DumpName, GraphFileName, is_hashed_name, parse_dump
 from ._spec import MAPPING_FILE
 
 __all__ = ["FileClass", "classify_file", "describe_dump_folder_file", "dump_folder_kind", "header_summary", "GraphOps", "graph_ops",
-           "coverage", "CoverageTally", "not_applicable_coverage", "NOT_APPLICABLE"]
+           "coverage", "CoverageTally", "control_flow_coverage", "not_applicable_coverage", "NOT_APPLICABLE"]
 
 #: ``coverage.not_applicable`` of a bundle that holds no NPU dump by definition (golden bundles).
 NOT_APPLICABLE = "reference bundle: golden tensors only, no NPU graph or dump to cover"
@@ -188,6 +188,15 @@ class CoverageTally(object):
                 return
         self._other.add(name)
 
+    def seen(self, name: str) -> bool:
+        """Whether a dump or stats file of op ``name`` (sanitized) was added."""
+        ops = self._ops
+        if ops is not None:
+            at = bisect.bisect_left(ops.expected, name)
+            if at < len(ops.expected) and ops.expected[at] == name:
+                return bool(self._hit[at])
+        return name in self._other
+
     def result(self) -> Dict[str, Any]:
         """What ``coverage(ops, dumped)`` returns for the names added."""
         ops = self._ops
@@ -200,6 +209,58 @@ class CoverageTally(object):
             "missing": missing,
             "not_in_graph": sorted(self._other),
         }
+
+
+_FLOW_KINDS = (("while", "while-loop bodies"), ("cond", "cond branches"), ("function", "If/While function bodies"))
+_FLOW_NAMES_SHOWN = 5
+
+
+def control_flow_coverage(cov: Dict[str, Any], census: Mapping[str, Any], tally: CoverageTally) -> Optional[str]:
+    """Add ``coverage.control_flow`` and ``coverage.not_executed`` for the hook's control-flow
+    ``census`` (:mod:`npu_dump_hook.train.control_flow`) to ``cov``: ops of an untaken cond branch
+    leave ``expected``/``missing`` (they did not run); the executed ops in loop bodies, cond
+    branches and function bodies are counted with how many have dump files. Returns the bundle
+    warning when some of them have none (docs/bundle-format.md, ``coverage``)."""
+    untaken = sorted({sanitize(name) for name in census.get("untaken") or []})
+    gone = set(untaken)
+    kinds = {
+        "while": [sanitize(name) for name in census.get("while") or []],
+        "cond": [sanitize(name) for name in census.get("cond") or [] if sanitize(name) not in gone],
+        "function": [_body_name(tally, body["op"], node) for body in census.get("functions") or []
+                     for node in body.get("body") or []],
+    }
+    if cov.get("expected") is not None and gone:  # an untaken branch's op is not missing: it did not run
+        cov["expected"] -= sum(1 for name in cov.get("missing", []) if name in gone)
+        cov["missing"] = [name for name in cov.get("missing", []) if name not in gone]
+    cov["not_executed"] = untaken
+    flow = {"executed": 0, "dumped": 0, "not_dumped": []}  # type: Dict[str, Any]
+    for kind, _ in _FLOW_KINDS:
+        names = kinds[kind]
+        missing = [name for name in names if not tally.seen(name)]
+        flow[kind] = {"executed": len(names), "dumped": len(names) - len(missing)}
+        flow["executed"] += len(names)
+        flow["dumped"] += len(names) - len(missing)
+        flow["not_dumped"].extend(missing)
+    cov["control_flow"] = flow
+    if not flow["not_dumped"]:
+        return None
+    parts = ["{}: {}/{}".format(label, flow[kind]["dumped"], flow[kind]["executed"])
+             for kind, label in _FLOW_KINDS if flow[kind]["executed"]]
+    shown = flow["not_dumped"][:_FLOW_NAMES_SHOWN]
+    return ("control flow: {} of {} executed op(s) inside control flow have no dump file ({} dumped; e.g. {}{}); "
+            "a comparison cannot see them".format(
+                len(flow["not_dumped"]), flow["executed"], ", ".join(parts), ", ".join(shown),
+                " ..." if len(flow["not_dumped"]) > len(shown) else ""))
+
+
+def _body_name(tally: CoverageTally, op: str, node: str) -> str:
+    """A function-body node's name as a dump would carry it: ``{functional op}/{node}`` or
+    ``{function}/{node}`` (``node`` is ``{function}/{node}``), sanitized; the first when neither was dumped."""
+    function, _, inner = node.partition("/")
+    for name in (sanitize("{}/{}".format(op, inner)), sanitize(node)):
+        if tally.seen(name):
+            return name
+    return sanitize("{}/{}".format(op, inner))
 
 
 def not_applicable_coverage() -> Dict[str, Any]:

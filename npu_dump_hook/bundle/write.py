@@ -124,7 +124,8 @@ def write_bundle(dest: str, located: Any, *, backend: str, options: Any = None, 
                  archive: Optional[str] = None, force: bool = False, progress: Optional[ProgressFn] = None,
                  workers: Optional[int] = None, fingerprints: Optional[Mapping[str, Any]] = None,
                  golden_for: Optional[Mapping[str, Any]] = None, warnings: Optional[List[str]] = None,
-                 inputs_dir: Optional[str] = None, inputs: Optional[Mapping[str, Any]] = None) -> BundleResult:
+                 inputs_dir: Optional[str] = None, inputs: Optional[Mapping[str, Any]] = None,
+                 control_flow: Optional[Mapping[str, Any]] = None) -> BundleResult:
     """Write the bundle of ``located`` (a :class:`npu_dump_hook.locate.LocatedRun`) to ``dest``.
 
     With ``archive`` ("tar" or "tar.gz"): when ``dest`` ends in ``.tar``/``.tar.gz`` only
@@ -136,7 +137,8 @@ def write_bundle(dest: str, located: Any, *, backend: str, options: Any = None, 
     golden bundle); its coverage is then not applicable. ``fingerprints`` and ``golden_for``
     become the bundle.json keys of the same names (docs/bundle-format.md §2.2, §2.3), and so does
     ``inputs`` (the manifest of the ``.npy`` files in ``inputs_dir``, which go to ``data/inputs/``,
-    §2.4); ``warnings`` are added to the located run's.
+    §2.4); ``warnings`` are added to the located run's. ``control_flow``: the hook's census of the
+    step's control-flow ops (``coverage.control_flow``, :func:`~npu_dump_hook.bundle.describe.control_flow_coverage`).
     """
     _check_choice("backend", backend, BACKENDS)
     _check_choice("link", link, LINK_MODES)
@@ -157,7 +159,7 @@ def write_bundle(dest: str, located: Any, *, backend: str, options: Any = None, 
                       options=options, run=run, randomness=randomness, tf_graph=tf_graph, golden_dir=golden_dir,
                       init_dir=init_dir, link=link, checksum=checksum, archive=archive, force=force,
                       progress=progress, workers=workers, fingerprints=fingerprints, golden_for=golden_for,
-                      inputs=(inputs_dir, inputs))
+                      inputs=(inputs_dir, inputs), control_flow=control_flow)
     except NpuDumpError:  # BundleExistsError and LocateError are OSErrors too: already ours
         raise
     except OSError as exc:  # ENOSPC, EACCES, EROFS, ...: the staging folder is already removed
@@ -195,7 +197,8 @@ def _write(dest: str, located: Any, doing: _Doing, archive_only: bool, archive_p
            tf_graph: Optional[str], golden_dir: Optional[str], init_dir: Optional[str], link: str, checksum: str,
            archive: Optional[str], force: bool, progress: Optional[ProgressFn], workers: Optional[int],
            fingerprints: Optional[Mapping[str, Any]], golden_for: Optional[Mapping[str, Any]],
-           inputs: Tuple[Optional[str], Optional[Mapping[str, Any]]]) -> BundleResult:
+           inputs: Tuple[Optional[str], Optional[Mapping[str, Any]]],
+           control_flow: Optional[Mapping[str, Any]]) -> BundleResult:
     # archive only: the folder is built beside the archive, packed, then dropped
     staging_dest = archive_path if archive_only else folder_dest
     doing("creating the staging folder beside", staging_dest)
@@ -215,7 +218,7 @@ def _write(dest: str, located: Any, doing: _Doing, archive_only: bool, archive_p
         head = _head(located, backend, options, run, randomness, graph, fingerprints, golden_for, inputs[1])
         doing("placing the payload and writing data/bundle.json in", stage.path)
         tally = write_payload_and_json(stage.path, head, plan, ops, link, checksum, report, workers, warnings,
-                                       dumps=backend != GOLDEN_BACKEND)
+                                       dumps=backend != GOLDEN_BACKEND, control_flow=control_flow)
         report.close()
         test_pause("collect")  # the files are in the staging folder (test-only, npu_dump_hook._phases)
         # what only placement needed goes before the tag files are built (about 100 bytes a file)

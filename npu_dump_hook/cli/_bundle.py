@@ -404,7 +404,26 @@ def _coverage_line(cov: Mapping[str, Any]) -> List[str]:
     extra = cov.get("not_in_graph") or []
     if extra:
         text += "; {} dumped op(s) not in the graph".format(len(extra))
-    return [_row("coverage", text)]
+    return [_row("coverage", text)] + _control_flow_line(cov)
+
+
+def _control_flow_line(cov: Mapping[str, Any]) -> List[str]:
+    """How many executed ops in loop bodies, cond branches and If/While function bodies have dump
+    files, and how many ops of untaken branches did not run (``coverage.control_flow``)."""
+    flow, untaken = _section(cov.get("control_flow")), cov.get("not_executed") or []
+    if not flow.get("executed") and not untaken:
+        return []
+    parts = ["{} {}/{}".format(label, _text(_section(flow.get(kind)).get("dumped")),
+                               _text(_section(flow.get(kind)).get("executed")))
+             for kind, label in (("while", "while-loop bodies"), ("cond", "cond branches"),
+                                 ("function", "If/While function bodies"))
+             if _section(flow.get(kind)).get("executed")]
+    text = "{}/{} executed op(s) have dump files ({})".format(
+        _text(flow.get("dumped")), _text(flow.get("executed")), ", ".join(parts) or "none")
+    if untaken:
+        text += "; not executed (untaken cond branch) {}: {}{}".format(
+            len(untaken), ", ".join(str(n) for n in untaken[:10]), " ..." if len(untaken) > 10 else "")
+    return [_row("", "control flow: " + text)]
 
 
 def format_bundle(doc: Mapping[str, Any], problems: Optional[Sequence[Any]] = None) -> List[str]:

@@ -153,6 +153,20 @@ def _check_suspects(suspects: Any) -> None:
         raise OptionError("suspects", suspects, "must be None or an int >= 1 (how many primary suspects)")
 
 
+def _control_flow_warning(npu: NpuSide) -> List[str]:
+    """The NPU bundle's ops in control flow without a dump file (``coverage.control_flow``): the
+    comparison cannot see them, whatever its verdict."""
+    coverage = (npu.bundle_json or {}).get("coverage") if isinstance(npu.bundle_json, dict) else None
+    flow = coverage.get("control_flow") if isinstance(coverage, dict) else None
+    if not isinstance(flow, dict) or not flow.get("not_dumped"):
+        return []
+    missing = [str(name) for name in flow["not_dumped"] if isinstance(name, str)]
+    return ["NPU bundle: {} of {} executed op(s) inside control flow (loop bodies, cond branches, If/While "
+            "function bodies) have no dump file, so this comparison cannot see them: {}{}".format(
+                len(flow["not_dumped"]), flow.get("executed"), ", ".join(missing[:3]),
+                " ..." if len(missing) > 3 else "")]
+
+
 def _golden_free(npu_side: NpuSide, limits: Thresholds, started: float, allow_uncompared: bool,
                  suspects: Optional[int] = None) -> CompareResult:
     """No golden anywhere: the checks that need none (docs/compare.md), verdict from them."""
@@ -259,7 +273,8 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
                                   suspects)
         golden_side = npu_golden_side(golden, step) if pair else load_golden_side(golden, npu_side)
         the_graph = load_graph(npu_side.graph_path or "")
-        plan = build_plan(the_graph, npu_side.dumps, pattern, walk=not pair)
+        plan = build_plan(the_graph, npu_side.dumps, pattern, walk=not pair,
+                          iterations=not pair and any("#" in key for key in golden_side.files))
         results = {}  # type: Dict[int, FileResult]
         total = len(plan.jobs)
 
@@ -275,7 +290,8 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
                            golden_side.bundle_json if golden_side.kind in ("bundle", "npu") else None)
         if pair:  # an op fused away on the other side has no counterpart there
             analysis.incomplete = pair_incomplete(rows)
-        warnings = list(npu_side.warnings) + _golden_for_warning(npu_side, golden_side)
+        warnings = (list(npu_side.warnings) + _golden_for_warning(npu_side, golden_side)
+                    + _control_flow_warning(npu_side))
         # entries the NPU scan skipped unopened: something was dumped there that nothing compared
         analysis.incomplete.extend(npu_side.skipped)
         unclaimed = [e.name for e in plan.entries if e.position is None]

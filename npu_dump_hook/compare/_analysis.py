@@ -149,16 +149,33 @@ def _link_upstream(rows: Sequence[Row], graph: Graph) -> None:
         if row.direction == "input" and row.compared:
             inputs.setdefault(row.npu_op, []).append(row)
     look = _LookThrough(graph, outputs)
+    # a loop body's rows, one per iteration: iteration k of an op reads iteration k of its producers
+    iterations = {(r.npu_op, r.slot, r.iteration): r for r in rows
+                  if r.direction == "output" and r.tensor and r.iteration is not None}
     for row in rows:
         op = graph.op(row.npu_op)
         edges = data_inputs(op) if op is not None else []
         if row.direction == "input":
             found = look.rows(*edges[row.slot]) if row.slot < len(edges) else []
-        elif row.npu_op in inputs:
+        elif row.npu_op in inputs and row.iteration is None:
             found = inputs[row.npu_op]
         else:
             found = [u for edge in edges for u in look.rows(*edge)]
+        if row.iteration is not None and iterations:
+            found = [_same_or_previous(u, row, iterations) for u in found]
         row.upstream = _earlier(row, found)
+
+
+def _same_or_previous(upstream: Row, row: Row, iterations: Dict[Tuple[str, int, Optional[int]], Row]) -> Row:
+    """A loop-body producer's row that iteration ``row.iteration`` read: the same iteration when it
+    ran before, else the latest earlier one (a loop-carried value comes from the previous iteration)."""
+    if upstream.iteration is None or row.iteration is None:
+        return upstream
+    for iteration in range(row.iteration, -1, -1):
+        candidate = iterations.get((upstream.npu_op, upstream.slot, iteration))
+        if candidate is not None and candidate.order < row.order:
+            return candidate
+    return upstream
 
 
 def _earlier(row: Row, found: Sequence[Row]) -> List[Row]:

@@ -11,7 +11,8 @@ Sources (docs/reference/ascend-dump-formats.md §6):
 
 The key of a file is ``{op name}.{output_index}`` (:func:`npu_dump_hook.formats.names.parse_npy_name`);
 when several files share one, the latest timestamp wins, as in msaccucmp (timestamps that
-are not 16 digits sort as 0).
+are not 16 digits sort as 0); they are also indexed by position, ``{key}#{k}`` for the k-th by
+timestamp (:func:`iteration_key`): the iterations of a TF 1.x loop-body tensor.
 
 Only regular files are indexed and opened (:func:`index_npy_dir`, :func:`load_golden`): a
 golden bundle's folder passed the bundle's reading rules (docs/bundle-format.md section 4) and
@@ -30,7 +31,7 @@ from ..bundle import BUNDLE_JSON, DATA_DIR, GOLDEN_MANIFEST, is_within, looks_li
 from ..errors import CompareError, NameFormatError
 from ..formats.names import parse_npy_name
 
-__all__ = ["GoldenSide", "index_npy_dir", "golden_key", "load_golden", "load_golden_side"]
+__all__ = ["GoldenSide", "index_npy_dir", "golden_key", "iteration_key", "load_golden", "load_golden_side"]
 
 # The header np.save writes: {'descr': '<f4', 'fortran_order': False, 'shape': (16, 32), } + padding.
 _SAVED_HEADER = re.compile(r"\{'descr': '([<>|=]?[a-zA-Z][0-9]*)', 'fortran_order': False, "
@@ -187,6 +188,12 @@ def load_golden_side(golden: Optional[str], npu: Any) -> GoldenSide:
         raise
 
 
+def iteration_key(key: str, iteration: int) -> str:
+    """The index key of the ``iteration``-th file (by timestamp) of ``key``: a TF 1.x loop-body
+    tensor has one golden file per iteration (docs/golden-capture.md), all under one msaccucmp key."""
+    return "{}#{}".format(key, iteration)
+
+
 def _sort_stamp(timestamp: int) -> int:
     return timestamp if len(str(timestamp)) == 16 else 0
 
@@ -201,6 +208,7 @@ def index_npy_dir(folder: str, in_tree_links: bool = True) -> Tuple[Dict[str, st
     if not os.path.isdir(folder):
         raise CompareError("golden {}: not a folder".format(folder), folder)
     best = {}  # type: Dict[str, Tuple[int, str, str]]
+    every = {}  # type: Dict[str, List[Tuple[int, str, str]]]
     skipped = []  # type: List[str]
     real_folder = os.path.realpath(folder)
     with os.scandir(folder) as entries:
@@ -220,7 +228,13 @@ def index_npy_dir(folder: str, in_tree_links: bool = True) -> Tuple[Dict[str, st
             held = best.get(parsed.key)
             if held is None or (stamp, entry.name) > (held[0], held[2]):
                 best[parsed.key] = (stamp, path, entry.name)
-    return {key: path for key, (_, path, _name) in best.items()}, sorted(skipped)
+            every.setdefault(parsed.key, []).append((stamp, entry.name, path))
+    index = {key: path for key, (_, path, _name) in best.items()}
+    for key, files in every.items():  # several files of one key: also by position (loop iterations)
+        if len(files) > 1:
+            for iteration, (_stamp, _name, path) in enumerate(sorted(files)):
+                index[iteration_key(key, iteration)] = path
+    return index, sorted(skipped)
 
 
 def _regular_entry(entry: "os.DirEntry", real_folder: str, in_tree_links: bool) -> Tuple[Optional[str], str]:

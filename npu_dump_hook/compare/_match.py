@@ -3,7 +3,9 @@ define it (docs/reference/ascend-dump-formats.md §2.4, §2.5, §6.2).
 
 * A dump file belongs to the graph op whose name, sanitized (§5.2: ``/``, ``.``, ``\\``, space
   -> ``_``; FFTS ``_lxsliceN`` suffix and ``..._sgt_graph_N_`` prefix stripped), is the file's
-  op name; several files for one op: the latest timestamp is used, as msaccucmp does.
+  op name; several files for one op: the latest timestamp is used, as msaccucmp does; when the
+  golden side has one file per iteration (a TF 1.x loop body), every file is compared, the k-th
+  (by timestamp) against the k-th golden file of the tensor (rows carry ``iteration``).
 * Output ``i`` of op X is matched to the TF tensor (``_datadump_origin_name``,
   ``_datadump_origin_output_index``) of X's output_desc ``i``; without those attrs to the dump
   header's ``original_op``; else to (X, i). X of type Cast or TransData (inserted by GE) is
@@ -28,7 +30,8 @@ from ._graph import Graph, split_input
 from ._npu import DumpRef
 from ._worker import FileJob, OutputPlan
 
-__all__ = ["PASS_THROUGH_TYPES", "OpEntry", "Plan", "build_plan", "ground_truth", "producer_of", "newest_per_op"]
+__all__ = ["PASS_THROUGH_TYPES", "OpEntry", "Plan", "build_plan", "ground_truth", "producer_of", "newest_per_op",
+           "every_per_op"]
 
 #: Op types msaccucmp walks through to their producer (GE inserts them for layout / dtype).
 PASS_THROUGH_TYPES = ("Cast", "TransData")
@@ -46,6 +49,7 @@ class OpEntry(NamedTuple):
     ground_truth: Tuple[str, ...]
     dump: Optional[DumpRef]
     job: Optional[FileJob]
+    iteration: Optional[int] = None  # a loop-body op's k-th dump file of the step (by timestamp)
 
 
 class Plan(NamedTuple):
@@ -157,16 +161,30 @@ def _newest(dumps: Sequence[DumpRef]) -> Tuple[Dict[str, DumpRef], int]:
     return newest, len(dumps) - len(newest)
 
 
+def every_per_op(refs: Sequence[Any]) -> Dict[str, List[Any]]:
+    """Every file of each op in ``refs`` (DumpRefs), by base op name, oldest first (timestamp, then
+    path): a TF 1.x loop-body op dumped at every iteration of the step, iteration k at position k."""
+    every = {}  # type: Dict[str, List[Any]]
+    for ref in refs:
+        every.setdefault(base_op_name(ref.name.op_name), []).append(ref)
+    for files in every.values():
+        files.sort(key=lambda ref: (ref.name.timestamp, ref.path))
+    return every
+
+
 def _wanted(pattern: Optional["re.Pattern[str]"], name: str, truth: Sequence[str]) -> bool:
     return pattern is None or bool(pattern.search(name)) or any(pattern.search(t) for t in truth)
 
 
 def build_plan(graph: Graph, dumps: Sequence[DumpRef], ops: Optional["re.Pattern[str]"] = None,
-               walk: bool = True) -> Plan:
+               walk: bool = True, iterations: bool = False) -> Plan:
     """Entries (one per op with a dump file, or without one but expected: not ``_no_task``) in
     graph order, then dump files no graph op claims; a FileJob per dump file. ``walk`` False
-    (NPU vs NPU): Cast/TransData outputs are matched as their own tensors (:func:`origin_of`)."""
+    (NPU vs NPU): Cast/TransData outputs are matched as their own tensors (:func:`origin_of`).
+    ``iterations`` (the golden side has one file per iteration of loop-body tensors): an op with
+    several dump files gets one entry per file, iteration k matched to the k-th golden file."""
     newest, ignored = _newest(dumps)
+    every = every_per_op(dumps) if iterations else {}
     indexes = _group_indexes(graph)
     entries, jobs = [], []  # type: List[OpEntry], List[FileJob]
     for position, op in enumerate(graph.ops):
@@ -176,6 +194,15 @@ def build_plan(graph: Graph, dumps: Sequence[DumpRef], ops: Optional["re.Pattern
             continue
         truth = ground_truth(op)
         if not _wanted(ops, op.name, truth):
+            continue
+        files = every.get(key) or []
+        if ref is not None and len(files) > 1:
+            plans = (_output_plans(graph, op, walk), _input_plans(graph, op, walk), op.name, _formats(graph, op))
+            for iteration, each in enumerate(files):
+                job = FileJob(len(jobs), each.path, *plans, iteration=iteration)
+                jobs.append(job)
+                entries.append(OpEntry(position, indexes[position], op.name, op.type, truth, each, job, iteration))
+            ignored -= len(files) - 1
             continue
         job = None
         if ref is not None:

@@ -72,7 +72,7 @@ def row_doc(row: Row) -> Dict[str, Any]:
         "timestamp": row.timestamp,
         "golden_tensor": "{}:{}".format(*row.golden) if row.golden else None,
         "magnitude_error": _json_number(magnitude_error(row.metrics)) if row.metrics else None,
-        "breached": list(row.breached), "shape_note": row.shape_note,
+        "breached": list(row.breached), "shape_note": row.shape_note, "iteration": row.iteration,
         "precision_class": op_precision(row.op_type, row.direction, row.slot)[0],
     }
 
@@ -81,7 +81,8 @@ def first_divergence_doc(row: Optional[Row]) -> Optional[Dict[str, Any]]:
     if row is None:
         return None
     return {"row": row.number, "npu_op": row.npu_op, "op_type": row.op_type, "original_ops": list(row.ground_truth),
-            "tensor": row.tensor, "metrics": _metrics_doc(row), "breached": list(row.breached),
+            "tensor": row.tensor, "iteration": row.iteration, "metrics": _metrics_doc(row),
+            "breached": list(row.breached),
             "inputs": [{"tensor": u.tensor, "row": u.number, "metrics": _metrics_doc(u)} for u in row.upstream]}
 
 
@@ -186,8 +187,9 @@ def terminal_summary(doc: Dict[str, Any], rows: Sequence[Row], root_causes: Sequ
         lines.extend("  " + _clip(d, width - 2) for d in s["input_inconsistent_detail"][:4])
     if root_causes:
         first = root_causes[0]
-        lines.append(_clip("first divergence: row {} {} ({}) {}:{}".format(
-            first.number, first.npu_op, first.op_type, first.direction, first.slot), width))
+        lines.append(_clip("first divergence: row {} {} ({}) {}:{}{}".format(
+            first.number, first.npu_op, first.op_type, first.direction, first.slot,
+            "" if first.iteration is None else " iteration {}".format(first.iteration)), width))
         lines.append(_clip("  original ops: " + (", ".join(first.ground_truth) or "*"), width))
         lines.append("  {}{}".format(_metric_line(first), " (overflow)" if first.overflow else ""))
         for up in first.upstream[:3]:

@@ -34,6 +34,7 @@ class Row(object):
         self.ground_truth = list(entry.ground_truth)
         self.position = entry.position
         self.task_id = entry.dump.name.task_id if entry.dump is not None else None
+        self.iteration = entry.iteration  # type: Optional[int]
         self.timestamp = timestamp
         self.status = "not_compared"
         self.breached = []  # type: List[str]
@@ -56,7 +57,8 @@ class Row(object):
             self.shape_note = ""
             return
         self.direction, self.slot = tensor.direction, tensor.slot
-        self.tensor = "{}:{}:{}".format(entry.name, tensor.direction, tensor.slot)
+        self.tensor = "{}:{}:{}".format(entry.name, tensor.direction, tensor.slot) + (
+            "" if entry.iteration is None else "@{}".format(entry.iteration))
         self.npu_dtype, self.golden_dtype, self.address = tensor.npu_dtype, tensor.golden_dtype, tensor.address
         self.shape, self.original_shape, self.npu_format = tensor.shape, tensor.original_shape, tensor.npu_format
         self.golden, self.golden_path = tensor.golden, tensor.golden_path

@@ -61,7 +61,7 @@ from ..formats import device_format
 from ..formats.dump_file import DumpFile, TensorInfo, read_header_from
 from . import _golden
 from ._blas import limit_blas_threads
-from ._golden import golden_key, load_golden
+from ._golden import golden_key, iteration_key, load_golden
 from ._graph import FRAMEWORK_LAYOUTS
 
 __all__ = ["OutputPlan", "FileJob", "TensorResult", "FileResult", "compare_file", "init_worker", "origin_format",
@@ -104,6 +104,7 @@ class FileJob(NamedTuple):
     inputs: Tuple[Optional[OutputPlan], ...]
     default_output: Optional[str] = None  # op name for output slots past ``outputs``
     formats: Tuple[Tuple[Optional[str], ...], Tuple[Optional[str], ...]] = ((), ())
+    iteration: Optional[int] = None  # a loop-body op's k-th dump file: matched to the k-th golden file
 
 
 class TensorResult(NamedTuple):
@@ -420,6 +421,8 @@ def _compare_tensor(job: FileJob, dump: DumpFile, kind: str, slot: int) -> Tenso
         return _empty(kind, slot, info, address, None, "{}: {} {} of {}".format(
             REASON_NO_PRODUCER, kind, slot, dump.op_name))
     key = golden_key(*golden)
+    if job.iteration is not None:
+        key = iteration_key(key, job.iteration)
     path = _GOLDEN.get(key)
     if info.dtype is None or info.dtype_name in _NO_VALUES:
         return _empty(kind, slot, info, address, golden, "{}: {}".format(REASON_DTYPE, info.dtype_name), path)

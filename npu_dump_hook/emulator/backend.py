@@ -55,9 +55,16 @@ the documented ones (element-wise chains, Conv2D+Add residuals, BatchMatMul+Bias
 buffer fusion, FFTS+ slicing); 5HD layouts for float32 feature maps and the layouts GE's format
 inference picks for other ops (here only the Cube ops' operands change layout); GE's own
 choice of which side of a Cast a TransData goes; NCHW ``data_format`` convolutions (NHWC is
-assumed); per-iteration dumps of ops inside TF 1.x ``tf.while_loop`` bodies (the capture takes
-no per-iteration values: those ops have no dump file); memory addresses, workspaces and the
-bookkeeping tasks GE adds (atomic clean, memcpy, send/recv).
+assumed); ops inside TF 2 functional ``If``/``While`` bodies (function-internal: no dump file, counted
+in the bundle's ``coverage.control_flow``); memory addresses, workspaces and the bookkeeping tasks GE
+adds (atomic clean, memcpy, send/recv).
+
+TF 1.x ``tf.while_loop`` bodies: an op inside one is dumped at every iteration, as GE dumps a
+loop-body task each time it runs: one file per iteration, the same ``{op_type}.{op_name}.{task_id}
+.{stream_id}`` and a later ``{timestamp}`` for each (the capture takes every iteration's value
+through TensorFlow's debug watches, :mod:`npu_dump_hook.train.capture`). Readers that take the
+newest file per op (msaccucmp) see the last iteration; ``npu-dump-hook compare`` matches them
+iteration by iteration (docs/compare.md).
 
 Both profiles dump the in-place variable updates (``ResourceApply*``/``Apply*``,
 ``Assign*``, ``Assign*VariableOp``): inputs as the update read them (variables before the
@@ -262,16 +269,17 @@ class EmulatedNpu(object):
         for node in nodes:
             if not (self._selected(node) or node.name in data_inputs):
                 continue
-            tensors = self._op_tensors(node, capture)
-            if tensors is None:
-                continue
-            inputs, outputs, timestamp = tensors
-            if self.options.enable_dump_debug:
-                written += self._write_overflow(node, inputs, outputs, timestamp, step_dir)
-            elif self.options.dump_data == "stats":
-                written += self._write_stats(node, inputs, outputs, timestamp, step_dir)
-            else:
-                written += self._write_tensors(node, inputs, outputs, timestamp, step_dir)
+            for view in _iterations(node, capture):
+                tensors = self._op_tensors(node, view)
+                if tensors is None:
+                    continue
+                inputs, outputs, timestamp = tensors
+                if self.options.enable_dump_debug:
+                    written += self._write_overflow(node, inputs, outputs, timestamp, step_dir)
+                elif self.options.dump_data == "stats":
+                    written += self._write_stats(node, inputs, outputs, timestamp, step_dir)
+                else:
+                    written += self._write_tensors(node, inputs, outputs, timestamp, step_dir)
         return written
 
     def _op_tensors(self, node: npu_graph.NpuNode, capture: Any) -> Optional[Tuple[list, list, int]]:
@@ -408,6 +416,37 @@ class EmulatedNpu(object):
         debug_name = names.format_dump_name("Opdebug", "Node_OpDebug", debug_task, 0, debug_time)
         opdebug.write_opdebug_file(self._place(step_dir, debug_name), record, dump_time=debug_time)
         return written + 1
+
+
+class _Iteration(object):
+    """The capture as one iteration of a TF 1.x loop body sees it: ``by_name`` gives the loop-body
+    tensors' values of iteration ``k`` and every other tensor's one value."""
+
+    def __init__(self, capture: Any, iteration: int) -> None:
+        self.by_name = _IterationNames(capture.by_name, capture.by_iteration, iteration)
+
+
+class _IterationNames(object):
+    def __init__(self, single: Mapping[str, Any], per_iteration: Mapping[str, List[Any]], iteration: int) -> None:
+        self.single, self.per_iteration, self.iteration = single, per_iteration, iteration
+
+    def get(self, name: str, default: Any = None) -> Any:
+        values = self.per_iteration.get(name)
+        if values is not None:
+            return values[self.iteration] if self.iteration < len(values) else default
+        return self.single.get(name, default)
+
+
+def _iterations(node: npu_graph.NpuNode, capture: Any) -> List[Any]:
+    """The views one node is dumped from: the capture itself, or one per iteration when the node
+    sits in a TF 1.x loop body (GE dumps a loop-body op at every iteration: same name and task id,
+    a later timestamp each time)."""
+    per_iteration = getattr(capture, "by_iteration", None) or {}
+    counts = [len(per_iteration.get(t.value.tensor) or ()) for t in list(node.outputs) + list(node.inputs)]
+    count = max(counts) if counts else 0
+    if not count:
+        return [capture]
+    return [_Iteration(capture, k) for k in range(count)]
 
 
 def _captured(by_name: Mapping[str, Any], value: Any) -> Any:

@@ -44,7 +44,7 @@ NO_TASK_TYPES = frozenset(
     """Const Data Variable RefData NoOp Identity IdentityN ReadVariableOp VarIsInitializedOp
     If StatelessIf While StatelessWhile Case StatelessCase For PartitionedCall StatefulPartitionedCall
     Switch Merge Enter Exit NextIteration LoopCond RefEnter RefExit RefSwitch RefMerge ControlTrigger
-    StackV2 StackPushV2 StackPopV2 TensorArrayV3 TensorArrayWriteV3 TensorArrayReadV3
+    StackV2 StackPushV2 StackPopV2 TensorArrayV3 TensorArrayWriteV3 TensorArrayReadV3 TensorArrayGradV3
     IteratorV2 Iterator MakeIterator OneShotIterator AnonymousIteratorV2 AnonymousIteratorV3
     DeleteIterator IteratorToStringHandle SaveV2 RestoreV2 MergeV2Checkpoints""".split()
 )

@@ -63,8 +63,9 @@ float16 again (the kernel writes float16). Specs (:func:`parse_fault`):
                  largest; the sign is ``+`` so that a Relu downstream keeps it).
 ``nan``          the element(s) of largest magnitude become NaN.
 
-A faulted op must be in the graph, outside control-flow contexts, with a floating,
-non-reference output; otherwise :class:`~npu_dump_hook.errors.OptionError` (option
+A faulted op must be in the graph (inside a TF 1.x ``tf.while_loop`` body or ``tf.cond`` branch
+too: the fault is built in the op's control-flow context, so a loop-body op is faulted at every
+iteration, as a wrong kernel would be), with a floating, non-reference output; otherwise :class:`~npu_dump_hook.errors.OptionError` (option
 ``faults``) is raised before the graph is touched: a fault that cannot be injected must
 not let a comparison check pass silently. A faulted output nothing consumes still gets the
 fault: the dump of the op shows it.
@@ -254,9 +255,6 @@ def _check_faultable(op: Any, fault: Fault) -> None:
     if op is None:
         hint = " (faults take op names, not tensor names)" if ":" in fault.op else ""
         raise OptionError("faults", entry, "names no op of the graph" + hint)
-    if _control_flow_context(op) is not None:
-        raise OptionError("faults", entry, "op {} is inside a control-flow context (while/cond), "
-                                           "where faults cannot be injected".format(op.name))
     if not any(_is_float(t) for t in op.outputs):
         dtypes = ", ".join(t.dtype.name for t in op.outputs) or "no outputs"
         raise OptionError("faults", entry, "op {} ({}) has no floating, non-reference output to fault "
@@ -366,12 +364,19 @@ class _Rewriter(object):
 
     def _rewrite_output(self, op: Any, index: int, tensor: Any, rounded: bool, fault: Optional[Fault]) -> None:
         scope = "{}{}out_{}/".format(op.name, _SCOPE_MARK, index)
-        with self.tf.name_scope(scope):
-            value = self._round(tensor) if rounded else tensor
-            if fault is not None:
-                value = self._fault(value, fault, tensor.name)
-                if rounded:
-                    value = self._round(value)
+        context = _control_flow_context(op)
+        if context is not None:
+            context.Enter()  # a TF 1.x loop body / cond branch: the fault runs there, at every iteration
+        try:
+            with self.tf.name_scope(scope):
+                value = self._round(tensor) if rounded else tensor
+                if fault is not None:
+                    value = self._fault(value, fault, tensor.name)
+                    if rounded:
+                        value = self._round(value)
+        finally:
+            if context is not None:
+                context.Exit()
         moved = _reroute(tensor, value, scope)
         if rounded:
             self.counts["rounded_outputs"] += 1

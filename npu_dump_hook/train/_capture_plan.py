@@ -30,7 +30,6 @@ OWN_OPS_PREFIX = "npu_dump_hook_"
 # The dump-op name appears twice before the tensor bytes (Value.tag, Value.node_name); padding it
 # leaves room to overwrite that prefix with the .npy header in place (see debug_event_to_npy).
 _NAME_PAD = "_" * 80
-_WHILE_BODY = "inside a TF 1.x tf.while_loop body: a per-iteration value (the loop's Exit outputs are captured)"
 _MAX_PROTO_BYTES = (1 << 31) - (1 << 20)  # a serialized protobuf stays under 2 GiB
 
 _SWITCH_TYPES = frozenset(("Switch", "RefSwitch"))
@@ -75,6 +74,9 @@ class Plan:
     #: variable of input 0, taken from the read after the step; its dump op only serves a step
     #: that feeds that input.
     after_update: bool = False
+    #: Inside a TF 1.x ``tf.while_loop`` body: one value per iteration, taken by a run-option debug
+    #: watch (TF's tfdbg watch, which fires at every iteration), never fetched and without dump op.
+    per_iteration: bool = False
 
 
 def while_or_cond(op: Any) -> str:
@@ -260,9 +262,11 @@ def plan_graph(graph: Any, index: Any, can_fetch: bool, memory_budget: int, dump
 
 
 def _plan_tensor(graph: Any, op: Any, tensor: Any, flow: str, may_be_dead: bool, number: int) -> Plan:
-    reason = dtype_reason(tensor) or (_WHILE_BODY if flow == "while" else "")
+    reason = dtype_reason(tensor)
     if reason:
         return Plan(reason=reason)
+    if flow == "while":  # fetching a loop-body tensor fails; a graph dump op would fire once per loop
+        return Plan(number=number, nbytes=None, stream_only=True, per_iteration=True)
     # TF 2 If/While ops are marked unfetchable (cond_v2 prevent_fetching); their outputs are
     # read by a dump op instead.
     stream_only = (may_be_dead or flow == "cond" or tensor.dtype != tensor.dtype.base_dtype
@@ -290,7 +294,8 @@ def _make_dump_ops(graph: Any, ops: List[Any], plans: Dict[str, Plan], stream_al
         for op in ops:
             for tensor in op.outputs:
                 plan = plans[tensor.name]
-                if plan.reason or plan.variable is not None or not (stream_all or plan.stream_only):
+                if plan.reason or plan.variable is not None or plan.per_iteration or not (
+                        stream_all or plan.stream_only):
                     continue
                 with graph.device(cpu_device(op.device, devices)):
                     dump = _tf.debug_identity(graph, tensor, "t{}{}:0".format(plan.number, _NAME_PAD), urls)

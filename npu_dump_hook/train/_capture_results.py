@@ -23,6 +23,8 @@ class CapturedTensor:
     path: str
     order: int
     timestamp_us: int
+    #: Inside a TF 1.x ``tf.while_loop`` body: the loop iteration (0, 1, ...) this value is of; else None.
+    iteration: Optional[int] = None
 
     @property
     def tensor_name(self) -> str:
@@ -64,13 +66,28 @@ class CaptureResult:
     #: captured as the variable's value before the step.
     updates: Dict[str, List[str]] = field(default_factory=dict)
     _by_name: Optional[Dict[str, CapturedTensor]] = field(default=None, repr=False, compare=False)
+    _iterations: Optional[Dict[str, List[CapturedTensor]]] = field(default=None, repr=False, compare=False)
 
     @property
     def by_name(self) -> Dict[str, CapturedTensor]:
-        """``{"op:index": CapturedTensor}``."""
+        """``{"op:index": CapturedTensor}`` of the tensors with one value in the step (loop-body
+        tensors, one value per iteration, are in :attr:`by_iteration`)."""
         if self._by_name is None:
-            self._by_name = {t.tensor_name: t for t in self.tensors}
+            self._by_name = {t.tensor_name: t for t in self.tensors if t.iteration is None}
         return self._by_name
+
+    @property
+    def by_iteration(self) -> Dict[str, List[CapturedTensor]]:
+        """``{"op:index": [iteration 0, 1, ...]}`` of the TF 1.x loop-body tensors."""
+        if self._iterations is None:
+            found = {}  # type: Dict[str, List[CapturedTensor]]
+            for tensor in self.tensors:
+                if tensor.iteration is not None:
+                    found.setdefault(tensor.tensor_name, []).append(tensor)
+            for values in found.values():
+                values.sort(key=lambda t: t.iteration)
+            self._iterations = found
+        return self._iterations
 
     def array(self, tensor_name: str) -> np.ndarray:
         """The captured value of ``tensor_name`` (memory-mapped, read-only)."""

@@ -142,6 +142,9 @@ logger = logging.getLogger("npu_dump_hook._capture")  # its name before it moved
 _CONVERT_THREADS = 4
 # DebugIdentity file dumps: {root}/_tfdbg_device_{device}/{node}_{slot}_DebugIdentity_{wall µs}
 _DUMP_FILE = re.compile(r"t([0-9]+)_+0_DebugIdentity_[0-9]+\Z")
+# Run-option watches (loop bodies): {root}/_tfdbg_device_{device}/{op name as folders}_{slot}_DebugIdentity_{wall µs}
+_WATCH_FILE = re.compile(r"(.+)_([0-9]+)_DebugIdentity_([0-9]+)\Z")
+_DEVICE_FOLDER = "_tfdbg_device_"
 
 
 class _FetchedValues(object):
@@ -190,6 +193,8 @@ class TensorCapture(object):
         #: The graph's edges, read once (shared with a hook's :class:`~npu_dump_hook.train.walk.StepWalk`).
         self.index = index if index is not None else GraphIndex(graph)
         self._dump_root = os.path.join(self.scratch_dir, "dumps")
+        self._watch_root = os.path.join(self.scratch_dir, "watches")
+        self._ranks = {}  # type: Dict[Tuple[int, int], int]   (order, iteration) -> timestamp offset
         self._pending = None  # type: Optional[List[Tuple[Any, bool]]]
         self._fed = set()  # type: Set[str]
         self._sink = None  # type: Optional[_FetchedValues]
@@ -247,8 +252,11 @@ class TensorCapture(object):
         executed, fed = walk.executed(), set(walk.fed)
         self._pending, self._fed = executed, fed
         shutil.rmtree(self._dump_root, ignore_errors=True)  # stale dumps must not pass for this step's
+        shutil.rmtree(self._watch_root, ignore_errors=True)
         variable_reads, self._updates = self._reads.plan(executed, fed, self.index.edges)
         direct, streamed = self._paths(executed, fed, variable_reads)
+        watched = [tensor for tensor, plan in streamed if plan.per_iteration]
+        streamed = [(tensor, plan) for tensor, plan in streamed if not plan.per_iteration]
         check_room(self._dump_root, [plan.nbytes for _, plan in streamed])  # before TF's debug writer runs
         self._session = run_context.session
         spare = self.memory_budget - sum(plan.nbytes or 0 for _, plan in direct)
@@ -258,10 +266,26 @@ class TensorCapture(object):
         dumps = [plan.dump_op for _, plan in streamed]
         if dumps:
             os.makedirs(self._dump_root, exist_ok=True)
-        logger.debug("capture: step executes %d op(s); fetching %d tensor(s) and %d dump op(s); "
-                     "%d reference-variable read(s) taken before the step",
-                     len(executed), len(direct), len(dumps), len(variable_reads))
-        return _tf.tf_v1().train.SessionRunArgs([self._sink, dumps] if direct else dumps)
+        logger.debug("capture: step executes %d op(s); fetching %d tensor(s) and %d dump op(s), watching %d "
+                     "loop-body tensor(s); %d reference-variable read(s) taken before the step",
+                     len(executed), len(direct), len(dumps), len(watched), len(variable_reads))
+        return _tf.tf_v1().train.SessionRunArgs([self._sink, dumps] if direct else dumps,
+                                                options=self._watch_options(watched))
+
+    def _watch_options(self, watched: List[Any]) -> Any:
+        """``RunOptions`` whose debug watches write every iteration's value of each loop-body tensor
+        (tfdbg's mechanism: the executor runs the watch each time the tensor is computed), or None."""
+        if not watched:
+            return None
+        os.makedirs(self._watch_root, exist_ok=True)
+        options = _tf.tf_v1().RunOptions()
+        url = "file://" + self._watch_root
+        for tensor in watched:
+            watch = options.debug_options.debug_tensor_watch_opts.add()
+            watch.node_name, watch.output_slot = tensor.op.name, tensor.value_index
+            watch.debug_ops.append("DebugIdentity")
+            watch.debug_urls.append(url)
+        return options
 
     def warm_args(self, run_context: Any, walk: Optional[StepWalk] = None) -> Any:
         """``SessionRunArgs`` for a training step *before* the captured one: the fetches
@@ -327,6 +351,8 @@ class TensorCapture(object):
         executed, fetched = self._take_step(timestamp_us)
         self._reads.written()
         dumped = self._dump_files()
+        watched = self._watch_files()
+        self._ranks = _execution_ranks(executed, watched)
         snapshots, self._snapshots = self._snapshots, {}
         updates, self._updates = self._updates, []
         session, self._session = self._session, None
@@ -336,16 +362,17 @@ class TensorCapture(object):
         files = _StepFiles(self.npy_dir if golden else self.scratch_dir, golden)
         try:
             os.makedirs(files.target_dir, exist_ok=True)
-            executed_ops = self._write_outputs(files, executed, timestamp_us, snapshots, dumped, fetched)
+            executed_ops = self._write_outputs(files, executed, timestamp_us, snapshots, (dumped, watched), fetched)
         finally:
             wait([reading])  # no session.run of ours outlives finish()
         updated = reading.result()
         for order, (op, _) in enumerate(executed):
             if op.name in updated:
                 self._add_updated(op, updated[op.name], files.tensors, files.skipped, files.target_dir, golden,
-                                  order, timestamp_us + order)
-        files.tensors.sort(key=lambda tensor: tensor.order)  # stable: an update's outputs after its own
+                                  order, timestamp_us + self._ranks[(order, 0)])
+        files.tensors.sort(key=lambda tensor: (tensor.order, tensor.iteration or 0))  # stable: an update's after its own
         shutil.rmtree(self._dump_root, ignore_errors=True)
+        shutil.rmtree(self._watch_root, ignore_errors=True)
         if golden:
             self._remove_scratch_dir_if_empty()
         logger.info("capture: %d tensor(s) written (%s), %d skipped, %d op(s) executed",
@@ -354,15 +381,21 @@ class TensorCapture(object):
                              updates={op.name: [name for name, _ in variables] for op, variables in updates})
 
     def _write_outputs(self, files: "_StepFiles", executed: List[Tuple[Any, bool]], timestamp_us: int,
-                       snapshots: Dict[str, Any], dumped: Dict[int, str], fetched: Dict[str, Any]) -> List[ExecutedOp]:
+                       snapshots: Dict[str, Any], found: Tuple[Dict[int, str], Dict[str, List[str]]],
+                       fetched: Dict[str, Any]) -> List[ExecutedOp]:
         """Every executed op's own outputs into ``files`` (written; ``fetched`` is emptied as they are
-        queued); returns the executed ops."""
+        queued); returns the executed ops. ``found``: the dump ops' files and the loop-body watches'."""
+        dumped, watched = found
         executed_ops = []  # type: List[ExecutedOp]
         for order, (op, fed_only) in enumerate(executed):
             executed_ops.append(self._executed_op(op, order))
+            stamp = timestamp_us + self._ranks[(order, 0)]
             for index, tensor in enumerate(op.outputs):
-                self._add_output(files, op, index, tensor, fed_only, (order, timestamp_us + order), snapshots,
-                                 dumped, fetched)
+                plan = self._plans.get(tensor.name)
+                if plan is not None and plan.per_iteration and not fed_only:
+                    self._add_iterations(files, op, index, (order, timestamp_us), watched.pop(tensor.name, []))
+                    continue
+                self._add_output(files, op, index, tensor, fed_only, (order, stamp), snapshots, dumped, fetched)
         fetched.clear()
         self._write([t for t in files.tensors if not t.dtype], files.jobs)
         files.jobs = []
@@ -422,6 +455,28 @@ class TensorCapture(object):
         files.tensors.append(CapturedTensor(op_name=op.name, op_type=op.type, output_index=index, dtype="",
                                             shape=(), path=target, order=order, timestamp_us=stamp))
 
+    def _add_iterations(self, files: "_StepFiles", op: Any, index: int, when: Tuple[int, int],
+                        paths: List[str]) -> None:
+        """One output of a TF 1.x loop-body op: one file per iteration its watch wrote (in the order
+        they were written), timestamped by :func:`_execution_ranks`; none: skipped."""
+        order, base = when
+        if not paths:
+            files.skipped.append(SkippedTensor("{}:{}".format(op.name, index), op.type,
+                                               "no value in this step (a TF 1.x while-loop body op that did not "
+                                               "run, or whose tensor TensorFlow's debug watch did not see)"))
+            return
+        for iteration, path in enumerate(paths):
+            stamp = base + self._ranks[(order, iteration)]
+            if files.golden:
+                name = golden_npy_name(op.name, index, stamp)
+            else:
+                name = "t{}_i{}.npy".format(self._plans["{}:{}".format(op.name, index)].number, iteration)
+            target = os.path.join(files.target_dir, name)
+            files.jobs.append((path, target))
+            files.tensors.append(CapturedTensor(op_name=op.name, op_type=op.type, output_index=index, dtype="",
+                                                shape=(), path=target, order=order, timestamp_us=stamp,
+                                                iteration=iteration))
+
     def _add_updated(self, op: Any, values: List[Any], tensors: List[CapturedTensor], skipped: List[SkippedTensor],
                      target_dir: str, golden: bool, order: int, stamp: int) -> None:
         """Output ``k`` of update op ``op``: its ``k``-th variable after the step (unless TF's own
@@ -467,6 +522,22 @@ class TensorCapture(object):
                     found[int(match.group(1))] = os.path.join(folder, name)
         return found
 
+    def _watch_files(self) -> Dict[str, List[str]]:
+        """``{tensor name: [file per iteration]}`` the loop-body watches wrote, in the order written
+        (wall-clock microseconds in the name, then the name)."""
+        found = {}  # type: Dict[str, List[Tuple[int, str]]]
+        for folder, _, names in os.walk(self._watch_root):
+            rel = os.path.relpath(folder, self._watch_root).split(os.sep)
+            if not rel or not rel[0].startswith(_DEVICE_FOLDER):
+                continue
+            prefix = "/".join(rel[1:])
+            for name in names:
+                match = _WATCH_FILE.match(name)
+                if match:
+                    tensor = "{}:{}".format(prefix + "/" + match.group(1) if prefix else match.group(1), match.group(2))
+                    found.setdefault(tensor, []).append((int(match.group(3)), os.path.join(folder, name)))
+        return {tensor: [path for _, path in sorted(entries)] for tensor, entries in found.items()}
+
     def _skip_reason(self, op: Any, tensor: Any, fed_only: bool, dumped: Dict[int, str],
                      fetched: Dict[str, Any]) -> str:
         plan = self._plans.get(tensor.name)
@@ -496,6 +567,39 @@ class TensorCapture(object):
     def cleanup(self) -> None:
         """Remove the scratch folder and everything in it (the .npy files too when no npy_dir)."""
         shutil.rmtree(self.scratch_dir, ignore_errors=True)
+
+
+def _execution_ranks(executed: List[Tuple[Any, bool]], watched: Dict[str, List[str]]) -> Dict[Tuple[int, int], int]:
+    """``{(order, iteration): offset}``: the timestamp offsets of the step's tensors, growing with
+    execution. Without loops the offset is the order. A TF 1.x loop runs iteration by iteration:
+    every op of its frame (the outermost while context) at iteration k sits at the loop's first
+    order, after iteration k-1 of all of them, so a loop-carried value (iteration k-1) is older
+    than what reads it (iteration k), and everything after the loop is younger than its last iteration."""
+    keys = []  # type: List[Tuple[Tuple[int, int, int], Tuple[int, int]]]
+    starts = {}  # type: Dict[Any, int]
+    for order, (op, _) in enumerate(executed):
+        frame = _outer_while(op)
+        if frame is None:
+            keys.append(((order, 0, order), (order, 0)))
+            continue
+        start = starts.setdefault(frame, order)
+        count = max([1] + [len(watched.get(tensor.name) or ()) for tensor in op.outputs])
+        keys.extend(((start, iteration, order), (order, iteration)) for iteration in range(count))
+    keys.sort()
+    return {pair: rank for rank, (_, pair) in enumerate(keys)}
+
+
+def _outer_while(op: Any) -> Any:
+    """The outermost TF 1.x while context ``op`` runs in (private ``_control_flow_context``), or None."""
+    if while_or_cond(op) != "while":
+        return None
+    context, outer = getattr(op, "_control_flow_context", None), None
+    while context is not None:
+        get_while = getattr(context, "GetWhileContext", None)
+        if get_while is not None and get_while() is context:
+            outer = context
+        context = getattr(context, "outer_context", None)
+    return id(outer) if outer is not None else None
 
 
 class _StepFiles(object):

@@ -26,6 +26,7 @@ from typing import Any, Dict, List, Optional, Sequence  # noqa: F401 (type comme
 from .. import _tf
 from .._phases import InFlight, test_pause
 from .capture import TensorCapture
+from .control_flow import census
 from ..backends import golden_in_run, reference_default
 from ..config import apply_graph_dump_env
 from ..constants import ENV_OPTIONS, INCOMPLETE_STEP_MARKER
@@ -81,6 +82,7 @@ class DumpRun(object):
         self.graph_env = {}  # type: Dict[str, Any]
         self._saver = None  # type: Any
         self._capturing = False
+        self._census = None  # type: Any   # the captured step's control-flow census, or its executed ops
         # From a capture's fetches to its last file: an interruption (Ctrl-C, SIGTERM, a TF error)
         # leaves no scratch and no golden folder that looks complete (undone at exit).
         self._in_flight = InFlight(self.abandon_capture)
@@ -160,6 +162,8 @@ class DumpRun(object):
                      guard: FailureGuard) -> Any:
         """The capture's ``SessionRunArgs`` for this step, or None (no capture, or it failed, not strict)."""
         self._capturing = self.captures_step(step, captured_step)
+        if step == captured_step:
+            self._census = (walk.executed(), None)
         if not self._capturing:
             return self._warm_args(run_context, step, captured_step, walk, guard)
         args = None
@@ -200,6 +204,9 @@ class DumpRun(object):
         stamp = int(time.time() * 1000000)
         clock = getattr(self.backend, "step_time", None) if self._emulates_step(step) else None
         result = self.capture.finish(clock(stamp) if clock is not None else stamp, to_scratch=not golden)
+        if step == captured_step and isinstance(self._census, tuple):
+            self._census = (self._census[0], result)
+            self.control_flow()  # now, while the captured files (an If's predicate) are still there
         if self._emulates_step(step):
             self.backend.write_step(result, step)
         if golden:
@@ -207,6 +214,19 @@ class DumpRun(object):
             self.reference_report = golden_report(result, self.golden_dir)
         else:
             self.capture.cleanup()  # scratch .npy files served the emulator only
+
+    def control_flow(self) -> Optional[Dict[str, Any]]:
+        """The captured step's control-flow census (:mod:`npu_dump_hook.train.control_flow`), or
+        None when no step was captured or it cannot be read (a record never stops the run)."""
+        if isinstance(self._census, tuple):
+            executed, captured = self._census
+            try:
+                self._census = census(executed, executed[0][0].graph, captured) if executed else None
+            except Exception as exc:  # noqa: BLE001 - see docstring
+                logger.warning("NpuDumpHook: the control-flow coverage was not recorded: %s: %s",
+                               type(exc).__name__, exc)
+                self._census = None
+        return self._census
 
     def abandon_capture(self) -> None:
         """After a failed capture step: no scratch left behind, and no golden folder that looks

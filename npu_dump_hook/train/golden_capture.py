@@ -15,7 +15,7 @@ pattern rejects (TF allows ``>`` and ``\\``) is written with that character repl
 and listed as ``renamed``. msaccucmp skips the manifest with a warning (it is not an .npy).
 
 ``golden_manifest.json``: ``{"schema": "npu_dump_hook/golden@1", "files": [{"file", "tensor",
-"op_type", "dtype", "shape", "order", "timestamp"}], "skipped": [{"tensor", "op_type",
+"op_type", "dtype", "shape", "order", "timestamp"[, "iteration"]}], "skipped": [{"tensor", "op_type",
 "reason"}], "renamed": [...], "key_collisions": {key: [tensor, ...]}}``.
 
 Memory: at most ``memory_budget`` bytes of tensors (default 256 MiB) are held at once; a step
@@ -59,13 +59,17 @@ def golden_report(result: Any, golden_dir: str) -> Dict[str, Any]:
     keys = {}  # type: Dict[str, List[str]]
     for tensor in result.tensors:
         base = os.path.basename(tensor.path)
-        files.append({"file": base, "tensor": tensor.tensor_name, "op_type": tensor.op_type,
-                      "dtype": tensor.dtype, "shape": list(tensor.shape), "order": tensor.order,
-                      "timestamp": tensor.timestamp_us})
+        entry = {"file": base, "tensor": tensor.tensor_name, "op_type": tensor.op_type,
+                 "dtype": tensor.dtype, "shape": list(tensor.shape), "order": tensor.order,
+                 "timestamp": tensor.timestamp_us}  # type: Dict[str, Any]
+        if tensor.iteration is not None:
+            entry["iteration"] = tensor.iteration  # a TF 1.x loop body: one file per iteration, same key
+        files.append(entry)
         parsed = names.parse_npy_name(base)
-        if parsed.op_name != _flat(tensor.op_name):
+        if parsed.op_name != _flat(tensor.op_name) and tensor.iteration in (None, 0):
             renamed.append({"tensor": tensor.tensor_name, "file": base})
-        keys.setdefault(parsed.key, []).append(tensor.tensor_name)
+        if tensor.iteration in (None, 0):
+            keys.setdefault(parsed.key, []).append(tensor.tensor_name)
     collisions = {key: tensors for key, tensors in keys.items() if len(tensors) > 1}
     skipped = [{"tensor": s.tensor_name, "op_type": s.op_type, "reason": s.reason} for s in result.skipped]
     manifest = {"schema": MANIFEST_SCHEMA, "files": files, "skipped": skipped, "renamed": renamed,

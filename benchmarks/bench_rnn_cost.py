@@ -1,0 +1,81 @@
+"""Cost of one dumped step of a 20-step static RNN (issue 21 point 5: target <= 1.5x the script's own time).
+
+The script is tests/helpers/rnn_scripts.py ``static`` (``static_rnn`` LSTM unrolled over 20 time
+steps, plain Session, numpy feed, one training step). Side by side, each in a fresh process,
+alternating, best of ``--repeat``:
+
+    plain   python rnn_scripts.py static WORK 1
+    dumped  npu-dump-hook run --backend emulated -q --output-dir OUT -- python rnn_scripts.py static WORK 1
+
+Printed: wall and CPU seconds of each (the whole process: TensorFlow import, graph building, the
+step; the dumped run also writes the emulated dump, the golden tensors and the verified bundle)
+and the ratio dumped/plain against the 1.5x target. ``--python`` picks the stack (default: this
+interpreter; e.g. .venv-tf115/bin/python for TF 1.15). On a shared machine the wall ratio moves
+with the load: compare the CPU ratio too.
+
+Run: .venv/bin/python benchmarks/bench_rnn_cost.py [--repeat 3] [--python PY] [--script SHAPE]
+"""
+import argparse
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, "tests", "helpers", "rnn_scripts.py")
+TARGET = 1.5
+
+
+def _timed(argv, cwd, env):
+    """``(wall seconds, CPU seconds of the children, last stdout line)`` of ``argv``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        sys.exit("failed ({}): {}\n{}".format(done.returncode, " ".join(argv), done.stderr.decode()[-3000:]))
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    lines = done.stdout.decode().splitlines()
+    return wall, cpu, lines[-1] if lines else ""
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--python", default=sys.executable)
+    parser.add_argument("--script", default="static", help="rnn_scripts.py shape (default: static)")
+    args = parser.parse_args(argv)
+    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+    env = {k: v for k, v in env.items() if not k.startswith("NPU_DUMP") and k != "DUMP_GRAPH_PATH"}
+    work = tempfile.mkdtemp(prefix="bench_rnn_")
+    plain, dumped = [], []
+    try:
+        for attempt in range(args.repeat):
+            plain.append(_timed([args.python, SCRIPT, args.script, work, "1"], work, env))
+            out = os.path.join(work, "out{}".format(attempt))
+            dumped.append(_timed([args.python, "-m", "npu_dump_hook", "run", "-q", "--backend", "emulated",
+                                  "--output-dir", out, "--", args.python, SCRIPT, args.script, work, "1"], work, env))
+            if not os.path.isdir(dumped[-1][2]):
+                sys.exit("the dumped run printed no bundle path: {!r}".format(dumped[-1][2]))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    best_plain = min(plain, key=lambda r: r[0])
+    best_dumped = min(dumped, key=lambda r: r[0])
+    cpu_plain = min(r[1] for r in plain)
+    cpu_dumped = min(r[1] for r in dumped)
+    print("{} ({}), best of {}; load {:.1f}".format(args.script, args.python, args.repeat, os.getloadavg()[0]))
+    print("{:<8} {:>9} {:>9}".format("", "wall s", "CPU s"))
+    print("{:<8} {:>9.2f} {:>9.2f}".format("plain", best_plain[0], cpu_plain))
+    print("{:<8} {:>9.2f} {:>9.2f}".format("dumped", best_dumped[0], cpu_dumped))
+    wall_ratio, cpu_ratio = best_dumped[0] / best_plain[0], cpu_dumped / cpu_plain
+    print("ratio    {:>8.2f}x {:>8.2f}x   (target <= {}x: {})".format(
+        wall_ratio, cpu_ratio, TARGET, "met" if wall_ratio <= TARGET else "NOT met"))
+    return 0 if wall_ratio <= TARGET else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
