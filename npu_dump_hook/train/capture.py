@@ -228,7 +228,8 @@ class TensorCapture(object):
         shutil.rmtree(self._dump_root, ignore_errors=True)  # stale dumps must not pass for this step's
         variable_reads, self._updates = self._reads.plan(executed, fed, self.index.edges)
         direct, streamed = self._paths(executed, fed, variable_reads)
-        check_room(self._dump_root, [plan.nbytes for _, plan in streamed])  # before TF's debug writer runs
+        check_room(self._dump_root, [plan.nbytes for _, plan in streamed],  # before TF's debug writer runs
+                   [plan.floor for _, plan in streamed])
         self._session = run_context.session
         spare = self.memory_budget - sum(plan.nbytes or 0 for _, plan in direct)
         self._snapshots = self._reads.before(run_context.session, variable_reads, also_read, spare=spare)
