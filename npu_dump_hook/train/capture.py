@@ -116,6 +116,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 import numpy as np
 
 from .. import _tf
+from .._golden_marker import begin_golden
 from ..errors import BackendError
 from ..formats.names import golden_npy_name
 from ..formats.npy import debug_event_to_npy, write_npy
@@ -314,7 +315,10 @@ class TensorCapture(object):
         golden = bool(self.npy_dir) and not to_scratch
         files = _StepFiles(self.npy_dir if golden else self.scratch_dir, golden)
         try:
-            os.makedirs(files.target_dir, exist_ok=True)
+            if golden:
+                begin_golden(files.target_dir)  # before the first file: a killed capture leaves it
+            else:
+                os.makedirs(files.target_dir, exist_ok=True)
             executed_ops = self._write_outputs(files, executed, timestamp_us, snapshots, dumped, fetched)
         finally:
             wait([reading])  # no session.run of ours outlives finish()
