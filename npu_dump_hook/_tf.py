@@ -61,6 +61,7 @@ __all__ = [
     "estimator_run_config",
     "set_estimator_model_dir",
     "latest_checkpoint",
+    "op_was_imported",
 ]
 
 #: Where ``tf.compat.v1.Session``, ``InteractiveSession`` and ``BaseSession`` are defined, under the
@@ -346,3 +347,29 @@ def add_function_def(graph: Any, fdef: Any) -> None:
     from tensorflow.python.framework import function as legacy_function
 
     graph._add_function(legacy_function._from_definition(fdef))  # noqa: SLF001
+
+
+#: The importer's function on the creation stack of an op imported from a GraphDef (TF 1.15).
+_IMPORTER_FRAME = "_ProcessNewOps"
+
+
+def op_was_imported(op: Any) -> bool:
+    """Whether ``op`` came from a ``GraphDef``/``MetaGraphDef`` import (a SavedModel load,
+    ``import_meta_graph``, ``import_graph_def``), not built by Python code: TF 2.x keeps no
+    creation traceback for imported ops; TF 1.15 keeps one whose frames pass through the
+    importer's ``_ProcessNewOps``."""
+    try:
+        frames = op.traceback
+    except Exception:  # noqa: BLE001 - a traceback TensorFlow cannot convert: say built
+        return False
+    if frames is None:
+        return True
+    return any(_frame_name(frame) == _IMPORTER_FRAME for frame in frames)
+
+
+def _frame_name(frame: Any) -> Any:
+    """The function name of one traceback frame (a tuple on TF 1.15, a FrameSummary on 2.x)."""
+    name = getattr(frame, "name", None)
+    if name is None and isinstance(frame, tuple) and len(frame) > 2:
+        name = frame[2]
+    return name

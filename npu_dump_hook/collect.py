@@ -22,7 +22,8 @@ from ._inert import printable
 from .backends import npu_output_missing
 from .bundle import BundleResult, write_bundle, write_rank_bundle
 from .emulator.ge_model import is_emulated_graph
-from .errors import LocateError, NpuDumpError
+from ._golden_marker import golden_incomplete
+from .errors import BundleError, LocateError, NpuDumpError
 from .locate import LocatedRun, locate_run
 from .run_record import RunRecord, run_section
 
@@ -81,6 +82,9 @@ def _collect_golden(record: RunRecord, bundle_dir: str, **kwargs: Any) -> Bundle
 
 def _write(record: RunRecord, bundle_dir: str, located: Optional[LocatedRun], **kwargs: Any) -> BundleResult:
     """Write the record's bundle (``{bundle_dir}/{run}``, or under ``rank_{N}`` with an index)."""
+    why = golden_incomplete(record.golden_dir) if record.golden_dir else None
+    if why is not None:
+        raise BundleError("run {}: {}; no bundle written".format(record.layout.root, why), record.golden_dir)
     kwargs.update(backend=record.backend, options=record.options.as_dict(), run=record.run_section(),
                   randomness=record.randomness, tf_graph=record.layout.tf_graph, golden_dir=record.golden_dir,
                   fingerprints=record.fingerprints, golden_for=record.golden_for, warnings=list(record.warnings),

@@ -70,7 +70,7 @@ compared with the NPU bundle's. A difference fails the run before its bundle is 
 inputs and the likely cause) or is recorded as a warning (``on_mismatch="warn"``). The golden
 bundle records ``backend: "reference"`` (the bundle format's name of the golden backend), ``data/golden/`` and ``golden_for`` (docs/bundle-format.md).
 
-Online inference (``mode="infer"``, or ``"auto"`` in a script that never trains; see
+Online inference (``mode="infer"``, or ``"auto"`` in a script that built no training op; see
 :mod:`npu_dump_hook.train.inference`): the iteration is the first run of the model on an input
 batch, e.g. ``estimator.predict(input_fn, hooks=[hook])`` (its generator ends after the dumped
 batch), ``estimator.evaluate(..., hooks=[hook])`` or an ``NpuDumpSession`` around an inference

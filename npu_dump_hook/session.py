@@ -13,7 +13,8 @@ hooks (one run-logic implementation), around every ``run`` of the wrapped sessio
         stop="exit" (default): print the final line, end the process with exit status 0
         stop="continue": later runs go straight to the session; nothing more is dumped
 
-An inference loop (``mode="infer"``, or ``"auto"`` when the graph cannot train) works the same
+An inference loop (``mode="infer"``, or ``"auto"`` when the script built no training op into the
+graph: a loaded SavedModel's optimizer does not count) works the same
 way: the restore, initializers and warm-up runs are skipped, the first run of the model on a
 fed batch is the dumped iteration.
 Callables made through the wrapper (``make_callable``, and ``_make_callable_from_options``, which

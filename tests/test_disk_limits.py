@@ -8,11 +8,12 @@ import signal
 import sys
 
 import pytest
+import tensorflow as tf
 
 from npu_dump_hook import BundleError, DumpOptions, NpuDumpHook
 from npu_dump_hook.sample_models import mlp_session
-from npu_dump_hook.train._capture_plan import BUDGET_ENV
-from npu_dump_hook.train._space import TEST_FREE_ENV, check_room, file_size_limit, free_bytes
+from npu_dump_hook.train._capture_plan import BUDGET_ENV, floor_nbytes, static_nbytes
+from npu_dump_hook.train._space import HEADROOM, PER_FILE, TEST_FREE_ENV, check_room, file_size_limit, free_bytes
 
 from helpers.runs import clean_env, run
 
@@ -55,6 +56,30 @@ def test_a_nearly_full_disk_refuses_the_streamed_capture_with_our_error(in_tmp_c
         mlp_session.train(hook.options, hooks=[hook])
     assert info.value.path == os.path.join(hook.layout.capture_dir, "dumps")
     assert not os.path.exists(hook.layout.capture_dir)
+    # the batch dimension of a repeat().batch() dataset is None: those sizes are said to be unknown
+    assert "tensor size(s) were unknown before the step" in str(info.value), str(info.value)
+
+
+def test_unknown_sizes_count_at_their_lower_bound_and_the_message_says_so(tmp_path, monkeypatch):
+    with tf.Graph().as_default():
+        batch = tf.compat.v1.placeholder(tf.float32, [None, 512])
+        unranked = tf.compat.v1.placeholder(tf.float64)
+        names = tf.compat.v1.placeholder(tf.string, [None])
+        assert static_nbytes(batch) is None and floor_nbytes(batch) == 512 * 4
+        assert floor_nbytes(unranked) == 8 and floor_nbytes(tf.zeros([3, 2])) == 24
+        assert floor_nbytes(names) >= 0
+    room = HEADROOM + 2 * PER_FILE + 1000 + 2048 - 1  # 1000 known bytes + one floor of 2048, less one byte
+    monkeypatch.setenv(TEST_FREE_ENV, str(room))
+    check_room(str(tmp_path), [1000, None], [0, 2047])  # fits: a floor one byte smaller
+    check_room(str(tmp_path), [1000])  # no unknown size: nothing said about one
+    with pytest.raises(OSError) as info:
+        check_room(str(tmp_path), [1000, None], [0, 2048])  # an unknown size was 0 bytes before: it fitted
+    assert info.value.errno == errno.ENOSPC and info.value.filename == str(tmp_path)
+    assert "at least {} bytes needed".format(room + 1) in info.value.strerror, info.value.strerror
+    assert "1 of 2 tensor size(s) were unknown before the step" in info.value.strerror
+    with pytest.raises(OSError) as info:
+        check_room(str(tmp_path), [None], [room])
+    assert "1 of 1 tensor size(s) were unknown" in info.value.strerror
 
 
 def test_a_nearly_full_disk_not_strict_trains_on_uncaptured(in_tmp_cwd, monkeypatch):

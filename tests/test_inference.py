@@ -57,10 +57,10 @@ def _by_hand(cwd, name, entry, model, options):
     return _one_bundle(out), lines
 
 
-def _runner(cwd, name, entry, model, flags):
+def _runner(cwd, name, entry, model, flags, **env):
     out = os.path.join(str(cwd), name)
     code, lines, err = run(CLI + ["run", "--output-dir", out] + list(flags) + ["--", SCRIPT, entry, model], cwd,
-                           clean_env())
+                           clean_env(**env))
     assert code == 0, err[-3000:]
     bundle = _one_bundle(out)
     assert lines[-1] == bundle, lines[-3:]
@@ -109,28 +109,40 @@ def _compare(cwd, npu, golden):
         return code, "\n".join(lines), json.load(handle)
 
 
+def _assert_names_the_fault(code, out, doc):
+    assert code == 1, out
+    assert FAULT_OP in doc["first_divergence"]["original_ops"], doc["first_divergence"]
+    assert FAULT_OP in out.split("first divergence: ")[1].splitlines()[0]
+
+
 @pytest.mark.parametrize("entry", ENTRIES)
 def test_by_hand_one_inference_iteration_golden_run_and_compare(entry, model, tmp_path):
-    # A SavedModel wrapped after loader.load keeps its optimizer and the hook saw no restore: mode infer.
-    options = dict(NPU, mode="infer") if entry == "savedmodel" else NPU
-    npu, lines = _by_hand(tmp_path, "npu", entry, model, options)
-    _assert_first_batch_bundled(npu, entry)
-    if entry == "predict":  # the generator ends after the dumped batch, as train() stops after the dumped step
-        assert lines[-1] == "predicted {}".format(inference_data.BATCH)
-    else:  # NpuDumpSession(stop="exit"): the script ends with status 0 after the dumped run, the bundle last
-        assert lines[-1] == npu and not any(line.startswith("batches") for line in lines)
-    golden, _ = _by_hand(tmp_path, "golden", entry, model, {"initial_state": npu})
-    _assert_golden_matches(npu, golden)
-    code, out, _doc = _compare(tmp_path, npu, golden)
-    assert code == 0, out
+    # mode auto throughout: a SavedModel wrapped after loader.load keeps its optimizer, but those
+    # update ops came with the load (imported), so the script built none: inference.
+    for name, options in (("healthy", NPU), ("faulted", dict(NPU, faults={FAULT_OP: "scale=1.05"}))):
+        npu, lines = _by_hand(tmp_path, name, entry, model, options)
+        _assert_first_batch_bundled(npu, entry)
+        if entry == "predict":  # the generator ends after the dumped batch, as train() stops after the dumped step
+            assert lines[-1] == "predicted {}".format(inference_data.BATCH)
+        else:  # NpuDumpSession(stop="exit"): the script ends with status 0 after the dumped run, the bundle last
+            assert lines[-1] == npu and not any(line.startswith("batches") for line in lines)
+        golden, _ = _by_hand(tmp_path, name + "_golden", entry, model, {"initial_state": npu})
+        _assert_golden_matches(npu, golden)
+        code, out, doc = _compare(tmp_path, npu, golden)
+        if name == "healthy":
+            assert code == 0, out
+        else:
+            _assert_names_the_fault(code, out, doc)
 
 
 @pytest.mark.parametrize("entry", ENTRIES)
 def test_the_runner_dumps_one_inference_iteration_and_compare_names_the_fault(entry, model, tmp_path):
+    record = str(tmp_path / "sessions.jsonl")
     healthy, lines = _runner(tmp_path, "healthy", entry, model, ["--backend", "emulated", "--emulate-profile",
-                                                                 "ascend"])
-    _assert_first_batch_bundled(healthy, entry)
+                                                                 "ascend"], NPU_BRIDGE_DOUBLE_RECORD=record)
+    doc = _assert_first_batch_bundled(healthy, entry)
     assert not any(line.startswith("batches") for line in lines)  # stop=exit after the dumped run
+    _assert_sessions_had_the_dump_options(record, doc, entry)
     faulted, _ = _runner(tmp_path, "faulted", entry, model, ["--backend", "emulated", "--emulate-profile", "ascend",
                                                              "--fault", FAULT_OP + "=scale=1.05"])
     for name, npu in (("healthy", healthy), ("faulted", faulted)):
@@ -140,9 +152,26 @@ def test_the_runner_dumps_one_inference_iteration_and_compare_names_the_fault(en
         if name == "healthy":
             assert code == 0, out
         else:
-            assert code == 1, out
-            assert FAULT_OP in doc["first_divergence"]["original_ops"], doc["first_divergence"]
-            assert FAULT_OP in out.split("first divergence: ")[1].splitlines()[0]
+            _assert_names_the_fault(code, out, doc)
+
+
+def _assert_sessions_had_the_dump_options(record, doc, entry):
+    """What the npu_bridge double saw at session creation (the config the adapter reads): the
+    session that ran the dumped iteration was made with the run's dump options, which the
+    adapter's and GE's checks accept -- also where the script made it before its graph was loaded
+    (the SavedModel loader) or on a graph without training ops (the other entry points)."""
+    with open(record) as handle:
+        events = [json.loads(line) for line in handle]
+    made = {event["session"]: event for event in events if event["event"] == "session"}
+    model_runs = [event["session"] for event in events if event["event"] == "run"
+                  and (entry == "predict" or any(name.startswith("predictions") for name in event["fetches"]))]
+    assert made and model_runs, events
+    claimed = made[model_runs[0]]
+    options = claimed["options"]
+    assert claimed["error"] is None and options["enable_dump"] is True, claimed
+    assert options["dump_path"] == doc["dump"]["source"] and options["iterations_per_loop"] == 1, claimed
+    if entry == "savedmodel":
+        assert claimed["graph_ops"] == 0, claimed  # made before loader.load put the model in its graph
 
 
 @pytest.mark.parametrize("entry, last", [("evaluate", "evaluated ['accuracy', 'global_step', 'loss']"),
@@ -152,6 +181,24 @@ def test_the_runner_dumps_evaluate_and_a_monitored_inference_loop(entry, last, m
     assert lines[-2] == last  # evaluate: over the dumped batch; the monitored loop: stopped after it
     doc = read_bundle(bundle)
     assert doc["run"]["mode"] == "infer" and doc["run"]["steps"] == 1 and verify_bundle(bundle) == []
+
+
+@pytest.mark.parametrize("by_hand", [True, False], ids=["by_hand", "runner"])
+def test_auto_dumps_the_training_step_of_a_script_that_evaluates_after_its_restore(by_hand, model, tmp_path):
+    """restore, a fed evaluation through the model, then training: the script built an optimizer,
+    so under mode auto the evaluation is no inference iteration; the first training step is dumped."""
+    if by_hand:
+        bundle, lines = _by_hand(tmp_path, "npu", "restore_train", model, {"backend": "emulated"})
+    else:
+        bundle, lines = _runner(tmp_path, "npu", "restore_train", model, ["--backend", "emulated"])
+    assert lines[0].startswith("evaluated ") and lines[-1] == bundle
+    doc = read_bundle(bundle)
+    assert doc["run"]["mode"] == "train" and doc["run"]["steps"] == 1 and verify_bundle(bundle) == []
+    dumped = [f["op_name"] for f in doc["files"] if f["kind"] == "dump"]
+    assert any("GradientDescent" in name or "gradients" in name for name in dumped), dumped
+    ys = inference_data.data()[1][:inference_data.BATCH]
+    batch = {entry["name"]: entry["sha256"] for entry in doc["fingerprints"]["batch"]}
+    assert array_digest(ys)["sha256"] == batch["y:0"], batch  # the training batch, labels fed
 
 
 def test_mode_train_leaves_an_inference_script_undumped(model, tmp_path):

@@ -8,7 +8,8 @@ from npu_dump_hook.bundle import read_bundle, verify_bundle
 from npu_dump_hook.bundle.schema import run_mode_problems
 from npu_dump_hook.bundle.verify import check_bundle_json
 from npu_dump_hook.errors import OptionError
-from npu_dump_hook.train.inference import InferenceDetector, ModeChoice
+from npu_dump_hook.train.inference import InferenceDetector, ModeChoice, script_trains
+from npu_dump_hook.train.training_step import TrainingStepDetector
 from npu_dump_hook.train.walk import GraphIndex, StepWalk
 
 v1 = tf.compat.v1
@@ -84,11 +85,35 @@ def test_auto_decides_at_the_first_training_or_inference_run():
     infers = ModeChoice("auto")
     assert infers.decide(False, True, lambda: False) == "infer"
     assert infers.decide(True, False, lambda: True) == "infer"  # decided once
-    restored = ModeChoice("auto")
-    restored.restored = True  # a SavedModel keeps its optimizer: restored weights make it inference
-    assert restored.decide(False, True, lambda: True) == "infer"
     assert ModeChoice("train").chosen == "train" and ModeChoice("infer").recorded == "infer"
     assert ModeChoice("auto").recorded == "train"
+
+
+def test_an_optimizer_the_script_built_trains_one_that_came_with_a_savedmodel_does_not(tmp_path):
+    """mode auto's graph rule: a training script's optimizer makes its evaluation-after-restore no
+    inference iteration; the optimizer a SavedModel (or a meta graph) brings along does not."""
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [None, 3], name="x")
+        pred = tf.matmul(x, v1.get_variable("w", [3, 1]), name="pred")
+        v1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_sum(pred))
+        with v1.Session() as sess:
+            sess.run(v1.global_variables_initializer())
+            v1.saved_model.simple_save(sess, str(tmp_path / "saved"), {"x": x}, {"pred": pred})
+            v1.train.Saver().save(sess, str(tmp_path / "model.ckpt"))
+    assert script_trains(TrainingStepDetector(graph))
+    with v1.Session(graph=tf.Graph()) as sess:
+        v1.saved_model.loader.load(sess, ["serve"], str(tmp_path / "saved"))
+        detector = TrainingStepDetector(sess.graph)
+        assert detector.update_ops(sess.graph.get_operations())  # the optimizer came along
+        assert not script_trains(detector)
+        with sess.graph.as_default():  # an update the script adds after the load is its own
+            v1.assign_add(v1.train.get_or_create_global_step(), 1)
+        assert script_trains(TrainingStepDetector(sess.graph))
+    meta = tf.Graph()
+    with meta.as_default():
+        v1.train.import_meta_graph(str(tmp_path / "model.ckpt.meta"))
+    assert not script_trains(TrainingStepDetector(meta))
 
 
 def test_mode_is_one_row_of_the_settings_table():

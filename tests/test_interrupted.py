@@ -17,6 +17,7 @@ import time
 import pytest
 
 from npu_dump_hook.cli import main
+from npu_dump_hook.compare._golden import load_golden_side
 from npu_dump_hook.compare._npu import load_npu
 from npu_dump_hook.constants import COMPLETE_STEP_MARKER, INCOMPLETE_STEP_MARKER
 from npu_dump_hook.errors import CompareError
@@ -158,3 +159,36 @@ def test_a_staging_folder_a_killed_collection_left_is_swept_by_the_next_run(tmp_
     assert _train(tmp_path) == 0, _stderr(tmp_path)
     (bundle,) = os.listdir(bundles)  # the next run's bundle, the stale staging folder gone
     assert ".staging-" not in bundle
+
+
+def test_a_sigkilled_golden_capture_leaves_its_begin_marker_and_compare_refuses_it(tmp_path, capsys):
+    """SIGKILL runs no handler: golden/ keeps its .npy files, no manifest, and is never renamed
+    golden.incomplete. The begin marker written before its first file says so, and compare refuses
+    the folder with "incomplete (killed)" instead of comparing a part of the step."""
+    assert _train(tmp_path, "golden", signal.SIGKILL) == -signal.SIGKILL
+    run_dir = _run_dir(tmp_path)
+    golden = os.path.join(run_dir, "golden")
+    assert not os.path.exists(os.path.join(golden, "golden_manifest.json"))
+    assert any(name.endswith(".npy") for name in os.listdir(golden)), os.listdir(golden)
+    with open(os.path.join(golden, INCOMPLETE_STEP_MARKER)) as handle:
+        assert "golden capture began" in handle.read()
+    (step,) = _step_dirs(tmp_path)  # the emulated dump of the step completed before the kill
+    capsys.readouterr()
+    code = main(["compare", step, golden, "--graph", _graph_file(run_dir)])
+    err = capsys.readouterr().err
+    assert code == 3 and "incomplete (killed)" in err and "never completed" in err, err
+    with pytest.raises(CompareError, match=r"incomplete \(killed\)"):
+        load_golden_side(golden, None)
+
+
+def test_a_completed_golden_capture_has_no_begin_marker(tmp_path):
+    assert _train(tmp_path) == 0, _stderr(tmp_path)
+    golden = os.path.join(_run_dir(tmp_path), "golden")
+    assert os.path.isfile(os.path.join(golden, "golden_manifest.json"))
+    assert not os.path.exists(os.path.join(golden, INCOMPLETE_STEP_MARKER))
+    assert load_golden_side(golden, None).kind == "npy_dir"
+
+
+def _graph_file(run_dir):
+    (name,) = [n for n in os.listdir(os.path.join(run_dir, "graph")) if n.endswith("_Build.txt")]
+    return os.path.join(run_dir, "graph", name)

@@ -28,6 +28,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from ..bundle import BUNDLE_JSON, DATA_DIR, GOLDEN_MANIFEST, is_within, looks_like_tar, open_bundle, open_regular
+from .._golden_marker import golden_incomplete
 from ..errors import CompareError, NameFormatError
 from ..formats.names import parse_npy_name
 
@@ -173,6 +174,7 @@ def load_golden_side(golden: Optional[str], npu: Any) -> GoldenSide:
     if not os.path.exists(golden):
         raise CompareError("golden {}: no such file or folder".format(golden), golden)
     if os.path.isdir(golden) and not os.path.isfile(os.path.join(golden, DATA_DIR, BUNDLE_JSON)):
+        _refuse_incomplete(golden, golden)
         return GoldenSide(golden, "npy_dir", golden)
     if not (os.path.isdir(golden) or (os.path.isfile(golden) and looks_like_tar(golden))):
         raise CompareError("golden {}: not a bundle (folder or .tar/.tar.gz) nor a folder of .npy files".format(
@@ -182,6 +184,7 @@ def load_golden_side(golden: Optional[str], npu: Any) -> GoldenSide:
         folder = view.golden_dir()
         if folder is None:
             raise CompareError("golden {}: the bundle has no data/golden folder".format(golden), golden)
+        _refuse_incomplete(golden, folder)
         return GoldenSide(golden, "bundle", folder, view.doc, owner=view, in_tree_links=False)
     except BaseException:
         view.close()
@@ -192,6 +195,14 @@ def iteration_key(key: str, iteration: int) -> str:
     """The index key of the ``iteration``-th file (by timestamp) of ``key``: a TF 1.x loop-body
     tensor has one golden file per iteration (docs/golden-capture.md), all under one msaccucmp key."""
     return "{}#{}".format(key, iteration)
+
+
+def _refuse_incomplete(golden: str, folder: str) -> None:
+    """CompareError when ``folder`` is a golden capture that began and never completed (its
+    begin marker is there: the capturing process was killed while writing it)."""
+    why = golden_incomplete(folder)
+    if why is not None:
+        raise CompareError("golden {}: {}; nothing compared (re-run the golden capture)".format(golden, why), golden)
 
 
 def _sort_stamp(timestamp: int) -> int:

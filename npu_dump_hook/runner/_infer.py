@@ -5,11 +5,14 @@
     Estimator.predict / evaluate   hooks += [hook] when nothing has claimed the hook (a script that
                                    trains first claims it in train()); the session config carries
                                    the dump options while the call (predict: its generator) runs
-    tf.compat.v1.Session           a session whose graph cannot train (or whose variables were
-                                   restored, a loaded SavedModel keeping its optimizer) is claimed
-                                   at its first inference run (:mod:`npu_dump_hook.train.inference`):
-                                   a fed or iterator batch through the model's variables or weight
-                                   constants; set-up and warm-up runs before it go on unclaimed
+    tf.compat.v1.Session           made with the dump options in its config (any session made while
+                                   no hook is bound: ._sessions), claimed at its first inference run
+                                   (:mod:`npu_dump_hook.train.inference`): a fed or iterator batch
+                                   through the model's variables or weight constants; set-up and
+                                   warm-up runs before it go on unclaimed; the hook's mode auto then
+                                   dumps it unless the script built an optimizer (a loaded
+                                   SavedModel's own does not count), in which case its training
+                                   step is the one dumped
     MonitoredSession               made on a graph without training ops: hooks += [hook]
 
 Nothing here imports TensorFlow: the patches run once the script has loaded it.

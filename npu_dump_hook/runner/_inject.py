@@ -156,6 +156,7 @@ class Injection(SessionPatches):
         self._hook_module_is_ours = False
         self._redirect = None  # type: Optional[CheckpointRedirect]
         self._spare = None  # type: Any  # the hook made by _reserve, bound by the first training entry point
+        self._spare_pid = None  # type: Optional[int]  # the process that made it
         self._lock = threading.RLock()
         self._local = threading.local()
         self.notice = BundleNotice()  # the bundle path printed when written (module _notice)
@@ -171,6 +172,8 @@ class Injection(SessionPatches):
         """Collect what the script left pending: a wrapped session whose steps did not end the
         run, or a monitored session left open (its hook's ``end()``)."""
         hook = self.hook
+        if hook is None:
+            self._drop_unused_spare()
         if hook is None or not hook.counted_steps:
             return
         if self._wrapper is not None and not self._wrapper.finished:
@@ -179,6 +182,19 @@ class Injection(SessionPatches):
         if self._monitored is not None and hook.record is None:
             logger.info("npu_dump_hook: closing the MonitoredSession the script left open")
             self._monitored.close()
+
+    def _drop_unused_spare(self) -> None:
+        """The hook reserved for a session that never trained nor ran an inference iteration (with
+        mode auto/infer every session the script makes reserves it): its run folder, and the bundle
+        folder when that stayed empty, are removed (by the process that made them only)."""
+        spare, self._spare = self._spare, None
+        if spare is None or self._spare_pid != os.getpid():
+            return
+        self._drop_run_folder(spare)
+        try:
+            os.rmdir(spare.bundle_dir)  # only when empty: another run's bundles stay
+        except OSError:
+            pass
 
     def announce(self, explain: bool = True) -> None:
         """Print the bundle path as the last line on stdout (once per process) unless it already is
@@ -269,7 +285,7 @@ class Injection(SessionPatches):
                 setattr(hook, RERUN_COMMAND, _script_words())  # the golden-run hint names the CLI command
                 _notice_after_end(hook, self.notice)
                 hook.warn_if_never_began = False  # _report says it when no training was seen
-                self._spare = hook
+                self._spare, self._spare_pid = hook, os.getpid()
             hook = self._spare
         if own is not None:
             if self.settings.options is not None or any(var in os.environ for var in ENV_OPTIONS.values()):

@@ -1,7 +1,10 @@
 """The runner's patches of ``tf.compat.v1.Session`` and Keras (a mixin of :class:`.Injection`).
 
-A session the script makes on a graph with training ops gets the dump options in its config at
-once (the hook is reserved for it, :meth:`Injection._reserve`), and the hook itself at its first
+A session the script makes on a graph with training ops -- with mode auto/infer any session it
+makes while no hook is bound, since SavedModel and frozen-graph scripts make theirs before the
+graph is loaded -- gets the dump options in its config at once (the hook is reserved for it,
+:meth:`Injection._reserve`), so the session that runs the iteration on a real NPU is one GE
+dumps; and the hook itself at its first
 run that is a training step (:mod:`npu_dump_hook.train.training_step`) or, on a graph with
 training ops, runs a random op (so the randomness policy edits the graph before they run): then
 it is wrapped as ``NpuDumpSession(stop="continue")`` and its runs -- ``run``, and the callables
@@ -126,8 +129,8 @@ class SessionPatches(object):
         def close_(self: Any) -> None:
             wrapper = self.__dict__.get(_WRAPPER)
             if injection._forget(self.__dict__) is not None:
-                logger.info("npu_dump_hook: a tf.compat.v1.Session on a graph with training ops was closed without "
-                            "a training step: not dumped, its graph left as it was")
+                logger.info("npu_dump_hook: a tf.compat.v1.Session made with the dump options was closed without "
+                            "a training step or inference iteration: not dumped, its graph left as it was")
             if wrapper is None or injection._depth("routing"):
                 return close(self)
             if not wrapper.finished and not wrapper.hook.counted_steps and injection.hook is wrapper.hook:
@@ -227,7 +230,7 @@ class SessionPatches(object):
             if graph is None:
                 graph = _tf.tf_v1().get_default_graph()
             claim = None
-            if not graph.finalized and trains(graph):
+            if not graph.finalized and (trains(graph) or wants_inference(injection.settings)):
                 try:
                     claim = injection._reserve(bound.arguments.get("config"))
                 except SystemExit:  # the settings do not fit: leave a whole session behind, then stop
@@ -273,7 +276,6 @@ class SessionPatches(object):
             hook = claim[0]
         elif not self._bind(hook, "Session"):
             return None
-        hook.steps.mode.restored = restored
         return self._wrap(session, hook)
 
     @staticmethod

@@ -18,7 +18,7 @@ from ..errors import BackendError
 from ..formats.npy import NUMPY_OF_TF_ENUM, TF_DT_BFLOAT16
 
 __all__ = ["Plan", "plan_graph", "WRITE_SCOPE", "DEFAULT_MEMORY_BUDGET", "BUDGET_ENV", "while_or_cond", "reference_variable", "dtype_reason",
-           "static_nbytes", "maybe_dead", "resolve_memory_budget", "as_stored_array", "static_shape", "cpu_device",
+           "static_nbytes", "floor_nbytes", "maybe_dead", "resolve_memory_budget", "as_stored_array", "static_shape", "cpu_device",
            "is_update_type", "variable_handle", "needs_handle_reader", "updated_reference_output"]
 
 logger = logging.getLogger("npu_dump_hook._capture")
@@ -66,6 +66,8 @@ class Plan:
     number: int = -1
     reason: str = ""
     nbytes: Optional[int] = None
+    #: With ``nbytes`` None: a lower bound of the size (:func:`floor_nbytes`), for the room check.
+    floor: int = 0
     stream_only: bool = False
     #: The TF 1.x reference variable (``VariableV2`` output) whose value this tensor is: the
     #: variable's own output, or an ``Identity`` that aliases its buffer (``w/read``).
@@ -135,6 +137,22 @@ def static_nbytes(tensor: Any) -> Optional[int]:
             return _MAX_RANK * tensor.dtype.base_dtype.size
         return None
     return int(shape.num_elements()) * tensor.dtype.base_dtype.size
+
+
+def floor_nbytes(tensor: Any) -> int:
+    """A lower bound of the byte size of a tensor whose static size is unknown: its known
+    dimensions times its item size, each unknown dimension counted as 1 (an unknown rank as one
+    item); 0 for types without a fixed item size (strings, variants)."""
+    shape = tensor.get_shape()
+    try:
+        size = tensor.dtype.base_dtype.size
+    except (AttributeError, TypeError, ValueError):
+        return 0
+    if shape.ndims is None:
+        return size
+    for dim in shape.as_list():
+        size *= dim if dim is not None else 1
+    return int(size)
 
 
 def maybe_dead(ops: List[Any], edges: Dict[str, Tuple[List[Any], List[Any]]]) -> Set[str]:
@@ -272,6 +290,8 @@ def _plan_tensor(graph: Any, op: Any, tensor: Any, flow: str, may_be_dead: bool,
     stream_only = (may_be_dead or flow == "cond" or tensor.dtype != tensor.dtype.base_dtype
                    or not graph.is_fetchable(op))
     plan = Plan(number=number, nbytes=static_nbytes(tensor), stream_only=stream_only)
+    if plan.nbytes is None:
+        plan.floor = floor_nbytes(tensor)
     plan.variable = None if flow else reference_variable(tensor)
     if plan.variable is not None:
         plan.stream_only = False  # read before the step (run_args), never fetched or dumped

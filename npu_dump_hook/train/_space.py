@@ -8,8 +8,12 @@ the scratch folder's file system and with the process's file-size limit, and rai
 ``OSError`` (ENOSPC or EFBIG) naming the folder instead; the hook's failure guard turns it into a
 :class:`~npu_dump_hook.errors.BundleError` (``strict``) or a logged failure, and the step runs
 uncaptured. Estimate: the static size of every streamed tensor, plus :data:`PER_FILE` bytes of
-file-system and proto overhead each, plus :data:`HEADROOM`. A tensor of unknown static size
-counts as 0 bytes (it cannot be estimated before the step runs).
+file-system and proto overhead each, plus :data:`HEADROOM`. A tensor of unknown static size (a
+batch dimension left ``None``) counts at its lower bound -- its known dimensions times its item
+size, each unknown dimension as 1 (:func:`~._capture_plan.floor_nbytes`) -- so the estimate never
+exceeds what the step writes; when it does not fit, the message says how many sizes were unknown
+and that more room may be needed. When it fits with unknown sizes, the step may still need more
+than the estimate: the debug writer can then still fail on a disk filled to the last bytes.
 
 Test-only: ``NPU_DUMP_HOOK_TEST_FREE_BYTES`` (an integer) stands for the free space figure.
 """
@@ -47,20 +51,32 @@ def file_size_limit() -> Optional[int]:
     return None if soft == resource.RLIM_INFINITY or soft < 0 else int(soft)
 
 
-def check_room(path: str, sizes: Sequence[Optional[int]]) -> None:
+def check_room(path: str, sizes: Sequence[Optional[int]], floors: Sequence[int] = ()) -> None:
     """OSError naming ``path`` when the files of ``sizes`` (one per streamed tensor, None when
-    unknown) would not fit the free space or the file-size limit (module doc)."""
+    unknown) would not fit the free space or the file-size limit (module doc); ``floors``: per
+    tensor, the lower bound counted where its size is None (0 when not given)."""
     if not sizes:
         return
-    known = [size or 0 for size in sizes]
+    floors = list(floors) + [0] * (len(sizes) - len(floors))
+    estimate = [size if size is not None else floor for size, floor in zip(sizes, floors)]
+    unknown = _unknown_note(sum(1 for size in sizes if size is None), len(sizes))
     limit = file_size_limit()
-    if limit is not None and max(known) + PER_FILE > limit:
-        raise OSError(errno.EFBIG, "a streamed tensor of {} bytes would exceed this process's file-size limit "
+    if limit is not None and max(estimate) + PER_FILE > limit:
+        raise OSError(errno.EFBIG, "a streamed tensor of {}{} bytes would exceed this process's file-size limit "
                       "(RLIMIT_FSIZE {} bytes), and TensorFlow's debug writer aborts the process on a failed "
-                      "write; capture not started".format(max(known), limit), path)
-    needed = sum(known) + PER_FILE * len(known) + HEADROOM
+                      "write; capture not started{}".format("at least " if unknown else "", max(estimate), limit,
+                                                            unknown), path)
+    needed = sum(estimate) + PER_FILE * len(estimate) + HEADROOM
     free = free_bytes(path)
     if needed > free:
-        raise OSError(errno.ENOSPC, "not enough free space for the streamed capture: about {} bytes needed, {} "
+        raise OSError(errno.ENOSPC, "not enough free space for the streamed capture: {} {} bytes needed, {} "
                       "free, and TensorFlow's debug writer aborts the process on a full disk; capture not "
-                      "started".format(needed, free), path)
+                      "started{}".format("at least" if unknown else "about", needed, free, unknown), path)
+
+
+def _unknown_note(unknown: int, total: int) -> str:
+    """What the messages say when some sizes were unknown before the step ran."""
+    if not unknown:
+        return ""
+    return ("; {} of {} tensor size(s) were unknown before the step (no static shape) and are counted at "
+            "their lower bound, each unknown dimension as 1: the step may need more".format(unknown, total))

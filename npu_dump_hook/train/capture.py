@@ -116,6 +116,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 import numpy as np
 
 from .. import _tf
+from .._golden_marker import begin_golden
 from ..errors import BackendError
 from ..formats.names import golden_npy_name
 from ..formats.npy import debug_event_to_npy, write_npy
@@ -257,7 +258,8 @@ class TensorCapture(object):
         direct, streamed = self._paths(executed, fed, variable_reads)
         watched = [tensor for tensor, plan in streamed if plan.per_iteration]
         streamed = [(tensor, plan) for tensor, plan in streamed if not plan.per_iteration]
-        check_room(self._dump_root, [plan.nbytes for _, plan in streamed])  # before TF's debug writer runs
+        check_room(self._dump_root, [plan.nbytes for _, plan in streamed],  # before TF's debug writer runs
+                   [plan.floor for _, plan in streamed])
         self._session = run_context.session
         spare = self.memory_budget - sum(plan.nbytes or 0 for _, plan in direct)
         self._snapshots = self._reads.before(run_context.session, variable_reads, also_read, spare=spare)
@@ -361,7 +363,10 @@ class TensorCapture(object):
         golden = bool(self.npy_dir) and not to_scratch
         files = _StepFiles(self.npy_dir if golden else self.scratch_dir, golden)
         try:
-            os.makedirs(files.target_dir, exist_ok=True)
+            if golden:
+                begin_golden(files.target_dir)  # before the first file: a killed capture leaves it
+            else:
+                os.makedirs(files.target_dir, exist_ok=True)
             executed_ops = self._write_outputs(files, executed, timestamp_us, snapshots, (dumped, watched), fetched)
         finally:
             wait([reading])  # no session.run of ours outlives finish()

@@ -32,12 +32,15 @@ import time
 from typing import Any, Dict, List, Optional
 
 from .. import _tf
+from .._golden_marker import begin_golden, golden_incomplete
 from ..bundle import GOLDEN_MANIFEST
+from ..constants import INCOMPLETE_STEP_MARKER
 from ..formats import names
 from ..formats.names import golden_npy_name as golden_file_name
 from .capture import TensorCapture
 
-__all__ = ["MANIFEST_NAME", "MANIFEST_SCHEMA", "golden_file_name", "golden_report", "ReferenceCapture"]
+__all__ = ["MANIFEST_NAME", "MANIFEST_SCHEMA", "golden_file_name", "golden_report", "ReferenceCapture",
+           "begin_golden", "golden_incomplete"]
 
 logger = logging.getLogger("npu_dump_hook.reference")  # its name before it moved into train/
 
@@ -50,7 +53,8 @@ def _flat(op_name: str) -> str:
 
 
 def golden_report(result: Any, golden_dir: str) -> Dict[str, Any]:
-    """Write ``golden_manifest.json`` for a capture whose ``.npy`` files are in ``golden_dir``.
+    """Write ``golden_manifest.json`` for a capture whose ``.npy`` files are in ``golden_dir``,
+    then remove the begin marker (:func:`begin_golden`).
 
     Returns the run-summary entry: folder, counts, the manifest path and the skip reasons.
     """
@@ -79,6 +83,9 @@ def golden_report(result: Any, golden_dir: str) -> Dict[str, Any]:
     with open(tmp, "w", encoding="utf-8") as handle:
         handle.write(_manifest_text(manifest))
     os.replace(tmp, path)
+    marker = os.path.join(golden_dir, INCOMPLETE_STEP_MARKER)
+    if os.path.lexists(marker):
+        os.unlink(marker)
     reasons = {}  # type: Dict[str, int]
     for entry in skipped:
         reasons[entry["reason"]] = reasons.get(entry["reason"], 0) + 1

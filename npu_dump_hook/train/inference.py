@@ -16,24 +16,29 @@ and is no set-up run: a variable's initializer, a table initializer, a Saver res
 warm-up) reads no input and is skipped too. Skipped runs are logged and counted as training's
 skipped runs are (:mod:`npu_dump_hook.train.steps`).
 
-Which rule ``mode="auto"`` takes (:meth:`ModeChoice.decide`): the training rule once a run
-updates a trainable variable, or when the graph holds such an update anywhere (a training
-script's ``sess.run(cost, feed)`` before training is then no inference iteration); inference at
-the first run that is an inference iteration on a graph that cannot train, or after the script
-restored its variables (a Saver restore, a SavedModel load: a loaded SavedModel often still holds
-its optimizer). So the wrong run is never dumped: the choice is made before the run it counts. A
-training script that restores a checkpoint and runs a fed evaluation before its first training
-step is taken for inference under ``auto``: give it ``mode="train"``.
+Which rule ``mode="auto"`` takes (:meth:`ModeChoice.decide`, :func:`script_trains`): the training
+rule once a run updates a trainable variable, or when the script built such an update into the
+graph (an optimizer: a training script's ``sess.run(cost, feed)`` before training, or its
+evaluation right after a restore, is then no inference iteration: the training step that follows
+is dumped); inference at the first run that is an inference iteration on a graph the script built
+no update into. Updates that came with a loaded model -- a SavedModel (``loader.load``), an
+``import_meta_graph`` -- do not count: a SavedModel keeps its optimizer, yet its script only
+infers. So the wrong run is never dumped: the choice is made before the run it counts. The one
+case it gets wrong: a script that resumes training from an imported meta graph
+(``import_meta_graph``, no Python-built optimizer) and runs a fed evaluation before its first
+training step is taken for inference: give it ``mode="train"``.
 
 Pure graph analysis over TensorFlow objects; it imports no TensorFlow itself.
 """
 from typing import Any, Dict, List, Optional, Set  # noqa: F401 (type comments)
 
+from .. import _tf
 from .fingerprints import BATCH_OP_TYPES
 from .training_step import is_load
 from .walk import StepWalk
 
-__all__ = ["InferenceDetector", "InferenceVerdict", "ModeChoice", "INPUT_OP_TYPES", "SETUP_OP_TYPES"]
+__all__ = ["InferenceDetector", "InferenceVerdict", "ModeChoice", "script_trains", "INPUT_OP_TYPES",
+           "SETUP_OP_TYPES"]
 
 #: Ops whose outputs are an input batch (iterators, the adapter's GetNext, queue dequeues).
 INPUT_OP_TYPES = BATCH_OP_TYPES | frozenset((
@@ -124,24 +129,29 @@ class ModeChoice(object):
         self.requested = mode
         #: ``"train"`` or ``"infer"`` once decided; None before (auto, no run decided yet).
         self.chosen = mode if mode != "auto" else None  # type: Optional[str]
-        #: The script restored its variables (a Saver restore or SavedModel load seen before the
-        #: first inference run): its graph's training ops (a SavedModel keeps them) do not make it train.
-        self.restored = False
 
     def decide(self, training_run: bool, inference_run: bool, graph_trains: Any) -> Optional[str]:
         """The rule for this run, deciding ``auto`` at its first training or inference run;
-        ``graph_trains()`` tells whether the graph holds a training update anywhere."""
+        ``graph_trains()`` tells whether the script built a training update into the graph
+        (:func:`script_trains`: a loaded SavedModel's optimizer does not count)."""
         if self.chosen is None:
             if training_run:
                 self.chosen = "train"
             elif inference_run:
-                self.chosen = "train" if not self.restored and graph_trains() else "infer"
+                self.chosen = "train" if graph_trains() else "infer"
         return self.chosen
 
     @property
     def recorded(self) -> str:
         """What run.json and bundle.json say (``train`` when nothing decided)."""
         return self.chosen or "train"
+
+
+def script_trains(detector: Any) -> bool:
+    """Whether the graph of ``detector`` (a TrainingStepDetector) holds a training update the
+    script built (an optimizer, ``global_step.assign_add``); updates imported with a loaded model
+    (a SavedModel, a meta graph: :func:`npu_dump_hook._tf.op_was_imported`) do not count."""
+    return any(not _tf.op_was_imported(op) for op in detector.update_ops(detector.graph.get_operations()))
 
 
 def _batch_feed(tensor: Any) -> bool:

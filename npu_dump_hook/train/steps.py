@@ -23,7 +23,7 @@ from ..errors import OptionError
 from ..options import DumpOptions
 from .training_step import TrainingStepDetector
 from .guard import HOOK_LOGGER
-from .inference import InferenceDetector, ModeChoice
+from .inference import InferenceDetector, InferenceVerdict, ModeChoice, script_trains
 from .walk import GraphIndex, StepWalk
 
 __all__ = ["StepCounter", "run_steps", "dump_run_steps", "golden_run_steps", "read_global_step"]
@@ -80,7 +80,6 @@ class StepCounter(object):
     def _inference_verdict(self, walk: StepWalk, training: Any) -> Any:
         """The inference verdict (infer, or auto not yet decided), or ``training`` once auto chose train."""
         inference = self._inference.verdict_for(walk)
-        self.mode.restored = self.mode.restored or inference.restore
         if inference.iteration and self.inference_held and self.mode.requested == "auto":
             inference = InferenceVerdict(False, "Keras predict/evaluate under mode auto (--mode infer dumps it)",
                                          inference.inputs, inference.model, inference.fetches, inference.restore)
@@ -88,12 +87,11 @@ class StepCounter(object):
         chosen = self.mode.decide(training.training, inference.iteration, self._graph_trains)
         if chosen != before:
             logger.info("NpuDumpHook: mode=auto: %s", "the script trains: training steps are dumped"
-                        if chosen == "train" else "the graph has no training op: the first inference run is dumped")
+                        if chosen == "train" else "the script built no training op: the first inference run is dumped")
         return training if chosen == "train" else inference
 
     def _graph_trains(self) -> bool:
-        graph = self._detector.graph
-        return self._detector.verdict(graph.get_operations()).training
+        return script_trains(self._detector)
 
     def nothing_counted(self) -> str:
         """Why there is no iteration to bundle (the error text when no run counted)."""

@@ -89,6 +89,10 @@ class TrainingStepDetector(object):
             self._cache[walk.key] = StepVerdict(bool(writes), sorted(writes)[:_EXAMPLES], list(walk.key[0]))
         return self._cache[walk.key]
 
+    def update_ops(self, ops: Any) -> List[Any]:
+        """The ops among ``ops`` that update a trainable variable or the global step (the rule above)."""
+        return [op for op in ops if self._is_update(op)]
+
     # -- which ops update the model ---------------------------------------------------------
     def _is_update(self, op: Any) -> bool:
         if OPTIMIZER_UPDATE.match(op.type):

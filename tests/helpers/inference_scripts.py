@@ -2,7 +2,7 @@
 
 usage: inference_scripts.py train MODEL
        inference_scripts.py ENTRY MODEL [HOOK_JSON]
-ENTRY: predict | evaluate | session | monitored | savedmodel | frozen
+ENTRY: predict | evaluate | session | monitored | savedmodel | frozen | restore_train
 
 ``train`` trains the model and saves it four ways under MODEL: a checkpoint (ckpt/), an
 Estimator model_dir (estimator/), a SavedModel (saved/) and a frozen GraphDef (frozen.pb).
@@ -23,6 +23,15 @@ from inference_data import BATCH, BATCHES, FEATURES, data
 
 v1 = tf.compat.v1
 v1.disable_eager_execution()
+
+#: A file that gets, through the npu_bridge double, the NPU options of every session the script
+#: makes and its runs (tests/npu_bridge_double/npu_bridge/double.py ``record_sessions``).
+RECORD = os.environ.get("NPU_BRIDGE_DOUBLE_RECORD")
+if RECORD:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "npu_bridge_double"))
+    from npu_bridge import double
+
+    double.record_sessions(RECORD)
 
 
 def net(x):
@@ -126,6 +135,26 @@ def session(model, options):
         sess = wrap(v1.Session(), options)
         saver.restore(sess, os.path.join(model, "ckpt", "model.ckpt"))  # a restore run: not the iteration
         loop(sess, x, logits, warm)
+
+
+def restore_train(model, options):
+    """A training script that restores the checkpoint, evaluates a fed batch, then trains: under
+    mode auto the evaluation is no inference iteration (the script built an optimizer), the
+    training step is the one dumped."""
+    with tf.Graph().as_default():
+        x = v1.placeholder(tf.float32, [None, FEATURES], name="x")
+        y = v1.placeholder(tf.int64, [None], name="y")
+        logits = tf.identity(net(x), name="predictions")
+        loss = v1.losses.sparse_softmax_cross_entropy(y, logits)
+        step = v1.train.GradientDescentOptimizer(0.5).minimize(loss)
+        saver = v1.train.Saver()
+        sess = wrap(v1.Session(), options)
+        saver.restore(sess, os.path.join(model, "ckpt", "model.ckpt"))
+        xs, ys = data()
+        print("evaluated", round(float(np.sum(sess.run(logits, {x: xs[:BATCH]}))), 3))
+        for number in range(BATCHES):
+            sess.run(step, {x: xs[number * BATCH:(number + 1) * BATCH], y: ys[number * BATCH:(number + 1) * BATCH]})
+        print("batches", BATCHES)
 
 
 def monitored(model, options):

@@ -58,3 +58,48 @@ def validate_session_config(config):
 def _check_enum(opts, key):
     if key in opts and opts[key].s.decode() not in _ENUMS[key]:
         raise SessionConfigError("{} should be one of {}".format(key, _ENUMS[key]))
+
+
+def record_sessions(path):
+    """Append one JSON line to ``path`` per TensorFlow session made from now on: the NPU options
+    its config carries as the C++ session gets them (read at ``BaseSession.__init__``, below every
+    Python patch of ``tf.compat.v1.Session``: what the adapter reads at session creation), whether
+    the adapter/GE checks accept them, and the session's ``id`` and graph ops at creation; and one
+    line per ``run`` naming the session and its fetches. Double-only: the real adapter records
+    nothing, it reads the same config in C++."""
+    import json
+
+    from tensorflow.python.client import session as tf_session
+
+    base = tf_session.BaseSession
+    made, ran = base.__init__, base.run
+
+    def write(entry):
+        with open(path, "a") as handle:
+            handle.write(json.dumps(entry) + "\n")
+
+    def __init__(self, target="", graph=None, config=None):
+        made(self, target, graph, config)
+        entry = {"event": "session", "session": id(self), "graph_ops": len(self.graph.get_operations()),
+                 "options": {}, "error": None}
+        if config is not None:
+            try:
+                options = validate_session_config(config)
+            except SessionConfigError as exc:
+                entry["error"], options = str(exc), read_npu_options(config)
+            entry["options"] = {key: _plain(value) for key, value in options.items()}
+        write(entry)
+
+    def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+        names = [getattr(f, "name", str(f)) for f in (fetches if isinstance(fetches, (list, tuple)) else [fetches])]
+        write({"event": "run", "session": id(self), "fetches": names, "fed": len(feed_dict or {})})
+        return ran(self, fetches, feed_dict, options, run_metadata)
+
+    base.__init__, base.run = __init__, run
+
+
+def _plain(value):
+    """An AttrValue as JSON: its set field."""
+    field = value.WhichOneof("value")
+    result = getattr(value, field) if field else None
+    return result.decode() if isinstance(result, bytes) else result
