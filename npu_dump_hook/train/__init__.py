@@ -8,7 +8,8 @@
     steps.py           StepCounter: which runs are training steps, the captured step, max_steps
     guard.py           FailureGuard: strict / not strict, the failures list (run.json)
     capture.py         TensorCapture: the tensor capture engine (fetch or stream); its graph plan
-                       (_capture_plan.py), variable reads (_capture_reads.py), results (_capture_results.py)
+                       (_capture_plan.py), variable reads (_capture_reads.py), results (_capture_results.py),
+                       loop iterations (_capture_loops.py)
     golden_capture.py  ReferenceCapture, golden_report: the golden .npy folder and its manifest
     fingerprints.py    state and batch fingerprints (sha256 per variable / input) and their comparison
     dump_run.py        DumpRun: the backend, the capture, the initial-state checkpoint, the emulated dump

@@ -120,6 +120,7 @@ from .._golden_marker import begin_golden
 from ..errors import BackendError
 from ..formats.names import golden_npy_name
 from ..formats.npy import debug_event_to_npy, write_npy
+from ._capture_loops import execution_ranks, watch_files
 from ._capture_plan import (BUDGET_ENV, DEFAULT_MEMORY_BUDGET, OWN_OPS_PREFIX, WRITE_SCOPE, Plan, as_stored_array,
                             plan_graph, resolve_memory_budget, static_shape, while_or_cond)
 from ._capture_reads import VariableReads, worker
@@ -144,8 +145,6 @@ _CONVERT_THREADS = 4
 # DebugIdentity file dumps: {root}/_tfdbg_device_{device}/{node}_{slot}_DebugIdentity_{wall µs}
 _DUMP_FILE = re.compile(r"t([0-9]+)_+0_DebugIdentity_[0-9]+\Z")
 # Run-option watches (loop bodies): {root}/_tfdbg_device_{device}/{op name as folders}_{slot}_DebugIdentity_{wall µs}
-_WATCH_FILE = re.compile(r"(.+)_([0-9]+)_DebugIdentity_([0-9]+)\Z")
-_DEVICE_FOLDER = "_tfdbg_device_"
 
 
 class _FetchedValues(object):
@@ -353,8 +352,8 @@ class TensorCapture(object):
         executed, fetched = self._take_step(timestamp_us)
         self._reads.written()
         dumped = self._dump_files()
-        watched = self._watch_files()
-        self._ranks = _execution_ranks(executed, watched)
+        watched = watch_files(self._watch_root)
+        self._ranks = execution_ranks(executed, watched)
         snapshots, self._snapshots = self._snapshots, {}
         updates, self._updates = self._updates, []
         session, self._session = self._session, None
@@ -463,7 +462,7 @@ class TensorCapture(object):
     def _add_iterations(self, files: "_StepFiles", op: Any, index: int, when: Tuple[int, int],
                         paths: List[str]) -> None:
         """One output of a TF 1.x loop-body op: one file per iteration its watch wrote (in the order
-        they were written), timestamped by :func:`_execution_ranks`; none: skipped."""
+        they were written), timestamped by :func:`._capture_loops.execution_ranks`; none: skipped."""
         order, base = when
         if not paths:
             files.skipped.append(SkippedTensor("{}:{}".format(op.name, index), op.type,
@@ -527,22 +526,6 @@ class TensorCapture(object):
                     found[int(match.group(1))] = os.path.join(folder, name)
         return found
 
-    def _watch_files(self) -> Dict[str, List[str]]:
-        """``{tensor name: [file per iteration]}`` the loop-body watches wrote, in the order written
-        (wall-clock microseconds in the name, then the name)."""
-        found = {}  # type: Dict[str, List[Tuple[int, str]]]
-        for folder, _, names in os.walk(self._watch_root):
-            rel = os.path.relpath(folder, self._watch_root).split(os.sep)
-            if not rel or not rel[0].startswith(_DEVICE_FOLDER):
-                continue
-            prefix = "/".join(rel[1:])
-            for name in names:
-                match = _WATCH_FILE.match(name)
-                if match:
-                    tensor = "{}:{}".format(prefix + "/" + match.group(1) if prefix else match.group(1), match.group(2))
-                    found.setdefault(tensor, []).append((int(match.group(3)), os.path.join(folder, name)))
-        return {tensor: [path for _, path in sorted(entries)] for tensor, entries in found.items()}
-
     def _skip_reason(self, op: Any, tensor: Any, fed_only: bool, dumped: Dict[int, str],
                      fetched: Dict[str, Any]) -> str:
         plan = self._plans.get(tensor.name)
@@ -572,39 +555,6 @@ class TensorCapture(object):
     def cleanup(self) -> None:
         """Remove the scratch folder and everything in it (the .npy files too when no npy_dir)."""
         shutil.rmtree(self.scratch_dir, ignore_errors=True)
-
-
-def _execution_ranks(executed: List[Tuple[Any, bool]], watched: Dict[str, List[str]]) -> Dict[Tuple[int, int], int]:
-    """``{(order, iteration): offset}``: the timestamp offsets of the step's tensors, growing with
-    execution. Without loops the offset is the order. A TF 1.x loop runs iteration by iteration:
-    every op of its frame (the outermost while context) at iteration k sits at the loop's first
-    order, after iteration k-1 of all of them, so a loop-carried value (iteration k-1) is older
-    than what reads it (iteration k), and everything after the loop is younger than its last iteration."""
-    keys = []  # type: List[Tuple[Tuple[int, int, int], Tuple[int, int]]]
-    starts = {}  # type: Dict[Any, int]
-    for order, (op, _) in enumerate(executed):
-        frame = _outer_while(op)
-        if frame is None:
-            keys.append(((order, 0, order), (order, 0)))
-            continue
-        start = starts.setdefault(frame, order)
-        count = max([1] + [len(watched.get(tensor.name) or ()) for tensor in op.outputs])
-        keys.extend(((start, iteration, order), (order, iteration)) for iteration in range(count))
-    keys.sort()
-    return {pair: rank for rank, (_, pair) in enumerate(keys)}
-
-
-def _outer_while(op: Any) -> Any:
-    """The outermost TF 1.x while context ``op`` runs in (private ``_control_flow_context``), or None."""
-    if while_or_cond(op) != "while":
-        return None
-    context, outer = getattr(op, "_control_flow_context", None), None
-    while context is not None:
-        get_while = getattr(context, "GetWhileContext", None)
-        if get_while is not None and get_while() is context:
-            outer = context
-        context = getattr(context, "outer_context", None)
-    return id(outer) if outer is not None else None
 
 
 class _StepFiles(object):
