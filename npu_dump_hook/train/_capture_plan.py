@@ -279,10 +279,20 @@ def plan_graph(graph: Any, index: Any, can_fetch: bool, memory_budget: int, dump
     return plans, outputs
 
 
+#: A TF 1.x loop's Enter ops forward a value from outside the loop into it (the value is the
+#: input's, captured outside the loop). TensorFlow's debug watches miss them at random (on TF 1.15
+#: one of a step's Enter ops goes unseen, a different one from run to run), so they are skipped
+#: with this reason on every run, never captured on one and missing on the next.
+_LOOP_ENTRIES = ("Enter", "RefEnter")
+LOOP_ENTRY_REASON = "a TF 1.x loop Enter: it forwards its input's value into the loop (captured outside it)"
+
+
 def _plan_tensor(graph: Any, op: Any, tensor: Any, flow: str, may_be_dead: bool, number: int) -> Plan:
     reason = dtype_reason(tensor)
     if reason:
         return Plan(reason=reason)
+    if flow == "while" and op.type in _LOOP_ENTRIES:
+        return Plan(reason=LOOP_ENTRY_REASON)
     if flow == "while":  # fetching a loop-body tensor fails; a graph dump op would fire once per loop
         return Plan(number=number, nbytes=None, stream_only=True, per_iteration=True)
     # TF 2 If/While ops are marked unfetchable (cond_v2 prevent_fetching); their outputs are
