@@ -4,18 +4,28 @@ and the rule deciding which ops may be rebuilt (TensorFlow-free; the NodeDef cla
 Refused (with the reason in the result): an op type no TensorFlow here registers, one whose
 OpDef is stateful (py_func / PyFunc, readers, file and checkpoint ops, variables, random ops,
 Print: their effects or values are not a function of the inputs), any type named like a
-file, reader, writer, checkpoint or py_func op (whatever its OpDef says), an op calling a
-function (an attr of type func), and an op with a reference input (a TF1 variable update).
+file, reader, writer, checkpoint, debug, copy or py_func op (whatever its OpDef says), an op
+with an attr that names a place outside the graph (``debug_urls``, ``memory_region_name``,
+``descriptor_source``, ``debug_ops_spec``: TensorFlow marks ``DebugIdentity``, ``Copy``,
+``ImmutableConst`` and ``DecodeProtoV2`` pure, yet they write or read files through these), an
+op with a string, resource or variant input (file names, tables and handles: the numeric ops
+replay is for take none), an op calling a function (an attr of type func), and an op with a
+reference input (a TF1 variable update).
 """
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
-__all__ = ["NodeIndex", "refusal", "tensor_name", "external_inputs", "DENIED_WORDS"]
+__all__ = ["NodeIndex", "refusal", "tensor_name", "external_inputs", "DENIED_WORDS", "DENIED_ATTR_WORDS"]
 
 _NODE = re.compile(r'^node \{\n  name: "((?:[^"\\\n]|\\.)*)"', re.M)
 #: Words that refuse an op type whatever its OpDef says (case-insensitive substrings).
 DENIED_WORDS = ("pyfunc", "py_func", "file", "reader", "writer", "save", "restore", "checkpoint", "summary",
-                "print", "iterator", "dataset", "queue", "variable", "assign", "random")
+                "print", "iterator", "dataset", "queue", "variable", "assign", "random", "debug", "copy",
+                "immutable", "proto", "vocab", "load", "table", "lookup", "rpc", "send", "recv")
+#: Attr names (case-insensitive substrings) that point outside the graph: a URL, path or spec.
+DENIED_ATTR_WORDS = ("url", "path", "file", "region", "descriptor", "spec")
+#: DataType enum values of string, resource and variant (types.proto), kept TF-free here.
+_DENIED_DTYPES = {7: "string", 20: "resource", 21: "variant"}
 
 
 def _unescape(text: str) -> str:
@@ -71,13 +81,38 @@ def refusal(node: Any, op_def: Optional[Any]) -> Optional[str]:
             return "{} ({}): a {} op is never run from a bundle's graph".format(node.name, kind, word)
     if op_def.is_stateful:
         return "{} ({}): stateful op (its effect or value is not a function of its inputs)".format(node.name, kind)
+    return _input_refusal(node, op_def) or _attr_refusal(node)
+
+
+def _input_dtypes(node: Any, arg: Any) -> List[int]:
+    """The DataType values input ``arg`` of ``node`` takes (fixed, from a type attr, or a list)."""
+    if arg.type:
+        return [arg.type]
+    if arg.type_attr and arg.type_attr in node.attr:
+        return [node.attr[arg.type_attr].type]
+    if arg.type_list_attr and arg.type_list_attr in node.attr:
+        return list(node.attr[arg.type_list_attr].list.type)
+    return []
+
+
+def _input_refusal(node: Any, op_def: Any) -> Optional[str]:
     for arg in op_def.input_arg:
         if arg.is_ref:
-            return "{} ({}): reference input {} (a variable update)".format(node.name, kind, arg.name)
+            return "{} ({}): reference input {} (a variable update)".format(node.name, node.op, arg.name)
+        for dtype in _input_dtypes(node, arg):
+            if dtype in _DENIED_DTYPES:
+                return "{} ({}): {} input {} (a name or handle, not a number)".format(
+                    node.name, node.op, _DENIED_DTYPES[dtype], arg.name)
+    return None
+
+
+def _attr_refusal(node: Any) -> Optional[str]:
     for name in node.attr:
         value = node.attr[name]
         if value.HasField("func") or (value.HasField("list") and len(value.list.func)):
-            return "{} ({}): attr {} calls a function".format(node.name, kind, name)
+            return "{} ({}): attr {} calls a function".format(node.name, node.op, name)
+        if any(word in name.lower() for word in DENIED_ATTR_WORDS):
+            return "{} ({}): attr {} names a place outside the graph".format(node.name, node.op, name)
     return None
 
 

@@ -233,3 +233,52 @@ def test_replay_without_a_golden_is_a_usage_error(faulted, capsys):
         compare(steps[0], graph=graph, workers=1, replay=True)
     assert main(["compare", steps[0], "--graph", graph, "--replay"]) == 2
     assert "has no golden" in capsys.readouterr().err
+
+
+_OUTSIDE_NODES = {
+    # TensorFlow marks these pure, yet they write or read files through an attr
+    "debug": ('node {\n  name: "debug"\n  op: "DebugIdentity"\n  input: "x"\n'
+              '  attr {\n    key: "T"\n    value {\n      type: DT_FLOAT\n    }\n  }\n'
+              '  attr {\n    key: "debug_urls"\n    value {\n      list {\n        s: "file://%s"\n      }\n    }\n  }\n}\n'),
+    "region": ('node {\n  name: "region"\n  op: "ImmutableConst"\n'
+               '  attr {\n    key: "dtype"\n    value {\n      type: DT_FLOAT\n    }\n  }\n'
+               '  attr {\n    key: "shape"\n    value {\n      shape {\n        dim {\n          size: 4\n        }\n      }\n    }\n  }\n'
+               '  attr {\n    key: "memory_region_name"\n    value {\n      s: "%s"\n    }\n  }\n}\n'),
+    # a string input is a file name or a key, never what a numeric replay needs
+    "number": ('node {\n  name: "number"\n  op: "StringToNumber"\n  input: "x"\n'
+               '  attr {\n    key: "out_type"\n    value {\n      type: DT_FLOAT\n    }\n  }\n}\n'),
+}
+
+
+@pytest.mark.parametrize("name,words", [("debug", "debug"), ("region", "immutable"), ("number", "string input")])
+def test_ops_reaching_outside_the_graph_are_refused(tmp_path, name, words):
+    """A hostile bundle's graph can hold ops TensorFlow calls pure that write (DebugIdentity's
+    debug_urls) or read (ImmutableConst's memory region) files: they are refused and nothing is written."""
+    from npu_dump_hook.op_replay.run import run_request
+
+    graph, _called = _graph_text(tmp_path)
+    outside = tmp_path / "outside"
+    node = _OUTSIDE_NODES[name]
+    with open(graph, "a") as handle:
+        handle.write(node % outside if "%s" in node else node)
+    np.save(str(tmp_path / "in0.npy"), np.arange(4, dtype=np.float32))
+    request = {"graph": graph, "jobs": [{"id": 0, "chain": [name], "fetch": name + ":0", "slot": 0,
+                                         "inputs": [{"tensor": "x:0", "file": "in0.npy"}], "round16": False}]}
+    (tmp_path / "request.json").write_text(json.dumps(request))
+    job = run_request(str(tmp_path))["jobs"][0]
+    assert job["outputs"] == {} and words in job["refused"].lower(), job
+    assert not outside.exists()
+
+
+def test_the_attr_rule_refuses_a_debug_url_whatever_the_op_type_is_called():
+    from npu_dump_hook.op_replay._nodes import refusal
+    from npu_dump_hook import _tf
+
+    text = _OUTSIDE_NODES["debug"].replace('"DebugIdentity"', '"Identity"') % "/tmp/elsewhere"
+    tf = _tf.tf_v1()
+    graph_def = tf.GraphDef()
+    from google.protobuf import text_format
+
+    text_format.Merge(text, graph_def)
+    why = refusal(graph_def.node[0], _tf.op_def("Identity"))
+    assert why is not None and "debug_urls" in why and "outside the graph" in why
