@@ -109,7 +109,29 @@ def _constant(index: NodeIndex, tensor: str) -> Optional[np.ndarray]:
     node = index.node(name) if slot == "0" else None
     if node is None or node.op != "Const" or "value" not in node.attr:
         return None
-    return _tf.tf_v1().make_ndarray(node.attr["value"].tensor)
+    proto = node.attr["value"].tensor
+    _check_expansion(name, proto)
+    return _tf.tf_v1().make_ndarray(proto)
+
+
+#: A constant may declare more elements than its text holds (one value filling a shape); up to
+#: this many, so that a bundle's few bytes never become gigabytes in the replay process.
+MAX_FILLED_ELEMENTS = 1 << 24
+
+
+def _check_expansion(name: str, proto: Any) -> None:
+    """ValueError when the TensorProto of constant ``name`` declares far more elements than it holds."""
+    declared = 1
+    for dim in proto.tensor_shape.dim:
+        declared *= max(int(dim.size), 0)
+    held = len(proto.tensor_content) + sum(len(getattr(proto, field)) for field in _VALUE_FIELDS)
+    if declared > MAX_FILLED_ELEMENTS and declared > held:
+        raise ValueError("constant {} declares {} elements but holds {} values: not expanded (at most {} "
+                         "filled elements)".format(name, declared, held, MAX_FILLED_ELEMENTS))
+
+
+_VALUE_FIELDS = ("half_val", "float_val", "double_val", "int_val", "int64_val", "bool_val", "string_val",
+                 "scomplex_val", "dcomplex_val", "uint32_val", "uint64_val")
 
 
 def _graph_def(chain: List[Any], values: Dict[str, np.ndarray], target: int, round16: bool) -> Tuple[Any, Dict]:
@@ -174,6 +196,11 @@ def _chain(job: Dict[str, Any], index: NodeIndex) -> Tuple[List[Any], Optional[s
         if node is None:
             return [], "{}: not in the bundle's TF graph".format(name)
         why = refusal(node, _tf.op_def(node.op))
+        if why is None and node.op == "Const" and "value" in node.attr:
+            try:
+                _check_expansion(name, node.attr["value"].tensor)
+            except ValueError as exc:
+                why = str(exc)
         if why is not None:
             return [], why
         chain.append(node)

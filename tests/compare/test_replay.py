@@ -282,3 +282,27 @@ def test_the_attr_rule_refuses_a_debug_url_whatever_the_op_type_is_called():
     text_format.Merge(text, graph_def)
     why = refusal(graph_def.node[0], _tf.op_def("Identity"))
     assert why is not None and "debug_urls" in why and "outside the graph" in why
+
+
+def test_a_constant_declaring_billions_of_elements_is_not_expanded(tmp_path):
+    """A few bytes of graph text (one value filling a [65536, 65536] shape: 16 GiB) are refused with
+    both counts, in the chain and as a chain input, instead of being expanded in the replay process."""
+    from npu_dump_hook.op_replay.run import run_request
+
+    graph, _called = _graph_text(tmp_path)
+    with open(graph, "a") as handle:
+        handle.write('node {\n  name: "huge"\n  op: "Const"\n'
+                     '  attr {\n    key: "dtype"\n    value {\n      type: DT_FLOAT\n    }\n  }\n'
+                     '  attr {\n    key: "value"\n    value {\n      tensor {\n        dtype: DT_FLOAT\n'
+                     '        tensor_shape {\n          dim {\n            size: 65536\n          }\n'
+                     '          dim {\n            size: 65536\n          }\n        }\n        float_val: 1.0\n'
+                     '      }\n    }\n  }\n}\n'
+                     'node {\n  name: "grown"\n  op: "Mul"\n  input: "huge"\n  input: "huge"\n'
+                     '  attr {\n    key: "T"\n    value {\n      type: DT_FLOAT\n    }\n  }\n}\n')
+    np.save(str(tmp_path / "in0.npy"), np.arange(4, dtype=np.float32))
+    for chain in (["huge", "grown"], ["grown"]):
+        request = {"graph": graph, "jobs": [{"id": 0, "chain": chain, "fetch": "grown:0", "slot": 0,
+                                             "inputs": [], "round16": False}]}
+        (tmp_path / "request.json").write_text(json.dumps(request))
+        job = run_request(str(tmp_path))["jobs"][0]
+        assert job["outputs"] == {} and "4294967296 elements but holds 1" in (job["refused"] or ""), job
