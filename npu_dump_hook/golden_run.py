@@ -86,6 +86,12 @@ class NpuBundleTarget(object):
         if self.captured_step is None:
             raise OptionError(_OPTION, self.path, "records no captured step (run.captured_step): not a bundle the "
                                                   "hook wrote")
+        # The inputs a golden run feeds, as the checkpoint: refused here, before the script trains,
+        # not in the middle of its captured step (values and digests are checked when loaded).
+        problems = input_problems(self.inputs) if self.inputs is not None else []  # none kept: nothing to feed
+        if problems:
+            raise OptionError(_OPTION, self.path, "bundle.json inputs: {}".format("; ".join(problems[:5])))
+        view.input_files()
         if need_checkpoint and not view.init_files() and not self.stateless:
             raise OptionError(_OPTION, self.path, "has no data/init/ checkpoint (the NPU run was made with "
                                                   "save_initial_state=False, or its save failed); pass "

@@ -24,9 +24,10 @@ while the hook's run lasts (:class:`RoutedCallable`), so Keras ``fit`` on
 
 With ``stop="continue"`` the bundle is collected when the dumped steps are done; a wrapper
 whose steps never finished collects at ``close()``, on leaving the ``with`` block, or at
-interpreter exit. Wrap the session before running anything the randomness policy must see:
-the graph is edited once, at wrapping, and runs made earlier through the bare session do not
-count (initializers may run before or after wrapping).
+interpreter exit. Wrap the session before its first run: the graph is edited once, at
+wrapping, and TensorFlow hands a session every op of its graph at its first run and ignores
+later edits of those ops, so after an earlier run through the bare session (even an
+initializer) the randomness policy and the emulated numerics have no effect.
 """
 import atexit
 import functools

@@ -170,6 +170,7 @@ def _environment(args: argparse.Namespace) -> Tuple[Dict[str, str], Dict[str, st
     flags = {}  # type: Dict[str, str]
 
     def put(var: str, value: Any, flag: str) -> None:
+        _not_blank(value, flag)
         if isinstance(value, bool):
             value = "1" if value else "0"
         env[var] = str(value)
@@ -179,7 +180,7 @@ def _environment(args: argparse.Namespace) -> Tuple[Dict[str, str], Dict[str, st
     for field, flag in _DUMP_FLAGS:
         value = getattr(args, field)
         if value is not None:
-            put(ENV_OPTIONS[field], os.path.abspath(value) if field == "dump_path" else value, flag)
+            put(ENV_OPTIONS[field], os.path.abspath(value) if field == "dump_path" and value.strip() else value, flag)
     layer_from = getattr(args, "dump_layer_from", None)
     if layer_from is not None:
         _put_layer_from(args, layer_from, put)
@@ -194,9 +195,17 @@ def _environment(args: argparse.Namespace) -> Tuple[Dict[str, str], Dict[str, st
     for row in settings.SETTINGS.values():  # the hook options and --stop: each flag sets its variable
         value = getattr(args, row.name, None) if row.flag or row.negative else None
         if value is not None:
+            _not_blank(value, row.flag_for(value))  # before variable_text: abspath('') is the current folder
             put(row.env, row.variable_text(value), row.flag_for(value))
     env[ENV_RUN_LOG_LEVEL] = level_name(args.debug, args.verbose, args.quiet)
     return env, flags
+
+
+def _not_blank(value: Any, flag: str) -> None:
+    """A blank flag value is a usage error: the child reads an empty variable as unset, so
+    ``--golden-for "$UNSET"`` would make a plain dump run and ``--dump-path ''`` dump here."""
+    if isinstance(value, str) and not value.strip():
+        raise CliError("option {}={!r}: must not be blank".format(flag, value), EXIT_USAGE)
 
 
 def _put_layer_from(args: argparse.Namespace, path: str, put: Any) -> None:

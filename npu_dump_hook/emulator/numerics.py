@@ -76,6 +76,7 @@ in :attr:`NumericsPlan.added_ops`: they are not GE ops (no dump file, not in the
 import logging
 import math
 import os
+import re
 from collections import namedtuple
 from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Set
 
@@ -221,7 +222,7 @@ def apply(graph: Any, fp16: bool, faults: Optional[Mapping[str, Any]], seed: int
     ops = list(graph.get_operations())  # snapshot: the rewrite adds ops
     by_name = {op.name: op for op in ops}
     for fault in parsed.values():
-        _check_faultable(by_name.get(fault.op), fault)
+        _check_faultable(by_name.get(fault.op), fault, graph)
     rewriter = _Rewriter(graph, seed)
     tf = _tf.tf_v1()
     with graph.as_default(), graph.control_dependencies(None):
@@ -244,16 +245,35 @@ def _parse_faults(faults: Optional[Mapping[str, Any]]) -> Dict[str, Fault]:
     return {name: parse_fault(name, spec) for name, spec in faults.items()}
 
 
+_NODE_SUFFIX = re.compile(r"_\d+$")
+
+
+def _function_hint(graph: Any, name: str) -> str:
+    """Why ``name`` is no op of the main graph when it (or its tail, ``rnn/while/lstm_cell/MatMul``
+    for a body's ``lstm_cell/MatMul``) names a node of a graph function: a TF 2.x ``while_loop``/
+    ``cond`` body, which the emulated NPU neither rewrites nor dumps."""
+    if graph is None or not getattr(graph, "_functions", True):  # private dict of TF 1.15 and 2.x: no function
+        return ""
+    for function in graph.as_graph_def(add_shapes=False).library.function:
+        for node in function.node_def:
+            # TF 1.15 names a body's nodes with a "_0" suffix (step_matmul_0)
+            if any(name == local or name.endswith("/" + local) for local in (node.name, _NODE_SUFFIX.sub("", node.name))):
+                return (" (it matches {} inside graph function {}: a TF 2.x while_loop/cond body, which the "
+                        "emulated NPU neither rewrites nor dumps; build the loop with "
+                        "tf.compat.v1.disable_control_flow_v2() to fault it)".format(node.name, function.signature.name))
+    return ""
+
+
 def _check_not_rewritten(graph: Any) -> None:
     for op in graph.get_operations():
         if _SCOPE_MARK in op.name:
             raise BackendError("numerics.apply: the graph is already rewritten (op {} exists)".format(op.name))
 
 
-def _check_faultable(op: Any, fault: Fault) -> None:
+def _check_faultable(op: Any, fault: Fault, graph: Any = None) -> None:
     entry = {fault.op: fault.spec}
     if op is None:
-        hint = " (faults take op names, not tensor names)" if ":" in fault.op else ""
+        hint = " (faults take op names, not tensor names)" if ":" in fault.op else _function_hint(graph, fault.op)
         raise OptionError("faults", entry, "names no op of the graph" + hint)
     if not any(_is_float(t) for t in op.outputs):
         dtypes = ", ".join(t.dtype.name for t in op.outputs) or "no outputs"

@@ -6,7 +6,9 @@ graph is loaded -- gets the dump options in its config at once (the hook is rese
 :meth:`Injection._reserve`), so the session that runs the iteration on a real NPU is one GE
 dumps; and the hook itself at its first
 run that is a training step (:mod:`npu_dump_hook.train.training_step`) or, on a graph with
-training ops, runs a random op (so the randomness policy edits the graph before they run): then
+training ops, runs a random op or a variable-initialization check (so the randomness policy
+edits the graph before they run, and before TensorFlow sends the session the ops it would then
+no longer let an edit change: Keras checks its variables before initializing them): then
 it is wrapped as ``NpuDumpSession(stop="continue")`` and its runs -- ``run``, and the callables
 of ``make_callable`` and ``_make_callable_from_options``, which Keras's graph-mode train function
 uses on TF 1.15 and 2.x -- go through the wrapper. A session whose runs do neither is never
@@ -47,13 +49,29 @@ _RESTORED = "_npu_dump_hook_restored"
 _KERAS_INFERENCE = ("predict", "predict_on_batch", "evaluate", "test_on_batch")  # the session ran a Saver restore (online inference, ._infer)
 #: Op types the randomness policy edits: a session is wrapped before its first run of one.
 _RANDOM_TYPES = STATEFUL_TYPES | frozenset(STATELESS_SEED_INPUT) | frozenset(SHUFFLE_SEED_INPUTS)
+#: Variable-initialization checks (Keras's ``_initialize_variables``, ``report_uninitialized_variables``):
+#: on a training graph a session is wrapped before its first run of one too (``_wrap_now``).
+_INIT_CHECK_TYPES = frozenset(("VarIsInitializedOp", "IsVariableInitialized"))
+#: TF 2.x control flow whose bodies are functions of the graph library (``trains``).
+_FUNCTIONAL_CONTROL_FLOW = frozenset(("If", "StatelessIf", "While", "StatelessWhile"))
 
 
 def trains(graph: Any) -> bool:
-    """Whether ``graph`` holds an op that updates a trainable variable or the global step."""
+    """Whether ``graph`` holds an op that updates a trainable variable or the global step, or an
+    optimizer update inside a TF 2.x ``cond``/``while_loop`` function body (a loss-scale optimizer
+    applies its gradients in a ``cond`` on their being finite)."""
     from ..train.training_step import TrainingStepDetector
 
-    return TrainingStepDetector(graph).verdict(graph.get_operations()).training
+    return TrainingStepDetector(graph).verdict(graph.get_operations()).training or _updates_in_functions(graph)
+
+
+def _updates_in_functions(graph: Any) -> bool:
+    from ..train.training_step import OPTIMIZER_UPDATE
+
+    if not any(op.type in _FUNCTIONAL_CONTROL_FLOW for op in graph.get_operations()):
+        return False  # no function body can run: spare serializing the graph
+    library = graph.as_graph_def(add_shapes=False).library.function
+    return any(OPTIMIZER_UPDATE.match(node.op) for function in library for node in function.node_def)
 
 
 class SessionPatches(object):
@@ -247,7 +265,7 @@ class SessionPatches(object):
         """A session not wrapped yet (``_PENDING``): wrapped at its first run that is a training
         step (:mod:`npu_dump_hook.train.training_step`) or, on a graph with training ops, that
         executes a random op (an initializer, dropout in ``sess.run(cost)``, a shuffling input
-        pipeline), so the randomness policy edits the graph before those ops run; with mode
+        pipeline) or a variable-initialization check (Keras's, right before its initializer run), so the randomness policy edits the graph before those ops run; with mode
         auto/infer also at its first inference run (:mod:`._infer`: the model on an input batch,
         after restores, initializers and warm-up runs). A session that does none of these (the
         checkpoint-saving session of ``model_to_estimator``: ``set_weights`` and ``save``) keeps
@@ -297,7 +315,12 @@ class SessionPatches(object):
             walk = detector.walk(fetches, feed_dict)
             if detector.verdict_for(walk).training:
                 return True
-            return any(op.type in _RANDOM_TYPES for op in walk.ran.values()) and trains(session.graph)
+            # An initialization check (Keras's, before its initializer run) is also the last run
+            # before the graph edits: TensorFlow sends a session every op of its graph at its first
+            # run and ignores later edits of those ops, so wrapping at the initializer run would
+            # leave the randomness policy and the emulated numerics without effect.
+            claims = _RANDOM_TYPES | _INIT_CHECK_TYPES
+            return any(op.type in claims for op in walk.ran.values()) and trains(session.graph)
         except Exception:  # noqa: BLE001 - fetches TensorFlow itself rejects: its run raises, not ours
             return False
 
