@@ -17,7 +17,7 @@ from ..formats import ge_graph
 from ..formats.dump_file import TensorFields, quick_tensor_fields, read_header, read_header_bytes
 from ..formats.names import (DumpName, GraphFileName, is_hashed_name, parse_dump_name, parse_graph_file_name,
                              sanitize)
-from ..selection import is_selected
+from .selection import is_selected
 from ._spec import MAPPING_FILE
 
 __all__ = ["FileClass", "classify_file", "describe_dump_folder_file", "dump_folder_kind", "header_summary", "GraphOps", "graph_ops",
@@ -138,7 +138,7 @@ class GraphOps(NamedTuple):
     expected: List[str]   # sanitized names of ops that get a task (no ``_no_task``), sorted
     names: Set[str]       # sanitized names of all ops
     count: int            # ops in the file (main graph and subgraphs)
-    #: with ``dump_layer``: the sanitized names of the expected ops it selects (npu_dump_hook.selection),
+    #: with ``dump_layer``: the sanitized names of the expected ops it selects (npu_dump_hook.bundle.selection),
     #: sorted; None: every op is dumped
     selected: Optional[List[str]] = None
 

@@ -2,7 +2,7 @@
 folder or archive), and the human summary."""
 from typing import Any, Dict, List, Mapping
 
-from ..selection import selection_text
+from .selection import selection_text
 from .view import open_bundle
 
 __all__ = ["read_bundle", "summarize"]

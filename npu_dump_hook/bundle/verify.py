@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from ..constants import BUNDLE_SCHEMA
 from ..errors import BundleError, FormatError, UnsafePathError
 from ..formats.mapping_csv import read_mapping
-from ..selection import layer_names
+from .selection import layer_names
 from . import _bagit, _fs, _rules
 from ._archive import archive_format, extract_bag, looks_like_tar, terminating_cleanly
 from ._bagit import Problem

@@ -34,7 +34,7 @@ from .._signals import test_pause
 from ..formats.ge_json import write_msaccucmp_json
 from ..formats.mapping_csv import read_mapping
 from ..formats.names import parse_graph_file_name
-from ..selection import is_stats_options, layer_names_of_options
+from .selection import is_stats_options, layer_names_of_options
 from . import _bagit, _fs
 from ._placing import FileError, write_payload_and_json
 from ._archive import archive_format, pack_archive, strip_archive_ext

@@ -38,7 +38,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from .. import bundle
 from ..collect import collect_post_hoc
-from ..selection import chosen_counts, selection_text
+from ..bundle.selection import chosen_counts, selection_text
 from ..errors import (BundleError, BundleExistsError, LocateError, NpuDumpError, OptionError,
                       UnsafePathError)
 from . import warn

@@ -2,7 +2,7 @@
 missing, and the document's ``coverage`` says how much of the choice was dumped (docs/compare.md,
 "Partial dumps").
 
-An op is *selected* as :mod:`npu_dump_hook.selection` defines it (its NPU name or one of its
+An op is *selected* as :mod:`npu_dump_hook.bundle.selection` defines it (its NPU name or one of its
 original TF op names is in ``dump_layer``), the definition the emulated NPU, the bundle's
 ``coverage`` and ``inspect`` share. A row of an op without a dump file is
 ``not selected: ...`` when the op is not selected, and keeps ``no dump file: ...`` when it is:
@@ -10,7 +10,7 @@ a chosen op the dump does not hold is missing, and ``coverage.missing`` names it
 """
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from ..selection import is_selected, layer_names
+from ..bundle.selection import is_selected, layer_names
 from ._rows import REASON_NO_DUMP, REASON_NOT_SELECTED, Row
 
 __all__ = ["REASON_NOT_SELECTED", "dump_layer_of_bundle", "mark_not_selected", "coverage_of_undumped",

@@ -88,7 +88,7 @@ from ..errors import BackendError, NpuDumpError, OptionError
 from ..formats import mapping_csv, names, opdebug, stats_csv
 from ..formats.dump_file import DumpTensor, ge_origin_data_type, write_dump_file
 from ..options import DumpOptions
-from ..selection import is_selected
+from ..bundle.selection import is_selected
 from . import ge_model, hccl, layout, npu_graph, numerics
 
 __all__ = ["EmulatedNpu", "PRECISIONS", "PROFILES", "MAX_FILE_NAME_BYTES", "NUMERICS_NOTE"]

@@ -22,7 +22,7 @@ import logging
 import os
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
-from ..selection import layer_names
+from ..bundle.selection import layer_names
 
 __all__ = ["dump_layer_of", "keep_ops", "prune_golden", "golden_of_dump_layer"]
 

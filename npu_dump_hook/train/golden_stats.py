@@ -26,7 +26,7 @@ import numpy as np
 
 from ..formats.names import parse_npy_name
 from ..formats.stats_csv import tensor_statistics
-from ..selection import is_stats_options
+from ..bundle.selection import is_stats_options
 
 __all__ = ["STATS_FILE", "STATS_SCHEMA", "is_stats_bundle", "tensor_statistics", "write_golden_stats",
            "golden_statistics"]

@@ -29,7 +29,7 @@ from typing import Any, Dict, List, Optional
 from .._cli_conventions import NOTICE, LogFormatter
 from .._inert import printable
 from ..compare import golden_free_checks
-from ..selection import chosen_counts
+from ..bundle.selection import chosen_counts
 from .dump_run import numerics_text
 from .guard import HOOK_LOGGER
 

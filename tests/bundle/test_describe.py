@@ -35,7 +35,7 @@ def test_a_dump_layer_coverage_adds_up_and_only_chosen_ops_are_missing(expected,
 
 
 def test_the_graph_scan_selects_by_name_or_original_name(tmp_path):
-    """One definition (npu_dump_hook.selection): a fused node is chosen through one of its members."""
+    """One definition (npu_dump_hook.bundle.selection): a fused node is chosen through one of its members."""
     from npu_dump_hook.bundle.describe import graph_ops
     from npu_dump_hook.formats.ge_build import make_model, make_op
     from npu_dump_hook.formats.ge_text import format_model
