@@ -52,3 +52,20 @@ def test_the_graph_scan_selects_by_name_or_original_name(tmp_path):
     assert found.selected == ["conv1_Conv2Dconv1_Relu", "loss"]
     cov = coverage(found, {"conv1_Conv2Dconv1_Relu": 1, "x": 1})
     assert cov["missing"] == ["loss"] and cov["not_selected"] == 1 and cov["selected"] == 2
+
+
+def test_verify_checks_a_dump_layer_coverage():
+    """The counts add up and the choice is recorded in options.dump_layer (bundle-format.md, coverage)."""
+    from npu_dump_hook.bundle.verify import check_bundle_json
+
+    def coverage_problems(options, cov):
+        return [p for p in check_bundle_json({"options": options, "coverage": cov}) if p.startswith("coverage:")]
+
+    good = {"expected": 5, "dumped": 2, "missing": ["c"], "not_in_graph": [], "selected": 2, "not_selected": 2}
+    assert coverage_problems({"dump_layer": "a c"}, good) == []
+    assert coverage_problems({}, good) == ["coverage: selected/not_selected without options.dump_layer "
+                                           "(nothing was chosen)"]
+    assert coverage_problems({"dump_layer": "a c"}, dict(good, not_selected=1)) == [
+        "coverage: expected 5 is not dumped 2 + missing 1 + not_selected 1"]
+    assert coverage_problems({}, dict(good, selected=None, not_selected=None)) == [
+        "coverage: selected/not_selected without options.dump_layer (nothing was chosen)"]
