@@ -16,8 +16,8 @@ a process of its own::
 
 The runs take every other option of the ``run`` command line (backend, profile, faults,
 output folder, ...) from the environment they are started with, and the two-phase command's
-``-q``/``-v``/``--debug`` as flags (the comparisons run in this process, at its log level); a golden run drops the ones
-that shape the NPU run. Everything lands in ``out``: ``suspects.json``, each comparison's JSON
+``-q``/``-v``/``--debug`` as flags (the comparisons run in this process, at its log level); a
+golden run drops the ones that shape the NPU run. Everything lands in ``out``: ``suspects.json``, each comparison's JSON
 and HTML, and ``two_phase.json`` linking every bundle, the byte counts, the times and the
 verdict. The exit status is the last comparison's (0 pass, 1 a root cause); when the statistics
 find nothing suspect there is no second run and the status is the statistics compare's.

@@ -270,7 +270,8 @@ def control_flow_coverage(cov: Dict[str, Any], census: Mapping[str, Any], tally:
         cov["expected"] -= sum(1 for name in cov.get("missing", []) if name in gone)
         cov["missing"] = [name for name in cov.get("missing", []) if name not in gone]
         if isinstance(cov.get("not_selected"), int):  # nor is it left out by choice
-            unchosen = sum(1 for name in gone if tally.expects(name) and not tally.chosen(name) and not tally.seen(name))
+            unchosen = sum(1 for name in gone
+                           if tally.expects(name) and not tally.chosen(name) and not tally.seen(name))
             cov["expected"] -= unchosen
             cov["not_selected"] -= unchosen
     cov["not_executed"] = untaken

@@ -11,10 +11,13 @@ members) is one of ``dump_layer``'s space-separated names, as the adapter select
 
 An op of the graph that is not selected and has no dump file is "not selected" (left out by
 choice), never "missing": ``missing`` is only for a selected op without its dump file.
+:func:`is_stats_options` says the other choice a dump's options make: statistics instead of
+tensors (``dump_data="stats"``; such a bundle leaves out what serves tensor comparisons only).
 """
 from typing import Any, Collection, Iterable, List, Mapping, Optional, Tuple
 
-__all__ = ["is_stats_options", "layer_names", "layer_names_of_options", "is_selected", "chosen_counts", "selection_text"]
+__all__ = ["is_stats_options", "layer_names", "layer_names_of_options", "is_selected", "chosen_counts",
+           "selection_text"]
 
 
 def layer_names_of_options(options: Any) -> List[str]:
