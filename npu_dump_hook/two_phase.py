@@ -15,8 +15,9 @@ a process of its own::
     6. compare TARGETED GOLDEN                                    the verdict
 
 The runs take every other option of the ``run`` command line (backend, profile, faults,
-output folder, ...) from the environment they are started with; a golden run drops the ones
-that shape the NPU run. Everything lands in ``out``: ``suspects.json``, each comparison's JSON
+output folder, ...) from the environment they are started with, and the two-phase command's
+``-q``/``-v``/``--debug`` as flags (the comparisons run in this process, at its log level); a
+golden run drops the ones that shape the NPU run. Everything lands in ``out``: ``suspects.json``, each comparison's JSON
 and HTML, and ``two_phase.json`` linking every bundle, the byte counts, the times and the
 verdict. The exit status is the last comparison's (0 pass, 1 a root cause); when the statistics
 find nothing suspect there is no second run and the status is the statistics compare's.
@@ -86,8 +87,9 @@ def merge_suspects(first: Optional[Dict[str, Any]], second: Optional[Dict[str, A
 class _Passes(object):
     """The runs of one two-phase flow: each ``npu-dump-hook run`` in a child process."""
 
-    def __init__(self, target: Sequence[str], env: Dict[str, str], say: Say) -> None:
+    def __init__(self, target: Sequence[str], env: Dict[str, str], say: Say, verbosity: Sequence[str] = ()) -> None:
         self.target = list(target)
+        self.verbosity = list(verbosity)  # -q/-v/--debug of the two-phase command, for every pass
         self.env = env
         self.say = say
         self.phases = []  # type: List[Dict[str, Any]]
@@ -100,9 +102,9 @@ class _Passes(object):
 
     def run(self, phase: str, flags: Sequence[str], golden: bool = False, may_be_empty: bool = False) -> Optional[str]:
         """Run one pass; its bundle path (None: none written, allowed with ``may_be_empty``)."""
-        command = [sys.executable, "-m", "npu_dump_hook", "run"] + list(flags) + ["--"] + self.target
-        self.say("[{}] $ {}".format(phase, " ".join(_quoted(w) for w in ["npu-dump-hook", "run"] + list(flags)
-                                                   + ["--"] + self.target)))
+        words = ["run"] + self.verbosity + list(flags) + ["--"] + self.target
+        command = [sys.executable, "-m", "npu_dump_hook"] + words
+        self.say("[{}] $ {}".format(phase, " ".join(_quoted(w) for w in ["npu-dump-hook"] + words)))
         started = time.monotonic()
         child = subprocess.Popen(command, env=self._child_env(GOLDEN_DROPS if golden else _NPU_DROPS),
                                  stdout=subprocess.PIPE, universal_newlines=True)
@@ -127,10 +129,14 @@ class _Passes(object):
         return bundle
 
 
-def _compare(name: str, npu: str, golden: Optional[str], out: str, suspects: Optional[int], say: Say) -> Any:
+def _compare(name: str, npu: str, golden: Optional[str], out: str, suspects: Optional[int], say: Say,
+             verbosity: Sequence[str] = ()) -> Any:
+    """One comparison, in this process: its logs follow this process's level, which the two-phase
+    command's -q/-v/--debug set (shown on its command line as the two-machine user types it)."""
     from .compare import compare, render_html
 
-    say("[{}] $ npu-dump-hook compare {}{}".format(name, _quoted(npu), " " + _quoted(golden) if golden else ""))
+    say("[{}] $ npu-dump-hook compare {}{}{}".format(name, "".join(w + " " for w in verbosity), _quoted(npu),
+                                                   " " + _quoted(golden) if golden else ""))
     result = compare(npu, golden, suspects=suspects)
     base = os.path.join(out, name)
     atomic_write_bytes(base + ".json", (json.dumps(result.doc, indent=1, allow_nan=False) + "\n").encode("utf-8"))
@@ -147,26 +153,26 @@ def _quoted(word: str) -> str:
 
 
 def run_two_phase(target: Sequence[str], env: Dict[str, str], out: str, suspects: Optional[int] = None,
-                  overflow_first: bool = False, say: Say = print) -> int:
+                  overflow_first: bool = False, say: Say = print, verbosity: Sequence[str] = ()) -> int:
     """Run the passes (module doc) of the training command ``target`` (what follows ``run --``)
     with environment ``env``; write into the new folder ``out``; return the exit status.
-    ``suspects``: at most that many primary suspects (None: the compare default). Raises
-    TwoPhaseError when a run fails."""
+    ``suspects``: at most that many primary suspects (None: the compare default); ``verbosity``:
+    the -q/-v/--debug flags every pass's ``run`` gets. Raises TwoPhaseError when a run fails."""
     from .compare.suspects import DEFAULT_SUSPECTS
 
     suspects = DEFAULT_SUSPECTS if suspects is None else suspects
     os.makedirs(out)
-    passes = _Passes(target, env, say)
+    passes = _Passes(target, env, say, verbosity)
     record = {"schema": TWO_PHASE_SCHEMA, "target": list(target), "out": out, "suspects_limit": suspects,
               "overflow_first": overflow_first}  # type: Dict[str, Any]
     found = None  # type: Optional[Dict[str, Any]]
     if overflow_first:
         bundle = passes.run("overflow", ["--dump-debug", "--allow-no-bundle"], may_be_empty=True)
         if bundle is not None:
-            found = _compare("overflow_report", bundle, None, out, suspects, say).doc.get("suspects")
+            found = _compare("overflow_report", bundle, None, out, suspects, say, verbosity).doc.get("suspects")
     stats = passes.run("stats", ["--dump-data", "stats"])
     stats_golden = passes.run("stats_golden", ["--golden-for", stats], golden=True)
-    stats_result = _compare("stats_compare", stats, stats_golden, out, suspects, say)
+    stats_result = _compare("stats_compare", stats, stats_golden, out, suspects, say, verbosity)
     found = merge_suspects(found, stats_result.doc.get("suspects"))
     record.update(phases=passes.phases, stats_verdict=stats_result.doc["summary"]["verdict"],
                   stats_first_divergence=stats_result.first_divergence)
@@ -179,7 +185,7 @@ def run_two_phase(target: Sequence[str], env: Dict[str, str], out: str, suspects
     say("two-phase: {} suspect op(s): {}".format(len(found["ops"]), found["dump_layer"]))
     targeted = passes.run("targeted", ["--dump-layer-from", suspects_path])
     targeted_golden = passes.run("targeted_golden", ["--golden-for", targeted], golden=True)
-    result = _compare("compare", targeted, targeted_golden, out, None, say)
+    result = _compare("compare", targeted, targeted_golden, out, None, say, verbosity)
     return _finish(record, out, result.exit_code, result, say)
 
 

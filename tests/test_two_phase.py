@@ -112,6 +112,15 @@ def test_dump_layer_dumps_the_chosen_op_and_its_data_input(tmp_path):
     dumped = sorted(name.split(".")[1] for _, _, files in os.walk(os.path.join(lines[-1], "data", "dump"))
                     for name in files)
     assert dumped == ["MatMul", "x"]  # the chosen op and the Data op feeding it, nothing else
+    with open(os.path.join(lines[-1], "data", "bundle.json")) as handle:
+        coverage = json.load(handle)["coverage"]
+    assert coverage["selected"] == 1 and coverage["missing"] == [] and coverage["not_selected"] > 3
+    assert coverage["expected"] == coverage["dumped"] + coverage["not_selected"]  # nothing missing
+    code, shown, err = run(CLI + ["inspect", lines[-1]], str(tmp_path), env, timeout=300)
+    line = [text for text in shown if text.startswith("coverage")][0]
+    assert code == 0 and "1/1 chosen op(s) have dump files (dump_layer), {} not selected (not dumped by choice)".format(
+        coverage["not_selected"]) in line and "missing" not in line, shown
+    assert [text for text in shown if text.startswith("verify")][0].endswith("ok")
 
 
 # -- end to end: --two-phase and the two-machine sequence -----------------------------------------
@@ -133,7 +142,7 @@ def _cli(cwd, argv):
 def two_phase(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("two_phase")
     out = str(cwd / "out")
-    code, lines, err = _cli(cwd, ["run", "--two-phase", "--suspects", "3"] + NPU_FLAGS + [
+    code, lines, err = _cli(cwd, ["run", "--two-phase", "-v", "--suspects", "3"] + NPU_FLAGS + [
         "--output-dir", out, "--", SCRIPT, str(cwd / "model")])
     folders = [name for name in os.listdir(out) if name.startswith("two_phase_")]
     assert len(folders) == 1, err[-3000:]
@@ -154,6 +163,16 @@ def test_two_phase_names_the_faulted_convolution(two_phase):
         assert os.path.isfile(os.path.join(two_phase["folder"], name)), name
     phases = {p["phase"]: p for p in record["phases"]}
     assert phases["targeted"]["dump_bytes"] > 0 and phases["stats_golden"]["dump_bytes"] == 0
+
+
+def test_two_phase_verbose_reaches_every_pass(two_phase):
+    """-v of run --two-phase: every pass's run gets it (their INFO logs), the comparisons show it."""
+    commands = [line for line in two_phase["lines"] if line.startswith("[")]
+    runs = [line for line in commands if "$ npu-dump-hook run " in line]
+    assert len(runs) == 4 and all(" $ npu-dump-hook run -v " in line for line in runs), commands
+    compares = [line for line in commands if "$ npu-dump-hook compare " in line]
+    assert len(compares) == 2 and all(" $ npu-dump-hook compare -v " in line for line in compares), commands
+    assert sum(1 for line in two_phase["err"].splitlines() if line.startswith("npu-dump-hook: info: ")) >= 4
 
 
 def test_the_stats_only_compare_ranks_the_fault_among_the_suspects(two_phase):
@@ -220,7 +239,7 @@ def test_two_phase_overflow_first_dumps_the_overflowing_op(tmp_path):
     env = clean_env()
     env["PYTHONPATH"] = os.pathsep.join([HELPERS, env.get("PYTHONPATH", "")])
     flags = ["--backend", "emulated", "--emulate-profile", "ascend", "--fault", "MatMul=overflow"]
-    code, lines, err = run(CLI + ["run", "--two-phase", "--overflow-first", "--suspects", "1"] + flags + [
+    code, lines, err = run(CLI + ["run", "--two-phase", "-q", "--overflow-first", "--suspects", "1"] + flags + [
         "--output-dir", out, "--", SESSION_SCRIPT], str(tmp_path), env, timeout=900)
     folder = [os.path.join(out, n) for n in os.listdir(out) if n.startswith("two_phase_")][0]
     with open(os.path.join(folder, "two_phase.json")) as handle:
@@ -230,3 +249,6 @@ def test_two_phase_overflow_first_dumps_the_overflowing_op(tmp_path):
     found = read_suspects(os.path.join(folder, "suspects.json"))
     assert found["ops"][0]["name"] == "MatMul" and "overflow" in found["ops"][0]["reasons"]
     assert record["first_divergence"]["npu_op"] == "MatMul" and record["coverage"]["missing_ops"] == 0
+    runs = [line for line in lines if "$ npu-dump-hook run " in line]  # -q reaches every pass: no notice, no log
+    assert len(runs) == 5 and all(" $ npu-dump-hook run -q " in line for line in runs), runs
+    assert not [line for line in err.splitlines() if line.startswith("npu-dump-hook")], err[-3000:]

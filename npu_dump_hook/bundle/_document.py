@@ -62,7 +62,8 @@ _SECTION_TYPES = {
     "dump": (("time_dir", _STR), ("device_id", _STR), ("model_name", _STR), ("model_id", _STR),
              ("steps", list), ("chains", list), ("source", _STR)),
     "coverage": (("expected", _INT), ("dumped", _INT), ("missing", list), ("not_in_graph", list),
-                 ("not_applicable", _STR), ("not_executed", list), ("control_flow", _DICT)),
+                 ("not_applicable", _STR), ("not_executed", list), ("control_flow", _DICT),
+                 ("selected", _INT), ("not_selected", _INT)),
     "randomness": (("policy", _STR), ("sources", _LIST), ("not_handled", _LIST), ("not_reproducible", _LIST),
                    ("host_generators", _DICT)),
 }

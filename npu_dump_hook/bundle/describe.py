@@ -10,13 +10,14 @@ unresolved hashed name there is ``other`` (:func:`dump_folder_kind`, the bundle.
 Graph files are summarised as the ops coverage counts (:func:`graph_ops`).
 """
 import bisect
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Set
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set
 
 from ..errors import FormatError
 from ..formats import ge_graph
 from ..formats.dump_file import TensorFields, quick_tensor_fields, read_header, read_header_bytes
 from ..formats.names import (DumpName, GraphFileName, is_hashed_name, parse_dump_name, parse_graph_file_name,
                              sanitize)
+from .selection import is_selected
 from ._spec import MAPPING_FILE
 
 __all__ = ["FileClass", "classify_file", "describe_dump_folder_file", "dump_folder_kind", "header_summary", "GraphOps", "graph_ops",
@@ -137,18 +138,37 @@ class GraphOps(NamedTuple):
     expected: List[str]   # sanitized names of ops that get a task (no ``_no_task``), sorted
     names: Set[str]       # sanitized names of all ops
     count: int            # ops in the file (main graph and subgraphs)
+    #: with ``dump_layer``: the sanitized names of the expected ops it selects (npu_dump_hook.bundle.selection),
+    #: sorted; None: every op is dumped
+    selected: Optional[List[str]] = None
 
 
-def graph_ops(path: str) -> GraphOps:
-    """Ops of every graph in the file (main graph and subgraphs), names sanitized as in dump names."""
-    expected, names, count = set(), set(), 0
+def graph_ops(path: str, layers: Sequence[str] = ()) -> GraphOps:
+    """Ops of every graph in the file (main graph and subgraphs), names sanitized as in dump names;
+    ``layers``: the ``dump_layer`` names the dump was made with (empty: every op)."""
+    expected, names, count, selected = set(), set(), 0, set()
+    chosen = frozenset(layers)
     for op in ge_graph.iter_ops(path):  # (not a graph's 100,000 summaries at once)
         name = sanitize(op.name)
         names.add(name)
         count += 1
         if not op.no_task:
             expected.add(name)
-    return GraphOps(sorted(expected), names, count)
+            if chosen and is_selected(op.name, op.original_op_names, chosen):
+                selected.add(name)
+    return GraphOps(sorted(expected), names, count, sorted(selected) if chosen else None)
+
+
+def _split_by_choice(ops: GraphOps, missing: List[str], cov: Dict[str, Any]) -> Dict[str, Any]:
+    """A ``dump_layer`` dump's coverage: ``missing`` keeps the selected ops without a dump file,
+    ``selected``/``not_selected`` count the chosen ops and the others without one (by choice)."""
+    if ops.selected is None:
+        return cov
+    chosen = set(ops.selected)
+    cov["missing"] = [name for name in missing if name in chosen]
+    cov["selected"] = len(chosen)
+    cov["not_selected"] = len(missing) - len(cov["missing"])
+    return cov
 
 
 def coverage(ops: Optional[GraphOps], dumped: Any) -> Dict[str, Any]:
@@ -159,12 +179,12 @@ def coverage(ops: Optional[GraphOps], dumped: Any) -> Dict[str, Any]:
     if ops is None:
         return {"expected": None, "dumped": len(dumped), "missing": [], "not_in_graph": []}
     missing = [name for name in ops.expected if name not in dumped]
-    return {
+    return _split_by_choice(ops, missing, {
         "expected": len(ops.expected),
         "dumped": len(ops.expected) - len(missing),
         "missing": missing,
         "not_in_graph": sorted(name for name in dumped if name not in ops.names),
-    }
+    })
 
 
 class CoverageTally(object):
@@ -203,12 +223,29 @@ class CoverageTally(object):
         if ops is None:
             return {"expected": None, "dumped": len(self._other), "missing": [], "not_in_graph": []}
         missing = [name for name, hit in zip(ops.expected, self._hit) if not hit]
-        return {
+        return _split_by_choice(ops, missing, {
             "expected": len(ops.expected),
             "dumped": len(ops.expected) - len(missing),
             "missing": missing,
             "not_in_graph": sorted(self._other),
-        }
+        })
+
+    def expects(self, name: str) -> bool:
+        """Whether op ``name`` (sanitized) is one of the graph's ops that get a task."""
+        ops = self._ops
+        if ops is None:
+            return False
+        at = bisect.bisect_left(ops.expected, name)
+        return at < len(ops.expected) and ops.expected[at] == name
+
+    def chosen(self, name: str) -> bool:
+        """Whether op ``name`` (sanitized) is dumped by choice: always, unless ``dump_layer``
+        left it out (an op the graph lacks counts as chosen)."""
+        ops = self._ops
+        if ops is None or ops.selected is None:
+            return True
+        at = bisect.bisect_left(ops.selected, name)
+        return (at < len(ops.selected) and ops.selected[at] == name) or name not in ops.names
 
 
 _FLOW_KINDS = (("while", "while-loop bodies"), ("cond", "cond branches"), ("function", "If/While function bodies"))
@@ -232,11 +269,16 @@ def control_flow_coverage(cov: Dict[str, Any], census: Mapping[str, Any], tally:
     if cov.get("expected") is not None and gone:  # an untaken branch's op is not missing: it did not run
         cov["expected"] -= sum(1 for name in cov.get("missing", []) if name in gone)
         cov["missing"] = [name for name in cov.get("missing", []) if name not in gone]
+        if isinstance(cov.get("not_selected"), int):  # nor is it left out by choice
+            unchosen = sum(1 for name in gone
+                           if tally.expects(name) and not tally.chosen(name) and not tally.seen(name))
+            cov["expected"] -= unchosen
+            cov["not_selected"] -= unchosen
     cov["not_executed"] = untaken
     flow = {"executed": 0, "dumped": 0, "not_dumped": []}  # type: Dict[str, Any]
     for kind, _ in _FLOW_KINDS:
         names = kinds[kind]
-        missing = [name for name in names if not tally.seen(name)]
+        missing = [name for name in names if not tally.seen(name) and tally.chosen(name)]
         flow[kind] = {"executed": len(names), "dumped": len(names) - len(missing)}
         flow["executed"] += len(names)
         flow["dumped"] += len(names) - len(missing)

@@ -2,6 +2,7 @@
 folder or archive), and the human summary."""
 from typing import Any, Dict, List, Mapping
 
+from .selection import selection_text
 from .view import open_bundle
 
 __all__ = ["read_bundle", "summarize"]
@@ -47,8 +48,8 @@ def _coverage_line(cov: Mapping[str, Any]) -> str:
     if cov.get("not_applicable"):
         return "coverage  not applicable: {}".format(cov["not_applicable"])
     missing = cov.get("missing") or []
-    return "coverage  {}/{} ops of the graph have dump files{}".format(
-        cov.get("dumped"), cov.get("expected"),
+    return "coverage  {}{}".format(
+        selection_text(cov),
         "; missing: " + ", ".join(missing[:10]) + (" ..." if len(missing) > 10 else "") if missing else "")
 
 

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from ..constants import BUNDLE_SCHEMA
 from ..errors import BundleError, FormatError, UnsafePathError
 from ..formats.mapping_csv import read_mapping
+from .selection import layer_names
 from . import _bagit, _fs, _rules
 from ._archive import archive_format, extract_bag, looks_like_tar, terminating_cleanly
 from ._bagit import Problem
@@ -99,6 +100,24 @@ def check_bundle_json(doc: Mapping[str, Any]) -> List[str]:
         problems.extend(environment_problems(doc["run"].get("environment")))
     problems.extend(run_mode_problems(doc.get("run")))
     problems.extend(_golden_problems(doc))
+    problems.extend(_selection_problems(doc))
+    return problems
+
+
+def _selection_problems(doc: Mapping[str, Any]) -> List[str]:
+    """A ``dump_layer`` coverage (``selected``/``not_selected``) needs ``options.dump_layer``, and its
+    counts add up: every expected op is dumped, missing (chosen, no file) or not selected."""
+    cov = doc.get("coverage")
+    if not isinstance(cov, dict) or not any(k in cov for k in ("selected", "not_selected")):
+        return []
+    problems = []
+    if not layer_names(doc):
+        problems.append("coverage: selected/not_selected without options.dump_layer (nothing was chosen)")
+    counts = [cov.get(k) for k in ("expected", "dumped", "selected", "not_selected")]
+    if all(isinstance(c, int) for c in counts) and isinstance(cov.get("missing"), list) and \
+            counts[0] != counts[1] + len(cov["missing"]) + counts[3]:
+        problems.append("coverage: expected {} is not dumped {} + missing {} + not_selected {}".format(
+            counts[0], counts[1], len(cov["missing"]), counts[3]))
     return problems
 
 

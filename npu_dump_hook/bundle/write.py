@@ -24,7 +24,7 @@ import os
 import platform
 import shutil
 import sys
-from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Set, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
 
 from .._version import __version__
 from ..constants import ARCHIVES, BUNDLE_SCHEMA, CHECKSUMS, COMPLETE_STEP_MARKER, LINK_MODES
@@ -34,6 +34,7 @@ from .._signals import test_pause
 from ..formats.ge_json import write_msaccucmp_json
 from ..formats.mapping_csv import read_mapping
 from ..formats.names import parse_graph_file_name
+from .selection import is_stats_options, layer_names_of_options
 from . import _bagit, _fs
 from ._placing import FileError, write_payload_and_json
 from ._archive import archive_format, pack_archive, strip_archive_ext
@@ -203,12 +204,16 @@ def _write(dest: str, located: Any, doing: _Doing, archive_only: bool, archive_p
     staging_dest = archive_path if archive_only else folder_dest
     doing("creating the staging folder beside", staging_dest)
     with Staging(staging_dest, force=force or archive_only) as stage:
-        graph_call = _fork_graph_read(located, stage.path, workers)  # reads the graph while we list
+        plain_options = _plain(options) if options is not None else None
+        layers = layer_names_of_options(plain_options)
+        # a statistics bundle serves no tensor comparison: no msaccucmp JSON form, no TF graph (for replay)
+        tensors = not is_stats_options(plain_options)
+        graph_call = _fork_graph_read(located, stage.path, workers, layers, tensors)  # reads the graph while we list
         try:
             doing("listing the source files for", dest)
-            plan = _plan(located, tf_graph, golden_dir, init_dir, warnings, inputs[0])
+            plan = _plan(located, tf_graph if tensors else None, golden_dir, init_dir, warnings, inputs[0])
             doing("reading the graph and writing its JSON form into", stage.path)
-            graph, ops = _graph_section(located, stage.path, plan, warnings, graph_call)
+            graph, ops = _graph_section(located, stage.path, plan, warnings, graph_call, layers, tensors)
         finally:
             if graph_call is not None:
                 graph_call.abandon()
@@ -390,18 +395,19 @@ _GRAPH_SCRATCH = ".graph-share"
 
 class _GraphRead(NamedTuple):
     """What reading the graph file gave, marshal-able: the rule it broke (None when it was
-    scannable), its ops as (expected, names, count), the JSON form's bundle path, warnings."""
+    scannable), its ops as (expected, names, count, selected), the JSON form's bundle path, warnings."""
     parse_error: Optional[str]
-    ops: Optional[Tuple[List[str], Set[str], int]]
+    ops: Optional[Tuple[List[str], Set[str], int, Optional[List[str]]]]
     json_rel: Optional[str]
     warnings: List[str]
 
 
 def _graph_section(located: Any, stage: str, plan: List[Any], warnings: List[str],
-                   call: Optional[ForkedCall] = None) -> Tuple[Dict[str, Any], Optional[GraphOps]]:
-    """The ``graph`` key and the graph's ops (for coverage), read from the source graph file
-    (by ``call``, a child's :func:`_read_graph`, when it succeeded); the msaccucmp JSON form is
-    staged and appended to ``plan``."""
+                   call: Optional[ForkedCall] = None,
+                   layers: Sequence[str] = (), json_form: bool = True) -> Tuple[Dict[str, Any], Optional[GraphOps]]:
+    """The ``graph`` key and the graph's ops (for coverage; ``layers``: the dump's ``dump_layer``
+    names), read from the source graph file (by ``call``, a child's :func:`_read_graph`, when it
+    succeeded); the msaccucmp JSON form (with ``json_form``) is staged and appended to ``plan``."""
     graph_file = getattr(located, "graph_file", None)
     section = {"file": None, "name": getattr(located, "graph_name", None), "stage": None, "op_count": None,
                "json": None, "choice": getattr(located, "graph_choice", None)}  # type: Dict[str, Any]
@@ -412,7 +418,7 @@ def _graph_section(located: Any, stage: str, plan: List[Any], warnings: List[str
     section.update(file=rel, stage=parsed_name.stage if parsed_name else None)
     read = _taken_graph_read(call, stage, rel)
     if read is None:
-        read = _read_graph(graph_file, rel, os.path.join(stage, DATA_DIR))
+        read = _read_graph(graph_file, rel, os.path.join(stage, DATA_DIR), layers, json_form)
     warnings.extend(read.warnings)
     if read.ops is None:
         plan[:] = [p._replace(parse_error=read.parse_error) if p.kind == "graph" and p.rel == rel else p
@@ -427,13 +433,17 @@ def _graph_section(located: Any, stage: str, plan: List[Any], warnings: List[str
     return section, ops
 
 
-def _read_graph(graph_file: str, rel: str, data: str) -> _GraphRead:
-    """Read the graph's ops and write its msaccucmp JSON form (what ``atc --mode=5`` writes)
-    under ``data``, the bundle's data folder (or a child's scratch folder)."""
+def _read_graph(graph_file: str, rel: str, data: str, layers: Sequence[str] = (),
+                json_form: bool = True) -> _GraphRead:
+    """Read the graph's ops (those ``layers``, the ``dump_layer`` names, select) and, with
+    ``json_form``, write its msaccucmp JSON form (what ``atc --mode=5`` writes) under ``data``,
+    the bundle's data folder (or a child's scratch folder)."""
     try:
-        ops = graph_ops(graph_file)
+        ops = graph_ops(graph_file, layers)
     except FormatError as exc:
         return _GraphRead(exc.rule, None, None, ["graph not scannable, coverage unknown: {}".format(exc)])
+    if not json_form:
+        return _GraphRead(None, tuple(ops), None, [])
     json_rel = _json_rel(rel)
     target = os.path.join(data, *json_rel.split("/"))
     os.makedirs(os.path.dirname(target), exist_ok=True)
@@ -449,7 +459,8 @@ def _json_rel(rel: str) -> str:
     return (rel[: -len(".txt")] if rel.endswith(".txt") else rel) + ".json"
 
 
-def _fork_graph_read(located: Any, stage: str, workers: Optional[int]) -> Optional[ForkedCall]:
+def _fork_graph_read(located: Any, stage: str, workers: Optional[int],
+                     layers: Sequence[str] = (), json_form: bool = True) -> Optional[ForkedCall]:
     """A child running :func:`_read_graph` into the scratch folder, or None (no graph, a small
     one, one core or worker, forking unsafe, or the fork failed)."""
     graph_file = getattr(located, "graph_file", None)
@@ -459,14 +470,15 @@ def _fork_graph_read(located: Any, stage: str, workers: Optional[int]) -> Option
         if os.path.getsize(graph_file) < _GRAPH_FORK_MIN_BYTES:
             return None
         return ForkedCall(_read_graph_plain, graph_file, "graph/" + os.path.basename(graph_file),
-                          os.path.join(stage, _GRAPH_SCRATCH))
+                          os.path.join(stage, _GRAPH_SCRATCH), tuple(layers), json_form)
     except OSError:  # no such file (the parent then says so) or no process left
         return None
 
 
-def _read_graph_plain(graph_file: str, rel: str, data: str) -> Tuple[Any, ...]:
+def _read_graph_plain(graph_file: str, rel: str, data: str, layers: Sequence[str] = (),
+                      json_form: bool = True) -> Tuple[Any, ...]:
     """:func:`_read_graph` as a plain tuple (marshal takes no NamedTuple)."""
-    return tuple(_read_graph(graph_file, rel, data))
+    return tuple(_read_graph(graph_file, rel, data, layers, json_form))
 
 
 def _taken_graph_read(call: Optional[ForkedCall], stage: str, rel: str) -> Optional[_GraphRead]:
@@ -495,8 +507,9 @@ def _is_graph_read(value: Any) -> bool:
     if not (isinstance(value, tuple) and len(value) == 4 and isinstance(value[3], list)):
         return False
     ops = value[1]
-    return ops is None or (isinstance(ops, tuple) and len(ops) == 3 and isinstance(ops[0], list)
-                           and isinstance(ops[1], set) and isinstance(ops[2], int))
+    return ops is None or (isinstance(ops, tuple) and len(ops) == 4 and isinstance(ops[0], list)
+                           and isinstance(ops[1], set) and isinstance(ops[2], int)
+                           and (ops[3] is None or isinstance(ops[3], list)))
 
 
 def _remove_graph_scratch(stage: str) -> None:

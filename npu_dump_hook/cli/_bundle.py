@@ -38,6 +38,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from .. import bundle
 from ..collect import collect_post_hoc
+from ..bundle.selection import chosen_counts, selection_text
 from ..errors import (BundleError, BundleExistsError, LocateError, NpuDumpError, OptionError,
                       UnsafePathError)
 from . import warn
@@ -105,14 +106,22 @@ def _collect(args: argparse.Namespace) -> int:
     except NpuDumpError as exc:  # BundleError, FormatError, ...: reworded, staging folders named as --out
         raise CliError(_user_words(_one_line(exc), args), EXIT_ERROR) from exc
     cov = result.coverage or {}
-    say("bundle {}: {} files, {} bytes ({} linked, {} copied), steps {}, coverage {}/{}".format(
+    say("bundle {}: {} files, {} bytes ({} linked, {} copied), steps {}, coverage {}".format(
         result.location, result.files, result.bytes, result.linked, result.copied,
-        ", ".join(result.steps) or "-", _text(cov.get("dumped")), _text(cov.get("expected"))))
+        ", ".join(result.steps) or "-", _coverage_fraction(cov)))
     if result.archive and result.path:
         say("archive {}".format(result.archive))
     for warning in result.warnings:
         warn(warning)
     return EXIT_OK
+
+
+def _coverage_fraction(cov: Mapping[str, Any]) -> str:
+    """``dumped/expected``; for a dump_layer dump the chosen ops' and how many were left out."""
+    counts = chosen_counts(cov)
+    if counts is None:
+        return "{}/{}".format(_text(cov.get("dumped")), _text(cov.get("expected")))
+    return "{}/{} chosen (dump_layer), {} not selected".format(*counts)
 
 
 def _user_words(message: str, args: argparse.Namespace) -> str:
@@ -396,7 +405,7 @@ def _files_lines(doc: Mapping[str, Any]) -> List[str]:
 
 
 def _coverage_line(cov: Mapping[str, Any]) -> List[str]:
-    text = "{}/{} ops of the graph have dump files".format(_text(cov.get("dumped")), _text(cov.get("expected")))
+    text = _text(selection_text(cov))
     missing = [str(m) for m in cov.get("missing") or []]
     if missing:
         text += "; missing {}: {}{}".format(len(missing), ", ".join(missing[:10]),

@@ -93,7 +93,13 @@ def _two_phase(args: argparse.Namespace, env: Dict[str, str]) -> int:
     if os.path.exists(out):
         out += "_{}".format(os.getpid())
     return run_two_phase(list(args.target), env, out, suspects=args.suspects,
-                         overflow_first=bool(args.overflow_first), say=say)
+                         overflow_first=bool(args.overflow_first), say=say, verbosity=verbosity_flags(args))
+
+
+def verbosity_flags(args: argparse.Namespace) -> List[str]:
+    """The -q/-v/--debug given to this command, for the commands it runs (two-phase passes)."""
+    return [flag for flag, field in (("-q", "quiet"), ("-v", "verbose"), ("--debug", "debug"))
+            if getattr(args, field, False)]
 
 
 def split_command(words: Sequence[str]) -> Tuple[str, List[str], List[str]]:

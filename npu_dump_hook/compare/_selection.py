@@ -2,29 +2,30 @@
 missing, and the document's ``coverage`` says how much of the choice was dumped (docs/compare.md,
 "Partial dumps").
 
-An op is *selected* when its NPU name or one of its original TF op names is in ``dump_layer``
-(the emulated NPU and the adapter select so). A row of an op without a dump file is
+An op is *selected* as :mod:`npu_dump_hook.bundle.selection` defines it (its NPU name or one of its
+original TF op names is in ``dump_layer``), the definition the emulated NPU, the bundle's
+``coverage`` and ``inspect`` share. A row of an op without a dump file is
 ``not selected: ...`` when the op is not selected, and keeps ``no dump file: ...`` when it is:
 a chosen op the dump does not hold is missing, and ``coverage.missing`` names it.
 """
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
+from ..bundle.selection import is_selected, layer_names
 from ._rows import REASON_NO_DUMP, REASON_NOT_SELECTED, Row
 
-__all__ = ["REASON_NOT_SELECTED", "dump_layer_of_bundle", "mark_not_selected", "coverage_line"]
+__all__ = ["REASON_NOT_SELECTED", "dump_layer_of_bundle", "mark_not_selected", "coverage_of_undumped",
+           "coverage_line"]
 
 _LISTED = 50
 
 
 def dump_layer_of_bundle(bundle_json: Optional[Dict[str, Any]]) -> List[str]:
     """The ``dump_layer`` names recorded in an NPU bundle's options (empty: every op was dumped)."""
-    options = (bundle_json or {}).get("options") if isinstance(bundle_json, dict) else None
-    layer = options.get("dump_layer") if isinstance(options, dict) else None
-    return layer.split() if isinstance(layer, str) else []
+    return layer_names(bundle_json)
 
 
 def _selected(row: Row, layers: Any) -> bool:
-    return row.npu_op in layers or any(name in layers for name in row.ground_truth)
+    return is_selected(row.npu_op, row.ground_truth, layers)
 
 
 def mark_not_selected(rows: Sequence[Row], layer: Sequence[str]) -> Optional[Dict[str, Any]]:
@@ -44,6 +45,24 @@ def mark_not_selected(rows: Sequence[Row], layer: Sequence[str]) -> Optional[Dic
                 REASON_NOT_SELECTED, row.npu_op, row.op_type)
             not_selected.add(row.npu_op)
     return {"dump_layer": list(layer), "dumped_ops": len(dumped), "not_selected_ops": len(not_selected),
+            "missing_ops": len(missing), "missing": missing[:_LISTED]}
+
+
+def coverage_of_undumped(dumped_ops: int, undumped: Iterable[Tuple[str, Sequence[str]]],
+                         layer: Sequence[str]) -> Optional[Dict[str, Any]]:
+    """The ``coverage`` part of a compare that has no rows for ops without a file (the statistics
+    compare): ``undumped`` are the (name, original names) of the graph's ops with a task and no
+    stats CSV; None for a full dump."""
+    if not layer:
+        return None
+    layers = set(layer)
+    missing, not_selected = [], 0  # type: List[str], int
+    for name, originals in undumped:
+        if is_selected(name, originals, layers):
+            missing.append(name)
+        else:
+            not_selected += 1
+    return {"dump_layer": list(layer), "dumped_ops": dumped_ops, "not_selected_ops": not_selected,
             "missing_ops": len(missing), "missing": missing[:_LISTED]}
 
 

@@ -11,9 +11,12 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from .._inert import csv_cell, printable
 from ._analysis import analyse
+from ..formats.names import sanitize
 from ._graph import Graph
+from ._match import ground_truth, newest_per_op
 from ._report import SCHEMA
 from ._rows import Row
+from ._selection import coverage_line, coverage_of_undumped, dump_layer_of_bundle
 from ._thresholds import make_thresholds
 from .stats import VALUE_STATS, GoldenStats, StatsDetail, StatsThresholds, score_of, stats_rows
 
@@ -112,6 +115,7 @@ def run_stats_compare(graph: Graph, npu: Any, golden: GoldenStats, limits: Stats
     """The document of ``npu`` (an NpuSide with stats CSVs) against ``golden``; ``ops``: a compiled
     pattern, only ops whose name or an original name matches."""
     rows, details, unreadable = stats_rows(graph, npu.stats, golden, limits, ops)
+    coverage = _choice(graph, npu)
     as_tensor_limits = make_thresholds({"cosine_min": None, "magnitude_err_max": None, "rel_euclid_max": 1.0,
                                         "max_rel_err": None, "mean_rel_err": None,
                                         "check_scalars": limits.check_scalars})
@@ -123,7 +127,7 @@ def run_stats_compare(graph: Graph, npu: Any, golden: GoldenStats, limits: Stats
     incomplete = list(analysis.incomplete) + list(npu.skipped) + (
         ["{} stats CSV(s) unreadable: {}".format(len(unreadable), "; ".join(unreadable[:3]))] if unreadable else [])
     first = analysis.root_causes[0] if analysis.root_causes else None
-    return {
+    doc = {
         "schema": SCHEMA, "mode": "stats", "npu": npu.describe(), "golden": golden.describe(),
         "thresholds": limits.as_dict(),
         "summary": _summary(rows, analysis.root_causes, analysis, time.monotonic() - started, incomplete,
@@ -133,6 +137,20 @@ def run_stats_compare(graph: Graph, npu: Any, golden: GoldenStats, limits: Stats
         "rows": [_row_doc(r, details[id(r)]) for r in rows],
         "warnings": list(npu.warnings),
     }
+    if coverage is not None:
+        doc["coverage"] = coverage
+    return doc
+
+
+def _choice(graph: Graph, npu: Any) -> Optional[Dict[str, Any]]:
+    """A ``dump_layer`` stats bundle's coverage: the graph's ops without a stats CSV are "not
+    selected" unless dump_layer chose them (then missing); None for a full dump."""
+    layer = dump_layer_of_bundle(npu.bundle_json)
+    if not layer:
+        return None
+    dumped = set(newest_per_op(npu.stats))
+    undumped = [(op.name, ground_truth(op)) for op in graph.ops if not op.no_task and sanitize(op.name) not in dumped]
+    return coverage_of_undumped(len(dumped), undumped, layer)
 
 
 def _rel_line(rel: Dict[str, Any]) -> str:
@@ -153,6 +171,7 @@ def stats_summary_text(doc: Dict[str, Any], limits: StatsThresholds, top: int = 
              "verdict: {}: {} row(s) breach: {} root cause(s), {} propagated, {} overflow ({:.2f} s)".format(
                  s["verdict"].upper(), s["breached"], s["root_causes"], s["propagated"], s["overflow"],
                  s["elapsed_s"])]
+    lines.extend(coverage_line(doc.get("coverage")))  # a dump_layer stats bundle: what was left out by choice
     if s["incomplete"]:
         lines.append("INCOMPLETE: " + "; ".join(s["incomplete_detail"][:3]))
     if s["input_inconsistent"]:

@@ -88,6 +88,7 @@ from ..errors import BackendError, NpuDumpError, OptionError
 from ..formats import mapping_csv, names, opdebug, stats_csv
 from ..formats.dump_file import DumpTensor, ge_origin_data_type, write_dump_file
 from ..options import DumpOptions
+from ..bundle.selection import is_selected
 from . import ge_model, hccl, layout, npu_graph, numerics
 
 __all__ = ["EmulatedNpu", "PRECISIONS", "PROFILES", "MAX_FILE_NAME_BYTES", "NUMERICS_NOTE"]
@@ -247,8 +248,7 @@ class EmulatedNpu(object):
     def _selected(self, node: npu_graph.NpuNode) -> bool:
         if node.no_task:
             return False
-        layers = self.options.layers
-        return not layers or node.name in layers or any(n in layers for n in node.original_names or ())
+        return is_selected(node.name, node.original_names, self.options.layers)
 
     def _data_inputs(self, nodes: Sequence[npu_graph.NpuNode]) -> Set[str]:
         """With dump_layer: the Data nodes that feed a chosen op. The adapter documents that their

@@ -13,12 +13,16 @@ keeps, right after the capture of the step, the ``.npy`` files of (docs/bundle-f
 
 The other files are removed and ``golden_manifest.json`` lists what is kept, with
 ``dump_layer`` and the number of files dropped: the capture writes a step's tensors once, the
-bundle keeps a small part of them.
+bundle keeps a small part of them. The golden of a *statistics* ``dump_layer`` bundle
+(``golden_stats.json``, :mod:`.golden_stats`, written first) keeps the statistics of the same
+tensors only (``dump_layer.dropped_statistics``: how many were dropped).
 """
 import json
 import logging
 import os
-from typing import Any, Dict, Iterable, List, Optional, Set
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+
+from ..bundle.selection import layer_names
 
 __all__ = ["dump_layer_of", "keep_ops", "prune_golden", "golden_of_dump_layer"]
 
@@ -30,9 +34,7 @@ _FORWARDING = frozenset(("Identity", "IdentityN", "ReadVariableOp", "Cast", "Res
 
 def dump_layer_of(doc: Optional[Dict[str, Any]]) -> List[str]:
     """The ``options.dump_layer`` names of a bundle document (empty: every op was dumped)."""
-    options = (doc or {}).get("options")
-    layer = options.get("dump_layer") if isinstance(options, dict) else None
-    return layer.split() if isinstance(layer, str) else []
+    return layer_names(doc)
 
 
 def _op(graph: Any, name: str) -> Any:
@@ -82,15 +84,38 @@ def prune_golden(golden_dir: str, kept: Set[str], layer: List[str]) -> Dict[str,
             drop.append(entry["file"])
     manifest["files"] = keep
     manifest["dump_layer"] = {"ops": layer, "dropped_files": len(drop)}
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(manifest, handle, separators=(",", ":"), allow_nan=False)
-        handle.write("\n")
-    os.replace(tmp, path)
+    found = {"files": len(keep), "dump_layer_dropped": len(drop)}  # type: Dict[str, Any]
+    if isinstance(manifest.get("statistics"), str):  # the golden of a stats bundle: statistics, not files
+        kept_stats, dropped_stats = _prune_statistics(os.path.join(golden_dir, manifest["statistics"]), kept)
+        manifest["dump_layer"]["dropped_statistics"] = dropped_stats
+        found.update(statistics_tensors=kept_stats, dump_layer_dropped_statistics=dropped_stats)
+    _write_json(path, manifest)
     for name in drop:
         os.remove(os.path.join(golden_dir, name))
     logger.info("golden of a dump_layer bundle: %d file(s) kept, %d dropped", len(keep), len(drop))
-    return {"files": len(keep), "dump_layer_dropped": len(drop)}
+    return found
+
+
+def _prune_statistics(path: str, kept: Set[str]) -> Tuple[int, int]:
+    """Keep in the golden statistics file at ``path`` the tensors of the ``kept`` ops only;
+    (tensors kept, tensors dropped)."""
+    with open(path, "r", encoding="utf-8") as handle:
+        doc = json.load(handle)
+    tensors = doc.get("tensors") or []
+    doc["tensors"] = [t for t in tensors if str(t.get("tensor") or "").rpartition(":")[0] in kept]
+    _write_json(path, doc)
+    logger.info("golden statistics of a dump_layer bundle: %d tensor(s) kept, %d dropped", len(doc["tensors"]),
+                len(tensors) - len(doc["tensors"]))
+    return len(doc["tensors"]), len(tensors) - len(doc["tensors"])
+
+
+def _write_json(path: str, doc: Dict[str, Any]) -> None:
+    """Write ``doc`` to ``path`` whole or not at all (write, then rename)."""
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(doc, handle, separators=(",", ":"), allow_nan=False)
+        handle.write("\n")
+    os.replace(tmp, path)
 
 
 def golden_of_dump_layer(target: Any, dump: Any, guard: Any, graph: Any) -> None:

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..formats.names import parse_npy_name
 from ..formats.stats_csv import tensor_statistics
+from ..bundle.selection import is_stats_options
 
 __all__ = ["STATS_FILE", "STATS_SCHEMA", "is_stats_bundle", "tensor_statistics", "write_golden_stats",
            "golden_statistics"]
@@ -39,8 +40,7 @@ _MANIFEST = "golden_manifest.json"
 
 def is_stats_bundle(doc: Optional[Dict[str, Any]]) -> bool:
     """The bundle document records ``options.dump_data == "stats"``."""
-    options = (doc or {}).get("options")
-    return isinstance(options, dict) and options.get("dump_data") == "stats"
+    return is_stats_options((doc or {}).get("options"))
 
 
 def write_golden_stats(golden_dir: str) -> Dict[str, Any]:

@@ -24,11 +24,12 @@ else the Python API ``NpuDumpHook(backend='reference', initial_state=...)``.
 import logging
 import shlex
 import sys
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 from .._cli_conventions import NOTICE, LogFormatter
 from .._inert import printable
 from ..compare import golden_free_checks
+from ..bundle.selection import chosen_counts
 from .dump_run import numerics_text
 from .guard import HOOK_LOGGER
 
@@ -74,15 +75,22 @@ def announce(hook: Any) -> None:
                 printable(hook.golden.describe()), len(bundle.warnings), warnings)
         return
     coverage = bundle.coverage or {}
-    _notice(hook, "npu_dump_hook: bundle %s: %d %s, dump step(s) %s, coverage %s/%s ops, "
+    _notice(hook, "npu_dump_hook: bundle %s: %d %s, dump step(s) %s, coverage %s, "
             "%d warning(s)%s", printable(bundle.location), hook.steps.steps_run, what,
-            ", ".join(bundle.steps) or "none",
-            coverage.get("dumped", "?"), coverage.get("expected", "?"), len(bundle.warnings), warnings)
+            ", ".join(bundle.steps) or "none", _coverage_text(coverage), len(bundle.warnings), warnings)
     _checks_headline(hook, bundle)
     if hook.dump.computes_npu_numerics():
         _notice(hook, "npu_dump_hook: the emulated run computed with NPU numerics (%s): its results "
                 "differ from a fp32 run and it has no golden tensors; make them in a second run: %s",
                 numerics_text(hook.backend), printable(golden_run_hint(hook, bundle.location)))
+
+
+def _coverage_text(coverage: Dict[str, Any]) -> str:
+    """``2/120 ops``, or a dump_layer dump's ``2/2 chosen op(s) (dump_layer), 118 not selected``."""
+    counts = chosen_counts(coverage)
+    if counts is None:
+        return "{}/{} ops".format(coverage.get("dumped", "?"), coverage.get("expected", "?"))
+    return "{}/{} chosen op(s) (dump_layer), {} not selected".format(*counts)
 
 
 def _checks_headline(hook: Any, bundle: Any) -> None:

@@ -136,8 +136,8 @@ def graph_forks(monkeypatch):
     forks = []
     fork, take = write_mod._fork_graph_read, write_mod._taken_graph_read
 
-    def record_fork(located, stage, workers):
-        call = fork(located, stage, workers)
+    def record_fork(located, stage, workers, *layers):
+        call = fork(located, stage, workers, *layers)
         forks.append([call is not None, False])
         return call
 
@@ -157,8 +157,8 @@ def _failing_graph_read(kind):
     real = write_mod._read_graph
     parent = os.getpid()
 
-    def read_graph(graph_file, rel, data):
-        found = real(graph_file, rel, data)
+    def read_graph(graph_file, rel, data, *layers):
+        found = real(graph_file, rel, data, *layers)
         if os.getpid() == parent:
             return found
         if kind == "raise":
