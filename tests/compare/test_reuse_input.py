@@ -73,3 +73,21 @@ def test_reuse_with_two_workers_gives_the_same_rows(tmp_path, monkeypatch):
     pooled = compare(step, golden, graph=graph, workers=2)
     monkeypatch.setattr(_worker, "REUSE_MAX_BYTES", 0)
     assert _rows(pooled) == _rows(compare(step, golden, graph=graph, workers=1))
+
+
+def test_a_reused_input_does_not_read_its_golden_file_again(tmp_path, monkeypatch):
+    (graph, step, golden), names = _chain(tmp_path)
+    reads = []
+    real = _worker.load_golden
+
+    def counting(path, *args, **kwargs):
+        reads.append(path)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(_worker, "load_golden", counting)
+    reused = compare(step, golden, graph=graph, workers=1)
+    assert len(reads) == 7  # 6 outputs and op/add_0's input; the 5 inputs seen again read nothing
+    monkeypatch.setattr(_worker, "REUSE_MAX_BYTES", 0)
+    computed = compare(step, golden, graph=graph, workers=1)
+    assert len(reads) == 7 + 12
+    assert _rows(reused) == _rows(computed)
