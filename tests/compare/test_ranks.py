@@ -157,3 +157,48 @@ def test_merge_refuses_malformed_documents_and_the_command_needs_a_side(tmp_path
         load_rank_doc(str(tmp_path / "other.json"))
     assert main(["compare"]) == 2
     assert "give NPU [GOLDEN], or --merge" in capsys.readouterr().err
+
+
+def _recording_compare(monkeypatch, log, kill_rank_dir=None):
+    """compare() wrapped: each call appends "pid workers bundle" to ``log`` (a file: forked ranks write
+    there too); in a forked process, the rank whose bundle path holds ``kill_rank_dir`` kills itself."""
+    import npu_dump_hook.compare as package
+
+    real = package.compare
+    parent = os.getpid()
+
+    def recording(npu, golden=None, **kwargs):
+        with open(str(log), "a") as handle:
+            handle.write("{} {} {}\n".format(os.getpid(), kwargs.get("workers"), os.path.basename(npu)))
+        if kill_rank_dir is not None and os.getpid() != parent and kill_rank_dir in npu:
+            os.kill(os.getpid(), 9)
+        return real(npu, golden, **kwargs)
+
+    monkeypatch.setattr(package, "compare", recording)
+
+
+def test_ranks_are_compared_in_parallel_within_the_core_budget_with_the_same_document(job, tmp_path, monkeypatch):
+    one_by_one = compare_ranks(job["npu"], job["golden"], workers=1).doc
+    log = tmp_path / "calls.txt"
+    _recording_compare(monkeypatch, log)
+    parallel = compare_ranks(job["npu"], job["golden"], workers=4).doc
+    assert parallel == one_by_one
+    calls = [line.split() for line in log.read_text().splitlines()]
+    assert len(calls) == RANKS and len({pid for pid, _, _ in calls}) == RANKS, calls  # 4 ranks at once
+    assert str(os.getpid()) not in {pid for pid, _, _ in calls}
+    assert {workers for _, workers, _ in calls} == {"1"}  # 4 ranks x 1 worker: the budget of 4, not 4 x 4
+    log.write_text("")
+    assert compare_ranks(job["npu"], job["golden"], workers=2).doc == one_by_one
+    calls = [line.split() for line in log.read_text().splitlines()]
+    assert len(calls) == RANKS and {workers for _, workers, _ in calls} == {"1"}, calls  # 2 at a time x 1
+
+
+def test_a_rank_whose_process_dies_is_compared_again_in_this_process(job, tmp_path, monkeypatch):
+    one_by_one = compare_ranks(job["npu"], job["golden"], workers=1).doc
+    rank1 = os.path.basename(read_index(job["npu"])["ranks"]["1"]["path"].rstrip("/"))
+    log = tmp_path / "calls.txt"
+    _recording_compare(monkeypatch, log, kill_rank_dir=rank1)
+    assert compare_ranks(job["npu"], job["golden"], workers=2).doc == one_by_one
+    calls = [line.split() for line in log.read_text().splitlines()]
+    again = [c for c in calls if c[0] == str(os.getpid())]
+    assert len(calls) == RANKS + 1 and len(again) == 1 and again[0][2] == rank1, calls
