@@ -93,26 +93,47 @@ def test_a_reused_input_does_not_read_its_golden_file_again(tmp_path, monkeypatc
     assert _rows(reused) == _rows(computed)
 
 
-def test_each_pool_worker_compares_a_contiguous_run_so_inputs_are_reused(tmp_path, monkeypatch):
-    synth = Synth(tmp_path, dump_mode="all")
-    start = np.linspace(1, 2, 4096, dtype=np.float32)
-    synth.op("x", "Data", start, no_task=True)
-    chain(synth, 64, start)
-    graph, step, golden = synth.write()
-    log = tmp_path / "computed.txt"
-    real = metrics.compute_metrics
+class _NoProcess(object):
+    """A pool worker without a process: the batches the pool sends it are kept."""
 
-    def counting(*args, **kwargs):  # the pool's workers are forked: they append to a file
-        with open(str(log), "a") as handle:
-            handle.write("{}\n".format(args[2] if len(args) > 2 else ""))
-        return real(*args, **kwargs)
+    def __init__(self, context, golden):
+        import collections
 
-    monkeypatch.setattr(metrics, "compute_metrics", counting)
-    pooled = compare(step, golden, graph=graph, workers=2)
-    computed = log.read_text().splitlines()
-    # 64 outputs and op/add_0's input; the second worker's run starts at an input whose producer the
-    # first worker compared, and each half of a run handed over at the end starts another such input
-    # (a few, with the timing); one shared queue of batches had 15 such inputs here (80 computed)
-    assert 65 <= len(computed) <= 72, len(computed)
-    monkeypatch.setattr(_worker, "REUSE_MAX_BYTES", 0)
-    assert _rows(pooled) == _rows(compare(step, golden, graph=graph, workers=1))
+        self.jobs = collections.deque()
+        self.sent = []
+        self.conn = self
+
+    def send(self, batch):
+        self.sent.append([job.job for job in batch])
+
+
+@pytest.mark.parametrize("pattern", ["alternating", "worker 0 three times as fast"])
+def test_each_pool_worker_takes_a_contiguous_run_so_inputs_are_reused(monkeypatch, pattern):
+    """The k-th worker starts at the k-th run of the files and goes on from where its last batch ended;
+    only the start of a run (its own, or the back half of a run taken over at the end) follows a file
+    another worker compared. One shared queue of batches split producer and consumer at every batch."""
+    from npu_dump_hook.compare import _pool
+
+    monkeypatch.setattr(_pool, "_Worker", _NoProcess)
+    jobs = [_worker.FileJob(i, "file_{}".format(i), (), ()) for i in range(200)]
+    pool = _pool._Pool(jobs, {}, 2)
+    done = 0
+    turn = 0
+    while pool._left() or any(w.jobs for w in pool.workers):
+        pool.feed()
+        busy = [w for w in pool.workers if w.jobs]
+        slot = turn % 2 if pattern == "alternating" else int(turn % 4 == 3)
+        worker = busy[0] if len(busy) == 1 else pool.workers[slot]
+        done += len(worker.jobs.popleft())
+        turn += 1
+    handed = [batch for w in pool.workers for batch in w.sent]
+    assert sorted(j for batch in handed for j in batch) == list(range(200))  # each file once
+    starts = 0
+    for w in pool.workers:
+        previous = None
+        for batch in w.sent:
+            assert batch == list(range(batch[0], batch[0] + len(batch)))  # a batch is contiguous
+            starts += previous is None or batch[0] != previous + 1
+            previous = batch[-1]
+    assert pool.workers[1].sent[0][0] == 100  # the second worker starts at the second half
+    assert starts <= 2 + 6, [w.sent for w in pool.workers]  # 2 runs, then a few halves taken over
