@@ -35,12 +35,16 @@ of compared rows msaccucmp's (at most 1% differ), all in the same run.
   cProfile and prints where the time goes (reading, format conversion, metrics, matching and
   analysis, reports, the pool), the imports' CPU in a fresh interpreter and the pool's start.
 
+``--same-as OLD.csv`` also checks our CSV byte for byte against one written by another version of
+the package on the same bundle (a speed change must leave every cell as it was).
+
 Wall time and peak RSS of each side are measured around its subprocess (``os.wait4`` gives
 the child's own ``ru_maxrss``; the process tree's summed RSS is sampled from /proc every
 0.25 s (a scan of /proc: about 2% of a core), which counts memory-mapped file pages too).
 
     .venv/bin/python benchmarks/bench_compare.py [--ops 1000] [--elements 73728] [--workdir DIR]
         [--msprobe-venv .venv-msprobe] [--workers N] [--skip-msaccucmp] [--clean] [--repeat N] [--profile]
+        [--same-as OLD.csv]
 """
 import argparse
 import csv
@@ -520,6 +524,13 @@ def _row_set_met(stat: dict, flat_keys: set) -> bool:
     return share <= ROW_SET_TARGET and stat["bad_cells"] == 0
 
 
+def _same_csv(reference: str, ours: str) -> bool:
+    with open(reference, "rb") as left, open(ours, "rb") as right:
+        same = left.read() == right.read()
+    print("our CSV vs {}: {}".format(reference, "byte-identical" if same else "DIFFERENT"))
+    return same
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ops", type=int, default=1000)
@@ -531,6 +542,8 @@ def main(argv=None) -> int:
     parser.add_argument("--clean", action="store_true", help="remove the bundle at the end (default: kept for reuse)")
     parser.add_argument("--repeat", type=int, default=1, help="alternate runs of the two sides (default 1)")
     parser.add_argument("--profile", action="store_true", help="also: where our time goes (cProfile, one core)")
+    parser.add_argument("--same-as", metavar="CSV", help="our CSV of this bundle from another version: must be "
+                        "byte-identical (a speed change must not change a cell)")
     args = parser.parse_args(argv)
 
     os.makedirs(args.workdir, exist_ok=True)
@@ -552,6 +565,8 @@ def main(argv=None) -> int:
     speed_met = _speed_lines(info, theirs_runs, ours_runs)
     flat = set((pair["npu_op"], pair["tensor"]) for pair in info["pairs"] if pair["case"] == "flat_input")
     rows_met = all([_row_set_met(stat, flat) for stat in status.values()])
+    if args.same_as:
+        rows_met = _same_csv(args.same_as, ours_csv) and rows_met
     print("agreement: {}".format("every common metric within 1e-6, row sets within 1%" if rows_met else "DIFFERENCES"))
     if args.profile:
         from _compare_profile import profile_compare

@@ -85,6 +85,11 @@ class ForkedCall(object):
             return False, None
         return (True, value) if ok is True else (False, None)
 
+    def fileno(self) -> int:
+        """The pipe the result comes through (for ``select``): readable once the child has finished
+        (it writes its result in one go at the end) or died; -1 after :meth:`result`/:meth:`abandon`."""
+        return self._fd
+
     def abandon(self) -> None:
         """Stop the child if it still runs and reap it."""
         if self._fd < 0:

@@ -256,16 +256,20 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
     _check_suspects(suspects)
     if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
         raise OptionError("step", step, "must be a non-negative int")
-    npu_side = load_npu(npu, graph, step)
+    # started before anything is read: its import of TensorFlow (seconds) overlaps all of the comparison
+    runner = ReplayProcess() if replay_spec is not None else None  # type: Optional[ReplayProcess]
+    try:
+        npu_side = load_npu(npu, graph, step)
+    except BaseException:
+        if runner is not None:
+            runner.close()
+        raise
     golden_side = None
-    runner = None  # type: Optional[ReplayProcess]
     try:
         golden_free = golden is None and npu_side.golden_dir is None
         if replay_spec is not None and (golden_free or (npu_side.stats and not npu_side.dumps)):
             raise OptionError("replay", replay_spec.describe(), "needs a tensor dump compared with a golden; {} "
                               "has {}".format(npu, "no golden" if golden_free else "statistics only"))
-        if replay_spec is not None:  # started now: its import of TensorFlow overlaps the comparison
-            runner = ReplayProcess()
         if golden_free:
             return _golden_free(npu_side, limits, started, bool(allow_uncompared), suspects)
         if npu_side.stats and not npu_side.dumps:

@@ -37,8 +37,8 @@ against the same golden file, often in the previous file this process compared. 
 output compared (of a file that also dumps inputs; up to :data:`REUSE_MAX_BYTES`) is kept with
 its metrics (:class:`_LastOutput`); an input whose values are bit for bit those, in the same
 dtype and shape, against the same golden file, takes its metrics instead of computing them
-again (msaccucmp computes them twice): the same cells, at the cost of one comparison of the
-bytes. A result whose reason names the NPU file is not reused.
+again (msaccucmp computes them twice), and the golden file is not read again (the kept output
+holds its dtype and shape): the same cells, at the cost of one comparison of the bytes. A result whose reason names the NPU file is not reused.
 
 The golden ``.npy`` header cache of :mod:`._golden` is bounded by bytes here
 (:class:`HeaderCache`, installed over ``_golden._LAYOUTS``): padded headers of up to 4 GiB
@@ -361,49 +361,47 @@ def _elements(shape: Tuple[int, ...]) -> int:
 
 
 class _LastOutput(object):
-    """The last output this process compared and its metrics (module doc)."""
+    """The last output this process compared, its golden's dtype and shape, and its metrics (module doc)."""
 
     def __init__(self) -> None:
         self.key = None  # type: Optional[Tuple[Any, ...]]
         self.values = None  # type: Optional[np.ndarray]
+        self.golden = None  # type: Optional[Tuple[np.dtype, Tuple[int, ...]]]
         self.result = None  # type: Any
 
     @staticmethod
-    def _key(npu: np.ndarray, gold: np.ndarray, golden_path: str) -> Tuple[Any, ...]:
-        return golden_path, npu.dtype.str, tuple(npu.shape), gold.dtype.str, tuple(gold.shape)
+    def _key(npu: np.ndarray, golden_path: str) -> Tuple[Any, ...]:
+        return golden_path, npu.dtype.str, tuple(npu.shape)
 
-    def find(self, npu: np.ndarray, gold: np.ndarray, golden_path: str) -> Any:
-        """The kept metrics when ``npu`` is the kept output bit for bit against the same golden, else None."""
-        if self.key is None or self.key != self._key(npu, gold, golden_path) or not npu.flags.c_contiguous:
+    def find(self, npu: np.ndarray, golden_path: str) -> Any:
+        """(kept metrics, golden dtype, golden shape) when ``npu`` is the kept output bit for bit against
+        the same golden file, else None: the golden file need not be read again."""
+        if self.key is None or self.key != self._key(npu, golden_path) or not npu.flags.c_contiguous:
             return None
         unsigned = np.dtype("u{}".format(npu.dtype.itemsize)) if npu.dtype.itemsize in (1, 2, 4, 8) else None
         if unsigned is None or not np.array_equal(npu.view(unsigned), self.values.view(unsigned)):
             return None
-        return self.result
+        return (self.result,) + self.golden
 
     def keep(self, npu: np.ndarray, gold: np.ndarray, golden_path: str, npu_path: str, result: Any) -> None:
         self.key = None
         if npu.nbytes > REUSE_MAX_BYTES or npu.dtype.kind not in "biufc" or npu_path in result.fail_reason:
             return
         self.values = np.array(npu, order="C")  # the payload buffer is reused by the next read
+        self.golden = (gold.dtype, tuple(gold.shape))
         self.result = result
-        self.key = self._key(npu, gold, golden_path)
+        self.key = self._key(npu, golden_path)
 
 
 _LAST_OUTPUT = _LastOutput()
 
 
 def _metrics(dump: DumpFile, kind: str, npu: np.ndarray, gold: np.ndarray, path: str) -> Any:
-    """compute_metrics, or the last output's when this input is it again (module doc)."""
+    """compute_metrics; an output is kept for the next file's input (module doc)."""
     from .metrics import compute_metrics
 
-    if kind == "input":
-        found = _LAST_OUTPUT.find(npu, gold, path)
-        if found is not None:
-            return found
-        return compute_metrics(npu, gold, dump.path, path)
     result = compute_metrics(npu, gold, dump.path, path)
-    if dump.inputs:  # inputs are dumped too: the next file's input may be this output
+    if kind == "output" and dump.inputs:  # inputs are dumped too: the next file's input may be this output
         _LAST_OUTPUT.keep(npu, gold, path, dump.path, result)
     return result
 
@@ -437,6 +435,9 @@ def _compare_tensor(job: FileJob, dump: DumpFile, kind: str, slot: int) -> Tenso
         npu = _npu_array(job, dump, info, kind, slot)
     except FormatError as exc:
         return _empty(kind, slot, info, address, golden, "{}: {}".format(REASON_SHAPE, exc.rule), path)
+    reused = _LAST_OUTPUT.find(npu, path) if kind == "input" else None
+    if reused is not None:  # the last output again: its metrics, and its golden is not read again
+        return _tensor_result(kind, slot, info, address, golden, path, npu, reused[0], reused[1], reused[2])
     try:
         gold = load_golden(path, _scratch_buffers()[1])
     except NotRegularFile as exc:  # put there since the check above
@@ -455,10 +456,18 @@ def _compare_tensor(job: FileJob, dump: DumpFile, kind: str, slot: int) -> Tenso
                                                       npu.size, gold.size), path,
                       _dtype_name(gold.dtype), _dtype_name(npu.dtype))
     result = _metrics(dump, kind, npu, gold, path)
-    overflow = _has_overflow(npu, result.finite)
+    return _tensor_result(kind, slot, info, address, golden, path, npu, result, gold.dtype, tuple(gold.shape), note)
+
+
+def _tensor_result(kind: str, slot: int, info: TensorInfo, address: str, golden: Tuple[str, int], path: str,
+                   npu: np.ndarray, result: Any, gold_dtype: np.dtype, gold_shape: Tuple[int, ...],
+                   note: Optional[str] = None) -> TensorResult:
+    """The row of a compared pair; ``note`` None: found here from the two shapes."""
+    if note is None:
+        note = shape_note(tuple(npu.shape), gold_shape)
     return TensorResult(kind, slot, _dtype_name(npu.dtype), address, tuple(info.shape), info.format_name,
-                        tuple(npu.shape), golden, path, _dtype_name(gold.dtype), dict(result.values), result.std,
-                        result.csv_cells(), result.fail_reason, "", overflow, note)
+                        tuple(npu.shape), golden, path, _dtype_name(gold_dtype), dict(result.values), result.std,
+                        result.csv_cells(), result.fail_reason, "", _has_overflow(npu, result.finite), note)
 
 
 def compare_file(job: FileJob) -> FileResult:

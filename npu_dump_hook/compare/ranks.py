@@ -5,7 +5,14 @@ A rank index is a bundle root as multi-rank runs write it: ``{root}/index.json``
 ``npu_dump_hook/bundle-index@1``) naming each rank's bundle ``rank_{N}/...``. For an NPU root and its
 golden root (the golden runs of the same ranks), :func:`compare_ranks`:
 
-* compares every rank with its golden (the rank's compare uses every core, as :func:`.compare` does);
+* compares every rank with its golden, ranks in parallel within the core budget (``workers``, default
+  every core, as :func:`.compare`): ``P = min(ranks, budget)`` ranks at a time, each in a forked process
+  running :func:`.compare` with ``budget // P`` workers, so the job never runs more than ``budget``
+  comparing processes (not ranks x cores); a rank whose process fails in any way (an error, a kill) is
+  compared again in this process, which raises what it raises. Where forking is not safe (other
+  threads, TensorFlow loaded: :func:`npu_dump_hook._forked.fork_is_safe`) or the budget is one core,
+  the ranks are compared one after another in this process. ``progress`` is not called from the
+  forked ranks;
 * takes each rank's verdict and first divergence, with the dump timestamp of that row;
 * names the **earliest divergence across ranks**, by dump timestamp (the devices of one node share a
   clock; the emulator puts its ranks on one clock, :mod:`npu_dump_hook.emulator.hccl`): a fault on
@@ -102,22 +109,78 @@ def _rank_paths(root: str) -> Dict[str, str]:
 def compare_ranks(npu_root: str, golden_root: Optional[str] = None, **kwargs: Any) -> RanksResult:
     """Compare every rank of the rank index ``npu_root`` with the same rank of ``golden_root`` (None:
     each rank's own golden, as :func:`.compare`), then merge (module doc). ``kwargs`` go to
-    :func:`.compare` for every rank (thresholds, workers, ops, step, allow_uncompared, ...)."""
-    from . import compare
-
+    :func:`.compare` for every rank (thresholds, workers, ops, step, allow_uncompared, ...); ``workers``
+    is the core budget of all ranks together."""
     npu = _rank_paths(npu_root)
     golden = _rank_paths(golden_root) if golden_root is not None else None
     if golden is not None and set(golden) != set(npu):
         raise CompareError("rank index {} has rank(s) {}, golden {} has {}: every NPU rank needs its golden rank"
                            .format(npu_root, sorted(npu, key=int), golden_root, sorted(golden, key=int)), golden_root)
-    ranks = {}  # type: Dict[str, Dict[str, Any]]
-    for rank in sorted(npu, key=int):
-        result = compare(npu[rank], golden[rank] if golden else None, **kwargs)
-        ranks[rank] = _rank_entry(result.doc, npu[rank], golden[rank] if golden else None)
-        ranks[rank]["collectives"] = collective_digests(npu[rank])
+    order = sorted(npu, key=int)
+    sides = dict((rank, (npu[rank], golden[rank] if golden else None)) for rank in order)
+    ranks = _compare_every_rank(sides, order, kwargs)
     part = {"schema": SCHEMA, "npu": os.path.abspath(npu_root),
             "golden": os.path.abspath(golden_root) if golden_root else None, "ranks": ranks}
     return merge_rank_docs([part])
+
+
+def _one_rank(npu: str, golden: Optional[str], kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    """Compare one rank: its entry of the document, collective digests included."""
+    from . import compare
+
+    entry = _rank_entry(compare(npu, golden, **kwargs).doc, npu, golden)
+    entry["collectives"] = collective_digests(npu)
+    return entry
+
+
+def _compare_every_rank(sides: Dict[str, Tuple[str, Optional[str]]], order: List[str],
+                        kwargs: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
+    """Every rank's entry, in ``order``; ranks in parallel within the core budget (module doc)."""
+    from .._forked import fork_is_safe
+    from . import _workers
+
+    budget = _workers(kwargs.get("workers"))
+    parallel = min(len(order), budget)
+    if parallel <= 1 or not fork_is_safe():
+        return dict((rank, _one_rank(sides[rank][0], sides[rank][1], kwargs)) for rank in order)
+    forked = dict(kwargs, workers=max(1, budget // parallel), progress=None)
+    entries = _forked_ranks(sides, order, forked, parallel)
+    for rank in order:  # a rank whose process failed: again here, raising what it raises
+        if rank not in entries:
+            entries[rank] = _one_rank(sides[rank][0], sides[rank][1], kwargs)
+    return dict((rank, entries[rank]) for rank in order)
+
+
+def _forked_ranks(sides: Dict[str, Tuple[str, Optional[str]]], order: List[str], kwargs: Dict[str, Any],
+                  parallel: int) -> Dict[str, Dict[str, Any]]:
+    """The entries of the ranks whose forked process succeeded, ``parallel`` processes at a time, the next
+    rank started as soon as any finishes."""
+    import select
+
+    from .._forked import ForkedCall
+
+    waiting = list(order)
+    running = {}  # type: Dict[str, ForkedCall]
+    entries = {}  # type: Dict[str, Dict[str, Any]]
+    try:
+        while waiting or running:
+            while waiting and len(running) < parallel:
+                rank = waiting.pop(0)
+                try:
+                    running[rank] = ForkedCall(_one_rank, sides[rank][0], sides[rank][1], kwargs)
+                except OSError:  # no process left: this rank is compared in this process afterwards
+                    continue
+            if not running:
+                break
+            ready = select.select([call.fileno() for call in running.values()], [], [])[0]
+            for rank in [r for r, call in running.items() if call.fileno() in ready]:
+                ok, entry = running.pop(rank).result()
+                if ok:
+                    entries[rank] = entry
+    finally:
+        for call in running.values():  # interrupted (Ctrl-C, SIGTERM): stop the other ranks
+            call.abandon()
+    return entries
 
 
 def _rank_entry(doc: Dict[str, Any], npu: str, golden: Optional[str]) -> Dict[str, Any]:

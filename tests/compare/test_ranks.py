@@ -157,3 +157,56 @@ def test_merge_refuses_malformed_documents_and_the_command_needs_a_side(tmp_path
         load_rank_doc(str(tmp_path / "other.json"))
     assert main(["compare"]) == 2
     assert "give NPU [GOLDEN], or --merge" in capsys.readouterr().err
+
+
+# compare_ranks in a fresh process without TensorFlow (this one may have loaded it: then nothing forks),
+# compare() wrapped: each call appends "pid workers bundle" to a log (forked ranks write there too); in a
+# forked process, the rank whose bundle path holds KILL kills itself; the document is printed as JSON
+_RECORDING = """
+import json, os, sys
+import npu_dump_hook.compare as package
+from npu_dump_hook.compare import compare_ranks
+npu, golden, workers, log, kill = sys.argv[1:6]
+real, parent = package.compare, os.getpid()
+def recording(npu, golden=None, **kwargs):
+    with open(log, "a") as handle:
+        handle.write("{} {} {}\\n".format(os.getpid(), kwargs.get("workers"), os.path.basename(npu)))
+    if kill and os.getpid() != parent and kill in npu:
+        os.kill(os.getpid(), 9)
+    return real(npu, golden, **kwargs)
+package.compare = recording
+doc = compare_ranks(npu, golden, workers=int(workers)).doc
+assert "tensorflow" not in sys.modules
+print(json.dumps({"pid": parent, "doc": doc}))
+"""
+
+
+def _recorded(job, tmp_path, workers, kill=""):
+    log = tmp_path / "calls_{}_{}.txt".format(workers, bool(kill))
+    done = subprocess.run([sys.executable, "-c", _RECORDING, job["npu"], job["golden"], str(workers), str(log), kill],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=900,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p)))
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    out = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    return out["doc"], str(out["pid"]), [line.split() for line in log.read_text().splitlines()]
+
+
+def test_ranks_are_compared_in_parallel_within_the_core_budget_with_the_same_document(job, tmp_path):
+    one_by_one = json.loads(json.dumps(compare_ranks(job["npu"], job["golden"], workers=1).doc))
+    parallel, parent, calls = _recorded(job, tmp_path, 4)
+    assert parallel == one_by_one
+    assert len(calls) == RANKS and len({pid for pid, _, _ in calls}) == RANKS, calls  # 4 ranks at once
+    assert parent not in {pid for pid, _, _ in calls}
+    assert {workers for _, workers, _ in calls} == {"1"}  # 4 ranks x 1 worker: the budget of 4, not 4 x 4
+    two, _parent, calls = _recorded(job, tmp_path, 2)
+    assert two == one_by_one
+    assert len(calls) == RANKS and {workers for _, workers, _ in calls} == {"1"}, calls  # 2 at a time x 1
+
+
+def test_a_rank_whose_process_dies_is_compared_again_in_this_process(job, tmp_path):
+    one_by_one = json.loads(json.dumps(compare_ranks(job["npu"], job["golden"], workers=1).doc))
+    rank1 = os.path.basename(read_index(job["npu"])["ranks"]["1"]["path"].rstrip("/"))
+    doc, parent, calls = _recorded(job, tmp_path, 2, kill=rank1)
+    assert doc == one_by_one
+    again = [c for c in calls if c[0] == parent]
+    assert len(calls) == RANKS + 1 and len(again) == 1 and again[0][2] == rank1, calls

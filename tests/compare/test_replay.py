@@ -306,3 +306,32 @@ def test_a_constant_declaring_billions_of_elements_is_not_expanded(tmp_path):
         (tmp_path / "request.json").write_text(json.dumps(request))
         job = run_request(str(tmp_path))["jobs"][0]
         assert job["outputs"] == {} and "4294967296 elements but holds 1" in (job["refused"] or ""), job
+
+
+def test_the_replay_process_starts_before_anything_is_read_and_ends_on_an_error(monkeypatch, tmp_path):
+    """Its import of TensorFlow (seconds) overlaps the reading of the bundle too; a side that cannot be
+    read ends it at once."""
+    import npu_dump_hook.compare as package
+
+    events = []
+
+    class Recording(object):
+        def __init__(self):
+            events.append("replay process started")
+
+        def close(self):
+            events.append("replay process ended")
+
+    def unreadable(npu, graph, step):
+        events.append("NPU side read")
+        raise OptionError("npu", npu, "is not readable (test)")
+
+    monkeypatch.setattr(package, "ReplayProcess", Recording)
+    monkeypatch.setattr(package, "load_npu", unreadable)
+    with pytest.raises(OptionError, match="not readable"):
+        compare(str(tmp_path), str(tmp_path), workers=1, replay=True)
+    assert events == ["replay process started", "NPU side read", "replay process ended"]
+    events[:] = []
+    with pytest.raises(OptionError, match="not readable"):
+        compare(str(tmp_path), str(tmp_path), workers=1)
+    assert events == ["NPU side read"]  # no replay asked: no process
