@@ -7,23 +7,37 @@ the free space of its file system and the dump against ``max_dump_size``. A dump
 fit is refused before the step under ``strict=True`` (the hook leaves nothing behind), a warning
 otherwise; both figures and the statistics-first alternative are named.
 
-The model, per dumped step (``dump_step`` steps within ``max_steps`` multiply it):
+The model, per dumped step (``dump_step`` steps within ``max_steps`` multiply it). The dump is
+measured on the Build graph GE makes of the step (:mod:`._sizing_graph`: the emulator's own graph
+builder over the walk's executed ops with static shapes, so estimate and emulator share every rule):
 
-* the ops that run: the walk's executed ops, less the fed-only ones and those GE gives no task
-  (:func:`npu_dump_hook.emulator.ge_model.is_no_task`: Const, Identity, variables, iterators...);
-  ``dump_layer`` keeps only the named ops;
-* ``dump_data="tensor"``: one file per op, :data:`FILE_HEADER` bytes plus, per dumped tensor
-  (outputs for ``dump_mode=output``, inputs for ``input``, both for ``all``),
-  :data:`TENSOR_HEADER` bytes and its static size (elements x dtype size); a variable update's
-  inputs are what it reads, its outputs every variable it updates (``VarHandleOp`` shapes);
-* ``dump_data="stats"``: one CSV per op, :data:`STATS_HEADER_BYTES` plus :data:`STATS_ROW_BYTES`
-  a tensor;
+* what GE does (:class:`DeviceModel`, from :func:`device_model`): on a real NPU and the emulator's
+  ``ascend`` profile, fusion (a fused node dumps only its last op's outputs), float16 outputs of the
+  Cube ops (convolutions, matrix products) under the session's ``precision_mode`` (GE's training
+  default ``allow_fp32_to_fp16`` when unset; ``force_fp32``/``must_keep_origin_dtype``: none),
+  device formats with their padding (NC1HWC0 and FRACTAL_Z round channels up to C0=16, FRACTAL_NZ
+  both matrix dims to 16) and the ``Cast``/``TransData`` nodes between formats, each dumped; the
+  emulator's ``exact`` profile and a golden run: every TF op one GE op, TF dtypes, ND;
+* the ops dumped: the nodes GE gives a task (:func:`npu_dump_hook.emulator.ge_model.is_no_task`:
+  not Const, Identity, variables, iterators...); ``dump_layer`` keeps the named ones (by GE or
+  original TF name) and the Data ops feeding them;
+* ``dump_data="tensor"``: one file per node: the 8-byte length, the DumpData header (sized with the
+  writer's own code: op name, one entry per tensor with its device and original shapes) and every
+  dumped tensor's device bytes (outputs for ``dump_mode=output``, inputs for ``input``, both for
+  ``all``); a variable update's inputs are what it reads, its outputs every variable it updates;
+* ``dump_data="stats"``: one CSV per node, its header line and a row per tensor, the known cells
+  (size, dtype, format, device shape, count) as written, each min/max/mean cell at
+  :data:`STATS_FLOAT_CELL` characters (their width depends on the values);
 * ``enable_dump_debug``: only overflowing ops are dumped, which cannot be known before the step:
   the estimate is 0 (``note`` says so); ``all_bytes`` is the upper bound (every op overflowing);
 * golden (``reference``): every executed op's outputs as ``.npy`` (a variable handle's as the
   variable, an update's as the variables it updates; :data:`GOLDEN_PER_FILE` each: its header and
   its golden_manifest.json entry); an
   emulating backend also writes the step's tensors to its scratch folder first (removed after).
+
+Not modelled: a TF 1.x loop body's dump per iteration (counted once), names over 255 bytes
+(``mapping.csv``), the fusion patterns and formats the emulator does not emulate either (its
+module doc), ``allow_mix_precision``'s float16 Vector ops.
 
 Unknown static shapes: an unknown dimension is taken as the batch size -- the fed batch's leading
 dimension, else the ``batch_size`` constant of the graph's batching dataset op, else 1 -- and a
