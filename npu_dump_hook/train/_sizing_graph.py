@@ -276,11 +276,14 @@ def _device_dims(tensor: Any, ascend: bool) -> Tuple[int, ...]:
 
 
 class _Sizer(object):
-    """Bytes of each dumped tensor's payload, file entry and stats row."""
+    """Bytes of each dumped tensor's payload, file entry and stats row, each measure made once per
+    distinct key (a model repeats its layers: the same shapes, dtypes and formats over and over)."""
 
     def __init__(self, ascend: bool) -> None:
         self.ascend = ascend
         self.empty_header = len(encode_header(build_header("", dump_time=_DUMP_TIME)))
+        self._entries = {}  # type: Dict[Any, int]
+        self._rows = {}  # type: Dict[Any, int]
 
     def payload(self, tensor: Any) -> Tuple[int, Tuple[int, ...]]:
         dims = _device_dims(tensor, self.ascend)
@@ -290,20 +293,35 @@ class _Sizer(object):
         return count * _itemsize(tensor.value.held.dtype), dims
 
     def entry(self, tensor: Any, output: bool) -> int:
-        """The tensor's entry in the DumpData header, built by the emulator's writer code."""
-        dims = _device_dims(tensor, self.ascend)
-        array = np.broadcast_to(np.zeros((), _storage(tensor.value.held.dtype)), tuple(max(d, 0) for d in dims))
-        entry = dump_tensor(tensor, array, tuple(tensor.value.shape or ()), output, self.ascend)
-        header = build_header("", outputs=[entry] if output else [], inputs=[] if output else [entry],
-                              dump_time=_DUMP_TIME)
-        return len(encode_header(header)) - self.empty_header
+        """The tensor's entry in the DumpData header, built by the emulator's writer code. Its size
+        depends on the origin name's length only, not its text: the key holds the length."""
+        origin = tensor.origin if output else None
+        key = (tensor.value.held, tensor.value.shape, tensor.tf_dtype, output,
+               (len(origin[0].encode("utf-8")), origin[1]) if origin else None)
+        found = self._entries.get(key)
+        if found is None:
+            dims = _device_dims(tensor, self.ascend)
+            array = np.broadcast_to(np.zeros((), _storage(tensor.value.held.dtype)), tuple(max(d, 0) for d in dims))
+            entry = dump_tensor(tensor, array, tuple(tensor.value.shape or ()), output, self.ascend)
+            header = build_header("", outputs=[entry] if output else [], inputs=[] if output else [entry],
+                                  dump_time=_DUMP_TIME)
+            found = self._entries[key] = len(encode_header(header)) - self.empty_header
+        return found
 
     def file(self, name: str, ins: Sequence[Tuple[int, int]], outs: Sequence[Tuple[int, int]]) -> int:
         """One dump file: length prefix, header (op name, entries) and payloads; each tensor ``(entry, payload)``."""
-        header = len(encode_header(build_header(name, dump_time=_DUMP_TIME)))
+        name_bytes = len(name.encode("utf-8"))  # the op_name field: tag, length varint, the name
+        header = self.empty_header + 1 + _varint_bytes(name_bytes) + name_bytes
         return LENGTH_PREFIX + header + sum(e + p for e, p in ins) + sum(e + p for e, p in outs)
 
     def stats_row(self, direction: str, index: int, tensor: Any) -> int:
+        key = (direction, index, tensor.value.held, tensor.value.shape)
+        found = self._rows.get(key)
+        if found is None:
+            found = self._rows[key] = self._stats_row(direction, index, tensor)
+        return found
+
+    def _stats_row(self, direction: str, index: int, tensor: Any) -> int:
         nbytes, dims = self.payload(tensor)
         held = tensor.value.held
         floating = held.dtype.startswith(("float", "bfloat"))
@@ -316,6 +334,19 @@ class _Sizer(object):
         # the known cells as the writer prints them, the three value cells at their measured width,
         # Count exact, the NaN/Inf counts "0"
         return len(format_stats_csv([row])) - STATS_HEADER_BYTES + 3 * cell + len(str(count)) + 3
+
+    def tensor(self, tensor: Any, output: bool, index: int) -> Tuple[int, int, int]:
+        """``(header entry, payload, stats row)`` bytes of one tensor."""
+        return (self.entry(tensor, output), self.payload(tensor)[0],
+                self.stats_row("Output" if output else "Input", index, tensor))
+
+
+def _varint_bytes(value: int) -> int:
+    count = 1
+    while value >= 0x80:
+        value >>= 7
+        count += 1
+    return count
 
 
 def _storage(dtype: str) -> str:
@@ -342,15 +373,14 @@ def measure_dump(executed: Sequence[Tuple[Any, bool]], dims: Dims, options: Any,
         everything = _node_tensors(node, capture, "all")
         chosen = _node_tensors(node, capture, mode)
         if everything is not None:
-            sizes = [[(sizer.entry(t, out), sizer.payload(t)[0]) for t, _ in group]
+            sizes = [[sizer.tensor(t, out, i)[:2] for i, (t, _) in enumerate(group)]
                      for group, out in zip(everything, (False, True))]
             all_bytes += sizer.file(node.name, sizes[0], sizes[1])
         if chosen is None:
             continue
-        ins, outs = chosen
+        ins, outs = ([sizer.tensor(t, out, i) for i, (t, _) in enumerate(group)]
+                     for group, out in zip(chosen, (False, True)))
         ops, files, tensors = ops + 1, files + 1, tensors + len(ins) + len(outs)
-        tensor_bytes += sizer.file(node.name, [(sizer.entry(t, False), sizer.payload(t)[0]) for t, _ in ins],
-                                   [(sizer.entry(t, True), sizer.payload(t)[0]) for t, _ in outs])
-        stats += STATS_HEADER_BYTES + sum(sizer.stats_row("Input", i, t) for i, (t, _) in enumerate(ins)) + \
-            sum(sizer.stats_row("Output", i, t) for i, (t, _) in enumerate(outs))
+        tensor_bytes += sizer.file(node.name, [t[:2] for t in ins], [t[:2] for t in outs])
+        stats += STATS_HEADER_BYTES + sum(t[2] for t in ins) + sum(t[2] for t in outs)
     return DumpMeasure(tensor_bytes, all_bytes, stats, files, tensors, ops)
