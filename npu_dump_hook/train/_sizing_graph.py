@@ -26,12 +26,13 @@ from ..emulator.ge_model import ge_dtype
 from ..emulator.numerics import FP16_OP_TYPES, fp16_lowering_problem
 from ..formats.dump_file import build_header, encode_header
 from ..formats.stats_csv import STATS_HEADER, StatsRow, format_stats_csv
-from ._capture_plan import is_update_type, needs_handle_reader, reference_variable, variable_handle
+from ._capture_plan import is_update_type, needs_handle_reader, reference_variable, variable_handle, while_or_cond
 from ._capture_results import ExecutedOp
+from ._sizing_loops import LoopCounts
 
 __all__ = ["FP16_PRECISION_MODES", "DEFAULT_PRECISION_MODE", "StaticValue", "StaticCapture", "StaticPlan",
            "static_capture", "static_plan", "build_static_nodes", "DeviceModel", "DumpMeasure", "measure_dump",
-           "STATS_HEADER_BYTES", "LENGTH_PREFIX", "STATS_FLOAT_CELL", "STATS_INT_CELL"]
+           "STATS_HEADER_BYTES", "LENGTH_PREFIX", "STATS_FLOAT_CELL", "STATS_INT_CELL", "unwatched_in_loop"]
 
 #: NpuOptimizer ``precision_mode`` values under which GE runs the Cube ops (convolutions, matrix
 #: products) in float16 from float32 graphs; every other mode keeps float32 (no lowering modelled).
@@ -40,6 +41,11 @@ FP16_PRECISION_MODES = frozenset(("allow_fp32_to_fp16", "force_fp16", "allow_mix
 #: GE's precision mode for training when the session sets none.
 DEFAULT_PRECISION_MODE = "allow_fp32_to_fp16"
 _NO_VALUE_DTYPES = frozenset(("resource", "variant", "string"))
+#: Loop-body ops whose values the capture's per-iteration watches never see: an Enter forwards its
+#: input (captured outside the loop), and Identity and Const run on no device kernel TF watches there.
+_NOT_WATCHED_IN_LOOPS = frozenset(("Enter", "RefEnter", "Identity", "IdentityN", "Const"))
+#: Integer ops of a loop body computed from constants only: Grappler folds them away, they never run.
+_FOLDABLE = frozenset(("Const", "Shape", "Rank", "Size", "FloorMod", "ConcatOffset", "Enter", "Identity"))
 #: A stats CSV's header line (reference §3.2).
 STATS_HEADER_BYTES = len(",".join(STATS_HEADER)) + 1
 
@@ -55,10 +61,12 @@ class StaticCapture(object):
     """The part of a :class:`~npu_dump_hook.train.capture.CaptureResult` the graph builder reads."""
 
     def __init__(self, executed_ops: List[ExecutedOp], by_name: Dict[str, StaticValue],
-                 updates: Dict[str, List[str]]) -> None:
+                 updates: Dict[str, List[str]], iterations: Dict[str, int]) -> None:
         self.executed_ops = executed_ops
         self.by_name = by_name
         self.updates = updates
+        #: ``{tensor name: values in the step}`` of the TF 1.x loop-body tensors (one per iteration).
+        self.iterations = iterations
 
 
 class StaticPlan(object):
@@ -114,22 +122,30 @@ def _update_variables(op: Any, inputs: Sequence[Any], by_name: Dict[str, StaticV
     return found
 
 
-def static_capture(executed: Sequence[Tuple[Any, bool]], dims: Dims, edges: Optional[Edges] = None) -> StaticCapture:
+def static_capture(executed: Sequence[Tuple[Any, bool]], dims: Dims, edges: Optional[Edges] = None,
+                   loops: Optional[LoopCounts] = None) -> StaticCapture:
     """The capture one step would give, from static shapes: ``dims(tensor)`` the shape with unknown
-    dimensions taken as the batch (None: unknown rank)."""
-    edges = edges or _plain_edges
+    dimensions taken as the batch (None: unknown rank); ``loops`` counts TF 1.x loop iterations."""
+    edges, loops = edges or _plain_edges, loops or LoopCounts()
     ops, by_name, updates = [], {}, {}  # type: List[ExecutedOp], Dict[str, StaticValue], Dict[str, List[str]]
+    iterations = {}  # type: Dict[str, int]
+    folded = {}  # type: Dict[str, bool]
     for order, (op, _fed_only) in enumerate(executed):
         dtypes, shapes = [], []  # type: List[str], List[Optional[Tuple[int, ...]]]
+        in_loop = while_or_cond(op) == "while"
         for tensor in op.outputs:
             dtype, shape = tensor.dtype.base_dtype.name, dims(tensor)
             dtypes.append(dtype)
             shapes.append(shape)
             value = _variable_value(tensor) if dtype == "resource" else None
+            if in_loop and unwatched_in_loop(op, folded):
+                continue  # TF's per-iteration watches see no value of these (capture: LOOP_ENTRY_REASON)
             if value is not None:
                 by_name[tensor.name] = value
             elif dtype not in _NO_VALUE_DTYPES:
                 by_name[tensor.name] = StaticValue(dtype, shape or ())
+            if in_loop and tensor.name in by_name:
+                iterations[tensor.name] = loops.of(op)
         inputs, controls = edges(op)
         ops.append(ExecutedOp(name=op.name, type=op.type, inputs=[t.name for t in inputs],
                               control_inputs=[c.name for c in controls], order=order,
@@ -142,7 +158,30 @@ def static_capture(executed: Sequence[Tuple[Any, bool]], dims: Dims, edges: Opti
             updates[op.name] = variables
             for index, name in enumerate(variables):  # output k: the k-th variable after the step
                 by_name.setdefault("{}:{}".format(op.name, index), by_name.get(name) or _ref_value(name, by_name))
-    return StaticCapture(ops, by_name, updates)
+    return StaticCapture(ops, by_name, updates, iterations)
+
+
+def unwatched_in_loop(op: Any, memo: Dict[str, bool]) -> bool:
+    """A TF 1.x loop-body op whose values the capture does not get (module constants above);
+    ``memo`` carries the folding answers between calls."""
+    return op.type in _NOT_WATCHED_IN_LOOPS or _folded_in_loop(op, memo)
+
+
+def _folded_in_loop(op: Any, memo: Dict[str, bool]) -> bool:
+    """A loop-body op TF's constant folding removes: of a foldable type, every input folded too
+    (``Shape``/``Rank``/``Size`` of a tensor of static shape count as constants)."""
+    found = memo.get(op.name)
+    if found is None:
+        memo[op.name] = False  # a cycle (NextIteration) folds nothing
+        if op.type in ("Shape", "Rank", "Size"):
+            found = op.inputs[0].get_shape().is_fully_defined() if op.inputs else False
+        else:
+            found = op.type in _FOLDABLE and op.type != "Enter" and all(
+                _folded_in_loop(t.op, memo) for t in op.inputs)
+            if op.type == "Enter":
+                found = bool(op.inputs) and _folded_in_loop(op.inputs[0].op, memo)
+        memo[op.name] = found
+    return found
 
 
 def _ref_value(name: str, by_name: Dict[str, StaticValue]) -> StaticValue:
@@ -162,11 +201,12 @@ def static_plan(executed: Sequence[Tuple[Any, bool]], fp16: bool) -> StaticPlan:
 
 
 def build_static_nodes(executed: Sequence[Tuple[Any, bool]], dims: Dims, plan: Any, ascend: bool,
-                       edges: Optional[Edges] = None) -> Tuple[List[Any], StaticCapture]:
+                       edges: Optional[Edges] = None, loops: Optional[LoopCounts] = None
+                       ) -> Tuple[List[Any], StaticCapture]:
     """``(Build-graph nodes, static capture)`` of the step: :func:`~npu_dump_hook.emulator.npu_graph.build_nodes`
     over the static capture (``plan``: the backend's numerics plan or a :class:`StaticPlan`;
     ``ascend``: fusion and device formats)."""
-    capture = static_capture(executed, dims, edges)
+    capture = static_capture(executed, dims, edges, loops)
     graph_ops = {op.name: op for op, _ in executed}
 
     def is_training(name: str) -> Optional[bool]:
@@ -357,11 +397,17 @@ def _storage(dtype: str) -> str:
         return "uint16"
 
 
+def _runs(node: Any, capture: StaticCapture) -> int:
+    """How many files the node gets in a step: one per iteration of the loop its tensors sit in."""
+    counts = [capture.iterations.get(t.value.tensor, 0) for t in list(node.outputs) + list(node.inputs)]
+    return max(counts + [1])
+
+
 def measure_dump(executed: Sequence[Tuple[Any, bool]], dims: Dims, options: Any, device: DeviceModel,
-                 edges: Optional[Edges] = None) -> DumpMeasure:
+                 edges: Optional[Edges] = None, loops: Optional[LoopCounts] = None) -> DumpMeasure:
     """The bytes GE (or the emulator) writes for one step of ``executed`` under ``options``."""
     plan = device.plan if device.plan is not None else static_plan(executed, device.ascend and device.fp16)
-    nodes, capture = build_static_nodes(executed, dims, plan, device.ascend, edges)
+    nodes, capture = build_static_nodes(executed, dims, plan, device.ascend, edges, loops)
     mode = "all" if options.enable_dump_debug else options.dump_mode
     layers = options.layers
     data_inputs = _data_inputs(nodes, layers)
@@ -372,15 +418,16 @@ def measure_dump(executed: Sequence[Tuple[Any, bool]], dims: Dims, options: Any,
             continue
         everything = _node_tensors(node, capture, "all")
         chosen = _node_tensors(node, capture, mode)
+        runs = _runs(node, capture)
         if everything is not None:
             sizes = [[sizer.tensor(t, out, i)[:2] for i, (t, _) in enumerate(group)]
                      for group, out in zip(everything, (False, True))]
-            all_bytes += sizer.file(node.name, sizes[0], sizes[1])
+            all_bytes += runs * sizer.file(node.name, sizes[0], sizes[1])
         if chosen is None:
             continue
         ins, outs = ([sizer.tensor(t, out, i) for i, (t, _) in enumerate(group)]
                      for group, out in zip(chosen, (False, True)))
-        ops, files, tensors = ops + 1, files + 1, tensors + len(ins) + len(outs)
-        tensor_bytes += sizer.file(node.name, [t[:2] for t in ins], [t[:2] for t in outs])
-        stats += STATS_HEADER_BYTES + sum(t[2] for t in ins) + sum(t[2] for t in outs)
+        ops, files, tensors = ops + 1, files + runs, tensors + runs * (len(ins) + len(outs))
+        tensor_bytes += runs * sizer.file(node.name, [t[:2] for t in ins], [t[:2] for t in outs])
+        stats += runs * (STATS_HEADER_BYTES + sum(t[2] for t in ins) + sum(t[2] for t in outs))
     return DumpMeasure(tensor_bytes, all_bytes, stats, files, tensors, ops)

@@ -35,7 +35,11 @@ builder over the walk's executed ops with static shapes, so estimate and emulato
   its golden_manifest.json entry); an
   emulating backend also writes the step's tensors to its scratch folder first (removed after).
 
-Not modelled: a TF 1.x loop body's dump per iteration (counted once), names over 255 bytes
+A TF 1.x ``tf.while_loop`` body is dumped and captured once per iteration: the count is folded
+from the graph (:mod:`._sizing_loops`: the loop's ``maximum_iterations`` or ``counter < limit``
+bound, when static; else once, and ``note`` names the loop).
+
+Not modelled: names over 255 bytes
 (``mapping.csv``), the fusion patterns and formats the emulator does not emulate either (its
 module doc), ``allow_mix_precision``'s float16 Vector ops.
 
@@ -55,9 +59,10 @@ from .. import _tf
 from ..constants import COMPLETE_STEP_MARKER, INCOMPLETE_STEP_MARKER
 from ..environment import session_options
 from ..errors import DumpSizeError
-from ._capture_plan import is_update_type
+from ._capture_plan import is_update_type, while_or_cond
 from ._sizing_graph import (DEFAULT_PRECISION_MODE, LENGTH_PREFIX, STATS_FLOAT_CELL, STATS_HEADER_BYTES,
-                            DeviceModel, measure_dump)
+                            DeviceModel, measure_dump, unwatched_in_loop)
+from ._sizing_loops import LoopCounts
 from ._space import free_bytes
 
 __all__ = ["SizeEstimate", "DeviceModel", "estimate", "check_fit", "format_bytes", "device_model",
@@ -209,15 +214,19 @@ def _op_tensors(op: Any, shapes: _Shapes) -> List[int]:
     return [shapes.nbytes(t) for t in op.outputs]
 
 
-def _captured_sizes(executed: Sequence[Tuple[Any, bool]], shapes: _Shapes) -> List[int]:
+def _captured_sizes(executed: Sequence[Tuple[Any, bool]], shapes: _Shapes, loops: LoopCounts) -> List[int]:
     """What the capture writes for the step: every output of the ops that run, a variable handle
-    as the variable's value, a variable update as the variables it updates."""
-    sizes = []  # type: List[int]
+    as the variable's value, a variable update as the variables it updates; a TF 1.x loop body's
+    once per iteration (its Enter ops not: their inputs are captured outside the loop)."""
+    sizes, folded = [], {}  # type: List[int], Dict[str, bool]
     for op, fed_only in executed:
         if fed_only:
             continue
         if is_update_type(op.type):
             sizes.extend(_op_tensors(op, shapes))
+            continue
+        runs = loops.of(op)
+        if while_or_cond(op) == "while" and unwatched_in_loop(op, folded):
             continue
         for tensor in op.outputs:
             name = tensor.dtype.base_dtype.name
@@ -226,7 +235,7 @@ def _captured_sizes(executed: Sequence[Tuple[Any, bool]], shapes: _Shapes) -> Li
                 if size:
                     sizes.append(size)
             elif name not in _NO_BYTES_DTYPES:
-                sizes.append(shapes.nbytes(tensor))
+                sizes.extend([shapes.nbytes(tensor)] * runs)
     return sizes
 
 
@@ -244,10 +253,11 @@ def estimate(executed: Sequence[Tuple[Any, bool]], graph: Any, options: Any, ste
     device = device or DeviceModel()
     if device.plan is None and added:
         raise ValueError("estimate: ops added to the graph need the numerics plan that added them")
-    dump = measure_dump(executed, shapes.dims, options, device, edges)
+    loops = LoopCounts()
+    dump = measure_dump(executed, shapes.dims, options, device, edges, loops)
     golden_files = golden_bytes = scratch_bytes = 0
     if golden or scratch:
-        outputs = _captured_sizes(executed, shapes)
+        outputs = _captured_sizes(executed, shapes, loops)
         if golden:
             golden_files, golden_bytes = len(outputs), sum(outputs) + GOLDEN_PER_FILE * len(outputs)
         if scratch:
@@ -260,6 +270,9 @@ def estimate(executed: Sequence[Tuple[Any, bool]], graph: Any, options: Any, ste
     else:
         dump_bytes = dump.stats_bytes if options.dump_data == "stats" else dump.tensor_bytes
     unknown = len(shapes.unknown)
+    if loops.unknown:
+        note = "; ".join(n for n in (note, "TF 1.x loop(s) whose iterations are not known before the step, counted "
+                                           "once: " + ", ".join(sorted(loops.unknown))) if n)
     return SizeEstimate(
         dump_bytes=dump_bytes * steps, dump_files=files * steps, stats_bytes=dump.stats_bytes * steps,
         all_bytes=dump.all_bytes * steps, golden_bytes=golden_bytes, golden_files=golden_files,
@@ -418,7 +431,7 @@ class SizeCheck(object):
         count = dumped_steps(options, steps.captured_step, steps.max_steps) if dumps else 0
         feeds = getattr(run_context.original_args, "feed_dict", None)
         scratch = dump.capture is not None and not dump.reference and dumps
-        device = device_model(dump.backend, _tf.session_config_of(run_context.session))
+        device = device_model(dump.backend, _tf.session_config_of(getattr(run_context, "session", None)))
         added = getattr(device.plan, "added_ops", ())
         self.estimate = estimate(walk.executed(), walk.index.graph, options, count, dump.reference, scratch, feeds,
                                  added, device, walk.index.edges)
