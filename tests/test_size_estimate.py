@@ -186,3 +186,44 @@ def test_a_real_npu_estimate_models_ge_from_the_session_precision_mode(in_tmp_cw
     exact = sizing.estimate(walk.executed(), graph, options, 1, False, False, device=sizing.device_model(None),
                             edges=walk.index.edges)
     assert exact.dump_files > sizes["force_fp32"].dump_files  # without GE nothing is fused
+
+
+def test_a_v1_loop_body_counts_once_per_iteration_when_its_bound_is_static(in_tmp_cwd):
+    """GE dumps a TF 1.x loop body at every iteration: the estimate folds the loop's bound from the
+    graph (maximum_iterations from a static shape, a `counter < limit` condition) and counts a loop
+    whose bound is fed once, naming it."""
+    import tensorflow as tf
+
+    from npu_dump_hook.train._sizing_loops import LoopCounts
+    from npu_dump_hook.train.walk import GraphIndex, StepWalk
+
+    v1 = tf.compat.v1
+    was_v2 = v1.control_flow_v2_enabled()
+    v1.disable_control_flow_v2()
+    try:
+        graph = tf.Graph()
+        with graph.as_default():
+            seq = tf.ones([6, 4, 8])
+            limit = v1.placeholder(tf.int32, [], name="limit")
+            body = lambda i, a: [i + 1, a * 2.0 + 1.0]  # noqa: E731
+            a0 = tf.ones([4, 8])
+            by_shape = v1.while_loop(lambda i, a: i < 100, body, [0, a0], maximum_iterations=tf.shape(seq)[0],
+                                     name="by_shape")
+            by_limit = v1.while_loop(lambda i, a: i < 5, body, [0, a0], name="by_limit")
+            fed = v1.while_loop(lambda i, a: i < limit, body, [0, a0], name="fed")
+            total = by_shape[1] + by_limit[1] + fed[1]
+    finally:
+        if was_v2:
+            v1.enable_control_flow_v2()
+    counts = LoopCounts()
+    assert counts.of(graph.get_operation_by_name("by_shape/mul")) == 6
+    assert counts.of(graph.get_operation_by_name("by_limit/mul")) == 5
+    assert counts.of(graph.get_operation_by_name("fed/mul")) == 1 and counts.unknown == {"fed/while_context"}
+    assert counts.of(graph.get_operation_by_name("add")) == 1  # outside every loop
+    walk = StepWalk(GraphIndex(graph), [total], {"limit:0": 3})
+    options = DumpOptions(enable_dump=True, dump_path="dump", dump_mode="output")
+    est = sizing.estimate(walk.executed(), graph, options, 1, True, False, {"limit:0": 3}, edges=walk.index.edges)
+    mul_file = 8 + 4 * 8 * 4  # at least: the length word and the [4, 8] float32 payload
+    assert est.dump_files >= 2 * (6 + 5 + 1)  # mul and add of each body, once per iteration
+    assert est.dump_bytes > (6 + 5 + 1) * 2 * mul_file
+    assert "fed/while_context" in est.note and "counted once" in est.note
