@@ -91,7 +91,7 @@ from ..options import DumpOptions
 from ..bundle.selection import is_selected
 from . import ge_model, hccl, layout, npu_graph, numerics
 
-__all__ = ["EmulatedNpu", "PRECISIONS", "PROFILES", "MAX_FILE_NAME_BYTES", "NUMERICS_NOTE"]
+__all__ = ["EmulatedNpu", "PRECISIONS", "PROFILES", "MAX_FILE_NAME_BYTES", "NUMERICS_NOTE", "dump_tensor"]
 
 logger = logging.getLogger(__name__)
 
@@ -321,15 +321,8 @@ class EmulatedNpu(object):
         return np.ascontiguousarray(self._device_precision(array))
 
     def _device_tensor(self, tensor: Any, captured: Any, output: bool) -> DumpTensor:
-        held = tensor.value.held
-        array = self._device_array(tensor, captured)
-        origin = tensor.origin if output else None
-        return DumpTensor(array, format=held.format if self.profile == "ascend" else "ND",
-                          original_shape=tuple(captured.shape),
-                          original_name=origin[0] if origin else None,
-                          original_output_index=origin[1] if origin else 0,
-                          original_data_type=ge_origin_data_type(ge_model.ge_dtype(tensor.tf_dtype)),
-                          original_format=held.origin_format if self.profile == "ascend" else None)
+        return dump_tensor(tensor, self._device_array(tensor, captured), tuple(captured.shape), output,
+                           self.profile == "ascend")
 
     def _device_precision(self, array: np.ndarray) -> np.ndarray:
         """Floating tensors as an NPU in mixed precision holds them (fp16 mode), else unchanged."""
@@ -447,6 +440,18 @@ def _iterations(node: npu_graph.NpuNode, capture: Any) -> List[Any]:
     if not count:
         return [capture]
     return [_Iteration(capture, k) for k in range(count)]
+
+
+def dump_tensor(tensor: Any, array: Any, original_shape: Tuple[int, ...], output: bool, ascend: bool) -> DumpTensor:
+    """The dump file entry of one node tensor (:class:`~.npu_graph.NodeTensor`) whose device payload is
+    ``array``; the dump size estimate (:mod:`npu_dump_hook.train.sizing`) sizes headers with it."""
+    held = tensor.value.held
+    origin = tensor.origin if output else None
+    return DumpTensor(array, format=held.format if ascend else "ND", original_shape=original_shape,
+                      original_name=origin[0] if origin else None,
+                      original_output_index=origin[1] if origin else 0,
+                      original_data_type=ge_origin_data_type(ge_model.ge_dtype(tensor.tf_dtype)),
+                      original_format=held.origin_format if ascend else None)
 
 
 def _captured(by_name: Mapping[str, Any], value: Any) -> Any:

@@ -84,7 +84,8 @@ from .. import _tf
 from ..determinism import derived_seed
 from ..errors import BackendError, OptionError
 
-__all__ = ["FP16_OP_TYPES", "FAULT_KINDS", "SCOPE", "Fault", "NumericsPlan", "parse_fault", "apply"]
+__all__ = ["FP16_OP_TYPES", "FAULT_KINDS", "SCOPE", "Fault", "NumericsPlan", "parse_fault", "apply",
+           "fp16_lowering_problem"]
 
 logger = logging.getLogger(__name__)
 
@@ -281,6 +282,21 @@ def _check_faultable(op: Any, fault: Fault, graph: Any = None) -> None:
                                            "({})".format(op.name, op.type, dtypes))
 
 
+def fp16_lowering_problem(op: Any) -> Optional[str]:
+    """Why an op of :data:`FP16_OP_TYPES` is not rewritten to float16 (None: it is). One rule for the
+    rewrite and for the dump size estimate (:mod:`npu_dump_hook.train.sizing`), which models the
+    float16 outputs without rewriting anything."""
+    if _control_flow_context(op) is not None:
+        return "inside a control-flow context (while/cond): rewiring there is unsafe; runs in float32"
+    floats = [t for t in list(op.inputs) + list(op.outputs) if t.dtype.is_floating]
+    if not any(_is_float32(t) for t in floats):
+        kinds = sorted({t.dtype.base_dtype.name for t in floats})
+        if kinds == ["float16"]:
+            return "already computes in float16"
+        return "computes in {}: allow_fp32_to_fp16 lowers float32 only".format("/".join(kinds) or "no floating type")
+    return None
+
+
 def _control_flow_context(op: Any) -> Any:
     """The v1 control-flow context of ``op`` (private ``Operation._control_flow_context``, TF 1.15 and 2.x)."""
     return getattr(op, "_control_flow_context", None)
@@ -316,17 +332,9 @@ class _Rewriter(object):
 
     # -- eligibility ----------------------------------------------------------
     def can_round(self, op: Any) -> bool:
-        if _control_flow_context(op) is not None:
-            self._skip(op, "inside a control-flow context (while/cond): rewiring there is unsafe; runs in float32")
-            return False
-        floats = [t for t in list(op.inputs) + list(op.outputs) if t.dtype.is_floating]
-        if not any(_is_float32(t) for t in floats):
-            kinds = sorted({t.dtype.base_dtype.name for t in floats})
-            if kinds == ["float16"]:
-                self._skip(op, "already computes in float16")
-            else:
-                self._skip(op, "computes in {}: allow_fp32_to_fp16 lowers float32 only".format(
-                    "/".join(kinds) or "no floating type"))
+        reason = fp16_lowering_problem(op)
+        if reason is not None:
+            self._skip(op, reason)
             return False
         return True
 

@@ -7,23 +7,41 @@ the free space of its file system and the dump against ``max_dump_size``. A dump
 fit is refused before the step under ``strict=True`` (the hook leaves nothing behind), a warning
 otherwise; both figures and the statistics-first alternative are named.
 
-The model, per dumped step (``dump_step`` steps within ``max_steps`` multiply it):
+The model, per dumped step (``dump_step`` steps within ``max_steps`` multiply it). The dump is
+measured on the Build graph GE makes of the step (:mod:`._sizing_graph`: the emulator's own graph
+builder over the walk's executed ops with static shapes, so estimate and emulator share every rule):
 
-* the ops that run: the walk's executed ops, less the fed-only ones and those GE gives no task
-  (:func:`npu_dump_hook.emulator.ge_model.is_no_task`: Const, Identity, variables, iterators...);
-  ``dump_layer`` keeps only the named ops;
-* ``dump_data="tensor"``: one file per op, :data:`FILE_HEADER` bytes plus, per dumped tensor
-  (outputs for ``dump_mode=output``, inputs for ``input``, both for ``all``),
-  :data:`TENSOR_HEADER` bytes and its static size (elements x dtype size); a variable update's
-  inputs are what it reads, its outputs every variable it updates (``VarHandleOp`` shapes);
-* ``dump_data="stats"``: one CSV per op, :data:`STATS_HEADER_BYTES` plus :data:`STATS_ROW_BYTES`
-  a tensor;
+* what GE does (:class:`DeviceModel`, from :func:`device_model`): on a real NPU and the emulator's
+  ``ascend`` profile, fusion (a fused node dumps only its last op's outputs), float16 outputs of the
+  Cube ops (convolutions, matrix products) under the session's ``precision_mode`` (GE's training
+  default ``allow_fp32_to_fp16`` when unset; ``force_fp32``/``must_keep_origin_dtype``: none),
+  device formats with their padding (NC1HWC0 and FRACTAL_Z round channels up to C0=16, FRACTAL_NZ
+  both matrix dims to 16) and the ``Cast``/``TransData`` nodes between formats, each dumped; the
+  emulator's ``exact`` profile and a golden run: every TF op one GE op, TF dtypes, ND;
+* the ops dumped: the nodes GE gives a task (:func:`npu_dump_hook.emulator.ge_model.is_no_task`:
+  not Const, Identity, variables, iterators...); ``dump_layer`` keeps the named ones (by GE or
+  original TF name) and the Data ops feeding them;
+* ``dump_data="tensor"``: one file per node: the 8-byte length, the DumpData header (sized with the
+  writer's own code: op name, one entry per tensor with its device and original shapes) and every
+  dumped tensor's device bytes (outputs for ``dump_mode=output``, inputs for ``input``, both for
+  ``all``); a variable update's inputs are what it reads, its outputs every variable it updates;
+* ``dump_data="stats"``: one CSV per node, its header line and a row per tensor, the known cells
+  (size, dtype, format, device shape, count) as written, each min/max/mean cell at
+  :data:`STATS_FLOAT_CELL` characters (their width depends on the values);
 * ``enable_dump_debug``: only overflowing ops are dumped, which cannot be known before the step:
   the estimate is 0 (``note`` says so); ``all_bytes`` is the upper bound (every op overflowing);
 * golden (``reference``): every executed op's outputs as ``.npy`` (a variable handle's as the
   variable, an update's as the variables it updates; :data:`GOLDEN_PER_FILE` each: its header and
   its golden_manifest.json entry); an
   emulating backend also writes the step's tensors to its scratch folder first (removed after).
+
+A TF 1.x ``tf.while_loop`` body is dumped and captured once per iteration: the count is folded
+from the graph (:mod:`._sizing_loops`: the loop's ``maximum_iterations`` or ``counter < limit``
+bound, when static; else once, and ``note`` names the loop).
+
+Not modelled: names over 255 bytes
+(``mapping.csv``), the fusion patterns and formats the emulator does not emulate either (its
+module doc), ``allow_mix_precision``'s float16 Vector ops.
 
 Unknown static shapes: an unknown dimension is taken as the batch size -- the fed batch's leading
 dimension, else the ``batch_size`` constant of the graph's batching dataset op, else 1 -- and a
@@ -37,28 +55,21 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from ..emulator.ge_model import is_no_task
+from .. import _tf
 from ..constants import COMPLETE_STEP_MARKER, INCOMPLETE_STEP_MARKER
+from ..environment import session_options
 from ..errors import DumpSizeError
-from ..formats.stats_csv import STATS_HEADER
-from ._capture_plan import is_update_type
+from ._capture_plan import is_update_type, while_or_cond
+from ._sizing_graph import (DEFAULT_PRECISION_MODE, LENGTH_PREFIX, STATS_FLOAT_CELL, STATS_HEADER_BYTES,
+                            DeviceModel, measure_dump, unwatched_in_loop)
+from ._sizing_loops import LoopCounts
 from ._space import free_bytes
 
-__all__ = ["SizeEstimate", "estimate", "check_fit", "format_bytes",
-           "dir_bytes", "FILE_HEADER", "TENSOR_HEADER", "STATS_HEADER_BYTES", "STATS_ROW_BYTES", "NPY_HEADER",
-           "BLOCK"]
+__all__ = ["SizeEstimate", "DeviceModel", "estimate", "check_fit", "format_bytes", "device_model",
+           "dir_bytes", "LENGTH_PREFIX", "STATS_HEADER_BYTES", "STATS_FLOAT_CELL", "NPY_HEADER", "BLOCK"]
 
 logger = logging.getLogger(__name__)
 
-#: A dump file's length word and DumpData header besides its tensors' entries and the op name
-#: (fitted to the v2 writer's headers: :mod:`npu_dump_hook.formats.dump_file`).
-FILE_HEADER = 24
-#: One tensor's entry in a dump file's header (dtype, format, size), a dimension of its shapes,
-#: and what an output adds (original index and type; its original name is the op's name).
-TENSOR_HEADER, DIM_BYTES, OUTPUT_EXTRA = 13, 4, 7
-#: A stats CSV's header line (reference §3.2), and one row of it.
-STATS_HEADER_BYTES = len(",".join(STATS_HEADER)) + 1
-STATS_ROW_BYTES = 50
 #: A ``.npy`` header; a golden tensor also has its entry in golden_manifest.json.
 NPY_HEADER = 128
 GOLDEN_PER_FILE = NPY_HEADER + 240
@@ -100,6 +111,8 @@ class SizeEstimate:
     unknown: int = 0
     assumed: str = ""
     note: str = ""
+    #: What GE was modelled to do to the graph (:class:`DeviceModel`).
+    device: str = ""
     limits: Dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> Dict[str, Any]:
@@ -122,22 +135,27 @@ class _Shapes(object):
         self.batch, self.source = batch, source
         self.unknown = set()  # type: set
 
-    def nbytes(self, tensor: Any) -> int:
-        dtype = tensor.dtype.base_dtype
-        if dtype.name in _NO_BYTES_DTYPES:
-            return 0
+    def dims(self, tensor: Any) -> Optional[Tuple[int, ...]]:
+        """The static shape, an unknown dimension as the batch size (None: unknown rank)."""
         shape = tensor.get_shape()
         if shape.ndims is None:
-            self.unknown.add(tensor.name)
-            return 0
+            if tensor.dtype.base_dtype.name not in _NO_BYTES_DTYPES:
+                self.unknown.add(tensor.name)
+            return None
         dims = shape.as_list()
         if tensor.op.type in _SHAPE_VECTOR_TYPES and len(dims) == 1 and dims[0] is None:
-            return 4 * dtype.size
+            return (4,)
+        if None in dims and tensor.dtype.base_dtype.name not in _NO_BYTES_DTYPES:
+            self.unknown.add(tensor.name)
+        return tuple(self.batch if dim is None else dim for dim in dims)
+
+    def nbytes(self, tensor: Any) -> int:
+        dtype = tensor.dtype.base_dtype
+        dims = self.dims(tensor)
+        if dtype.name in _NO_BYTES_DTYPES or dims is None:
+            return 0
         count = 1
         for dim in dims:
-            if dim is None:
-                self.unknown.add(tensor.name)
-                dim = self.batch
             count *= dim
         return count * dtype.size
 
@@ -186,38 +204,29 @@ def _const_int(op: Any) -> Optional[int]:
     return int.from_bytes(content[:8], "little") if len(content) >= 8 else None
 
 
-def _dumped_ops(executed: Sequence[Tuple[Any, bool]], layers: Sequence[str], added: Any = ()) -> List[Any]:
-    ops = []
-    for op, fed_only in executed:
-        if fed_only or op.name in added or is_no_task(op.type, [t.dtype.base_dtype.name for t in op.outputs], op.type):
-            continue
-        if layers and op.name not in layers:
-            continue
-        ops.append(op)
-    return ops
-
-
-def _op_tensors(op: Any, shapes: _Shapes) -> Tuple[List[Tuple[int, int]], List[Tuple[int, int]]]:
-    """(inputs, outputs) of one op as a dump shows them, each ``(bytes, rank)``."""
-    def rank(tensor: Any) -> int:
-        return max(tensor.get_shape().ndims or 0, 0)
+def _op_tensors(op: Any, shapes: _Shapes) -> List[int]:
+    """The golden capture's bytes of one op: its outputs, a variable update's the variables it updates."""
     if is_update_type(op.type):
-        ins = [(shapes.variable_bytes(t), rank(t)) for t in op.inputs]
+        ins = [shapes.variable_bytes(t) for t in op.inputs]
         updated = [size for size, t in zip(ins, op.inputs) if t.dtype.base_dtype.name == "resource"
                    or t.dtype != t.dtype.base_dtype]  # every variable it updates (var, accumulators)
-        return ins, updated or ins[:1]
-    return [(shapes.nbytes(t), rank(t)) for t in op.inputs], [(shapes.nbytes(t), rank(t)) for t in op.outputs]
+        return updated or ins[:1]
+    return [shapes.nbytes(t) for t in op.outputs]
 
 
-def _captured_sizes(executed: Sequence[Tuple[Any, bool]], shapes: _Shapes) -> List[int]:
+def _captured_sizes(executed: Sequence[Tuple[Any, bool]], shapes: _Shapes, loops: LoopCounts) -> List[int]:
     """What the capture writes for the step: every output of the ops that run, a variable handle
-    as the variable's value, a variable update as the variables it updates."""
-    sizes = []  # type: List[int]
+    as the variable's value, a variable update as the variables it updates; a TF 1.x loop body's
+    once per iteration (its Enter ops not: their inputs are captured outside the loop)."""
+    sizes, folded = [], {}  # type: List[int], Dict[str, bool]
     for op, fed_only in executed:
         if fed_only:
             continue
         if is_update_type(op.type):
-            sizes.extend(size for size, _ in _op_tensors(op, shapes)[1])
+            sizes.extend(_op_tensors(op, shapes))
+            continue
+        runs = loops.of(op)
+        if while_or_cond(op) == "while" and unwatched_in_loop(op, folded):
             continue
         for tensor in op.outputs:
             name = tensor.dtype.base_dtype.name
@@ -226,60 +235,65 @@ def _captured_sizes(executed: Sequence[Tuple[Any, bool]], shapes: _Shapes) -> Li
                 if size:
                     sizes.append(size)
             elif name not in _NO_BYTES_DTYPES:
-                sizes.append(shapes.nbytes(tensor))
+                sizes.extend([shapes.nbytes(tensor)] * runs)
     return sizes
 
 
-def _file_bytes(name: str, ins: Sequence[Tuple[int, int]], outs: Sequence[Tuple[int, int]]) -> int:
-    """One dump file: its header (the op name once, once more per output's original name) and payloads."""
-    size = FILE_HEADER + len(name)
-    size += sum(TENSOR_HEADER + DIM_BYTES * rank + nbytes for nbytes, rank in ins)
-    size += sum(TENSOR_HEADER + OUTPUT_EXTRA + len(name) + DIM_BYTES * rank + nbytes for nbytes, rank in outs)
-    return size
-
-
 def estimate(executed: Sequence[Tuple[Any, bool]], graph: Any, options: Any, steps: int, golden: bool,
-             scratch: bool, feed_dict: Optional[Mapping[Any, Any]] = None, added: Any = ()) -> SizeEstimate:
+             scratch: bool, feed_dict: Optional[Mapping[Any, Any]] = None, added: Any = (),
+             device: Optional[DeviceModel] = None, edges: Any = None) -> SizeEstimate:
     """The size of this run's dump (module doc). ``executed``: the walk's ``[(op, fed_only)]``;
     ``steps``: the dumped steps; ``golden``: this run captures golden tensors; ``scratch``: an
     emulating backend captures the step's tensors to scratch first; ``added``: names of ops the
-    emulator added to the graph for its numerics (no GE ops, no dump files)."""
+    emulator added to the graph for its numerics (no GE ops, no dump files); ``device``: what GE
+    does to the graph (:class:`DeviceModel`; None: every TF op one GE op, TF dtypes and layouts);
+    ``edges(op)``: ``(input tensors, control ops)`` (the walk's graph index)."""
     batch, source = batch_guess(graph, feed_dict)
     shapes = _Shapes(batch, source)
-    mode = "all" if options.enable_dump_debug else options.dump_mode
-    dumped = _dumped_ops(executed, options.layers, added)
-    tensor_bytes = all_bytes = stats = tensors = files = 0
-    for op in dumped:
-        ins, outs = _op_tensors(op, shapes)
-        ins_chosen = ins if mode in ("input", "all") else []
-        outs_chosen = outs if mode in ("output", "all") else []
-        if not ins_chosen and not outs_chosen:
-            continue
-        files += 1
-        tensors += len(ins_chosen) + len(outs_chosen)
-        tensor_bytes += _file_bytes(op.name, ins_chosen, outs_chosen)
-        all_bytes += _file_bytes(op.name, ins, outs)
-        stats += STATS_HEADER_BYTES + STATS_ROW_BYTES * (len(ins_chosen) + len(outs_chosen))
+    device = device or DeviceModel()
+    if device.plan is None and added:
+        raise ValueError("estimate: ops added to the graph need the numerics plan that added them")
+    loops = LoopCounts()
+    dump = measure_dump(executed, shapes.dims, options, device, edges, loops)
     golden_files = golden_bytes = scratch_bytes = 0
     if golden or scratch:
-        outputs = _captured_sizes(executed, shapes)
+        outputs = _captured_sizes(executed, shapes, loops)
         if golden:
             golden_files, golden_bytes = len(outputs), sum(outputs) + GOLDEN_PER_FILE * len(outputs)
         if scratch:
             scratch_bytes = sum(outputs) + NPY_HEADER * len(outputs)
-    note = ""
+    note, files = device.note, dump.files
     if options.enable_dump_debug:
-        dump_bytes, files, note = 0, 0, "enable_dump_debug dumps only overflowing ops: not known before the step " \
-                                        "(all_bytes: every op overflowing)"
+        dump_bytes, files = 0, 0
+        note = "; ".join(n for n in (note, "enable_dump_debug dumps only overflowing ops: not known before the step "
+                                           "(all_bytes: every op overflowing)") if n)
     else:
-        dump_bytes = stats if options.dump_data == "stats" else tensor_bytes
+        dump_bytes = dump.stats_bytes if options.dump_data == "stats" else dump.tensor_bytes
     unknown = len(shapes.unknown)
+    if loops.unknown:
+        note = "; ".join(n for n in (note, "TF 1.x loop(s) whose iterations are not known before the step, counted "
+                                           "once: " + ", ".join(sorted(loops.unknown))) if n)
     return SizeEstimate(
-        dump_bytes=dump_bytes * steps, dump_files=files * steps, stats_bytes=stats * steps,
-        all_bytes=all_bytes * steps, golden_bytes=golden_bytes, golden_files=golden_files,
-        scratch_bytes=scratch_bytes, ops=len(dumped), tensors=tensors, steps=steps, unknown=unknown,
+        dump_bytes=dump_bytes * steps, dump_files=files * steps, stats_bytes=dump.stats_bytes * steps,
+        all_bytes=dump.all_bytes * steps, golden_bytes=golden_bytes, golden_files=golden_files,
+        scratch_bytes=scratch_bytes, ops=dump.ops, tensors=dump.tensors, steps=steps, unknown=unknown,
         assumed=("unknown dimensions taken as {}; unknown ranks as 0 bytes".format(source) if unknown else ""),
-        note=note)
+        note=note, device=device.describe())
+
+
+def device_model(backend: Any, session_config: Any = None) -> DeviceModel:
+    """What GE does to this run's graph: the emulator's profile and numerics plan; on a real NPU
+    fusion, device formats and the float16 Cube ops of the session's ``precision_mode`` (GE's
+    training default when the session sets none); else (no NPU) nothing."""
+    name = getattr(backend, "name", None)
+    if name == "emulated":
+        return DeviceModel(plan=getattr(backend, "plan", None), ascend=getattr(backend, "profile", "") == "ascend")
+    if name == "npu":
+        mode = session_options(session_config).get("precision_mode")
+        note = "" if mode else "the session sets no precision_mode: GE's training default {} assumed".format(
+            DEFAULT_PRECISION_MODE)
+        return DeviceModel(ascend=True, precision_mode=mode or DEFAULT_PRECISION_MODE, note=note)
+    return DeviceModel()
 
 
 # --------------------------------------------------------------------------- room and limits
@@ -417,9 +431,10 @@ class SizeCheck(object):
         count = dumped_steps(options, steps.captured_step, steps.max_steps) if dumps else 0
         feeds = getattr(run_context.original_args, "feed_dict", None)
         scratch = dump.capture is not None and not dump.reference and dumps
-        added = getattr(getattr(dump.backend, "plan", None), "added_ops", ())
+        device = device_model(dump.backend, _tf.session_config_of(getattr(run_context, "session", None)))
+        added = getattr(device.plan, "added_ops", ())
         self.estimate = estimate(walk.executed(), walk.index.graph, options, count, dump.reference, scratch, feeds,
-                                 added)
+                                 added, device, walk.index.edges)
 
     def section(self, dump: Any) -> Optional[Dict[str, Any]]:
         """``{"estimate", "actual", "refused"}``: bytes estimated before the step and written."""
