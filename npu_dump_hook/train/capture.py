@@ -17,7 +17,9 @@ bit-identical arrays) and the same :class:`CaptureResult`:
   constructor argument, else ``$NPU_DUMP_HOOK_CAPTURE_BUDGET`` (bytes), overrides it; 0 always
   streams. The values reach the engine through a registered ``Session.run`` fetch conversion
   (private ``tensorflow.python.client.session`` API; without it every step streams).
-* **stream** (large steps, or any executed tensor whose static size is unknown): one in-graph
+  A tensor whose static size is unknown (a ``None`` batch dimension) counts at the size the
+  step's fed values decide (:mod:`npu_dump_hook.train._capture_sizes`: TF's shape inference).
+* **stream** (large steps, or any executed tensor whose size is unknown even then): one in-graph
   ``DebugIdentity`` op per tensor (TensorFlow's own tensor-dump kernel, the one tfdbg uses)
   with a ``file://{scratch_dir}`` URL writes each tensor to its own file as soon as it is
   computed, in TF's threads; a tensor is held only until its dump op has run, never the whole
