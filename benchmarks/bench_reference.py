@@ -95,6 +95,15 @@ def _child(side: str, workdir: str, step: int, batch: int) -> dict:
             if box["step"] >= step + 2:
                 run_context.request_stop()
 
+    def phase(name, call, *args):
+        """Run a hook call; on the captured step, add its wall time to the phase ``name``."""
+        start = time.perf_counter()
+        try:
+            return call(*args)
+        finally:
+            if box["step"] == step:
+                box[name] = box.get(name, 0.0) + time.perf_counter() - start
+
     class Ours(v1.train.SessionRunHook):
         def __init__(self, memory_budget=None) -> None:
             self.reference = ReferenceCapture(os.path.join(workdir, "golden"), step=step,
@@ -106,10 +115,10 @@ def _child(side: str, workdir: str, step: int, batch: int) -> dict:
             box["begin_s"] = time.perf_counter() - start
 
         def before_run(self, run_context):
-            return self.reference.before_run(run_context)
+            return phase("prep_s", self.reference.before_run, run_context)
 
         def after_run(self, run_context, run_values):
-            self.reference.after_run(run_context, run_values)
+            phase("finish_s", self.reference.after_run, run_context, run_values)
 
     class Tfdbg(v1.train.SessionRunHook):
         """DumpingDebugHook, active for the captured step only (it would dump every step)."""
@@ -132,11 +141,11 @@ def _child(side: str, workdir: str, step: int, batch: int) -> dict:
         def before_run(self, run_context):
             self.active = self.local == step
             self.local += 1
-            return self.hook.before_run(run_context) if self.active else None
+            return phase("prep_s", self.hook.before_run, run_context) if self.active else None
 
         def after_run(self, run_context, run_values):
             if self.active:
-                self.hook.after_run(run_context, run_values)
+                phase("finish_s", self.hook.after_run, run_context, run_values)
 
     capture = {"ours": Ours, "stream": lambda: Ours(memory_budget=0), "tfdbg": Tfdbg, "none": None}[side]
     hooks = [Clock(True)] + ([capture()] if capture else []) + [Clock(False)]
@@ -144,6 +153,7 @@ def _child(side: str, workdir: str, step: int, batch: int) -> dict:
     result = {"side": side, "capture_s": box["capture_s"], "plain_s": box.get("plain_s"),
               "capture_cpu_s": box["capture_cpu_s"], "convert_cpu_s": 0.0,
               "begin_s": box.get("begin_s", 0.0), "convert_s": 0.0,
+              "prep_s": box.get("prep_s", 0.0), "finish_s": box.get("finish_s", 0.0),
               "rss_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
               "rss_growth_mb": (box["rss_after"] - box["rss_before"]) / 1024.0}
     if side in ("ours", "stream"):
@@ -278,6 +288,23 @@ def _report(step: int, batch: int, runs: dict) -> float:
     return ratio
 
 
+def _report_phases(runs: dict) -> None:
+    """The captured step's wall time per phase and side (medians): the capture hook's
+    ``before_run`` (ours: the step's walk, the variable read before the step, the fetch list;
+    tfdbg: its watch options), the ``session.run`` itself with the other hooks (the step time less
+    both), the hook's ``after_run`` (ours: the .npy files and the variable read after the step;
+    tfdbg: nothing of note) and tfdbg's .npy conversion after training."""
+    print("  phases of the captured step (median s):")
+    print("  {:<7} {:>10} {:>12} {:>11} {:>9} {:>8}".format("side", "before_run", "session.run", "after_run",
+                                                            "to-npy", "total"))
+    for side, results in runs.items():
+        run_s = statistics.median(r["capture_s"] - r.get("prep_s", 0.0) - r.get("finish_s", 0.0) for r in results)
+        print("  {:<7} {:>10.3f} {:>12.3f} {:>11.3f} {:>9.3f} {:>8.3f}".format(
+            side, _median(results, "prep_s") if "prep_s" in results[0] else 0.0, run_s,
+            _median(results, "finish_s") if "finish_s" in results[0] else 0.0, _median(results, "convert_s"),
+            statistics.median(r["capture_s"] + r["convert_s"] for r in results)))
+
+
 def _report_agreement(agreements: list) -> None:
     for number, found in enumerate(agreements):
         print("  agreement, repeat {}: {} msaccucmp keys in both ours and tfdbg's .npy files: {} bit-identical, "
@@ -306,6 +333,7 @@ def main(argv=None) -> int:
         # interleaved, sequential: one TF process at a time
         agreements = [_run_repeat(step, args.batch, runs) for _ in range(repeats)]
         results[step] = _report(step, args.batch, runs)
+        _report_phases(runs)
         _report_agreement(agreements)
     print("\ntfdbg dump + .npy / ours, side by side: {}".format(", ".join(
         "step {} {:.2f}x".format(step, ratio) for step, ratio in results.items())))

@@ -27,7 +27,7 @@ scripts): the modules named by :data:`SESSION_MODULE`, :data:`MONITORED_SESSION_
 import copy
 import importlib
 import importlib.util
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 __all__ = [
     "tf_v1",
@@ -62,6 +62,7 @@ __all__ = [
     "set_estimator_model_dir",
     "latest_checkpoint",
     "op_was_imported",
+    "shapes_with_feeds",
 ]
 
 #: Where ``tf.compat.v1.Session``, ``InteractiveSession`` and ``BaseSession`` are defined, under the
@@ -347,6 +348,33 @@ def add_function_def(graph: Any, fdef: Any) -> None:
     from tensorflow.python.framework import function as legacy_function
 
     graph._add_function(legacy_function._from_definition(fdef))  # noqa: SLF001
+
+
+def shapes_with_feeds(graph: Any, fed_shapes: Dict[str, Tuple[int, ...]]) -> Dict[str, Tuple[int, ...]]:
+    """``{tensor name: shape}`` of every tensor of ``graph`` whose shape is fully known once the
+    tensors of ``fed_shapes`` have those shapes: TensorFlow's own shape inference, run on a copy
+    of ``graph`` (its ``GraphDef`` imported into a new graph with the fed tensors replaced by
+    placeholders of the fed shapes; ``graph`` is not touched). A fully defined inferred shape is
+    the shape the step computes (the kernels check it), so the sizes bound what a step holds.
+    """
+    v1 = tf_v1()
+    prefix = "copy"
+    with v1.Graph().as_default() as scratch:
+        inputs = {}
+        for number, (name, shape) in enumerate(sorted(fed_shapes.items())):
+            dtype = graph.get_tensor_by_name(name).dtype.base_dtype
+            inputs[name] = v1.placeholder(dtype, shape, name="fed{}".format(number))
+        v1.import_graph_def(graph.as_graph_def(), input_map=inputs, name=prefix)
+        shapes = {}
+        for op in scratch.get_operations():
+            if not op.name.startswith(prefix + "/"):
+                continue  # a placeholder standing for a feed
+            for tensor in op.outputs:
+                shape = tensor.get_shape()
+                if shape.is_fully_defined():
+                    shapes[tensor.name[len(prefix) + 1:]] = tuple(int(d) for d in shape.as_list())
+    shapes.update((name, tuple(shape)) for name, shape in fed_shapes.items())  # a fed tensor holds the fed value
+    return shapes
 
 
 #: The importer's function on the creation stack of an op imported from a GraphDef (TF 1.15).

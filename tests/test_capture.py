@@ -426,19 +426,44 @@ def test_budget_switch_is_per_step_on_the_executed_tensors(tmp_path):
     assert tiny_budget.path == "stream" and tiny_budget.result.array("loss:0") == 3.0
 
 
-def test_unknown_static_size_streams(tmp_path):
+def _run_unknown_batch(rows, unique=False):
+    """A step over a placeholder whose static size is unknown (``[None]``), fed ``rows`` values;
+    ``unique``: the loss goes through ``tf.unique``, whose size no fed shape decides."""
     def run(hook):
         with tf.Graph().as_default():
             x = v1.placeholder(tf.float32, [None], name="x")
-            loss = tf.reduce_sum(x * v1.get_variable("w", initializer=tf.constant(2.0)), name="loss")
+            values = tf.unique(x, name="unique").y if unique else x
+            loss = tf.reduce_sum(values * v1.get_variable("w", initializer=tf.constant(2.0)), name="loss")
             train_op = v1.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=v1.train.get_or_create_global_step())
             with v1.train.MonitoredSession(hooks=[hook]) as session:
-                return session.run([train_op, loss], feed_dict={x: np.arange(3, dtype=np.float32)})[1]
+                return session.run([train_op, loss], feed_dict={x: np.arange(rows, dtype=np.float32) % 3})[1]
+    return run
 
-    hook, losses, _ = _capture_with_budget(tmp_path, "u", None, 1 << 30, run=run, step=0)
-    assert losses == [6.0] and hook.path == "stream"
-    np.testing.assert_array_equal(hook.result.array("x:0"), [0.0, 1.0, 2.0])
-    np.testing.assert_array_equal(hook.result.array("mul:0"), [0.0, 2.0, 4.0])
+
+def test_unknown_static_size_is_fetched_when_the_feeds_decide_it_within_the_budget(tmp_path):
+    # The batch dimension is None, but the fed value's shape decides every size of the step (TF's
+    # shape inference on a copy of the graph): the step is fetched, with the same files as streamed.
+    fetch, losses, fetch_root = _capture_with_budget(tmp_path, "f", None, 1 << 30, run=_run_unknown_batch(3), step=0)
+    stream, _, stream_root = _capture_with_budget(tmp_path, "s", None, 0, run=_run_unknown_batch(3), step=0)
+    assert losses == [6.0] and (fetch.path, stream.path) == ("fetch", "stream")
+    assert fetch.dump_ops > 0  # made in begin(): before the feed is known the step might have had to stream
+    np.testing.assert_array_equal(fetch.result.array("x:0"), [0.0, 1.0, 2.0])
+    np.testing.assert_array_equal(fetch.result.array("mul:0"), [0.0, 2.0, 4.0])
+    assert _metadata(fetch.result, fetch_root) == _metadata(stream.result, stream_root)
+    for tensor in fetch.result.tensors:
+        assert fetch.result.array(tensor.tensor_name).tobytes() == stream.result.array(tensor.tensor_name).tobytes()
+
+
+def test_unknown_static_size_streams_when_the_feeds_do_not_bound_it(tmp_path):
+    # A data-dependent size (tf.unique): no fed shape decides it, so the step streams.
+    unique, losses, _ = _capture_with_budget(tmp_path, "u", None, 1 << 30, run=_run_unknown_batch(3, unique=True),
+                                             step=0)
+    assert losses == [6.0] and unique.path == "stream"
+    np.testing.assert_array_equal(unique.result.array("unique:0"), [0.0, 1.0, 2.0])
+    # Sizes the feed decides, but over the budget (2,000 rows: 8,000 bytes each for x and mul).
+    big, losses, _ = _capture_with_budget(tmp_path, "b", None, 4096, run=_run_unknown_batch(2000), step=0)
+    assert losses == [2 * float(np.sum(np.arange(2000) % 3))] and big.path == "stream"
+    assert big.result.array("x:0").shape == (2000,)
 
 
 def test_v1_control_flow_fetch_path_keeps_skip_rules(tmp_path, v1_control_flow):

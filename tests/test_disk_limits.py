@@ -132,3 +132,32 @@ def test_a_file_size_limit_never_lets_tensorflow_abort_the_streamed_capture(tmp_
     assert code == 1 and code != -signal.SIGABRT, err[-3000:]
     assert "preparing the capture of step 0 failed" in err and "RLIMIT_FSIZE" in err, err[-3000:]
     assert os.path.join(".capture", "dumps") in err
+
+
+def test_loop_body_watches_count_in_the_room_check(tmp_path, monkeypatch):
+    # A TF 1.x while loop whose body tensors (4,000 bytes each) TF's debug watches write at every
+    # iteration: the rest of the step fits the budget (fetched, nothing streamed), so only the
+    # loop-body watches need disk room, and they are counted (at least one iteration each).
+    from npu_dump_hook.train.capture import TensorCapture
+
+    v1 = tf.compat.v1
+    was_v2 = v1.control_flow_v2_enabled()
+    v1.disable_control_flow_v2()
+    try:
+        with tf.Graph().as_default() as graph:
+            start = tf.zeros([1000], name="start")
+            _, total = v1.while_loop(lambda i, x: i < 3, lambda i, x: (i + 1, x * 2.0 + 1.0), [tf.constant(0), start])
+            capture = TensorCapture(graph, str(tmp_path / "scratch"), memory_budget=1 << 30)
+            body = [p for p in capture._plans.values() if p.per_iteration]
+            assert body and max(p.floor for p in body) == 4000
+            context = v1.train.SessionRunContext(v1.train.SessionRunArgs(total), None)
+            monkeypatch.setenv(TEST_FREE_ENV, str(HEADROOM + 4000))  # room for one body tensor, not all
+            with pytest.raises(OSError) as info:
+                capture.run_args(context)
+            assert info.value.errno == errno.ENOSPC and "not enough free space" in info.value.strerror
+            monkeypatch.setenv(TEST_FREE_ENV, str(1 << 40))
+            capture.run_args(context)  # enough room: the step is prepared
+            assert capture.last_path == "fetch"
+    finally:
+        if was_v2:
+            v1.enable_control_flow_v2()

@@ -294,7 +294,7 @@ def _plan_tensor(graph: Any, op: Any, tensor: Any, flow: str, may_be_dead: bool,
     if flow == "while" and op.type in _LOOP_ENTRIES:
         return Plan(reason=LOOP_ENTRY_REASON)
     if flow == "while":  # fetching a loop-body tensor fails; a graph dump op would fire once per loop
-        return Plan(number=number, nbytes=None, stream_only=True, per_iteration=True)
+        return Plan(number=number, nbytes=None, floor=floor_nbytes(tensor), stream_only=True, per_iteration=True)
     # TF 2 If/While ops are marked unfetchable (cond_v2 prevent_fetching); their outputs are
     # read by a dump op instead.
     stream_only = (may_be_dead or flow == "cond" or tensor.dtype != tensor.dtype.base_dtype

@@ -17,7 +17,9 @@ bit-identical arrays) and the same :class:`CaptureResult`:
   constructor argument, else ``$NPU_DUMP_HOOK_CAPTURE_BUDGET`` (bytes), overrides it; 0 always
   streams. The values reach the engine through a registered ``Session.run`` fetch conversion
   (private ``tensorflow.python.client.session`` API; without it every step streams).
-* **stream** (large steps, or any executed tensor whose static size is unknown): one in-graph
+  A tensor whose static size is unknown (a ``None`` batch dimension) counts at the size the
+  step's fed values decide (:mod:`npu_dump_hook.train._capture_sizes`: TF's shape inference).
+* **stream** (large steps, or any executed tensor whose size is unknown even then): one in-graph
   ``DebugIdentity`` op per tensor (TensorFlow's own tensor-dump kernel, the one tfdbg uses)
   with a ``file://{scratch_dir}`` URL writes each tensor to its own file as soon as it is
   computed, in TF's threads; a tensor is held only until its dump op has run, never the whole
@@ -125,6 +127,7 @@ from ._capture_plan import (BUDGET_ENV, DEFAULT_MEMORY_BUDGET, OWN_OPS_PREFIX, W
                             plan_graph, resolve_memory_budget, static_shape, while_or_cond)
 from ._capture_reads import VariableReads, worker
 from ._capture_results import CapturedTensor, CaptureResult, ExecutedOp, SkippedTensor
+from ._capture_sizes import FedSizes, fetch_sizes
 from ._space import check_room
 from .walk import GraphIndex, StepWalk
 
@@ -209,6 +212,8 @@ class TensorCapture(object):
                                                 self.memory_budget, self._dump_root)
         self._reads = VariableReads(graph, self._dump_root, self.memory_budget)
         self._version = graph.version
+        self._fed_sizes = FedSizes(graph)
+        self._resolved = {}  # type: Dict[str, int]   sizes the last step's feeds decided
 
     def _catch_up(self) -> None:
         """Plan the ops an editable graph gained since (a plain session's script may build its train
@@ -254,13 +259,13 @@ class TensorCapture(object):
         shutil.rmtree(self._dump_root, ignore_errors=True)  # stale dumps must not pass for this step's
         shutil.rmtree(self._watch_root, ignore_errors=True)
         variable_reads, self._updates = self._reads.plan(executed, fed, self.index.edges)
-        direct, streamed = self._paths(executed, fed, variable_reads)
+        direct, streamed = self._paths(executed, fed, variable_reads, run_context.original_args.feed_dict)
+        # Before TF's debug writers run (dump ops and loop-body watches: at least one iteration each).
+        check_room(self._dump_root, [plan.nbytes for _, plan in streamed], [plan.floor for _, plan in streamed])
         watched = [tensor for tensor, plan in streamed if plan.per_iteration]
         streamed = [(tensor, plan) for tensor, plan in streamed if not plan.per_iteration]
-        check_room(self._dump_root, [plan.nbytes for _, plan in streamed],  # before TF's debug writer runs
-                   [plan.floor for _, plan in streamed])
         self._session = run_context.session
-        spare = self.memory_budget - sum(plan.nbytes or 0 for _, plan in direct)
+        spare = self.memory_budget - sum(plan.nbytes or self._resolved.get(t.name, 0) for t, plan in direct)
         self._snapshots = self._reads.before(run_context.session, variable_reads, also_read, spare=spare)
         self.last_path = "fetch" if direct else "stream"
         self._sink = _FetchedValues([tensor for tensor, _ in direct])
@@ -305,21 +310,26 @@ class TensorCapture(object):
             args = run_context.original_args
             self.index.forget_if_editable()
             walk = StepWalk(self.index, args.fetches, args.feed_dict)
-        direct, streamed = self._paths(walk.executed(), set(walk.fed), [])
+        direct, streamed = self._paths(walk.executed(), set(walk.fed), [], run_context.original_args.feed_dict)
         if streamed or not direct:
             return None
         warm = _FetchedValues([tensor for tensor, _ in direct], keep=False)
         return _tf.tf_v1().train.SessionRunArgs([warm, []])  # the structure run_args gives
 
-    def _paths(self, executed: List[Tuple[Any, bool]], fed: Set[str],
-               variable_reads: List[Tuple[Any, Any]]) -> Tuple[List[Tuple[Any, Plan]], List[Tuple[Any, Plan]]]:
+    def _paths(self, executed: List[Tuple[Any, bool]], fed: Set[str], variable_reads: List[Tuple[Any, Any]],
+               feed_dict: Any) -> Tuple[List[Tuple[Any, Plan]], List[Tuple[Any, Plan]]]:
         """``(fetched with the step, streamed)``: :meth:`_split`, then everything streams when the
-        directly fetchable tensors exceed the budget (or have unknown sizes) and have dump ops."""
+        directly fetchable tensors exceed the budget (or have sizes unknown even with the step's fed
+        shapes: :mod:`._capture_sizes`) and have dump ops."""
         direct, streamed = self._split(executed, fed, variable_reads)
-        sizes = [plan.nbytes for _, plan in direct]
-        fetch = all(plan.dump_op is None for _, plan in direct) or (
-            None not in sizes and sum(sizes) <= self.memory_budget)  # type: ignore[arg-type]
-        return (direct, streamed) if fetch else ([], direct + streamed)
+        self._resolved = {}
+        if all(plan.dump_op is None for _, plan in direct):
+            return direct, streamed
+        resolved = fetch_sizes(direct, self.memory_budget, self._fed_sizes, feed_dict)
+        if resolved is None:
+            return [], direct + streamed
+        self._resolved = resolved
+        return direct, streamed
 
     def _split(self, executed: List[Tuple[Any, bool]], fed: Set[str],
                variable_reads: List[Tuple[Any, Any]]) -> Tuple[List[Tuple[Any, Plan]], List[Tuple[Any, Plan]]]:
