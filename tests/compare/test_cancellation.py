@@ -59,7 +59,8 @@ def test_a_cancelling_product_amplifies_its_inputs_error_and_is_explained(produc
     assert rows["cancel/mm"]["breached"] and rows["cancel/mm"]["precision_class"] == "reduction"
     # beyond the flat reduction factor (the rule before: a root cause on a healthy run) ...
     assert _ratio(rows, "cancel") > 1.4 * PRECISION_CLASSES["reduction"]
-    # ... and what its cancellation explains
+    # ... and what its cancellation explains: the row's allowance (factor x excess) covers the ratio
+    assert rows["cancel/mm"]["precision_allowance"] >= _ratio(rows, "cancel")
     assert rows["cancel/mm"]["status"] == "propagated", result.summary_text()
 
 
@@ -67,6 +68,10 @@ def test_a_scale_fault_on_a_product_that_does_not_cancel_is_the_only_root_cause(
     result, rows = products
     assert _ratio(rows, "plain") < PRECISION_CLASSES["reduction"]  # healthy without cancellation: about 1
     assert rows["fault/mm"]["status"] == "root_cause"
+    factor = PRECISION_CLASSES["reduction"]
+    assert factor <= rows["fault/mm"]["precision_allowance"] < 1.5 * factor  # excess about 1
+    assert _ratio(rows, "fault") > rows["fault/mm"]["precision_allowance"]
+    assert rows["fault/a"]["precision_allowance"] == 1.0  # element-wise
     assert [result.doc["rows"][i]["npu_op"] for i in result.doc["root_causes"]] == ["fault/mm"]
     assert result.doc["first_divergence"]["npu_op"] == "fault/mm" and result.exit_code == 1
 
