@@ -8,7 +8,9 @@ last op, ``convN/Relu``: a faulted op ends a fused group), each against a
 golden run from the same initial state, and prints for every op class of
 :data:`npu_dump_hook.compare.OP_PRECISION` the ratio of a row's relative Euclidean distance
 to the largest one upstream of it: the worst ratio of the healthy runs beside the factor the
-class allows, and for every fault the faulted row's ratio and verdict. Needs TensorFlow;
+class allows, the worst ratio over the row's cancellation excess (what the factor is compared
+with for a reduction: :func:`npu_dump_hook.compare._thresholds.cancellation_excess`), and for
+every fault the faulted row's ratio, its allowance and the verdict. Needs TensorFlow;
 about 2 minutes on one core::
 
     PYTHONPATH=. .venv/bin/python benchmarks/compare_op_precision.py [--quick]
@@ -22,6 +24,7 @@ import tempfile
 
 from npu_dump_hook import DumpOptions, NpuDumpHook
 from npu_dump_hook.compare import PRECISION_CLASSES, compare, op_precision
+from npu_dump_hook.compare._analysis import allowance
 from npu_dump_hook.sample_models import deep_cnn
 
 HEALTHY = [dict(optimizer=o, convs=c, batch_size=b, dump_mode=m)
@@ -48,6 +51,13 @@ def _distance(row):
     return (row.metrics or {}).get("RelativeEuclideanDistance")
 
 
+def excess(row):
+    """The row's allowance over its class factor (its cancellation excess, at least 1)."""
+    factor = op_precision(row.op_type, row.direction, row.slot)[1]
+    allowed = allowance(row)
+    return 1.0 if factor is None or allowed is None else allowed / factor
+
+
 def ratios(result):
     """(op class, ratio, row) of every compared row with an upstream row."""
     found = []
@@ -69,6 +79,7 @@ def main(argv=None):
     healthy = [c for c in HEALTHY if c["convs"] == 8] if args.quick else HEALTHY
     faults = FAULTS[:2] if args.quick else FAULTS
     worst = collections.defaultdict(lambda: (0.0, None))
+    worst_scaled = collections.defaultdict(lambda: (0.0, None))
     root = tempfile.mkdtemp(prefix="op_precision_")
     try:
         print("healthy runs (want exit 0):")
@@ -78,12 +89,19 @@ def main(argv=None):
             print("  {:<70} exit {} breaches {:>3} root causes {}".format(
                 str(config), result.exit_code, summary["breached"], len(result.doc["root_causes"])))
             for klass, ratio, row in ratios(result):
+                where = "{} {}:{} ({})".format(row.op_type, row.direction, row.slot, config["optimizer"])
                 if row.breached and ratio > worst[klass][0]:
-                    worst[klass] = (ratio, "{} {}:{} ({})".format(row.op_type, row.direction, row.slot,
-                                                                    config["optimizer"]))
+                    worst[klass] = (ratio, where)
+                if row.breached and ratio / excess(row) > worst_scaled[klass][0]:
+                    worst_scaled[klass] = (ratio / excess(row), "{} excess {:.3g}".format(where, excess(row)))
         print("worst ratio (own distance / largest upstream distance) of a breaching healthy row, per class:")
         for klass, factor in sorted(PRECISION_CLASSES.items()):
             ratio, where = worst.get(klass, (0.0, None))
+            print("  {:<16} allowed {:<8} worst {:<8.3g} {}".format(
+                klass, "any" if factor is None else factor, ratio, where or "-"))
+        print("worst ratio over the row's cancellation excess (>= 1), per class (what the factor is compared with):")
+        for klass, factor in sorted(PRECISION_CLASSES.items()):
+            ratio, where = worst_scaled.get(klass, (0.0, None))
             print("  {:<16} allowed {:<8} worst {:<8.3g} {}".format(
                 klass, "any" if factor is None else factor, ratio, where or "-"))
         print("faults (want: exit 1, the faulted op the first divergence):")
@@ -91,11 +109,11 @@ def main(argv=None):
             result = run("{}/f{}".format(root, number), config)
             first = result.doc["first_divergence"] or {}
             named = config["fault"][0] in (first.get("original_ops") or [])
-            faulted = [(k, r) for k, r, row in ratios(result)
+            faulted = [(r, row) for k, r, row in ratios(result)
                        if config["fault"][0] in row.ground_truth and row.direction == "output"]
             print("  {:<70} exit {} named {} root causes {} faulted row ratio {}".format(
                 str(config), result.exit_code, named, len(result.doc["root_causes"]),
-                ", ".join("{:.3g}".format(r) for _, r in faulted)))
+                ", ".join("{:.3g} (allowed {:.3g})".format(r, allowance(row) or 0) for r, row in faulted)))
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return 0

@@ -40,11 +40,12 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ._graph import Graph
 from ._match import data_inputs, producer_of
 from ._rows import REASON_NO_DUMP, REASON_NOT_SELECTED, Row
-from ._thresholds import Thresholds, breaches, checks_row, magnitude_error, op_precision
+from ._thresholds import Extent, Thresholds, breaches, cancellation_excess, checks_row, magnitude_error, op_precision
 from ._worker import (REASON_DTYPE, REASON_DUMP, REASON_GOLDEN_FILE, REASON_SHAPE, REASON_SPECIAL_FILE,
                       REASON_WORKER_DIED)
 
-__all__ = ["INPUT_OP_TYPES", "BROKEN_DATA_REASONS", "Analysis", "analyse", "fingerprint_differences", "uncompared"]
+__all__ = ["INPUT_OP_TYPES", "BROKEN_DATA_REASONS", "Analysis", "allowance", "analyse", "fingerprint_differences",
+           "golden_norm", "uncompared"]
 
 #: Op types whose outputs are the step's first inputs (the batch and the feeds).
 INPUT_OP_TYPES = frozenset(("IteratorGetNext", "IteratorGetNextSync", "GetNext", "DynamicGetNext", "Data",
@@ -193,18 +194,52 @@ def _distance(row: Row) -> Optional[float]:
     return None if value is None or math.isnan(value) else value
 
 
+def golden_norm(row: Row) -> Optional[float]:
+    """The Frobenius norm of the row's golden tensor, from the metrics compare already has:
+    RootMeanSquareError * sqrt(n) / RelativeEuclideanDistance = sqrt(sum of golden squares)
+    (no second pass over the tensor); when the NPU tensor equals its golden (distance 0), from the
+    golden mean and standard deviation; None when neither is known."""
+    metrics = row.metrics or {}
+    count = _elements(row.original_shape)
+    rmse, distance = metrics.get("RootMeanSquareError"), metrics.get("RelativeEuclideanDistance")
+    if rmse is not None and distance is not None and distance > 0 and math.isfinite(rmse * distance):
+        return rmse * math.sqrt(count) / distance
+    try:  # equal tensors (a float32 weight): the golden mean and std (0 under 0.001, as msaccucmp prints them)
+        mean, std = row.std[1]
+        norm = math.sqrt(count * (mean * mean + std * std))
+    except (TypeError, ValueError, IndexError):
+        return None
+    return norm if norm > 0 and math.isfinite(norm) else None
+
+
+def _extent(row: Row) -> Extent:
+    norm = golden_norm(row)
+    return Extent(_elements(row.original_shape), -1.0 if norm is None else norm, tuple(row.original_shape))
+
+
+def allowance(row: Row) -> Optional[float]:
+    """How many times the largest upstream distance the row's own may be (None: any inherited
+    error explains it): its class's factor, for a reduction times its cancellation excess
+    (:func:`._thresholds.cancellation_excess`) when that is above 1."""
+    klass, factor = op_precision(row.op_type, row.direction, row.slot)
+    if klass != "reduction" or factor is None:
+        return factor
+    excess = cancellation_excess(row.op_type, _extent(row), [_extent(u) for u in row.upstream])
+    return factor * max(1.0, excess or 1.0)
+
+
 def _explained(row: Row) -> bool:
     """True when the row's error is what the error it inherits legitimately becomes in an op
-    of its class (:func:`._thresholds.op_precision`): its relative Euclidean distance is at
-    most the class's factor times the largest one upstream (any upstream error for a
-    sign-sensitive op), even when that error stayed within the thresholds there (a direction error turns
-    into a size error in a reduction: BiasAddGrad, Conv2DBackpropFilter after MaxPoolGrad;
-    Adam's first update is lr * sign(gradient))."""
+    of its class (:func:`allowance`): its relative Euclidean distance is at most the allowance
+    times the largest one upstream (any upstream error for a sign-sensitive op), even when that
+    error stayed within the thresholds there (a direction error turns into a size error in a
+    reduction: BiasAddGrad, Conv2DBackpropFilter after MaxPoolGrad; Adam's first update is
+    lr * sign(gradient); a matrix product whose terms cancel amplifies its inputs' error)."""
     own = _distance(row)
     inherited = [d for d in (_distance(u) for u in row.upstream) if d is not None]
     if own is None or not inherited:
         return False
-    factor = op_precision(row.op_type, row.direction, row.slot)[1]
+    factor = allowance(row)
     if factor is None:
         return max(inherited) > 0
     return max(inherited) * factor >= own

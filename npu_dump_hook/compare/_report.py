@@ -7,6 +7,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from .metrics import METRIC_NAMES
 from .._inert import csv_cell, printable
+from ._analysis import allowance
 from ._rows import Row
 from ._thresholds import Thresholds, checks_row, magnitude_error, op_precision, severity
 
@@ -74,6 +75,7 @@ def row_doc(row: Row) -> Dict[str, Any]:
         "magnitude_error": _json_number(magnitude_error(row.metrics)) if row.metrics else None,
         "breached": list(row.breached), "shape_note": row.shape_note, "iteration": row.iteration,
         "precision_class": op_precision(row.op_type, row.direction, row.slot)[0],
+        "precision_allowance": _json_number(allowance(row)) if row.compared else None,
     }
 
 

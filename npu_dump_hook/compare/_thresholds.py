@@ -28,7 +28,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 from ..errors import OptionError
 
 __all__ = ["Thresholds", "DEFAULT_THRESHOLDS", "breaches", "severity", "make_thresholds", "magnitude_error",
-           "checked_values", "checks_row", "PRECISION_CLASSES", "op_precision"]
+           "checked_values", "checks_row", "PRECISION_CLASSES", "op_precision", "Extent", "cancellation_excess"]
 
 
 class Thresholds(NamedTuple):
@@ -219,6 +219,60 @@ _ADAGRAD = ("ApplyAdagrad", "ApplyAdagradD", "ResourceApplyAdagrad", "ApplyAdagr
 _SQUARES = ("Square", "SquareSumV1", "SquareSumV2")
 _GATES = ("ReluGrad", "ReluGradV2", "Relu6Grad", "LeakyReluGrad", "MaxPoolGrad", "MaxPoolGradWithArgmax",
           "MaxPoolV3Grad", "MaxPoolGradV2", "MaxPool3DGrad")
+
+
+#: Reductions that multiply two operands (a dot product per output element): C = A . B
+_BILINEAR = frozenset(t for t in _REDUCTIONS if "MatMul" in t or "Conv" in t)
+#: ... with leading batch dims (the output's all but its last two)
+_BATCHED = frozenset(t for t in _BILINEAR if t.startswith("BatchMatMul"))
+#: Reductions that sum one operand's terms (Mean: the sum over the count)
+_SUMS = frozenset(("BiasAddGrad", "Sum", "ReduceSum", "ReduceSumD"))
+_MEANS = frozenset(("Mean", "ReduceMean", "ReduceMeanD"))
+
+
+class Extent(NamedTuple):
+    """A golden tensor's size: ``count`` elements, Frobenius ``norm``, ``shape``."""
+
+    count: int
+    norm: float
+    shape: Tuple[int, ...] = ()
+
+
+def _known(extent: Extent) -> bool:
+    return extent.count > 0 and extent.norm > 0 and math.isfinite(extent.norm)
+
+
+def cancellation_excess(op_type: str, output: Extent, operands: List[Extent]) -> Optional[float]:
+    """How much more a reduction's output ``output`` cancels than a sum of random-signed terms
+    would, from the golden norms of its ``operands`` (its upstream rows): about 1 without
+    cancellation, large with it, below 1 when the terms agree in sign; None when unknown
+    (another op type, a norm missing, too few operands).
+
+    Relative float16 errors of the inputs are random-like and add in quadrature: a product
+    C = A . B contracting K terms per element takes ||dA . B|| ~ ||dA|| ||B|| / sqrt(K), so its
+    relative error is the inputs' times ``||A|| ||B|| / (sqrt(K) ||C||)`` (the Frobenius bound
+    ``(e_A + e_B) ||A|| ||B|| / ||C||`` is loose by sqrt(K) for such errors). K is
+    ``sqrt(|A| |B| / |C|)`` (element counts: exact for a matrix product however transposed,
+    K / sqrt(kh kw) for a kh x kw convolution and its backprops, which errs on the lenient side);
+    a batched product has ``|C| / (m n)`` products of K terms each. A sum of one operand x (BiasAddGrad, Sum)
+    is the product with a vector of ones: ``||x|| / ||C||`` (a mean's output times its count).
+    The operands are the two largest upstream tensors (a fused bias is the smallest).
+    """
+    if not _known(output):
+        return None
+    known = sorted((e for e in operands if _known(e)), key=lambda e: e.count, reverse=True)
+    if op_type in _BILINEAR and len(known) >= 2:
+        a, b = known[0], known[1]
+        batch = 1
+        if op_type in _BATCHED and len(output.shape) > 2 and output.shape[-1] * output.shape[-2] > 0:
+            batch = max(1, output.count // (output.shape[-1] * output.shape[-2]))
+        terms = math.sqrt(float(a.count) * b.count * batch / output.count)  # batch * K
+        return a.norm * b.norm / (math.sqrt(max(terms, 1.0)) * output.norm)
+    if (op_type in _SUMS or op_type in _MEANS) and known:
+        x = known[0]
+        norm = output.norm * (float(x.count) / output.count if op_type in _MEANS else 1.0)
+        return x.norm / norm
+    return None
 
 
 def _output_class(op_type: str, slot: int) -> str:
