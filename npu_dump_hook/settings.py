@@ -11,7 +11,8 @@ which ``npu-dump-hook run`` starts). A row says, for its keyword ``name``:
     parse       ``parse(variable, text) -> value``: the variable's text checked and converted;
                 an OptionError names the variable and the rule the text breaks
     check       ``check(value) -> rule or None``: the Python value's rule (:func:`check_keyword`),
-                for keywords whose check is pure keyword logic
+                for keywords whose check is pure keyword logic; it must accept ``default`` (the
+                hook checks every keyword as called, defaults included: :func:`check_hook_keywords`)
     choices     what the keyword accepts, when it is a fixed list (``choices()`` gives it;
                 loaded when asked, so the emulator's lists load numpy only then)
     aliases     older spellings of values, each -> the value it stands for: accepted wherever
