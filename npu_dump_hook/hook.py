@@ -96,8 +96,9 @@ Ascend guide advises against training and evaluating in one script for that reas
 A hook instance serves one training run: a second ``begin()`` raises.
 
 The run folder layout is drawn in :mod:`npu_dump_hook.run_record`; at ``end()`` the hook
-freezes a :class:`~npu_dump_hook.run_record.RunRecord`, writes ``run.json`` from it and hands
-it to :func:`npu_dump_hook.collect.collect_run`. Which backend writes the dump is an object
+freezes a :class:`~npu_dump_hook.run_record.RunRecord` (:func:`npu_dump_hook.train.record.freeze`),
+writes ``run.json`` from it and hands it to :func:`npu_dump_hook.collect.collect_run` (through
+:class:`~npu_dump_hook.train.output.BundleOutput`). Which backend writes the dump is an object
 (:mod:`npu_dump_hook.backends`), asked, never switched on.
 """
 import logging
