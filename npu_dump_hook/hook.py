@@ -1,38 +1,50 @@
 """``NpuDumpHook``: one training iteration, dumped, with randomness removed.
 
-The hook decides *when*; the work is delegated: the dump run (backend, capture, initial state,
-emulated dump) to :mod:`npu_dump_hook.train.dump_run`, the golden run (restore from the NPU
-bundle, fingerprint comparison, ``on_mismatch``) to :mod:`npu_dump_hook.train.golden`, step
-counting to :mod:`npu_dump_hook.train.steps`, the fingerprints to :mod:`npu_dump_hook.train.state`,
-failure handling to :mod:`npu_dump_hook.train.guard`, the end-of-run messages to
-:mod:`npu_dump_hook.train.report`, randomness to
-:mod:`npu_dump_hook.determinism`, config to :mod:`npu_dump_hook.config`. Each training step is
-walked once (:class:`~npu_dump_hook.train.walk.StepWalk`): the detector, the capture and the
-batch fingerprints share it.
+The hook decides *when*; the work is delegated. Its keywords are checked by the settings table
+(:func:`npu_dump_hook.settings.check_hook_keywords`: each keyword's rule, then the combination
+rules) and turned into its collaborators by :mod:`npu_dump_hook.train.assembly`: the dump run
+(backend, capture, initial state, emulated dump, tf/graph.pbtxt) :mod:`npu_dump_hook.train.dump_run`,
+the golden run (restore from the NPU bundle, input replay, fingerprint comparison,
+``on_mismatch``) :mod:`npu_dump_hook.train.golden`, step counting :mod:`npu_dump_hook.train.steps`,
+the size check :mod:`npu_dump_hook.train.sizing`, the fingerprints and kept inputs
+:mod:`npu_dump_hook.train.state`, the bundle's destination :mod:`npu_dump_hook.train.output`,
+failure handling :mod:`npu_dump_hook.train.guard`. run.json is frozen by
+:mod:`npu_dump_hook.train.record`, the end-of-run messages are :mod:`npu_dump_hook.train.report`,
+randomness :mod:`npu_dump_hook.determinism`, config :mod:`npu_dump_hook.config`. Each training
+step is walked once (:class:`~npu_dump_hook.train.walk.StepWalk`): the detector, the capture and
+the batch fingerprints share it.
 
 Call order under ``MonitoredSession`` / ``Estimator.train(hooks=[hook])``::
 
-    hook = NpuDumpHook(options)          # options validated here, before any training
+    hook = NpuDumpHook(options)          # keywords checked (settings table), collaborators
+                                         #   assembled (train/assembly.py), folders checked:
+                                         #   before any training
     hook.begin()                         # graph built, not yet finalized:
                                          #   note wall-clock start (tells this run's dump
                                          #   folders from stale ones), point DUMP_GRAPH_PATH at
                                          #   the run folder, apply the randomness policy (may
-                                         #   edit the graph), create the initial-state Saver,
-                                         #   keep the TF GraphDef (run folder/tf/graph.pbtxt)
+                                         #   edit the graph), keep the TF GraphDef (run
+                                         #   folder/tf/graph.pbtxt), create the initial-state
+                                         #   Saver, the golden run's restorer, the capture
     session created; variables initialised or restored
     hook.after_create_session(session, coord)   # read global_step before training
     while not stop requested:
-        hook.before_run(run_context)     # before the captured step: golden run: feed the NPU
-                                         #   bundle's kept inputs (input replay), restore its
-                                         #   checkpoint; read and hash the variables
-                                         #   (state fingerprints); save the variables (run
-                                         #   folder/init/) so a golden run can start from
-                                         #   identical weights; add the batch tensors to the fetches
+        hook.before_run(run_context)     # the run's one walk: a training step? At the captured
+                                         #   step: take in what a plain session built late,
+                                         #   check the dump's size (refused: nothing left
+                                         #   behind), golden run: feed the NPU bundle's kept
+                                         #   inputs (input replay), restore its checkpoint; add
+                                         #   the batch tensors to the fetches, save the
+                                         #   variables (run folder/init/) so a golden run can
+                                         #   start from identical weights, capture; read and
+                                         #   hash the variables (state fingerprints)
         session.run(train_op)
         hook.after_run(run_context, run_values)  # count; hash the batch (NPU run: keep its values
-                                         #   in {run folder}/inputs); golden run: compare
-                                         #   with the NPU bundle; request_stop() after max_steps
-    hook.end(session)                    # read global_step, record and log the run summary
+                                         #   in {run folder}/inputs); write the capture and the
+                                         #   emulated dump; golden run: compare with the NPU
+                                         #   bundle; request_stop() after max_steps
+    hook.end(session)                    # read global_step, freeze run.json (train/record.py),
+                                         #   log the summary, write the bundle, announce it
 
 Ending early: when the input runs out (``OutOfRangeError``) the monitored
 session ends normally and ``end()`` still runs with the steps done so far.
@@ -84,60 +96,34 @@ Ascend guide advises against training and evaluating in one script for that reas
 A hook instance serves one training run: a second ``begin()`` raises.
 
 The run folder layout is drawn in :mod:`npu_dump_hook.run_record`; at ``end()`` the hook
-freezes a :class:`~npu_dump_hook.run_record.RunRecord`, writes ``run.json`` from it and hands
-it to :func:`npu_dump_hook.collect.collect_run`. Which backend writes the dump is an object
+freezes a :class:`~npu_dump_hook.run_record.RunRecord` (:func:`npu_dump_hook.train.record.freeze`),
+writes ``run.json`` from it and hands it to :func:`npu_dump_hook.collect.collect_run` (through
+:class:`~npu_dump_hook.train.output.BundleOutput`). Which backend writes the dump is an object
 (:mod:`npu_dump_hook.backends`), asked, never switched on.
 """
-import atexit
 import logging
 import os
 import time
-import weakref
-from typing import Any, Dict, List, Mapping, Optional, Sequence  # noqa: F401 (type comments)
+from typing import Any, Dict, Mapping, Optional, Sequence  # noqa: F401 (type comments)
 
-from . import _tf
+from . import _tf, settings
 from ._inert import printable
-from ._signals import terminating_cleanly
-from .backends import resolve_backend
-from .collect import collect_run
-from . import environment, settings
 from .determinism import apply_policy
-from .errors import BundleError, DumpSizeError, NpuDumpError, OptionError
+from .errors import NpuDumpError
 from .options import DumpOptions
-from .run_record import RunLayout, RunRecord, rank_and_device
-from .train.dump_run import DumpRun, check_writable_dir, default_options
-from .train.golden import GoldenRun, golden_backend
+from .run_record import RunRecord, rank_and_device
+from .train.assembly import DEFAULT_OUTPUT_DIR, assemble
 from .train.golden_layer import golden_of_dump_layer
 from .train.golden_stats import golden_statistics
-from .train.guard import FailureGuard
-from .train.inputs import StepInputs
 from .train.late import LateGraph
-from .train.report import announce, log_summary
-from .train.sizing import SizeCheck
-from .train.state import StepFingerprints
-from .train.steps import StepCounter, read_global_step, run_steps
+from .train.record import freeze
+from .train.report import announce, log_summary, watch_never_began
+from .train.steps import read_global_step
 from .train.walk import GraphIndex
 
 __all__ = ["NpuDumpHook", "DEFAULT_OUTPUT_DIR", "rank_and_device"]
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_OUTPUT_DIR = "npu_dump_hook_out"
-
-
-def _check_keywords(max_steps: Optional[int], randomness: str, on_mismatch: str, max_input_bytes: int) -> None:
-    """The keywords checked on their own before anything else, by their rows of the settings table
-    (the others are checked where they are resolved: backend, options, output folders)."""
-    for name, value in (("max_steps", max_steps), ("randomness", randomness), ("on_mismatch", on_mismatch),
-                        ("max_input_bytes", max_input_bytes)):
-        settings.check_keyword(name, value)
-
-
-def _options_or_default(options: Optional[DumpOptions], layout: RunLayout) -> DumpOptions:
-    options = options if options is not None else default_options(layout)
-    if not isinstance(options, DumpOptions):
-        raise OptionError("options", type(options).__name__, "must be a DumpOptions (or None)")
-    return options
 
 
 def _delegate(part: str, name: str, doc: str) -> property:
@@ -220,49 +206,22 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
                  restore_initial_state: bool = True, on_mismatch: str = "error",
                  max_input_bytes: int = settings.DEFAULT_MAX_INPUT_BYTES, replay_inputs: bool = True,
                  mode: str = "auto", max_dump_size: Any = None) -> None:
-        _check_keywords(max_steps, randomness, on_mismatch, max_input_bytes)
-        settings.check_keyword("mode", mode)
-        settings.check_keyword("max_dump_size", max_dump_size)
-        backend = golden_backend(backend, initial_state)
-        self.golden = GoldenRun.open(initial_state, bool(restore_initial_state), on_mismatch, replay_inputs)
-        self._ids = rank_and_device()
-        self.output_dir = os.path.abspath(output_dir or DEFAULT_OUTPUT_DIR)
-        self.layout = RunLayout.new(self.output_dir, self._ids["rank"])
-        self.run_dir = self.layout.root
-        options = _options_or_default(options, self.layout)
-        self.verbose, self.randomness, self.seed = verbose, randomness, seed
-        backend = resolve_backend(backend, emulate_precision, emulate_profile, faults)
-        self.golden.check_backend(backend, initial_state)
-        self.steps = StepCounter(*run_steps(max_steps, options, self.golden.captured_step),
-                                 mode=self.golden.mode_for(mode))
-        self.dump = DumpRun(self.layout, options, backend, reference, ranks, save_initial_state)
-        self.collect = collect and self.dumping
-        self.bundle_dir = os.path.abspath(bundle_dir or os.path.join(self.output_dir, "bundles"))
-        #: Folders this hook creates (removed again, when empty, after a refused dump).
-        self._made_dirs = [d for d in (self.bundle_dir, self.output_dir) if not os.path.exists(d)]
-        self.sizes = SizeCheck(None if max_dump_size is None else settings.parse_size(max_dump_size))
-        if self.dumping:  # like dump_path: a folder the run cannot write fails now, not after training
-            check_writable_dir("output_dir", output_dir, self.output_dir)
-            if collect:
-                check_writable_dir("bundle_dir", bundle_dir, self.bundle_dir)
-        atexit.register(_warn_if_never_began, weakref.ref(self))
-        self.guard = FailureGuard(strict)
-        self.graph_keyword = graph_keyword
-        self._bundle_args = {"link": link, "checksum": checksum, "archive": archive, "force": force}
-        self.prints = StepFingerprints(None if self.golden_only else StepInputs(self.layout.inputs_dir,
-                                                                                 max_input_bytes))
+        # The keywords as called: the settings table checks them, the assembly builds the parts from them.
+        keywords = {name: value for name, value in locals().items() if name in settings.HOOK_KEYWORDS}
+        settings.check_hook_keywords(keywords)
+        parts = assemble(options, keywords)
+        self.facts, self.layout, self.golden, self.dump, self.steps = (parts.facts, parts.layout, parts.golden,
+                                                                       parts.dump, parts.steps)
+        self.output, self.sizes, self.prints, self.guard = parts.output, parts.sizes, parts.prints, parts.guard
+        self.verbose, self.randomness, self.seed, self.graph_keyword = verbose, randomness, seed, graph_keyword
         self.bundle, self.record, self.summary = None, None, {}  # type: Any, Optional[RunRecord], Dict[str, Any]
-        self._began, self._started = False, None  # type: bool, Optional[float]
-        self._tf_op_names = []  # type: List[str]
-        self._global_step_tensor, self._global_step_before = None, None  # type: Any, Optional[int]
-        self._session_config = None  # type: Any  # the ConfigProto of the session (after_create_session)
-        self._randomness_report = {}  # type: Dict[str, Any]
         #: Set by NpuDumpSession: the graph stays editable after begin() (train/late.py).
         self._editable_graph = False
         self._late = None  # type: Optional[LateGraph]
         #: Warn at interpreter exit when this hook never began (False: the runner holds it for a
         #: session that may never train, and says itself when nothing trained).
         self.warn_if_never_began = True
+        watch_never_began(self)
 
     # -- what the collaborators hold, under the names tests, session.py and runner.py use ----------
     options = _delegate("dump", "options", "The :class:`DumpOptions` this run dumps with.")
@@ -285,17 +244,22 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
     warnings = _delegate("golden", "warnings", "What the bundle's ``warnings`` must carry.")
     strict = _delegate("guard", "strict", "Raise when the hook's own work fails.")
     failures = _delegate("guard", "failures", "What failed in the hook's own work: ``{doing, error}``.")
+    run_dir = _delegate("layout", "root", "This run's folder, ``{output_dir}/{time}_{pid}[_rank{RANK_ID}]``.")
+    bundle_dir = _delegate("output", "bundle_dir", "Where bundles go (default ``{output_dir}/bundles``).")
+    collect = _delegate("output", "collect", "A bundle is written at ``end()`` (False on a rank that does not dump).")
+    started = _delegate("facts", "started", "Wall-clock time (epoch seconds) of ``begin()``; dump folders older "
+                                            "than this are stale.")
 
     @property
-    def started(self) -> Optional[float]:
-        """Wall-clock time (epoch seconds) of ``begin()``; dump folders older than this are stale."""
-        return self._started
+    def output_dir(self) -> str:
+        """Where run folders go (absolute; default ``./npu_dump_hook_out``)."""
+        return os.path.dirname(self.run_dir)
 
     # -- SessionRunHook -------------------------------------------------------------------------
     def begin(self) -> None:
-        if self._began:
+        if self.started is not None:
             raise NpuDumpError("NpuDumpHook serves one training run; create a new hook for another run")
-        self._began, self._started = True, time.time()
+        self.facts.started = time.time()
         tf = _tf.tf_v1()
         graph = tf.get_default_graph()
         os.makedirs(self.run_dir, exist_ok=True)
@@ -307,33 +271,26 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
             raise
 
     def _begin_run(self, tf: Any, graph: Any) -> None:
-        self._randomness_report = apply_policy(graph, self.randomness, self.seed)
-        self._global_step_tensor = tf.train.get_global_step(graph)
-        self._tf_op_names = [op.name for op in graph.get_operations()]
+        facts = self.facts
+        facts.randomness = apply_policy(graph, self.randomness, self.seed)
+        facts.global_step_tensor = tf.train.get_global_step(graph)
+        facts.tf_op_names = [op.name for op in graph.get_operations()]
         index = GraphIndex(graph)  # one index of the graph's edges: the detector's and the capture's
         self.steps.begin(graph, index)
         self.dump.check_graph(graph)
         # The model graph as trained, before the hook adds its own Saver and capture ops.
-        self._write_model_graph(tf, graph.as_graph_def(add_shapes=True))
+        self.dump.write_model_graph(graph.as_graph_def(add_shapes=True), self.guard)
         variables = list(tf.global_variables())
         self.prints.begin(variables)
         self.dump.begin(variables)
         self.golden.begin(variables, self.layout.target_scratch_dir, self.guard, late=self._editable_graph)
-        self.dump.begin_backend(graph, self._ids["device_id"], index)
-        self._late = LateGraph(graph, variables, set(self._tf_op_names))
+        self.dump.begin_backend(graph, facts.ids["device_id"], index)
+        self._late = LateGraph(graph, variables, set(facts.tf_op_names))
         logger.info(
             "NpuDumpHook: backend %s%s, run folder %s, randomness=%s (%d source(s)), dumping step %d of at most %d",
             self.backend_name, " + reference" if self.reference else "", self.run_dir, self.randomness,
-            len(self._randomness_report["sources"]), self.captured_step, self.max_steps,
+            len(facts.randomness["sources"]), self.captured_step, self.max_steps,
         )
-
-    def _write_model_graph(self, tf: Any, graph_def: Any) -> None:
-        with self.guard("writing the model graph to {}".format(self.layout.tf_graph)):
-            try:
-                tf.train.write_graph(graph_def, self.layout.tf_dir, os.path.basename(self.layout.tf_graph))
-            except tf.errors.OpError as exc:  # a full disk, a file-size limit: ours, naming the path
-                raise BundleError("NpuDumpHook: writing the model graph to {} failed: {}".format(
-                    self.layout.tf_graph, exc.message), self.layout.tf_graph) from exc
 
     def _take_in_late(self) -> None:
         """Captured step: what a plain session's script built after begin() (train/late.py) joins
@@ -350,29 +307,29 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self.golden.catch_up(variables or late.begun, self.guard)
         if not grown:
             return
-        self._write_model_graph(_tf.tf_v1(), late.graph_def())
-        added = late.randomness(self._randomness_report)
+        self.dump.write_model_graph(late.graph_def(), self.guard)
+        added = late.randomness(self.facts.randomness)
         if added:
             logger.warning("NpuDumpHook: %d random source(s) built after the hook began, not pinned (input replay "
                            "gives a golden run their values): %s", len(added),
                            ", ".join("{} ({})".format(s["op"], s["type"]) for s in added))
 
     def after_create_session(self, session: Any, coord: Any) -> None:
-        self._global_step_before = read_global_step(self._global_step_tensor, session)
-        self._session_config = _tf.session_config_of(session)
+        self.facts.global_step_before = read_global_step(self.facts.global_step_tensor, session)
+        self.facts.session_config = _tf.session_config_of(session)
         self.dump.session_started()
 
     def before_run(self, run_context: Any) -> Any:
         walk = self.steps.start_run(run_context)  # the step's one walk; None: not a training step
         if walk is None:
             return None
-        step = self.steps.steps_run
-        if not step and self._global_step_before is None:  # initialized only now
-            self._global_step_before = read_global_step(self._global_step_tensor, run_context.session)
+        step, facts = self.steps.steps_run, self.facts
+        if not step and facts.global_step_before is None:  # initialized only now
+            facts.global_step_before = read_global_step(facts.global_step_tensor, run_context.session)
         captured = self.steps.at_captured_step and self.dumping
         if captured:
             self._take_in_late()
-            self._check_size(walk, run_context)
+            self.sizes.before_step(walk, run_context, self.dump, self.steps, self.guard)
         feeds = self.golden.replay_feeds(walk, run_context, self.guard) if captured else {}
         fetches = self._before_captured_step(run_context, walk, step) if captured else {}
         capture = self.dump.capture_args(run_context, step, self.captured_step, walk,
@@ -380,19 +337,6 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         if captured:  # the state the capture's read took (each variable read once), else read now
             self.prints.read_state(run_context.session, step, self.guard)
         return _run_args(fetches, capture, feeds)
-
-    def _check_size(self, walk: Any, run_context: Any) -> None:
-        """Before the first dumped step: the dump's size estimate against free space and
-        max_dump_size (:mod:`npu_dump_hook.train.sizing`). Refused (strict): nothing of this run is
-        left behind, and the error names both figures and the statistics-first alternative."""
-        copies = self._bundle_args["link"] == "copy" or self._bundle_args["archive"] is not None
-        try:
-            self.sizes.before_step(walk, run_context, self.dump, self.steps, self.bundle_dir, copies, self.strict)
-        except DumpSizeError as exc:
-            self.guard.record("checking the dump size before step {}".format(self.captured_step), exc)
-            self.dump.discard(self._made_dirs)
-            raise DumpSizeError("NpuDumpHook: refused before step {}: {}".format(self.captured_step, exc),
-                                exc.path, exc.limit, exc.estimate) from None
 
     def _before_captured_step(self, run_context: Any, walk: Any, step: int) -> Dict[str, Any]:
         """Golden run: restore (after the replay's feeds are prepared); then the batch tensors to
@@ -413,13 +357,14 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         if captured:
             golden_statistics(self.golden.target, self.dump, self.guard)  # a stats bundle's golden: statistics
             golden_of_dump_layer(self.golden.target, self.dump, self.guard, run_context.session.graph)
-            self.golden.compare(self._fingerprints(), self._randomness_report, run_context, self.guard)
+            self.golden.compare(self.prints.section(self.captured_step), self.facts.randomness, run_context,
+                                self.guard)
         self.steps.end_run(run_context)
 
     def end(self, session: Any) -> None:
         with self.guard("unmarking the dump folder {}".format(self.options.dump_path)):
             self.dump.run_ended()
-        self.record = self._freeze(time.time(), read_global_step(self._global_step_tensor, session))
+        self.record = freeze(self, time.time(), read_global_step(self.facts.global_step_tensor, session))
         self.summary = self.record.summary()
         with self.guard("writing {}".format(self.layout.run_json)):
             self.record.write()
@@ -427,7 +372,7 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         mismatch = self.golden.mismatch
         try:
             if mismatch is None and self.collect:
-                self._collect_or_report()
+                self.bundle = self.output.write(self.record, self.steps, self.guard)
         finally:  # a failed collection (strict) must not leave DUMP_GRAPH_PATH set for the process's next run
             self.dump.end()
         if mismatch is not None:
@@ -435,50 +380,6 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
                 raise mismatch  # no bundle: the golden run is not the NPU run's (run.json says so)
             logger.error("NpuDumpHook: %s (strict=False: no golden bundle written)", printable(mismatch))
         announce(self)
-
-    # -- the record and the messages ------------------------------------------------------------
-    def _freeze(self, ended: float, global_step_after: Optional[int]) -> RunRecord:
-        """What this run was, for run.json and collection."""
-        dump, steps = self.dump, self.steps
-        return RunRecord(
-            layout=self.layout, options=self.options, backend=self.backend_name,
-            started=self._started or ended, ended=ended, steps=steps.steps_run, max_steps=steps.max_steps,
-            captured_step=steps.captured_step,
-            global_step={"before": self._global_step_before, "after": global_step_after},
-            rank=self._ids["rank"], device_id=self._ids["device_id"], randomness=self._randomness_report,
-            graph_dump_env=dump.graph_env, tf_version=_tf.tf_version(), initial_state=dump.initial_state_path,
-            emulator=dump.emulator_summary(), reference=dump.reference_report,
-            tf_op_names=tuple(self._tf_op_names), graph_dirs=dump.graph_dirs(self._ids["device_id"]),
-            settle=self.backend.settles, graph_keyword=self.graph_keyword, fingerprints=self._fingerprints(),
-            golden_for=self.golden.golden_for, golden_only=self.golden_only,
-            warnings=tuple(self.warnings) + tuple(self.prints.inputs.warnings if self.prints.inputs else ())
-            + tuple(self.sizes.warnings),
-            inputs=self.prints.inputs.section if self.prints.inputs else None, environment=self._environment(),
-            mode=steps.mode.recorded, size=self.sizes.section(dump), control_flow=dump.control_flow(),
-            extra={"failures": list(self.failures), "counted_steps": list(steps.counted_steps),
-                   "skipped_runs": dict(steps.skipped_runs)},
-        )
-
-    def _environment(self) -> Optional[Dict[str, Any]]:
-        """The ``run.environment`` section; None (and a warning) when it cannot be read: a record
-        never stops the run."""
-        try:
-            return environment.capture(_tf.tf_version(), self._session_config,
-                                       self.dump.emulator_summary())
-        except Exception as exc:  # noqa: BLE001 - see docstring
-            logger.warning("npu_dump_hook: the run's environment was not recorded: %s", printable(exc))
-            return None
-
-    def _fingerprints(self) -> Optional[Dict[str, Any]]:
-        """The ``fingerprints`` section (None when the captured step never ran)."""
-        return self.prints.section(self.captured_step)
-
-    def _collect_or_report(self) -> None:
-        with self.guard("collecting the bundle into {}".format(self.bundle_dir)):
-            if not self._steps_run:
-                raise NpuDumpError(self.steps.nothing_counted())
-            with terminating_cleanly():  # SIGTERM while collecting: the staging folder is removed
-                self.bundle = collect_run(self.record, self.bundle_dir, **self._bundle_args)
 
 
 def _run_args(fetches: Dict[str, Any], capture: Any, feeds: Mapping[Any, Any]) -> Any:
@@ -490,12 +391,3 @@ def _run_args(fetches: Dict[str, Any], capture: Any, feeds: Mapping[Any, Any]) -
     feed_dict = dict(capture.feed_dict or {})
     feed_dict.update(feeds)
     return _tf.tf_v1().train.SessionRunArgs(fetches, feed_dict=feed_dict or None, options=capture.options)
-
-
-def _warn_if_never_began(ref: "weakref.ref") -> None:
-    """At interpreter exit: a hook that was created but never handed to a session did nothing."""
-    hook = ref()
-    if hook is not None and not hook._began and hook.warn_if_never_began:  # noqa: SLF001 - our own hook
-        logger.warning("npu_dump_hook: an NpuDumpHook was created but never began (was it passed to "
-                       "estimator.train(hooks=...) or MonitoredSession(hooks=...)?): nothing was dumped "
-                       "(run folder %s)", hook.run_dir)

@@ -11,7 +11,8 @@ which ``npu-dump-hook run`` starts). A row says, for its keyword ``name``:
     parse       ``parse(variable, text) -> value``: the variable's text checked and converted;
                 an OptionError names the variable and the rule the text breaks
     check       ``check(value) -> rule or None``: the Python value's rule (:func:`check_keyword`),
-                for keywords whose check is pure keyword logic
+                for keywords whose check is pure keyword logic; it must accept ``default`` (the
+                hook checks every keyword as called, defaults included: :func:`check_hook_keywords`)
     choices     what the keyword accepts, when it is a fixed list (``choices()`` gives it;
                 loaded when asked, so the emulator's lists load numpy only then)
     aliases     older spellings of values, each -> the value it stands for: accepted wherever
@@ -33,12 +34,14 @@ in :data:`HOOK_RULES` (they accept a value and its aliases alike); :func:`check_
 reports a broken rule with the name the user typed: the keyword (hook), the variable (runner)
 or, via the variable, the flag (CLI).
 
-Built from the table: ``constants.ENV_RUN_HOOK_OPTIONS``, the runner's
-:meth:`~npu_dump_hook.runner.RunSettings.from_env`, the ``run`` command's hook flags and the
-variables they set (:mod:`npu_dump_hook.cli`), and NpuDumpSession's ``stop`` check.
+Built from the table: ``constants.ENV_RUN_HOOK_OPTIONS``, NpuDumpHook's keyword checks
+(:func:`check_hook_keywords`), the runner's :meth:`~npu_dump_hook.runner.RunSettings.from_env`,
+the ``run`` command's hook flags and the variables they set (:mod:`npu_dump_hook.cli`), and
+NpuDumpSession's ``stop`` check.
 
 Adding a keyword: one row here (plus a rule in :data:`HOOK_RULES` if it excludes another),
-then its behaviour where it acts (usually the hook's signature and what it does with it). A
+then the hook's signature, and its behaviour where it acts: the collaborator that
+:mod:`npu_dump_hook.train.assembly` builds from it. A
 row with ``env`` is read by the runner; with ``flag`` it is a ``run`` option as well.
 
 This module imports nothing heavier than :mod:`npu_dump_hook.determinism` (no TensorFlow, no
@@ -69,7 +72,8 @@ __all__ = ["Setting", "SETTINGS", "HOOK", "SESSION", "RUNNER", "HOOK_KEYWORDS", 
            "BACKEND_CHOICES", "GOLDEN_BACKEND", "MODES", "BACKEND_ALIASES", "ON_MISMATCH", "LINK_MODES", "CHECKSUMS",
            "ARCHIVES", "STOP_MODES", "DEFAULT_MAX_INPUT_BYTES", "FAULTS_SEPARATOR", "FAULT_OP_SEPARATOR", "rows",
            "variable", "read", "read_all",
-           "canonical", "check_keyword", "check_combination", "parse_flag", "parse_faults", "format_faults",
+           "canonical", "check_keyword", "check_hook_keywords", "check_combination", "parse_flag", "parse_faults",
+           "format_faults",
            "parse_size"]
 
 HOOK, SESSION, RUNNER = "hook", "session", "runner"
@@ -522,6 +526,15 @@ def check_keyword(name: str, value: Any) -> None:
         raise OptionError(name, value, rule)
 
 
+def check_hook_keywords(values: Mapping[str, Any]) -> None:
+    """NpuDumpHook's keywords as called (defaults included), each by its row's rule, then
+    :data:`HOOK_RULES`: an OptionError naming the keyword, before anything is built."""
+    for row in rows(HOOK):
+        if row.name in values:
+            check_keyword(row.name, values[row.name])
+    check_combination(values)
+
+
 # --------------------------------------------------------------------------- combination rules
 
 #: How a rule names a keyword for the user: the keyword itself, its variable or its flag.
@@ -532,21 +545,24 @@ Rule = Callable[[Mapping[str, Any], Spelled, Given], None]
 
 
 def _golden_backend(values: Mapping[str, Any], spelled: Spelled, given: Given) -> None:
-    """initial_state (the golden run) needs backend golden (or its alias), or auto/unset, which becomes it."""
+    """initial_state (the golden run) needs backend golden (its alias, a golden backend object), or
+    auto/unset, which becomes it."""
     backend = values.get("backend")
-    if "initial_state" in values and canonical("backend", backend) not in (None, "auto", GOLDEN_BACKEND):
+    golden = canonical("backend", backend) in (None, "auto", GOLDEN_BACKEND) or getattr(backend, "golden_only", 0)
+    if values.get("initial_state") is not None and not golden:
         # The message keeps its earlier wording ("backend is reference"): tests and scripts match it.
+        name = getattr(backend, "name", backend)
         raise OptionError(spelled("initial_state"), given("initial_state"),
                           "is for the golden run, whose backend is reference, not {} ({}={})".format(
-                              backend, spelled("backend"), backend))
+                              name, spelled("backend"), name))
 
 
 def _emulated_only(values: Mapping[str, Any], spelled: Spelled, given: Given) -> None:
     """emulate_profile and faults shape the emulated NPU run: not the golden run, not the real NPU."""
     backend = values.get("backend")
-    golden = "initial_state" in values or canonical("backend", backend) == GOLDEN_BACKEND
+    golden = values.get("initial_state") is not None or canonical("backend", backend) == GOLDEN_BACKEND
     for keyword in ("emulate_profile", "faults"):
-        if keyword in values and (golden or backend == "npu"):
+        if values.get(keyword) and (golden or backend == "npu"):  # None, {}: not given
             raise OptionError(spelled(keyword), given(keyword), "applies to the emulated NPU run only, not to {}".format(
                 "the golden run" if golden else "the real NPU"))
 

@@ -3,6 +3,7 @@ TF-free modules loads none of it (Ascend images: the package must load before TF
 the import graph has no cycles; no module imports another package's private module; the bundle
 format (`bundle/`) imports nothing hook-side."""
 import ast
+import inspect
 import os
 import subprocess
 import sys
@@ -278,3 +279,23 @@ def test_the_moved_modules_keep_their_old_import_paths_as_the_same_objects():
     done = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
     assert done.returncode == 0, done.stderr.decode(errors="replace")
     assert done.stdout.decode().strip() == ""  # and importing them loads no TensorFlow
+
+
+# -- sizes (issue 19): the hook decides *when*; what it drives lives in train/ -----------------------
+
+#: hook.py's ceiling, ``NpuDumpHook.__init__``'s (signature included), every module's.
+HOOK_MAX_LINES, HOOK_INIT_MAX_LINES, MODULE_MAX_LINES = 400, 40, 600
+
+
+def _line_count(relative):
+    with open(os.path.join(PACKAGE_DIR, relative), encoding="utf-8") as handle:
+        return sum(1 for _ in handle)
+
+
+def test_the_hook_stays_small_and_no_module_exceeds_600_lines():
+    assert _line_count("hook.py") <= HOOK_MAX_LINES
+    from npu_dump_hook.hook import NpuDumpHook  # (Python 3.7's ast has no end lines: inspect finds the block)
+
+    assert len(inspect.getsourcelines(NpuDumpHook.__init__)[0]) <= HOOK_INIT_MAX_LINES
+    too_long = {path: lines for path in _package_modules() for lines in [_line_count(path)] if lines > MODULE_MAX_LINES}
+    assert too_long == {}

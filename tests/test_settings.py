@@ -117,3 +117,51 @@ def test_the_golden_flags_and_their_aliases_set_one_keyword():
     for argv, value in ((["--golden"], True), (["--reference"], True), (["--no-golden"], False),
                         (["--no-reference"], False), ([], None)):
         assert run.parse_args(argv + ["--", "train.py"]).reference is value, argv
+
+
+# -- the hook's keywords are checked by the table (issue 19: not by hook.py) ----------------------
+
+
+def test_check_hook_keywords_checks_each_row_then_the_rules():
+    with pytest.raises(OptionError) as raised:
+        settings.check_hook_keywords({"max_steps": 2, "mode": "eval"})
+    assert (raised.value.option, raised.value.value) == ("mode", "eval")
+    with pytest.raises(OptionError) as raised:
+        settings.check_hook_keywords({"max_dump_size": "lots"})
+    assert raised.value.option == "max_dump_size"
+    with pytest.raises(OptionError, match="not to the real NPU") as raised:
+        settings.check_hook_keywords({"backend": "npu", "faults": {"a": "nan"}})
+    assert raised.value.option == "faults"
+    # the hook passes every keyword, defaults included: unset (None) or empty values are not given
+    settings.check_hook_keywords({"backend": "npu", "faults": None, "emulate_profile": None, "initial_state": None,
+                                  "max_steps": None, "max_dump_size": None, "mode": "auto"})
+    settings.check_hook_keywords({"backend": "npu", "faults": {}})
+
+
+def test_the_golden_rule_takes_backend_objects():
+    from npu_dump_hook.backends import resolve_backend
+
+    settings.check_combination({"backend": resolve_backend("golden"), "initial_state": "/b"})
+    with pytest.raises(OptionError) as raised:
+        settings.check_combination({"backend": resolve_backend("emulated"), "initial_state": "/b"})
+    assert (raised.value.option, raised.value.rule) == (
+        "initial_state", "is for the golden run, whose backend is reference, not emulated (backend=emulated)")
+
+
+def test_the_hook_refuses_a_bad_combination_before_building_anything(tmp_path):
+    from npu_dump_hook.hook import NpuDumpHook
+
+    out = tmp_path / "out"
+    with pytest.raises(OptionError, match="not to the real NPU") as raised:
+        NpuDumpHook(output_dir=str(out), backend="npu", emulate_profile="ascend")
+    assert raised.value.option == "emulate_profile" and not out.exists()
+    with pytest.raises(OptionError) as raised:
+        NpuDumpHook(output_dir=str(out), max_input_bytes=-1)
+    assert raised.value.option == "max_input_bytes" and not out.exists()
+
+
+def test_every_rows_check_accepts_its_default():
+    """The hook checks every keyword as called, defaults included (check_hook_keywords)."""
+    checked = [row for row in settings.rows() if row.check is not None]
+    assert {"max_steps", "mode", "max_dump_size", "max_input_bytes"} <= {row.name for row in checked}
+    assert [row.name for row in checked if row.check(row.default) is not None] == []

@@ -2,6 +2,8 @@
 
 ::
 
+    assembly.py        assemble(options, keywords): the hook's keywords (checked by the settings
+                       table) turned into the collaborators below, once, before training
     walk.py            StepWalk: the ops one session.run executes (walked once per run call),
                        GraphIndex: a graph's edges, read once and kept
     training_step.py   TrainingStepDetector: which session.run calls are training steps
@@ -19,10 +21,15 @@
     replay.py          InputReplay: the golden run feeds those values into the same tensors
     late.py            LateGraph: what a plain session's script built after begin(), taken in at
                        the captured step (variables, tf/graph.pbtxt, random sources)
-    report.py          the end-of-run summary lines
+    sizing.py          SizeCheck: the dump's size estimated before the step, against free space
+                       and max_dump_size (refused: nothing of the run left behind)
+    output.py          BundleOutput: where the bundle goes and how it is written (collect_run)
+    record.py          RunFacts (what begin() and the session learned), freeze(): run.json's RunRecord
+    report.py          the end-of-run summary lines; the warning for a hook that never began
 
 Imports run one way: modules here import the layers below (``_tf``, ``errors``, ``constants``,
-``options``, ``config``, ``determinism``, ``backends``, ``run_record``, ``golden_run``, ``bundle``, ``formats``) and
+``options``, ``config``, ``determinism``, ``backends``, ``run_record``, ``golden_run``, ``collect``,
+``environment``, ``bundle``, ``formats``) and
 each other; nothing below imports ``train``. The old top-level paths
 ``npu_dump_hook.fingerprints``, ``npu_dump_hook.training_step``, ``npu_dump_hook.reference`` and
 ``npu_dump_hook._capture`` are the same module objects as ``fingerprints``, ``training_step``,

@@ -3,7 +3,9 @@
 Contract (the hook calls these; every method is a no-op where this rank or backend has nothing to do)::
 
     dump = DumpRun(layout, options, backend, reference, ranks, save_initial_state)  # construction
+    dump.apply_graph_env()                    # begin(): DUMP_GRAPH_PATH -> the run folder
     dump.check_graph(graph)                   # begin(): dump_layer names ops of the graph
+    dump.write_model_graph(graph_def, guard)  # begin(): tf/graph.pbtxt, the model as trained
     dump.begin(variables)                     # the initial-state Saver (graph editable)
     dump.begin_backend(graph, device_id, index)   # backend.begin, the capture's dump ops
     dump.session_started()
@@ -101,6 +103,17 @@ class DumpRun(object):
             self.backend.begin(graph, self.options, device_id)
         if self._backend_captures() or self.reference:
             self.capture = TensorCapture(graph, self.layout.capture_dir, npy_dir=self.golden_dir, index=index)
+
+    def write_model_graph(self, graph_def: Any, guard: FailureGuard) -> None:
+        """The model graph as trained, before the hook adds its own Saver and capture ops:
+        ``{run folder}/tf/graph.pbtxt`` (begin(); again at the captured step when it grew)."""
+        tf, path = _tf.tf_v1(), self.layout.tf_graph
+        with guard("writing the model graph to {}".format(path)):
+            try:
+                tf.train.write_graph(graph_def, self.layout.tf_dir, os.path.basename(path))
+            except tf.errors.OpError as exc:  # a full disk, a file-size limit: ours, naming the path
+                raise BundleError("NpuDumpHook: writing the model graph to {} failed: {}".format(
+                    path, exc.message), path) from exc
 
     def apply_graph_env(self) -> None:
         """Point DUMP_GRAPH_PATH at the run folder (unless the user set it)."""

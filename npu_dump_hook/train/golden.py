@@ -3,7 +3,7 @@
 Contract (a run without ``initial_state`` gets a :class:`GoldenRun` whose methods do nothing)::
 
     golden = GoldenRun.open(initial_state, restore, on_mismatch, replay_inputs)  # the NPU bundle opened
-    backend = golden_backend(backend, initial_state)   # before: "auto" -> "reference"; else OptionError
+    backend = golden_backend(backend, initial_state)   # before: "auto" -> "reference" (rules: settings)
     golden.begin(variables, scratch_dir, guard) # the kept inputs loaded and checked (replay_inputs);
                                                 # names/shapes checked; mismatch + "error": raised now
     feeds = golden.replay_feeds(walk, run_context, guard)  # captured step: the NPU step's inputs
@@ -22,7 +22,7 @@ import logging
 import shutil
 from typing import Any, Dict, List, Mapping, Optional, Sequence  # noqa: F401 (type comments)
 
-from .. import _tf, settings
+from .. import _tf
 from .._inert import printable
 from ..errors import FingerprintMismatchError, OptionError
 from .fingerprints import CAUSES, compare
@@ -84,11 +84,6 @@ class GoldenRun(object):
             raise OptionError("mode", mode, "the NPU bundle {} captured {} (run.mode {}): leave mode auto or give "
                                             "{}".format(printable(self.target.path), kind, recorded, recorded))
         return recorded
-
-    def check_backend(self, backend: Any, initial_state: Any) -> None:
-        if self.target is not None and not getattr(backend, "golden_only", False):
-            raise OptionError("initial_state", initial_state, "is for the golden run: the backend must be "
-                                                              "'reference', not {!r}".format(backend.name))
 
     def begin(self, variables: List[Any], scratch_dir: str, guard: FailureGuard, late: bool = False) -> None:
         """The Saver that restores the NPU bundle's checkpoint, over the variables both hold; a name
@@ -225,16 +220,9 @@ class GoldenRun(object):
 
 
 def golden_backend(backend: Any, initial_state: Any) -> Any:
-    """``initial_state`` makes a golden run: ``"auto"`` becomes ``"reference"``."""
-    if initial_state is None:
-        return backend
-    if backend == "auto":
-        return "reference"
-    if settings.canonical("backend", backend) == settings.GOLDEN_BACKEND or getattr(backend, "golden_only", False):
-        return backend
-    raise OptionError("initial_state", initial_state, "is for the golden run: use backend='reference' (or leave "
-                                                      "backend unset), not {!r}".format(getattr(backend, "name",
-                                                                                                backend)))
+    """``initial_state`` makes a golden run: ``"auto"`` becomes ``"reference"``. Another backend
+    with it was refused before (:data:`npu_dump_hook.settings.HOOK_RULES`)."""
+    return "reference" if initial_state is not None and backend == "auto" else backend
 
 
 def _variables_message(target: str, diff: Mapping[str, Sequence[str]]) -> str:

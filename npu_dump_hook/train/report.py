@@ -1,7 +1,8 @@
 """The hook's two messages at ``end()``: the run summary (INFO) and the one line a user must see.
 
 ``log_summary(hook)`` and ``announce(hook)`` read the hook's public attributes and its
-collaborators (``steps``, ``dump``, ``golden``); they log on the ``npu_dump_hook.hook`` logger.
+collaborators (``steps``, ``dump``, ``golden``, ``facts``); they log on the ``npu_dump_hook.hook``
+logger. ``watch_never_began(hook)`` warns at interpreter exit about a hook that never began.
 
 The line a user must see (where the bundle went; with NPU numerics, how to make the golden run)
 is a notice, not a warning: an INFO record marked :data:`~npu_dump_hook._cli_conventions.NOTICE`.
@@ -21,9 +22,11 @@ The golden-run hint names the ``npu-dump-hook run --golden-for BUNDLE -- python 
 when the runner made the hook (it sets :data:`RERUN_COMMAND` on it: the script's own words),
 else the Python API ``NpuDumpHook(backend='reference', initial_state=...)``.
 """
+import atexit
 import logging
 import shlex
 import sys
+import weakref
 from typing import Any, Dict, List, Optional
 
 from .._cli_conventions import NOTICE, LogFormatter
@@ -33,7 +36,7 @@ from ..bundle.selection import chosen_counts
 from .dump_run import numerics_text
 from .guard import HOOK_LOGGER
 
-__all__ = ["log_summary", "announce", "golden_run_hint", "RERUN_COMMAND", "HEADLINE_MAX_BYTES"]
+__all__ = ["log_summary", "announce", "golden_run_hint", "watch_never_began", "RERUN_COMMAND", "HEADLINE_MAX_BYTES"]
 
 logger = logging.getLogger(HOOK_LOGGER)
 
@@ -47,7 +50,7 @@ HEADLINE_MAX_BYTES = 512 << 20
 
 def log_summary(hook: Any) -> None:
     """One INFO line: steps, global step, time, backend, rank, randomness, initial state, run.json."""
-    ended, started, report = hook.record.ended, hook.started, hook._randomness_report  # noqa: SLF001
+    ended, started, report = hook.record.ended, hook.started, hook.facts.randomness
     logger.info(
         "NpuDumpHook: ran %d step(s) (global step %s -> %s) in %.1f s; backend %s; rank %s, device %s; "
         "randomness %s: %d source(s), %d not handled; initial state %s; summary %s",
@@ -158,3 +161,17 @@ def _handlers() -> List[logging.Handler]:
         found.extend(current.handlers)
         current = current.parent if current.propagate else None
     return found
+
+
+def watch_never_began(hook: Any) -> None:
+    """At interpreter exit, warn when ``hook`` was created but never handed to a session (it did
+    nothing), unless ``hook.warn_if_never_began`` is False (the runner says it itself)."""
+    atexit.register(_warn_if_never_began, weakref.ref(hook))
+
+
+def _warn_if_never_began(ref: "weakref.ref") -> None:
+    hook = ref()
+    if hook is not None and hook.started is None and hook.warn_if_never_began:
+        logger.warning("npu_dump_hook: an NpuDumpHook was created but never began (was it passed to "
+                       "estimator.train(hooks=...) or MonitoredSession(hooks=...)?): nothing was dumped "
+                       "(run folder %s)", hook.run_dir)

@@ -392,26 +392,40 @@ def dumped_steps(options: Any, first: int, stop: int) -> int:
 
 class SizeCheck(object):
     """The hook's size check (module doc): :meth:`before_step` once, before the first dumped step;
-    :meth:`section` the ``size`` part of run.json and bundle.json's ``run`` section."""
+    :meth:`section` the ``size`` part of run.json and bundle.json's ``run`` section. ``output``
+    (:class:`~npu_dump_hook.train.output.BundleOutput`): where the bundle goes, whether it copies
+    the dump, and the folders a refusal removes again."""
 
-    def __init__(self, max_dump_size: Optional[int]) -> None:
+    def __init__(self, max_dump_size: Optional[int], output: Any) -> None:
         self.max_dump_size = max_dump_size
+        self.output = output
         self.estimate = None  # type: Optional[SizeEstimate]
         self.refused = None  # type: Optional[str]
         self._checked = False
         #: What the bundle's ``warnings`` carry (strict=False: the dump went ahead).
         self.warnings = []  # type: List[str]
 
-    def before_step(self, walk: Any, run_context: Any, dump: Any, steps: Any, bundle_dir: str, copies: bool,
-                    strict: bool) -> None:
-        """Estimate the run's dump and golden; DumpSizeError (``strict``) or a warning when it does not fit."""
+    def before_step(self, walk: Any, run_context: Any, dump: Any, steps: Any, guard: Any) -> None:
+        """Estimate the run's dump and golden against free space and max_dump_size. Refused
+        (``guard.strict``): recorded in the guard's failures, nothing of this run left behind
+        (``dump.discard``), and a DumpSizeError naming both figures and the statistics-first
+        alternative; not strict: a warning and the dump goes ahead."""
+        try:
+            self._check(walk, run_context, dump, steps, guard.strict)
+        except DumpSizeError as exc:
+            guard.record("checking the dump size before step {}".format(steps.captured_step), exc)
+            dump.discard(self.output.made_dirs)
+            raise DumpSizeError("NpuDumpHook: refused before step {}: {}".format(steps.captured_step, exc),
+                                exc.path, exc.limit, exc.estimate) from None
+
+    def _check(self, walk: Any, run_context: Any, dump: Any, steps: Any, strict: bool) -> None:
         if self._checked:
             return
         self._checked = True
         try:
             self._estimate(walk, run_context, dump, steps)
-            check_fit(self.estimate, self.max_dump_size, dump.options.dump_path, dump.layout.root, bundle_dir,
-                      copies)
+            check_fit(self.estimate, self.max_dump_size, dump.options.dump_path, dump.layout.root,
+                      self.output.bundle_dir, self.output.copies)
         except DumpSizeError as exc:
             self.refused = str(exc)
             if strict:
