@@ -91,7 +91,8 @@ from ..options import DumpOptions
 from ..bundle.selection import is_selected
 from . import ge_model, hccl, layout, npu_graph, numerics
 
-__all__ = ["EmulatedNpu", "PRECISIONS", "PROFILES", "MAX_FILE_NAME_BYTES", "NUMERICS_NOTE", "dump_tensor"]
+__all__ = ["EmulatedNpu", "PRECISIONS", "PROFILES", "MAX_FILE_NAME_BYTES", "NUMERICS_NOTE", "dump_tensor",
+           "dumped_nodes"]
 
 logger = logging.getLogger(__name__)
 
@@ -245,30 +246,9 @@ class EmulatedNpu(object):
         logger.info("emulated NPU: Build graph %s (%s, %d ops)", path, self.graph_name, len(ge_ops))
 
     # -- dump files ------------------------------------------------------------------------
-    def _selected(self, node: npu_graph.NpuNode) -> bool:
-        if node.no_task:
-            return False
-        return is_selected(node.name, node.original_names, self.options.layers)
-
-    def _data_inputs(self, nodes: Sequence[npu_graph.NpuNode]) -> Set[str]:
-        """With dump_layer: the Data nodes that feed a chosen op. The adapter documents that their
-        info is dumped too (docs/reference/npu-bridge-dump-api.md, ``dump_layer``)."""
-        if not self.options.layers:
-            return set()
-        data = {n.name for n in nodes if n.type == "Data"}
-        chosen = set()  # type: Set[str]
-        for node in nodes:
-            if self._selected(node):
-                chosen.update(name for name in (t.source.rpartition(":")[0] for t in node.inputs if t.source)
-                              if name in data)
-        return chosen
-
     def _write_ops(self, nodes: Sequence[npu_graph.NpuNode], capture: Any, step_dir: str) -> int:
         written = 0
-        data_inputs = self._data_inputs(nodes)
-        for node in nodes:
-            if not (self._selected(node) or node.name in data_inputs):
-                continue
+        for node in dumped_nodes(nodes, self.options.layers):
             for view in _iterations(node, capture):
                 tensors = self._op_tensors(node, view)
                 if tensors is None:
@@ -440,6 +420,26 @@ def _iterations(node: npu_graph.NpuNode, capture: Any) -> List[Any]:
     if not count:
         return [capture]
     return [_Iteration(capture, k) for k in range(count)]
+
+
+def _chosen(node: npu_graph.NpuNode, layers: Sequence[str]) -> bool:
+    """A node with a task that ``dump_layer`` selects (every task when ``layers`` is empty)."""
+    return not node.no_task and is_selected(node.name, node.original_names, layers)
+
+
+def dumped_nodes(nodes: Sequence[npu_graph.NpuNode], layers: Sequence[str]) -> List[npu_graph.NpuNode]:
+    """The Build-graph nodes a dump writes files for, in order: the tasks ``dump_layer`` selects and,
+    with ``dump_layer``, the Data nodes feeding a chosen one (the adapter documents that their info
+    is dumped too: docs/reference/npu-bridge-dump-api.md, ``dump_layer``). The emulator writes
+    these; the size estimate (:mod:`npu_dump_hook.train._sizing_graph`) measures them."""
+    data_inputs = set()  # type: Set[str]
+    if layers:
+        data = {n.name for n in nodes if n.type == "Data"}
+        for node in nodes:
+            if _chosen(node, layers):
+                data_inputs.update(name for name in (t.source.rpartition(":")[0] for t in node.inputs if t.source)
+                                   if name in data)
+    return [node for node in nodes if _chosen(node, layers) or node.name in data_inputs]
 
 
 def dump_tensor(tensor: Any, array: Any, original_shape: Tuple[int, ...], output: bool, ascend: bool) -> DumpTensor:

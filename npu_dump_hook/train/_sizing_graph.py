@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, FrozenSet, List, NamedTuple, Optional, S
 import numpy as np
 
 from ..emulator import layout, npu_graph
-from ..emulator.backend import dump_tensor
+from ..emulator.backend import dump_tensor, dumped_nodes
 from ..emulator.ge_model import ge_dtype
 from ..emulator.numerics import FP16_OP_TYPES, fp16_lowering_problem
 from ..formats.dump_file import build_header, encode_header
@@ -265,22 +265,6 @@ STATS_INT_CELL = 2
 _DUMP_TIME = 1700000000000000  # 16 digits, as every dump time: its varint is 8 bytes
 
 
-def _selected(node: Any, layers: Sequence[str]) -> bool:
-    """A node GE dumps: a task, and under ``dump_layer`` one named by its or an original op's name."""
-    if node.no_task:
-        return False
-    return not layers or node.name in layers or any(n in layers for n in node.original_names or ())
-
-
-def _data_inputs(nodes: Sequence[Any], layers: Sequence[str]) -> Set[str]:
-    """Under ``dump_layer``, the Data ops feeding a chosen op (the adapter dumps their info too)."""
-    if not layers:
-        return set()
-    data = {n.name for n in nodes if n.type == "Data"}
-    return {t.source.rpartition(":")[0] for n in nodes if _selected(n, layers) for t in n.inputs
-            if t.source and t.source.rpartition(":")[0] in data}
-
-
 def _value(capture: StaticCapture, tensor: Any) -> Optional[StaticValue]:
     value = tensor.value
     found = capture.by_name.get(value.tensor)
@@ -327,10 +311,7 @@ class _Sizer(object):
 
     def payload(self, tensor: Any) -> Tuple[int, Tuple[int, ...]]:
         dims = _device_dims(tensor, self.ascend)
-        count = 1
-        for dim in dims:
-            count *= max(dim, 0)
-        return count * _itemsize(tensor.value.held.dtype), dims
+        return _elements(dims) * _itemsize(tensor.value.held.dtype), dims
 
     def entry(self, tensor: Any, output: bool) -> int:
         """The tensor's entry in the DumpData header, built by the emulator's writer code. Its size
@@ -367,9 +348,7 @@ class _Sizer(object):
         floating = held.dtype.startswith(("float", "bfloat"))
         row = StatsRow(direction=direction, index=index, data_size=nbytes, data_type=ge_dtype(held.dtype),
                        format=held.format if self.ascend else "ND", shape=dims)
-        count = 1
-        for dim in dims:
-            count *= max(dim, 0)
+        count = _elements(dims)
         cell = STATS_FLOAT_CELL if floating else STATS_INT_CELL
         # the known cells as the writer prints them, the three value cells at their measured width,
         # Count exact, the NaN/Inf counts "0"
@@ -379,6 +358,13 @@ class _Sizer(object):
         """``(header entry, payload, stats row)`` bytes of one tensor."""
         return (self.entry(tensor, output), self.payload(tensor)[0],
                 self.stats_row("Output" if output else "Input", index, tensor))
+
+
+def _elements(dims: Sequence[int]) -> int:
+    count = 1
+    for dim in dims:
+        count *= max(dim, 0)
+    return count
 
 
 def _varint_bytes(value: int) -> int:
@@ -409,13 +395,9 @@ def measure_dump(executed: Sequence[Tuple[Any, bool]], dims: Dims, options: Any,
     plan = device.plan if device.plan is not None else static_plan(executed, device.ascend and device.fp16)
     nodes, capture = build_static_nodes(executed, dims, plan, device.ascend, edges, loops)
     mode = "all" if options.enable_dump_debug else options.dump_mode
-    layers = options.layers
-    data_inputs = _data_inputs(nodes, layers)
     sizer = _Sizer(device.ascend)
     tensor_bytes = all_bytes = stats = files = tensors = ops = 0
-    for node in nodes:
-        if not (_selected(node, layers) or node.name in data_inputs):
-            continue
+    for node in dumped_nodes(nodes, options.layers):
         everything = _node_tensors(node, capture, "all")
         chosen = _node_tensors(node, capture, mode)
         runs = _runs(node, capture)
