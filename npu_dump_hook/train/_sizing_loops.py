@@ -18,7 +18,7 @@ import numpy as np
 
 from ._capture_plan import while_or_cond
 
-__all__ = ["LoopCounts"]
+__all__ = ["LoopCounts", "const_ints"]
 
 _FORWARDING = frozenset(("Identity", "Enter", "RefEnter", "Snapshot", "Cast"))
 _MAX_DEPTH = 24
@@ -87,7 +87,14 @@ def _condition_limit(tensor: Any, depth: int) -> Optional[int]:
     return None
 
 
-def _const(op: Any) -> Folded:
+#: A constant vector longer than this is no loop bound or shape: not expanded (a declared length
+#: filled from one value would become that many Python ints).
+_MAX_VECTOR = 64
+
+
+def const_ints(op: Any) -> Folded:
+    """The integer value (scalar) or values (1-D, at most ``_MAX_VECTOR``) of the ``Const`` op
+    ``op``, int32 or int64; None for anything else."""
     try:
         proto = op.get_attr("value")
     except (ValueError, KeyError):
@@ -103,7 +110,9 @@ def _const(op: Any) -> Folded:
     if not dims:
         return values[0]
     count = int(np.prod(dims))
-    return values + [values[-1]] * (count - len(values)) if len(dims) == 1 else None
+    if len(dims) != 1 or count > _MAX_VECTOR:
+        return None
+    return values + [values[-1]] * (count - len(values))
 
 
 def _fold(tensor: Any, depth: int) -> Folded:
@@ -112,7 +121,7 @@ def _fold(tensor: Any, depth: int) -> Folded:
     if depth > _MAX_DEPTH:
         return None
     if op.type == "Const":
-        return _const(op)
+        return const_ints(op)
     if op.type in _FORWARDING and op.inputs:
         return _fold(op.inputs[0], depth + 1)
     if op.type == "Shape" and op.inputs:

@@ -62,7 +62,7 @@ from ..errors import DumpSizeError
 from ._capture_plan import is_update_type, while_or_cond
 from ._sizing_graph import (DEFAULT_PRECISION_MODE, LENGTH_PREFIX, STATS_FLOAT_CELL, STATS_HEADER_BYTES,
                             DeviceModel, measure_dump, unwatched_in_loop)
-from ._sizing_loops import LoopCounts
+from ._sizing_loops import LoopCounts, const_ints
 from ._space import free_bytes
 
 __all__ = ["SizeEstimate", "DeviceModel", "estimate", "check_fit", "format_bytes", "device_model",
@@ -191,17 +191,9 @@ def batch_guess(graph: Any, feed_dict: Optional[Mapping[Any, Any]]) -> Tuple[int
 
 
 def _const_int(op: Any) -> Optional[int]:
-    if op.type != "Const":
-        return None
-    try:
-        proto = op.get_attr("value")
-    except (ValueError, KeyError):
-        return None
-    values = list(proto.int64_val) or list(proto.int_val)
-    if values:
-        return int(values[0])
-    content = proto.tensor_content
-    return int.from_bytes(content[:8], "little") if len(content) >= 8 else None
+    """The scalar integer a ``Const`` op holds (a dataset's batch size), else None."""
+    found = const_ints(op) if op.type == "Const" else None
+    return found if isinstance(found, int) else None
 
 
 def _op_tensors(op: Any, shapes: _Shapes) -> List[int]:
