@@ -229,8 +229,8 @@ def test_the_replay_process_runs_the_graph_without_building_tensorflows_public_a
     (tmp_path / "request.json").write_text(json.dumps(request))
     code = ("import sys\nfrom npu_dump_hook.op_replay.run import main\nstatus = main(sys.argv[1:])\n"
             "print(hasattr(sys.modules['tensorflow'], 'compat'))\nsys.exit(status)\n")
-    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, timeout=300, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          timeout=300, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     import tensorflow as tf
 
