@@ -111,7 +111,7 @@ def _constant(index: NodeIndex, tensor: str) -> Optional[np.ndarray]:
         return None
     proto = node.attr["value"].tensor
     _check_expansion(name, proto)
-    return _tf.tf_v1().make_ndarray(proto)
+    return _tf.graph_runtime().make_ndarray(proto)
 
 
 #: A constant may declare more elements than its text holds (one value filling a shape); up to
@@ -136,7 +136,7 @@ _VALUE_FIELDS = ("half_val", "float_val", "double_val", "int_val", "int64_val", 
 
 def _graph_def(chain: List[Any], values: Dict[str, np.ndarray], target: int, round16: bool) -> Tuple[Any, Dict]:
     """The GraphDef of placeholders for ``values`` and the chain in type ``target``; the feed names."""
-    tf = _tf.tf_v1()
+    tf = _tf.graph_runtime()
     types, floats = _types()
     graph_def = tf.GraphDef()
     placeholders, feeds = {}, {}  # type: Dict[str, str], Dict[str, np.ndarray]
@@ -180,7 +180,7 @@ def _rounded(graph_def: Any, tensor: str) -> str:
 
 
 def _run(graph_def: Any, feeds: Dict[str, np.ndarray], fetch: str) -> np.ndarray:
-    tf = _tf.tf_v1()
+    tf = _tf.graph_runtime()
     config = tf.ConfigProto(device_count={"GPU": 0}, inter_op_parallelism_threads=1,
                             intra_op_parallelism_threads=2)
     with tf.Graph().as_default() as graph:
@@ -265,9 +265,9 @@ def run_request(folder: str) -> Dict[str, Any]:
         request = json.load(handle)
     with open(request["graph"], encoding="utf-8") as handle:
         text = handle.read()
-    tf = _tf.tf_v1()
+    tf = _tf.graph_runtime()
     index = NodeIndex(text, lambda block: text_format.Parse(block, tf.GraphDef()))
-    doc = {"jobs": [replay_job(job, folder, index) for job in request["jobs"]], "tensorflow": _tf.tf_version()}
+    doc = {"jobs": [replay_job(job, folder, index) for job in request["jobs"]], "tensorflow": tf.version}
     with open(os.path.join(folder, "result.json"), "w", encoding="utf-8") as handle:
         json.dump(doc, handle)
     return doc
@@ -279,7 +279,8 @@ def main(argv: List[str]) -> int:
     if len(argv) != 1:
         sys.stderr.write("usage: python -m npu_dump_hook.op_replay REQUEST_DIR | --serve\n")
         return 2
-    _tf.quiet_tensorflow_logs()
+    # a process of its own: TensorFlow's public API is not built (_tf.graph_runtime, lean)
+    _tf.graph_runtime(lean=True).get_logger().setLevel("ERROR")
     folder = argv[0]
     if folder == "--serve":
         folder = sys.stdin.readline().strip()
