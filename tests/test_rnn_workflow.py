@@ -95,6 +95,7 @@ def test_healthy_loop_compares_iteration_by_iteration_and_passes(v1_flow):
     assert all(r["status"] == "ok" and r["golden_tensor"] in (LOOP_OP + ":0", "rnn/while/lstm/BiasAdd:0")
                for r in rows), rows
     assert len({r["golden_tensor"] for r in rows}) == 1 and len({r["timestamp"] for r in rows}) == TIME
+    assert not [w for w in doc["warnings"] if w.startswith("nested while loops")]  # one loop level here
 
 
 def test_fault_inside_the_loop_is_named_first_with_its_iteration(v1_flow):

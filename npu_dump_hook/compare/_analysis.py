@@ -8,7 +8,9 @@ runs even saw the same input.
   output row, the op's compared input rows when the inputs were dumped, else the output rows
   of its producers through the graph edges (control inputs skipped). A producer without a
   compared row (``_no_task`` ops, Identity, a tensor without golden) is looked through to
-  its own producers (each op once: linear in ops, :class:`_LookThrough`).
+  its own producers (each op once: linear in ops, :class:`_LookThrough`); a stack pop (a TF 1.x
+  loop gradient's StackPopV2) to the values pushed onto its stack, iteration k of the gradient
+  loop to forward iteration n-1-k (:mod:`._loops`).
 * **Execution order decides**: only upstream rows that ran *before* the row (``order``: dump
   timestamp, task id, graph position) count. An edge from a row that ran at or after it is
   a loop's back-edge (NextIteration -> Merge) or part of a cycle, and is ignored, so a cycle
@@ -40,7 +42,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 from ._graph import Graph
 from ._match import data_inputs, producer_of
 from ._rows import REASON_NO_DUMP, REASON_NOT_SELECTED, Row
-from ._stacks import popped_iteration, stack_values
+from ._loops import popped_iteration, stack_values
 from ._thresholds import Extent, Thresholds, breaches, cancellation_excess, checks_row, magnitude_error, op_precision
 from ._worker import (REASON_DTYPE, REASON_DUMP, REASON_GOLDEN_FILE, REASON_SHAPE, REASON_SPECIAL_FILE,
                       REASON_WORKER_DIED)
@@ -74,7 +76,7 @@ class _LookThrough(object):
     op: each op is solved once (strongly connected components, so a cycle of ops without a
     compared row is one component sharing one answer), which keeps the analysis linear in
     ops; an answer keeps at most :data:`_MAX_UPSTREAM` rows. A stack pop is looked through to
-    the values pushed onto its stack (:mod:`._stacks`); :meth:`popped` tells which rows of an
+    the values pushed onto its stack (:mod:`._loops`); :meth:`popped` tells which rows of an
     answer were reached that way."""
 
     def __init__(self, graph: Graph, outputs: Dict[Tuple[str, int], Row]) -> None:

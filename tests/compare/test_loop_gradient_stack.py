@@ -11,7 +11,7 @@ from npu_dump_hook.compare import compare
 from npu_dump_hook.compare._analysis import _same_or_previous
 from npu_dump_hook.compare._match import OpEntry
 from npu_dump_hook.compare._rows import Row
-from npu_dump_hook.compare._stacks import stack_values
+from npu_dump_hook.compare._loops import stack_values
 
 from helpers.compare_synth import Synth
 
@@ -88,3 +88,29 @@ def test_gradient_iteration_k_pops_the_forward_iteration_n_minus_1_minus_k():
     popped = [_same_or_previous(forward[0], g, iterations, True, pushes).iteration for g in gradient]
     assert popped == [3, 2, 1, 0]
     assert [_same_or_previous(forward[0], g, iterations).iteration for g in gradient] == [0, 1, 2, 3]
+
+
+def _graph(ops):
+    from npu_dump_hook.compare._graph import Graph
+    from npu_dump_hook.formats.ge_graph import OpSummary, OutputOrigin
+
+    return Graph("g", [OpSummary(name, op_type, position, tuple(inputs), False, None, (OutputOrigin(None, None),))
+                       for position, (name, op_type, inputs) in enumerate(ops)])
+
+
+def _loop(prefix, source):
+    """A TF 1.x while loop's skeleton: Enter -> Merge <-> NextIteration, Switch -> body / Exit."""
+    return [(prefix + "/Enter", "Enter", [source]), (prefix + "/Merge", "Merge", [prefix + "/Enter:0",
+                                                                                  prefix + "/NextIteration:0"]),
+            (prefix + "/Switch", "Switch", [prefix + "/Merge:0"]), (prefix + "/body", "Tanh", [prefix + "/Switch:1"]),
+            (prefix + "/NextIteration", "NextIteration", [prefix + "/body:0"]),
+            (prefix + "/Exit", "Exit", [prefix + "/Switch:0"])]
+
+
+def test_a_loop_inside_a_loop_body_is_found_and_loops_one_after_another_are_not():
+    from npu_dump_hook.compare._loops import nested_loops
+
+    one_after_another = _loop("a", "x:0") + _loop("b", "a/Exit:0")
+    assert nested_loops(_graph([("x", "Data", [])] + one_after_another)) == []
+    nested = _loop("outer", "x:0") + _loop("outer/inner", "outer/body:0")
+    assert nested_loops(_graph([("x", "Data", [])] + nested)) == ["outer/inner/Enter"]

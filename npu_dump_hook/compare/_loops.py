@@ -1,4 +1,5 @@
-"""The dependency a TF 1.x loop gradient hides in a stack: which tensors a ``StackPopV2`` returns.
+"""TF 1.x ``while_loop`` structure compare needs beyond the graph edges: what a gradient loop's
+stack pop returns, and whether loops are nested.
 
 ``tf.gradients`` of a ``while_loop`` (``dynamic_rnn``) keeps every forward value the gradient
 needs in a stack: the forward loop runs ``StackPushV2(handle, value)`` each iteration, the
@@ -12,18 +13,24 @@ walking the pushes' and pops' inputs, data or control, through Enter/RefEnter/Id
 ``StackV2``/``Stack`` op), so the analysis links the pop to what was pushed. Iteration ``k``
 of the gradient loop pops what iteration ``n - 1 - k`` of the forward loop pushed
 (:func:`popped_iteration`).
+
+:func:`nested_loops` finds loops inside loop bodies (a ``while_loop`` in another one's body):
+there an inner op's iteration k is its k-th run in the step, the outer and inner iterations
+flattened, which compare says in a warning (docs/compare.md, "Loop iterations").
 """
 from typing import Dict, List, Optional, Tuple
 
 from ._graph import Graph, split_input
 
-__all__ = ["STACK_TYPES", "stack_values", "popped_iteration"]
+__all__ = ["STACK_TYPES", "stack_values", "popped_iteration", "nested_loops"]
 
 STACK_TYPES = frozenset(("StackV2", "Stack"))
 _PUSH_TYPES = frozenset(("StackPushV2", "StackPush"))
 _POP_TYPES = frozenset(("StackPopV2", "StackPop"))
 #: What a stack handle goes through between the stack op and its push/pop.
 _HANDLE_FORWARDING = frozenset(("Enter", "RefEnter", "Identity", "RefIdentity"))
+_ENTER_TYPES = frozenset(("Enter", "RefEnter"))
+_EXIT_TYPES = frozenset(("Exit", "RefExit"))
 _MAX_WALK = 16
 
 
@@ -95,3 +102,30 @@ def popped_iteration(pop_iteration: int, pushes: int) -> int:
     """The forward iteration whose push iteration ``pop_iteration`` of the gradient loop pops
     (last in, first out), of ``pushes`` forward iterations."""
     return pushes - 1 - pop_iteration
+
+
+def nested_loops(graph: Graph) -> List[str]:
+    """The Enter ops of loops that sit inside another loop's body: reached from an Enter by data
+    edges without leaving through an Exit (one walk from every Enter at once: linear in ops)."""
+    consumers = {}  # type: Dict[str, List[str]]
+    for op in graph.ops:
+        for text in op.inputs:
+            edge = split_input(text)
+            if edge is not None:
+                consumers.setdefault(edge[0], []).append(op.name)
+    enters = [op.name for op in graph.ops if op.type in _ENTER_TYPES]
+    seen = set(enters)
+    pending = list(enters)
+    nested = []  # type: List[str]
+    while pending:
+        name = pending.pop()
+        for consumer in consumers.get(name, ()):
+            op = graph.op(consumer)
+            if op is None or op.type in _EXIT_TYPES:
+                continue
+            if op.type in _ENTER_TYPES and consumer not in nested:
+                nested.append(consumer)
+            if consumer not in seen:
+                seen.add(consumer)
+                pending.append(consumer)
+    return nested
