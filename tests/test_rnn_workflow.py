@@ -95,6 +95,7 @@ def test_healthy_loop_compares_iteration_by_iteration_and_passes(v1_flow):
     assert all(r["status"] == "ok" and r["golden_tensor"] in (LOOP_OP + ":0", "rnn/while/lstm/BiasAdd:0")
                for r in rows), rows
     assert len({r["golden_tensor"] for r in rows}) == 1 and len({r["timestamp"] for r in rows}) == TIME
+    assert not [w for w in doc["warnings"] if w.startswith("nested while loops")]  # one loop level here
 
 
 def test_fault_inside_the_loop_is_named_first_with_its_iteration(v1_flow):
@@ -104,6 +105,18 @@ def test_fault_inside_the_loop_is_named_first_with_its_iteration(v1_flow):
     assert first["npu_op"] == LOOP_OP and LOOP_OP in first["original_ops"] and first["iteration"] == 0, first
     line = out.split("first divergence: ")[1].splitlines()[0]
     assert LOOP_OP in line and line.endswith("iteration 0"), line
+
+
+def test_loop_gradient_rows_fed_through_the_stack_are_propagated_not_root_causes(v1_flow):
+    """The gradient loop reads the forward values through StackPopV2 (no data edge to the push):
+    before, its Mul rows (gradients/rnn/while/lstm/mul*_grad/Mul) were 5 more root causes."""
+    _npu, _golden, _code, out, doc = v1_flow["fault"]
+    causes = [doc["rows"][i] for i in doc["root_causes"]]
+    assert [(r["npu_op"], r["iteration"]) for r in causes] == [(LOOP_OP, 0)], out
+    assert "other root causes" not in out
+    gradient = [r for r in doc["rows"] if r["npu_op"].startswith("gradients/rnn/while/lstm/mul")
+                and r["npu_op"].endswith("_grad/Mul") and r["breached"]]
+    assert gradient and {r["status"] for r in gradient} == {"propagated"}, gradient[:3]
 
 
 @pytest.mark.skipif(not tf.__version__.startswith("2."), reason="TF 1.15 has no control flow v2")

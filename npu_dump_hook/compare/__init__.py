@@ -46,7 +46,8 @@ from ..environment import differences as environment_differences
 from ..errors import CompareError, OptionError
 from ._analysis import analyse
 from ._golden import GoldenSide, load_golden_side
-from ._graph import load_graph
+from ._graph import Graph, load_graph
+from ._loops import nested_loops
 from ._html import render_html
 from .._inert import printable
 from ._match import build_plan
@@ -165,6 +166,20 @@ def _control_flow_warning(npu: NpuSide) -> List[str]:
             "function bodies) have no dump file, so this comparison cannot see them: {}{}".format(
                 len(flow["not_dumped"]), flow.get("executed"), ", ".join(missing[:3]),
                 " ..." if len(missing) > 3 else "")]
+
+
+def _nested_loop_warning(graph: Graph, rows: List[Row]) -> List[str]:
+    """Loops inside loop bodies, when rows are compared iteration by iteration: what the
+    iteration numbers and the upstream links there do not say (docs/compare.md)."""
+    if not any(row.iteration is not None for row in rows):
+        return []
+    nested = nested_loops(graph)
+    if not nested:
+        return []
+    return ["nested while loops ({} Enter op(s) inside another loop's body, e.g. {}): an inner-loop op's "
+            "iteration k is its k-th run in the step (outer and inner iterations counted together), and "
+            "upstream links pair iteration k with iteration k across the loop levels, so a root cause "
+            "there may be named at the wrong op or iteration".format(len(nested), nested[0])]
 
 
 def _golden_free(npu_side: NpuSide, limits: Thresholds, started: float, allow_uncompared: bool,
@@ -295,7 +310,7 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
         if pair:  # an op fused away on the other side has no counterpart there
             analysis.incomplete = pair_incomplete(rows)
         warnings = (list(npu_side.warnings) + _golden_for_warning(npu_side, golden_side)
-                    + _control_flow_warning(npu_side))
+                    + _control_flow_warning(npu_side) + _nested_loop_warning(the_graph, rows))
         # entries the NPU scan skipped unopened: something was dumped there that nothing compared
         analysis.incomplete.extend(npu_side.skipped)
         unclaimed = [e.name for e in plan.entries if e.position is None]

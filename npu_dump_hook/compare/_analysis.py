@@ -8,7 +8,9 @@ runs even saw the same input.
   output row, the op's compared input rows when the inputs were dumped, else the output rows
   of its producers through the graph edges (control inputs skipped). A producer without a
   compared row (``_no_task`` ops, Identity, a tensor without golden) is looked through to
-  its own producers (each op once: linear in ops, :class:`_LookThrough`).
+  its own producers (each op once: linear in ops, :class:`_LookThrough`); a stack pop (a TF 1.x
+  loop gradient's StackPopV2) to the values pushed onto its stack, iteration k of the gradient
+  loop to forward iteration n-1-k (:mod:`._loops`).
 * **Execution order decides**: only upstream rows that ran *before* the row (``order``: dump
   timestamp, task id, graph position) count. An edge from a row that ran at or after it is
   a loop's back-edge (NextIteration -> Merge) or part of a cycle, and is ignored, so a cycle
@@ -35,11 +37,12 @@ runs even saw the same input.
   is meaningful, and the verdict is "fail" whatever else the rows say.
 """
 import math
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ._graph import Graph
 from ._match import data_inputs, producer_of
 from ._rows import REASON_NO_DUMP, REASON_NOT_SELECTED, Row
+from ._loops import popped_iteration, stack_values
 from ._thresholds import Extent, Thresholds, breaches, cancellation_excess, checks_row, magnitude_error, op_precision
 from ._worker import (REASON_DTYPE, REASON_DUMP, REASON_GOLDEN_FILE, REASON_SHAPE, REASON_SPECIAL_FILE,
                       REASON_WORKER_DIED)
@@ -72,12 +75,16 @@ class _LookThrough(object):
     """Compared output rows that feed an edge, looking through ops without one, memoised per
     op: each op is solved once (strongly connected components, so a cycle of ops without a
     compared row is one component sharing one answer), which keeps the analysis linear in
-    ops; an answer keeps at most :data:`_MAX_UPSTREAM` rows."""
+    ops; an answer keeps at most :data:`_MAX_UPSTREAM` rows. A stack pop is looked through to
+    the values pushed onto its stack (:mod:`._loops`); :meth:`popped` tells which rows of an
+    answer were reached that way."""
 
     def __init__(self, graph: Graph, outputs: Dict[Tuple[str, int], Row]) -> None:
         self.graph = graph
         self.outputs = outputs
+        self.stacks = stack_values(graph)
         self.memo = {}  # type: Dict[str, List[Row]]
+        self.through_stack = {}  # type: Dict[str, Set[int]]
 
     def rows(self, name: str, slot: int) -> List[Row]:
         """The compared rows behind output ``slot`` of ``name``."""
@@ -88,6 +95,10 @@ class _LookThrough(object):
             self._solve(name)
         return self.memo[name]
 
+    def popped(self, name: str, slot: int) -> Set[int]:
+        """id() of the rows of :meth:`rows` reached through a stack pop."""
+        return set() if self._compared((name, slot)) is not None else self.through_stack.get(name, set())
+
     def _compared(self, edge: Tuple[str, int]) -> Optional[Row]:
         row = self.outputs.get(edge)
         return row if row is not None and row.compared else None
@@ -97,7 +108,8 @@ class _LookThrough(object):
         return data_inputs(op) if op is not None else []
 
     def _through(self, name: str) -> List[str]:
-        return [src for src, slot in self._edges(name) if self._compared((src, slot)) is None]
+        edges = self._edges(name) + self.stacks.get(name, [])
+        return [src for src, slot in edges if self._compared((src, slot)) is None]
 
     def _solve(self, start: str) -> None:
         """Tarjan's algorithm, iterative, from ``start`` over the ops looked through."""
@@ -131,15 +143,22 @@ class _LookThrough(object):
 
     def _settle(self, members: List[str]) -> None:
         found = {}  # type: Dict[int, Row]
+        popped = set()  # type: Set[int]
         for name in members:
-            for edge in self._edges(name):
+            for edge, via_stack in [(e, False) for e in self._edges(name)] + [
+                    (e, True) for e in self.stacks.get(name, [])]:
                 row = self._compared(edge)
-                for hit in [row] if row is not None else self.memo.get(edge[0], []):
-                    if len(found) < _MAX_UPSTREAM:
-                        found.setdefault(id(hit), hit)
+                hits = [row] if row is not None else self.memo.get(edge[0], [])
+                inherited = set() if row is not None else self.through_stack.get(edge[0], set())
+                for hit in hits:
+                    if len(found) < _MAX_UPSTREAM and id(hit) not in found:
+                        found[id(hit)] = hit
+                    if id(hit) in found and (via_stack or id(hit) in inherited):
+                        popped.add(id(hit))
         answer = list(found.values())
         for name in members:
             self.memo[name] = answer
+            self.through_stack[name] = popped
 
 
 def _link_upstream(rows: Sequence[Row], graph: Graph) -> None:
@@ -153,26 +172,38 @@ def _link_upstream(rows: Sequence[Row], graph: Graph) -> None:
     # a loop body's rows, one per iteration: iteration k of an op reads iteration k of its producers
     iterations = {(r.npu_op, r.slot, r.iteration): r for r in rows
                   if r.direction == "output" and r.tensor and r.iteration is not None}
+    pushes = {}  # type: Dict[Tuple[str, int], int]
+    for npu_op, slot, iteration in iterations:
+        pushes[(npu_op, slot)] = max(pushes.get((npu_op, slot), 0), iteration + 1)
     for row in rows:
         op = graph.op(row.npu_op)
         edges = data_inputs(op) if op is not None else []
         if row.direction == "input":
-            found = look.rows(*edges[row.slot]) if row.slot < len(edges) else []
+            edges = edges[row.slot:row.slot + 1]
         elif row.npu_op in inputs and row.iteration is None:
-            found = inputs[row.npu_op]
-        else:
-            found = [u for edge in edges for u in look.rows(*edge)]
-        if row.iteration is not None and iterations:
-            found = [_same_or_previous(u, row, iterations) for u in found]
+            row.upstream = _earlier(row, inputs[row.npu_op])
+            continue
+        found = []  # type: List[Row]
+        for edge in edges:
+            popped = look.popped(*edge)
+            for upstream in look.rows(*edge):
+                if row.iteration is not None and iterations:
+                    upstream = _same_or_previous(upstream, row, iterations, id(upstream) in popped, pushes)
+                found.append(upstream)
         row.upstream = _earlier(row, found)
 
 
-def _same_or_previous(upstream: Row, row: Row, iterations: Dict[Tuple[str, int, Optional[int]], Row]) -> Row:
+def _same_or_previous(upstream: Row, row: Row, iterations: Dict[Tuple[str, int, Optional[int]], Row],
+                      popped: bool = False, pushes: Optional[Dict[Tuple[str, int], int]] = None) -> Row:
     """A loop-body producer's row that iteration ``row.iteration`` read: the same iteration when it
-    ran before, else the latest earlier one (a loop-carried value comes from the previous iteration)."""
+    ran before, else the latest earlier one (a loop-carried value comes from the previous iteration);
+    a value ``popped`` from a stack: the forward iteration that pushed it (last in, first out)."""
     if upstream.iteration is None or row.iteration is None:
         return upstream
-    for iteration in range(row.iteration, -1, -1):
+    start = row.iteration
+    if popped and pushes:
+        start = popped_iteration(row.iteration, pushes.get((upstream.npu_op, upstream.slot), 0))
+    for iteration in range(start, -1, -1):
         candidate = iterations.get((upstream.npu_op, upstream.slot, iteration))
         if candidate is not None and candidate.order < row.order:
             return candidate
