@@ -4,7 +4,7 @@ A ``DebugIdentity`` op with a ``file://`` URL writes one ``Event`` protobuf per 
 (``Event.summary(5).value(1).tensor(8)``, a ``TensorProto`` with ``tensor_content``).
 :func:`debug_event_to_npy` reads only the protobuf headers before the tensor bytes and turns
 the file into an ``.npy`` in place (or copies the bytes when it cannot); :func:`write_npy`
-writes an array with ``np.save``'s layout in one or two system calls.
+writes an array with ``np.save``'s layout in one ``writev``.
 
 Reading a dump costs its first 64 KiB (the protobuf headers, where the shape must be) plus
 the tensor: bytes are moved or copied in 4 MiB pieces (bfloat16 tensors are widened in
@@ -14,7 +14,7 @@ dtype this module cannot map, a shape numpy cannot hold, or ``tensor_content`` w
 does not match the shape.
 """
 import os
-from typing import Any, Iterable, Optional, Tuple
+from typing import Any, Dict, Iterable, Optional, Tuple
 
 import numpy as np
 
@@ -25,7 +25,6 @@ __all__ = ["write_npy", "debug_event_to_npy", "NUMPY_OF_TF_ENUM", "TF_DT_BFLOAT1
 
 _PROTO_HEAD_BYTES = 1 << 16  # Event + Summary + Value + TensorProto headers always fit
 _COPY_CHUNK = 1 << 22
-_SMALL_WRITE = 1 << 16  # arrays up to this many bytes go out in one write with their header
 _NPY_MAGIC = b"\x93NUMPY\x01\x00"
 # Event.summary (5) -> Summary.value (1) -> Value.tensor (8)
 _EVENT_SUMMARY, _SUMMARY_VALUE, _VALUE_TENSOR = 5, 1, 8
@@ -116,20 +115,43 @@ def _shape(head: bytes, start: int, end: int, path: str) -> Tuple[int, ...]:
 
 
 def write_npy(array: np.ndarray, target: str) -> Tuple[str, Tuple[int, ...]]:
-    """Write a C-contiguous array as an ``.npy`` (v1.0, header padded to 64 bytes, as ``np.save``)."""
-    header = _npy_header(array.dtype, array.shape, None)
-    data = array.reshape(-1).view(np.uint8).data
+    """Write a C-contiguous array as an ``.npy`` (v1.0, header padded to 64 bytes, as ``np.save``).
+
+    One ``writev`` of the header and the array's own buffer (no copy of either); the header and
+    the dtype's name come from a small cache, since a step writes many tensors of few shapes."""
+    header, dtype_name = _header_of(array.dtype, array.shape)
+    data = memoryview(array.reshape(-1).view(np.uint8))
     fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0), 0o666)
     try:
-        written = os.write(fd, header + bytes(data)) if len(data) <= _SMALL_WRITE else 0
-        if not written:
-            _write_all(fd, header)
-            _write_all(fd, data)
-        elif written < len(header) + len(data):
-            _write_all(fd, memoryview(header + bytes(data))[written:])
+        _write_parts(fd, header, data)
     finally:
         os.close(fd)
-    return array.dtype.name, tuple(int(d) for d in array.shape)
+    return dtype_name, array.shape
+
+
+_HEADER_CACHE = {}  # type: Dict[Tuple[np.dtype, Tuple[int, ...]], Tuple[bytes, str]]
+_HEADER_CACHE_SIZE = 4096  # distinct (dtype, shape) pairs kept; beyond it headers are made each time
+
+
+def _header_of(dtype: np.dtype, shape: Tuple[int, ...]) -> Tuple[bytes, str]:
+    """``(.npy header, dtype name)``: both cost more than the write of a small tensor to make."""
+    key = (dtype, shape)
+    known = _HEADER_CACHE.get(key)
+    if known is None:
+        known = (_npy_header(dtype, shape, None), dtype.name)
+        if len(_HEADER_CACHE) < _HEADER_CACHE_SIZE:
+            _HEADER_CACHE[key] = known
+    return known
+
+
+def _write_parts(fd: int, header: bytes, data: memoryview) -> None:
+    """``header`` then ``data`` to ``fd``: one ``writev`` where the OS has it, the rest if it wrote less."""
+    writev = getattr(os, "writev", None)
+    written = writev(fd, [header, data]) if writev is not None and len(data) else 0
+    if written < len(header):
+        _write_all(fd, header[written:])
+        written = len(header)
+    _write_all(fd, data[written - len(header):])
 
 
 def _write_all(fd: int, data: Any) -> None:

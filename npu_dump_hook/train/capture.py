@@ -205,6 +205,7 @@ class TensorCapture(object):
         self._updates = []  # type: List[Tuple[Any, List[Tuple[str, Any]]]]
         self._session = None  # type: Any
         self._given = (None, None)  # type: Tuple[Optional[StepWalk], Any]
+        self._records = None  # type: Any   the step's ExecutedOp records, made by a worker during the step
         #: How the last captured step was taken: "fetch" (with the step, within the budget) or "stream".
         self.last_path = ""
         # begin(): plan every tensor; dump ops only where streaming may be needed.
@@ -269,6 +270,8 @@ class TensorCapture(object):
         self._snapshots = self._reads.before(run_context.session, variable_reads, also_read, spare=spare)
         self.last_path = "fetch" if direct else "stream"
         self._sink = _FetchedValues([tensor for tensor, _ in direct])
+        # Pure Python over the graph: done while session.run holds no GIL, not after it (finish joins).
+        self._records = worker("records").submit(self._executed_ops, executed)
         dumps = [plan.dump_op for _, plan in streamed]
         if dumps:
             os.makedirs(self._dump_root, exist_ok=True)
@@ -400,9 +403,7 @@ class TensorCapture(object):
         """Every executed op's own outputs into ``files`` (written; ``fetched`` is emptied as they are
         queued); returns the executed ops. ``found``: the dump ops' files and the loop-body watches'."""
         dumped, watched = found
-        executed_ops = []  # type: List[ExecutedOp]
         for order, (op, fed_only) in enumerate(executed):
-            executed_ops.append(self._executed_op(op, order))
             stamp = timestamp_us + self._ranks[(order, 0)]
             for index, tensor in enumerate(op.outputs):
                 plan = self._plans.get(tensor.name)
@@ -413,7 +414,8 @@ class TensorCapture(object):
         fetched.clear()
         self._write([t for t in files.tensors if not t.dtype], files.jobs)
         files.jobs = []
-        return executed_ops
+        records, self._records = self._records, None
+        return records.result() if records is not None else self._executed_ops(executed)
 
     def _take_step(self, timestamp_us: int) -> Tuple[List[Tuple[Any, bool]], Dict[str, Any]]:
         """The step run_args() prepared and the values it fetched (``{tensor name: value}``)."""
@@ -429,6 +431,9 @@ class TensorCapture(object):
             raise BackendError("TensorCapture.finish(): the step did not return the fetched tensors "
                                "(run_args() result not passed to this step's session.run?)")
         return executed, {t.name: v for t, v in zip(sink.tensors, sink.values)}
+
+    def _executed_ops(self, executed: List[Tuple[Any, bool]]) -> List[ExecutedOp]:
+        return [self._executed_op(op, order) for order, (op, _) in enumerate(executed)]
 
     def _executed_op(self, op: Any, order: int) -> ExecutedOp:
         inputs, controls = self.index.edges(op)

@@ -113,3 +113,16 @@ def test_write_npy_golden_bytes(tmp_path):
     np.save(str(tmp_path / "b.npy"), np.array([[1, 2]], dtype="<i2"))
     with open(str(tmp_path / "b.npy"), "rb") as handle:
         assert handle.read() == expected + b"\x01\x00\x02\x00"  # the same bytes as np.save
+
+
+def test_write_npy_header_cache_tells_byte_orders_and_shapes_apart(tmp_path):
+    """The cached header is per (dtype, shape): the same shape in the other byte order, or the same
+    dtype in another shape, gets its own header (np.save's bytes each time)."""
+    arrays = [np.arange(6, dtype="<i4").reshape(2, 3), np.arange(6, dtype=">i4").reshape(2, 3),
+              np.arange(6, dtype="<i4").reshape(3, 2), np.arange(6, dtype="<i4").reshape(2, 3) + 1]
+    for number, array in enumerate(arrays):
+        ours, theirs = str(tmp_path / "o{}.npy".format(number)), str(tmp_path / "t{}.npy".format(number))
+        assert write_npy(array, ours) == (array.dtype.name, array.shape)
+        np.save(theirs, array)
+        with open(ours, "rb") as a, open(theirs, "rb") as b:
+            assert a.read() == b.read()
