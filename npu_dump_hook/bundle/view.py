@@ -6,7 +6,7 @@
     <path>/  (an archive: its one top folder, or its top)
         bagit.txt  bag-info.txt  manifest-sha256.txt  tagmanifest-sha256.txt
         data/bundle.json                      view.doc, view.bundle_json_sha256, view.identity()
-        data/graph/ge_proto_*_Build.txt       view.graph_file()        (bundle.json graph.file)
+        data/graph/ge_proto_*_Build.txt[.gz]  view.graph_file()        (bundle.json graph.file; .gz expanded)
         data/tf/graph.pbtxt
         data/dump/{time}/{device}/{model}/{id}/{step}/...   view.dump_dir()
         data/golden/*.npy, golden_manifest.json             view.golden_dir(), view.golden_manifest()
@@ -19,7 +19,9 @@
 
 Rules (docs/bundle-format.md section 4, "the reading rules"; what the view guarantees):
 
-* **Nothing is written for a folder.** A folder is read in place.
+* **Nothing is written in a folder.** A folder is read in place; the one thing written is the
+  text of a compressed graph (statistics bundles, rule 9), expanded under its bounds
+  (:mod:`._graph_text`) into the view's own temporary folder, removed by :meth:`BundleView.close`.
 * **An archive is checked before anything is written.** It is extracted with the code
   ``verify`` uses (:func:`~npu_dump_hook.bundle._archive.extract_bag`: every member's name,
   type, the member count and the total size checked first) into a temporary folder (under
