@@ -4,7 +4,8 @@
    BiasAdd + Tanh each, batch 64 x width 256, one training step with plain SGD), run through the
    emulated NPU (``ascend`` profile) twice: ``dump_data="tensor"`` and ``dump_data="stats"``;
    the bytes of the two dump folders and of the two bundles, and their ratio (target: the stats
-   bundle at most 2% of the tensor bundle, every file of each bundle counted). Also the golden
+   bundle at most 2% of the tensor bundle, every file of each bundle counted; the stats bundle's
+   Build graph is its gzip-compressed ``.txt.gz``, docs/bundle-format.md rule 9). Also the golden
    side: a tensor golden vs the golden statistics file of the stats bundle's golden run. Twice:
    the small model (its weights, the initial-state checkpoint both bundles carry, are 15% of its
    tensor bundle) and a model with a large model's weights / activations ratio (batch
@@ -13,7 +14,9 @@
 2. **Speed**: the statistics compare of a synthetic run of ``--rows`` rows (a chain of ops, one
    input and one output row each; stats CSVs + golden_stats.json), beside the tensor compare of
    the same ops (dump files of ``--elements`` elements + golden .npy files); wall time of
-   ``compare()`` in this process, best of 3 (target: stats compare of 10,000 rows under 2 s).
+   ``compare()`` in this process, best of 3, wall and CPU side by side with the tensor compare as
+   the named baseline, and the load average before and after (target: stats compare of 10,000
+   rows under 2 s wall; on a shared machine the wall time is the CPU time stretched by the load).
 
     .venv/bin/python benchmarks/bench_stats.py [--blocks 120] [--rows 10000] [--elements 4096] [--skip-size]
 """
@@ -192,11 +195,12 @@ def main(argv=None):
         ops = args.rows // 2 + 1
         paths = write_synthetic(os.path.join(tmp, "speed"), ops, args.elements)
         graph, stats_dir, dump_dir, golden_stats, npy_dir = paths
+        load_before = os.getloadavg()[0]
         stats_s, stats_cpu, stats_result = best_of(3, lambda: compare(stats_dir, golden_stats, graph=graph,
                                                                       workers=1))
         tensor_s, tensor_cpu, tensor_result = best_of(3, lambda: compare(dump_dir, npy_dir, graph=graph, workers=1))
-        print("speed ({} ops, {} elements a tensor, one process, best of 3; load average {:.1f}):".format(
-            ops, args.elements, os.getloadavg()[0]))
+        print("speed ({} ops, {} elements a tensor, one process, best of 3; load average {:.1f} before, {:.1f} "
+              "after, {} cores):".format(ops, args.elements, load_before, os.getloadavg()[0], os.cpu_count()))
         print("  {:<34} {:>10} {:>10} {:>10}".format("", "rows", "wall s", "CPU s"))
         print("  {:<34} {:>10} {:>10.2f} {:>10.2f}".format("statistics compare", stats_result.doc["summary"]["rows"],
                                                            stats_s, stats_cpu))

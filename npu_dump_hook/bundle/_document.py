@@ -58,7 +58,7 @@ _SECTION_TYPES = {
             ("started", _STR), ("ended", _STR), ("rank", _NUMBER_OR_TEXT),
             ("device_id", (int, str, list, _NULL)), ("reference", _DICT)),
     "graph": (("file", _STR), ("name", _STR), ("stage", _STR), ("op_count", _INT), ("json", _STR),
-              ("choice", _DICT)),
+              ("choice", _DICT), ("text", _DICT)),
     "dump": (("time_dir", _STR), ("device_id", _STR), ("model_name", _STR), ("model_id", _STR),
              ("steps", list), ("chains", list), ("source", _STR)),
     "coverage": (("expected", _INT), ("dumped", _INT), ("missing", list), ("not_in_graph", list),

@@ -19,6 +19,7 @@ from ..formats.mapping_csv import read_mapping
 from .selection import layer_names
 from . import _bagit, _fs, _rules
 from ._archive import archive_format, extract_bag, looks_like_tar, terminating_cleanly
+from ._graph_text import graph_text_problems
 from ._bagit import Problem
 from ._spec import BACKENDS, BUNDLE_JSON_PATH, DATA_DIR, DUMP_NAME_FIELDS, FILE_KINDS, GOLDEN_BACKEND, read_backend
 from .describe import graph_ops, header_summary
@@ -235,6 +236,8 @@ def check_payload(root: str, digests: Mapping[str, str],
         files.append(dict(entry, path=safe))
     problems.extend(_files_vs_payload(root, files, digests, present))
     problems.extend(_parse_checks(files, digests, present))
+    # a compressed graph (statistics bundles, rule 9): bounded expansion, listed size/sha256, parse
+    problems.extend(Problem(*found) for found in graph_text_problems(doc, present))
     return problems
 
 

@@ -6,7 +6,7 @@
     <path>/  (an archive: its one top folder, or its top)
         bagit.txt  bag-info.txt  manifest-sha256.txt  tagmanifest-sha256.txt
         data/bundle.json                      view.doc, view.bundle_json_sha256, view.identity()
-        data/graph/ge_proto_*_Build.txt       view.graph_file()        (bundle.json graph.file)
+        data/graph/ge_proto_*_Build.txt[.gz]  view.graph_file()        (bundle.json graph.file; .gz expanded)
         data/tf/graph.pbtxt
         data/dump/{time}/{device}/{model}/{id}/{step}/...   view.dump_dir()
         data/golden/*.npy, golden_manifest.json             view.golden_dir(), view.golden_manifest()
@@ -19,7 +19,9 @@
 
 Rules (docs/bundle-format.md section 4, "the reading rules"; what the view guarantees):
 
-* **Nothing is written for a folder.** A folder is read in place.
+* **Nothing is written in a folder.** A folder is read in place; the one thing written is the
+  text of a compressed graph (statistics bundles, rule 9), expanded under its bounds
+  (:mod:`._graph_text`) into the view's own temporary folder, removed by :meth:`BundleView.close`.
 * **An archive is checked before anything is written.** It is extracted with the code
   ``verify`` uses (:func:`~npu_dump_hook.bundle._archive.extract_bag`: every member's name,
   type, the member count and the total size checked first) into a temporary folder (under
@@ -52,6 +54,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
 from .._files import open_regular
 from ..errors import BundleError, UnsafePathError
 from ._archive import extract_bag, terminating_cleanly
+from ._graph_text import expand_graph, is_compressed, text_name
 from ._document import MAX_BUNDLE_JSON_BYTES, load_bundle_json, too_large, type_problems
 from ._fs import CHUNK_SIZE, safe_relpath
 from ._rules import file_rule, sha256_rule, symlink_on
@@ -78,12 +81,14 @@ class BundleView(object):
         self.bundle_json_sha256 = bundle_json_sha256
         self.archive = temp is not None
         self._temp = temp
+        self._workdir = None  # type: Optional[str]
+        self._graph_text = None  # type: Optional[str]
         self._by_path = None  # type: Optional[Dict[str, Mapping[str, Any]]]
 
     # -- lifetime -----------------------------------------------------------------------------
     def close(self) -> None:
-        """Remove the archive's extraction (nothing for a folder); the view's paths are gone after."""
-        temp, self._temp = self._temp, None
+        """Remove the archive's extraction and any expanded graph text; the view's paths are gone after."""
+        temp, self._temp, self._graph_text = self._temp, None, None
         if temp is not None:
             shutil.rmtree(temp, ignore_errors=True)
 
@@ -160,7 +165,22 @@ class BundleView(object):
         names none."""
         graph = self.doc.get("graph")
         recorded = graph.get("file") if isinstance(graph, dict) else None
-        return self.checked(recorded) if isinstance(recorded, str) and recorded else None
+        if not isinstance(recorded, str) or not recorded:
+            return None
+        local = self.checked(recorded)
+        if not is_compressed(recorded) or not os.path.isfile(local):
+            return local
+        if self._graph_text is None:  # expanded once, into the view's own scratch folder
+            target = os.path.join(self._scratch_dir(), text_name(recorded))
+            self._graph_text = expand_graph(local, target, graph.get("text"),
+                                            "{}: data/{}".format(self.location, recorded))
+        return self._graph_text
+
+    def _scratch_dir(self) -> str:
+        """The view's temporary folder (an archive's extraction, else one made now), removed at close."""
+        if self._temp is None:
+            self._temp = tempfile.mkdtemp(prefix=_TEMP_PREFIX, dir=self._workdir)
+        return self._temp
 
     def dump_dir(self) -> Optional[str]:
         """``data/dump`` when the bundle has that folder, every file files[] lists there checked."""
@@ -226,6 +246,7 @@ def open_bundle(path: str, parts: Optional[Iterable[str]] = None, workdir: Optio
     UnsafePathError for a hostile archive member or bundle.json path."""
     if os.path.isdir(path):
         view = _view(path, path, None)
+        view._workdir = workdir
     elif os.path.isfile(path):
         view = _open_archive(path, parts, workdir)
     else:

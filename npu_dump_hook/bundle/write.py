@@ -7,6 +7,7 @@ Order of work::
       fork a child reading the graph   # where forking is safe; else read below, here
       plan = _plan(...)                # what goes where (symlinked dump folders skipped, reported)
       graph, ops = _graph_section(...) # the child's read, or this process's
+      _compress_graph(...)             # statistics bundles: graph text as .txt.gz (rule 9)
       write_payload_and_json(...)      # _placing: files (on every core for many small ones)
       write the BagIt tag files
       commit (one rename), or pack the archive
@@ -38,6 +39,7 @@ from .selection import is_stats_options, layer_names_of_options
 from . import _bagit, _fs
 from ._placing import FileError, write_payload_and_json
 from ._archive import archive_format, pack_archive, strip_archive_ext
+from ._graph_text import stage_compressed_graph
 from ._progress import ProgressFn, make_progress
 from ._staging import Staging, is_nonempty
 from ._spec import BACKENDS, BUNDLE_JSON_PATH, DATA_DIR, GOLDEN_BACKEND, MAPPING_FILE
@@ -214,6 +216,9 @@ def _write(dest: str, located: Any, doing: _Doing, archive_only: bool, archive_p
             plan = _plan(located, tf_graph if tensors else None, golden_dir, init_dir, warnings, inputs[0])
             doing("reading the graph and writing its JSON form into", stage.path)
             graph, ops = _graph_section(located, stage.path, plan, warnings, graph_call, layers, tensors)
+            if not tensors:  # the graph text was most of a statistics bundle: kept gzip-compressed
+                doing("compressing the graph into", stage.path)
+                _compress_graph(stage.path, plan, graph)
         finally:
             if graph_call is not None:
                 graph_call.abandon()
@@ -452,6 +457,17 @@ def _read_graph(graph_file: str, rel: str, data: str, layers: Sequence[str] = ()
     except (FormatError, ValueError) as exc:
         return _GraphRead(None, tuple(ops), None, ["graph JSON export failed: {}".format(exc)])
     return _GraphRead(None, tuple(ops), json_rel, [])
+
+
+def _compress_graph(stage: str, plan: List[Any], graph: Dict[str, Any]) -> None:
+    """Rule 9: the planned copy of ``graph.file`` becomes a staged ``.gz``, ``graph.text`` its record."""
+    for number, item in enumerate(plan):
+        if item.kind == "graph" and item.rel == graph.get("file"):
+            rel, target, text = stage_compressed_graph(os.path.join(stage, DATA_DIR), item.rel, item.src)
+            graph.update(file=rel, text=text)
+            plan[number] = _Planned(rel, target, os.path.getsize(target), "graph", staged=True,
+                                    parse_error=item.parse_error)
+            return
 
 
 def _json_rel(rel: str) -> str:

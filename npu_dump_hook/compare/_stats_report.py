@@ -47,16 +47,22 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+#: What a row document takes from the golden statistics, and its metric names (made once, not per row).
+_GOLDEN_KEYS = tuple(["count"] + _STATS + list(_COUNTS))
+_METRIC_NAMES = tuple((name + "RelDiff", name) for name in _STATS)
+
+
 def _row_doc(row: Row, detail: StatsDetail) -> Dict[str, Any]:
+    rel = {k: _number(v) for k, v in detail.rel_diff.items()}
+    golden = detail.golden
     return {"index": row.index, "order": row.order, "op_type": row.op_type, "npu_op": row.npu_op,
             "ground_truth": row.ground_truth, "tensor": row.tensor, "direction": row.direction, "slot": row.slot,
             "golden_tensor": detail.golden_tensor, "npu_dtype": row.npu_dtype, "golden_dtype": row.golden_dtype,
             "npu_format": detail.npu_format, "shape": list(row.shape), "original_shape": list(row.original_shape),
             "npu": {k: (v if v == v and v != _INF and v != -_INF else None) for k, v in detail.npu.items()},
-            "golden_stats": {k: _number(detail.golden.get(k)) for k in ["count"] + _STATS + list(_COUNTS)}
-            if detail.golden else None,
-            "rel_diff": {k: _number(v) for k, v in detail.rel_diff.items()}, "count_diff": detail.count_diff,
-            "metrics": {name + "RelDiff": _number(detail.rel_diff.get(name)) for name in _STATS},
+            "golden_stats": {k: _number(golden.get(k)) for k in _GOLDEN_KEYS} if golden else None,
+            "rel_diff": rel, "count_diff": detail.count_diff,
+            "metrics": {metric: rel.get(name) for metric, name in _METRIC_NAMES},
             "score": _number((row.metrics or {}).get("RelativeEuclideanDistance")), "status": row.status,
             "breached": row.breached, "reason": row.reason, "note": detail.note, "timestamp": row.timestamp}
 
