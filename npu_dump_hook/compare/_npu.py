@@ -63,6 +63,9 @@ class NpuSide(object):
         self.kind = kind
         self.root = None  # type: Optional[str]
         self.graph_path = None  # type: Optional[str]
+        #: Where reports say the graph is, when that is not graph_path: the bundle's own member, not
+        #: the temporary file an archive's extraction or a compressed graph was expanded into.
+        self.graph_shown = None  # type: Optional[str]
         self.bundle_json = None  # type: Optional[Dict[str, Any]]
         self.bundle_id = None  # type: Optional[str]
         self.step_dir = None  # type: Optional[str]
@@ -78,7 +81,8 @@ class NpuSide(object):
         self.view = None  # type: Optional[BundleView]
 
     def describe(self) -> Dict[str, Any]:
-        return {"path": self.path, "kind": self.kind, "graph": self.graph_path, "bundle_id": self.bundle_id,
+        return {"path": self.path, "kind": self.kind, "graph": self.graph_shown or self.graph_path,
+                "bundle_id": self.bundle_id,
                 "step_dir": self.step_dir}
 
     def close(self) -> None:
@@ -131,6 +135,9 @@ def _read_bundle(side: NpuSide, view: BundleView, graph: Optional[str], step: Op
         if side.graph_path is None:
             raise CompareError("NPU {}: its bundle.json names no graph file; give --graph".format(side.path),
                                side.path)
+        member = "{}/{}".format(DATA_DIR, view.doc["graph"]["file"])
+        side.graph_shown = (os.path.join(side.path, member) if side.kind == "bundle"
+                            else "{}: {}".format(side.path, member))
     side.golden_dir = view.golden_dir()
     dump_root = view.dump_dir()
     if dump_root is None:
