@@ -36,8 +36,9 @@ def test_initial_state_is_named_as_given(env, named):
 
 def test_value_naming_more_than_the_bundle_is_kept():
     env = {VAR: "bundle", settings.ENV_RUN_FLAGS: VAR}
-    renamed = as_given(_error(value="/abs/bundle: data/inputs/x.npy"), env)
-    assert (renamed.option, renamed.value) == ("--golden-for", "/abs/bundle: data/inputs/x.npy")
+    where = os.path.abspath("bundle") + ": data/inputs/x.npy"
+    renamed = as_given(_error(value=where), env)
+    assert (renamed.option, renamed.value) == ("--golden-for", where)
 
 
 def test_on_off_flag_and_dump_flag_are_the_ones_typed():

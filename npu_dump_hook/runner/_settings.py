@@ -102,7 +102,7 @@ def as_given(exc: NpuDumpError, environ: Optional[Mapping[str, str]] = None) -> 
     """``exc`` named as the user gave the option: an OptionError about a hook keyword or dump
     option whose variable is set becomes one about the ``run`` flag that set it (listed in
     ``NPU_DUMP_HOOK_FLAGS``) or else the variable, showing the text given (a value naming more,
-    such as a file in the bundle, is kept). Anything else is returned as it is: a hook made in
+    such as ``BUNDLE: data/inputs/x.npy``, is kept). Anything else is returned as it is: a hook made in
     Python keeps its keyword (``initial_state``)."""
     env = os.environ if environ is None else environ
     if not isinstance(exc, OptionError):
@@ -111,7 +111,8 @@ def as_given(exc: NpuDumpError, environ: Optional[Mapping[str, str]] = None) -> 
     if var is None or var not in env:
         return exc
     text = env[var]
-    value = text if exc.value in (text, os.path.abspath(text)) else exc.value
+    where = os.path.abspath(text) + ":"  # a value naming a file in the bundle at ``text``
+    value = exc.value if isinstance(exc.value, str) and exc.value.startswith(where) else text
     return OptionError(_flag_or_variable(exc.option, var, env), value, exc.rule)
 
 
