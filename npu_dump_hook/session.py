@@ -30,12 +30,14 @@ Wrap the session before its first run: the graph is edited once, at wrapping, an
 hands a session every op of its graph at its first run and ignores later edits of those ops
 (it only logs "This mutation will have no effect"), so after an earlier run through the bare
 session (even an initializer) the randomness policy and the emulated numerics would be void.
-Such a session is refused: right after its graph edits the wrapper asks the session whether it
-already holds a value of any of the graph's variables (one small run of
-``is_variable_initialized`` checks, under the ``npu_dump_hook_session_probe`` scope) and raises
-:class:`~npu_dump_hook.errors.NpuDumpError` if it does, before any step (carrying over the
-variables into a fresh session would change the script's state behind its back). A session
-that ran only ops that touch no variable is not told apart. Under the runner, which watches
+Such a session is refused when the randomness policy edited a random source of its graph:
+right after its graph edits the wrapper asks the session whether it already holds a value of
+any of the graph's variables (one small run of ``is_variable_initialized`` checks, under the
+``npu_dump_hook_session_probe`` scope) and raises :class:`~npu_dump_hook.errors.NpuDumpError`
+if it does, before any step (carrying over the variables into a fresh session would change the
+script's state behind its back). Without a random source to edit (an inference graph loaded
+from a SavedModel into the session, which can only be wrapped after ``loader.load``) it is
+logged and the run goes on. A session that ran only ops that touch no variable is not told apart. Under the runner, which watches
 every run of the session itself (:data:`RUNS_BEFORE`), no probe runs; a session it had to wrap
 after bare runs (no training or random op in them) gets a bundle warning instead, since the
 unmodified script cannot be changed to wrap earlier.
@@ -110,17 +112,24 @@ class NpuDumpSession(object):
                 self.hook.warnings.append(message)
             return
         held = _initialized_count(session, variables)
-        if held:
+        edited = [source["op"] for source in self.hook.facts.randomness.get("sources", ())
+                  if str(source.get("action", "")).startswith(("stripped", "pinned"))]
+        if held and not edited:  # a SavedModel loaded into the session, then wrapped: nothing edited is lost
+            logger.info("NpuDumpSession: the session already holds %d variable value(s) (a restore or an initializer "
+                        "ran before wrapping); no random source needed an edit", held)
+        elif held:
             self.hook.dump.end()  # as after a failed begin(): nothing of this hook stays behind
             shutil.rmtree(self.hook.run_dir, ignore_errors=True)
             self._finished = True
             raise NpuDumpError(
                 "NpuDumpSession: the session already ran (it holds values of {} of the graph's {} variable(s): an "
                 "initializer, a restore or training steps ran through the bare session). TensorFlow ignores edits "
-                "of ops a session has run, so the randomness policy, the emulated numerics and the dump would "
+                "of ops a session has run, so the randomness policy's edits of {} random source(s) ({}{}) would "
                 "silently not apply. Wrap the session before its first run: sess = NpuDumpSession("
                 "tf.compat.v1.Session(...)), then sess.run(init) and the training loop through it (or use "
-                "npu-dump-hook run, which wraps it for you)".format(held, len(variables)))
+                "npu-dump-hook run, which wraps it for you)".format(held, len(variables), len(edited),
+                                                                    ", ".join(edited[:3]),
+                                                                    ", ..." if len(edited) > 3 else ""))
 
     # -- the session interface ------------------------------------------------------------
     @property

@@ -42,7 +42,7 @@ def _refused(graph, x, h, init, out):
     sess.run(init)
     with pytest.raises(NpuDumpError, match="Wrap the session before its first run") as info:
         NpuDumpSession(sess, stop="continue", randomness="strip", backend="emulated", output_dir=str(out))
-    assert "1 of the graph's 1 variable(s)" in str(info.value)
+    assert "1 of the graph's 1 variable(s)" in str(info.value) and "dropout/" in str(info.value)
     assert [p.name for p in out.iterdir() if p.name != "bundles"] == []  # no run folder left behind
     assert not any((out / "bundles").iterdir())
     assert sess.run(h, {x: np.ones((4, 8))}).shape == (4, 2)  # the script's session still works
@@ -84,29 +84,44 @@ def _counted(graph, x, train, init, tmp_path):
     assert any("ran 1 time(s) before the hook began" in w for w in read_bundle(sess.hook.bundle.path)["warnings"])
 
 
-_LATE_SCRIPT = '''
+_SCRIPT = '''
+import sys
 import numpy as np, tensorflow as tf
 v1 = tf.compat.v1
 v1.disable_eager_execution()
-x = v1.placeholder(tf.float32, [4, 8]); w = v1.Variable(tf.ones([8, 2]))
-h = v1.nn.dropout(tf.matmul(x, w), rate=0.5)
-train = v1.train.GradientDescentOptimizer(0.0).minimize(tf.reduce_sum(h))
+x = v1.placeholder(tf.float32, [4, 8]); keep_prob = v1.placeholder(tf.float32)
+w = v1.Variable(tf.ones([8, 2]))  # a constant initializer: no random op in the initializer run
+h = v1.nn.dropout(tf.matmul(x, w), keep_prob)
+feed = {x: np.ones((4, 8)), keep_prob: 0.8}
 with v1.Session() as sess:
-    sess.run(v1.global_variables_initializer())  # no random op: the runner wraps at the training run
+    if sys.argv[1] == "late":  # a run before the graph trains: the runner cannot wrap it yet
+        sess.run(w.initializer)
+    train = v1.train.GradientDescentOptimizer(0.0).minimize(tf.reduce_sum(h))
+    sess.run(v1.global_variables_initializer())
+    print("H", sess.run(h, feed).ravel().tolist(), flush=True)
     for _ in range(3):
-        sess.run(train, {x: np.ones((4, 8))})
+        sess.run(train, feed)
 '''
 
 
-def test_the_runner_counts_the_bare_runs_of_an_unmodified_script(tmp_path):
-    """``npu-dump-hook run``: the initializer ran bare (nothing random in it), the bundle says so."""
+@pytest.mark.parametrize("case", ["first", "late"])
+def test_the_runner_wraps_at_the_first_run_or_says_it_could_not(tmp_path, case):
+    """``npu-dump-hook run``: a session on a training graph is wrapped at its first run (the
+    initializer), so the strip policy holds in the script's own later runs (the dropout output is
+    the undropped 8.0 everywhere); a session run before its graph trained (``late``) is wrapped
+    later (here at the dropout run), and its bundle says how many runs came first."""
     import sys
 
     from helpers.runs import clean_env, run
 
-    (tmp_path / "train.py").write_text(_LATE_SCRIPT)
-    code, lines, err = run([sys.executable, "-m", "npu_dump_hook", "run", "--output-dir", "out", "--", "train.py"],
-                           tmp_path, clean_env())
+    (tmp_path / "train.py").write_text(_SCRIPT)
+    code, lines, err = run([sys.executable, "-m", "npu_dump_hook", "run", "--output-dir", "out", "--", "train.py",
+                            case], tmp_path, clean_env())
     assert code == 0, err[-2000:]
-    warnings = read_bundle(lines[-1])["warnings"]
-    assert any("ran 1 time(s) before the hook began" in w for w in warnings), warnings
+    warnings = [w for w in read_bundle(lines[-1])["warnings"] if "before the hook began" in w]
+    if case == "first":
+        (printed,) = [line for line in lines if line.startswith("H ")]
+        assert printed == "H " + str([8.0] * 8), printed
+        assert warnings == []
+    else:
+        assert len(warnings) == 1 and "ran 2 time(s) before the hook began" in warnings[0], warnings  # both initializers

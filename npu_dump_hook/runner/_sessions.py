@@ -319,6 +319,11 @@ class SessionPatches(object):
             walk = detector.walk(fetches, feed_dict)
             if detector.verdict_for(walk).training:
                 return True
+            if not state.get(RUNS_BEFORE) and trains(session.graph):
+                # Its first run, on a training graph: TensorFlow takes in every op of the graph now
+                # and ignores later edits, so the hook begins before it (an initializer of constants
+                # would otherwise void the strip of the dropout that runs in the training step).
+                return True
             # An initialization check (Keras's, before its initializer run) is also the last run
             # before the graph edits: TensorFlow sends a session every op of its graph at its first
             # run and ignores later edits of those ops, so wrapping at the initializer run would
