@@ -30,7 +30,8 @@ Wrap the session before its first run: the graph is edited once, at wrapping, an
 hands a session every op of its graph at its first run and ignores later edits of those ops
 (it only logs "This mutation will have no effect"), so after an earlier run through the bare
 session (even an initializer) the randomness policy and the emulated numerics would be void.
-Such a session is refused when the randomness policy edited a random source of its graph:
+Such a session is refused when the randomness policy edited a random source of its graph
+other than a variable's initializer (dropout, noise, shuffles):
 right after its graph edits the wrapper asks the session whether it already holds a value of
 any of the graph's variables (one small run of ``is_variable_initialized`` checks, under the
 ``npu_dump_hook_session_probe`` scope) and raises :class:`~npu_dump_hook.errors.NpuDumpError`
@@ -112,8 +113,10 @@ class NpuDumpSession(object):
                 self.hook.warnings.append(message)
             return
         held = _initialized_count(session, variables)
+        # Edits whose loss matters: not those of variable initializers (the values are already there)
         edited = [source["op"] for source in self.hook.facts.randomness.get("sources", ())
-                  if str(source.get("action", "")).startswith(("stripped", "pinned"))]
+                  if str(source.get("action", "")).startswith(("stripped", "pinned"))
+                  and "/Initializer/" not in source["op"]]
         if held and not edited:  # a SavedModel loaded into the session, then wrapped: nothing edited is lost
             logger.info("NpuDumpSession: the session already holds %d variable value(s) (a restore or an initializer "
                         "ran before wrapping); no random source needed an edit", held)
