@@ -39,6 +39,8 @@ Variables read by :mod:`npu_dump_hook.runner` (``npu-dump-hook run`` sets them f
                              {run folder}/model_dir, so no dump-run checkpoint lands in model_dir)
     NPU_DUMP_HOOK_ALLOW_NO_BUNDLE  "1": a script that ends without a bundle keeps its status
                              (default: the runner exits 4, EXIT_NO_BUNDLE, instead of 0)
+    NPU_DUMP_HOOK_FLAGS      the variables above that ``npu-dump-hook run`` set from its flags
+                             (space-separated; it sets it): an error about one names the flag
 
 Variables of the Ascend stack that npu_dump_hook reads or sets (see
 docs/reference/npu-bridge-dump-api.md §5): DUMP_GRAPH_PATH, DUMP_GE_GRAPH,
@@ -51,6 +53,8 @@ folder), NPU_DUMP_HOOK_HCCL_TIMEOUT (seconds a collective waits for every rank).
 
 __all__ = [
     "ENV_OPTIONS",
+    "DUMP_OPTION_FLAGS",
+    "RUNS_BEFORE_MARK",
     "ENV_CAPTURE_BUDGET",
     "ENV_RUN",
     "ENV_RUN_HOOK_OPTIONS",
@@ -61,6 +65,7 @@ __all__ = [
     "ENV_RUN_LOG_LEVEL",
     "ENV_RUN_KEEP_CHECKPOINTS",
     "ENV_RUN_ALLOW_NO_BUNDLE",
+    "ENV_RUN_FLAGS",
     "ENV_DUMP_GRAPH_PATH",
     "ENV_DUMP_GE_GRAPH",
     "ENV_DUMP_GRAPH_LEVEL",
@@ -98,6 +103,7 @@ from .settings import (  # noqa: E402 - after __all__, as the names it lists
     CHECKSUMS,
     ENV_RUN,
     ENV_RUN_ALLOW_NO_BUNDLE,
+    ENV_RUN_FLAGS,
     ENV_RUN_HOOK_OPTIONS,
     ENV_RUN_KEEP_CHECKPOINTS,
     ENV_RUN_LOG_LEVEL,
@@ -122,6 +128,16 @@ ENV_OPTIONS = {
     "dump_debug_mode": "NPU_DUMP_DEBUG_MODE",
 }
 
+#: DumpOptions field -> the ``npu-dump-hook run`` flag that sets its variable (an error names it).
+DUMP_OPTION_FLAGS = {
+    "dump_path": "--dump-path",
+    "dump_step": "--dump-step",
+    "dump_mode": "--dump-mode",
+    "dump_layer": "--dump-layer",
+    "dump_data": "--dump-data",
+    "dump_debug_mode": "--dump-debug-mode",
+}
+
 ENV_CAPTURE_BUDGET = "NPU_DUMP_HOOK_CAPTURE_BUDGET"
 
 ENV_DUMP_GRAPH_PATH = "DUMP_GRAPH_PATH"
@@ -142,6 +158,11 @@ ENV_HCCL_TIMEOUT = "NPU_DUMP_HOOK_HCCL_TIMEOUT"
 #: GE op types of the HCCL collectives whose outputs are the same on every rank (the cross-rank check
 #: of ``compare`` over a rank index; what the emulated HCCL makes).
 HCCL_COLLECTIVE_TYPES = ("HcomAllReduce", "HcomAllGather", "HcomBroadcast")
+
+#: The runner's mark on a ``tf.compat.v1.Session`` it watches (``session.__dict__``): how many runs
+#: went to the bare session before it was wrapped (:mod:`npu_dump_hook.session` warns of them
+#: instead of running its own probe).
+RUNS_BEFORE_MARK = "_npu_dump_hook_runs_before"
 
 #: Name of the custom-optimizer entry the Ascend TF adapter reads its options from.
 NPU_OPTIMIZER_NAME = "NpuOptimizer"

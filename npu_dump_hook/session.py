@@ -24,25 +24,48 @@ while the hook's run lasts (:class:`RoutedCallable`), so Keras ``fit`` on
 
 With ``stop="continue"`` the bundle is collected when the dumped steps are done; a wrapper
 whose steps never finished collects at ``close()``, on leaving the ``with`` block, or at
-interpreter exit. Wrap the session before its first run: the graph is edited once, at
-wrapping, and TensorFlow hands a session every op of its graph at its first run and ignores
-later edits of those ops, so after an earlier run through the bare session (even an
-initializer) the randomness policy and the emulated numerics have no effect.
+interpreter exit.
+
+Wrap the session before its first run: the graph is edited once, at wrapping, and TensorFlow
+hands a session every op of its graph at its first run and ignores later edits of those ops
+(it only logs "This mutation will have no effect"), so after an earlier run through the bare
+session (even an initializer) the randomness policy and the emulated numerics would be void.
+Such a session is refused when the randomness policy edited a random source of its graph
+other than a variable's initializer (dropout, noise, shuffles):
+right after its graph edits the wrapper asks the session whether it already holds a value of
+any of the graph's variables (one small run of ``is_variable_initialized`` checks, under the
+``npu_dump_hook_session_probe`` scope) and raises :class:`~npu_dump_hook.errors.NpuDumpError`
+if it does, before any step (carrying over the variables into a fresh session would change the
+script's state behind its back). Without a random source to edit (an inference graph loaded
+from a SavedModel into the session, which can only be wrapped after ``loader.load``) it is
+logged and the run goes on. A session that ran only ops that touch no variable is not told apart. Under the runner, which watches
+every run of the session itself (:data:`RUNS_BEFORE`), no probe runs; a session it had to wrap
+after bare runs (no training or random op in them) gets a bundle warning instead, since the
+unmodified script cannot be changed to wrap earlier.
 """
 import atexit
 import functools
 import logging
+import shutil
 import sys
-from typing import Any, Optional
+from typing import Any, List, Optional
 
 from . import _tf, settings
+from .constants import RUNS_BEFORE_MARK
+from .errors import NpuDumpError
 from .hook import NpuDumpHook
 from .options import DumpOptions
 from .settings import STOP_MODES  # re-exported: what stop= accepts (its row in the settings table)
 
-__all__ = ["NpuDumpSession", "RoutedCallable", "STOP_MODES"]
+__all__ = ["NpuDumpSession", "RoutedCallable", "STOP_MODES", "RUNS_BEFORE"]
 
 logger = logging.getLogger(__name__)
+
+#: Set by the runner on a session it watches: how many runs went to the bare session before it
+#: was wrapped (then no probe runs, see the module doc).
+RUNS_BEFORE = RUNS_BEFORE_MARK
+#: Name scope of the wrapper's own check whether the session already ran (hook ops: ``npu_dump_hook_*``).
+PROBE_SCOPE = "npu_dump_hook_session_probe"
 
 
 class NpuDumpSession(object):
@@ -71,10 +94,45 @@ class NpuDumpSession(object):
         self.hook = hook if hook is not None else NpuDumpHook(options, **hook_options)
         self._finished = False
         self.hook._editable_graph = True  # noqa: SLF001 - a plain session's graph stays editable (train/late.py)
+        variables = _user_variables(session)  # before begin() adds the hook's own
         with session.graph.as_default():
             self.hook.begin()
+        self._check_not_run_before(session, variables)  # after the edits: a first run takes them in
         self.hook.after_create_session(session, None)
         atexit.register(self._finish_at_exit)
+
+    def _check_not_run_before(self, session: Any, variables: List[Any]) -> None:
+        """Refuse a session that ran before the graph edits (module doc); under the runner, warn."""
+        runs = getattr(session, "__dict__", {}).get(RUNS_BEFORE)
+        if runs is not None:  # the runner counted them
+            if runs:
+                message = ("the tf.compat.v1.Session ran {} time(s) before the hook began (no training or random op "
+                           "in those runs): TensorFlow ignores the hook's edits of ops built before, so the "
+                           "randomness policy and the emulated numerics may not apply to them".format(runs))
+                logger.warning("NpuDumpSession: %s", message)
+                self.hook.warnings.append(message)
+            return
+        held = _initialized_count(session, variables)
+        # Edits whose loss matters: not those of variable initializers (the values are already there)
+        edited = [source["op"] for source in self.hook.facts.randomness.get("sources", ())
+                  if str(source.get("action", "")).startswith(("stripped", "pinned"))
+                  and "/Initializer/" not in source["op"]]
+        if held and not edited:  # a SavedModel loaded into the session, then wrapped: nothing edited is lost
+            logger.info("NpuDumpSession: the session already holds %d variable value(s) (a restore or an initializer "
+                        "ran before wrapping); no random source needed an edit", held)
+        elif held:
+            self.hook.dump.end()  # as after a failed begin(): nothing of this hook stays behind
+            shutil.rmtree(self.hook.run_dir, ignore_errors=True)
+            self._finished = True
+            raise NpuDumpError(
+                "NpuDumpSession: the session already ran (it holds values of {} of the graph's {} variable(s): an "
+                "initializer, a restore or training steps ran through the bare session). TensorFlow ignores edits "
+                "of ops a session has run, so the randomness policy's edits of {} random source(s) ({}{}) would "
+                "silently not apply. Wrap the session before its first run: sess = NpuDumpSession("
+                "tf.compat.v1.Session(...)), then sess.run(init) and the training loop through it (or use "
+                "npu-dump-hook run, which wraps it for you)".format(held, len(variables), len(edited),
+                                                                    ", ".join(edited[:3]),
+                                                                    ", ..." if len(edited) > 3 else ""))
 
     # -- the session interface ------------------------------------------------------------
     @property
@@ -217,6 +275,26 @@ class RoutedCallable(object):
         self._fetches = [graph.as_graph_element(name) for name in options.fetch]
         self._targets = [graph.as_graph_element(name) for name in options.target]
         self._run_options = options.run_options if options.HasField("run_options") else None
+
+
+def _user_variables(session: Any) -> List[Any]:
+    """The global and local variables of ``session``'s graph (none for an object that is not a TF session)."""
+    if not isinstance(session, _tf.session_classes()[0]):
+        return []
+    v1 = _tf.tf_v1()
+    with session.graph.as_default():
+        return list(v1.global_variables()) + list(v1.local_variables())
+
+
+def _initialized_count(session: Any, variables: List[Any]) -> int:
+    """How many of ``variables`` the bare ``session`` holds a value of: one run of their
+    ``is_variable_initialized`` checks (ops under :data:`PROBE_SCOPE`)."""
+    if not variables:
+        return 0
+    v1 = _tf.tf_v1()
+    with session.graph.as_default(), v1.name_scope(PROBE_SCOPE):
+        checks = v1.stack([v1.is_variable_initialized(variable) for variable in variables])
+    return int(session.run(checks).sum())
 
 
 def _merged_options(options: Any, extra: Any) -> Any:

@@ -68,7 +68,7 @@ DEFAULT_MAX_INPUT_BYTES = 256 << 20
 
 __all__ = ["Setting", "SETTINGS", "HOOK", "SESSION", "RUNNER", "HOOK_KEYWORDS", "HOOK_RULES", "SESSION_RULES",
            "ENV_RUN", "ENV_RUN_STOP", "ENV_RUN_LOG_LEVEL", "ENV_RUN_KEEP_CHECKPOINTS", "ENV_RUN_ALLOW_NO_BUNDLE",
-           "ENV_RUN_HOOK_OPTIONS",
+           "ENV_RUN_FLAGS", "ENV_RUN_HOOK_OPTIONS",
            "BACKEND_CHOICES", "GOLDEN_BACKEND", "MODES", "BACKEND_ALIASES", "ON_MISMATCH", "LINK_MODES", "CHECKSUMS",
            "ARCHIVES", "STOP_MODES", "DEFAULT_MAX_INPUT_BYTES", "FAULTS_SEPARATOR", "FAULT_OP_SEPARATOR", "rows",
            "variable", "read", "read_all",
@@ -89,6 +89,8 @@ ENV_RUN_KEEP_CHECKPOINTS = "NPU_DUMP_HOOK_KEEP_CHECKPOINTS"
 #: "1": a script that ends without a bundle while one was asked for exits with its own status
 #: (default: ``EXIT_NO_BUNDLE`` of :mod:`npu_dump_hook._cli_conventions` when it would exit 0).
 ENV_RUN_ALLOW_NO_BUNDLE = "NPU_DUMP_HOOK_ALLOW_NO_BUNDLE"
+#: The variables ``npu-dump-hook run`` set from its flags (space-separated): an error names the flag.
+ENV_RUN_FLAGS = "NPU_DUMP_HOOK_FLAGS"
 
 #: The golden run's backend: the CPU/GPU (golden) tensors only, no NPU dump, usually with
 #: ``initial_state=`` an NPU bundle. bundle.json records it as ``"reference"``

@@ -1,5 +1,7 @@
 """Verification of a bundle folder or archive: BagIt integrity, the bundle.json schema, payload
-agreement and that dump, mapping and graph files parse; every problem listed, in a fixed order.
+agreement and that dump, mapping and graph files parse, and that ``data/inputs/*.npy`` hold the
+dtype, shape and values bundle.json's ``inputs`` manifest says (:mod:`._input_files`); every
+problem listed, in a fixed order.
 
 Archives are extracted to a temporary folder first, by the code
 :func:`~npu_dump_hook.bundle.open_bundle` uses too (:func:`~npu_dump_hook.bundle._archive.extract_bag`):
@@ -21,6 +23,7 @@ from . import _bagit, _fs, _rules
 from ._archive import archive_format, extract_bag, looks_like_tar, terminating_cleanly
 from ._graph_text import graph_text_problems
 from ._bagit import Problem
+from ._input_files import input_file_problems
 from ._spec import BACKENDS, BUNDLE_JSON_PATH, DATA_DIR, DUMP_NAME_FIELDS, FILE_KINDS, GOLDEN_BACKEND, read_backend
 from .describe import graph_ops, header_summary
 from ._document import (GOLDEN_FOR_TYPES, MAX_BUNDLE_JSON_BYTES, TOP_TYPES, load_bundle_json, too_large,
@@ -238,6 +241,7 @@ def check_payload(root: str, digests: Mapping[str, str],
     problems.extend(_parse_checks(files, digests, present))
     # a compressed graph (statistics bundles, rule 9): bounded expansion, listed size/sha256, parse
     problems.extend(Problem(*found) for found in graph_text_problems(doc, present))
+    problems.extend(input_file_problems(doc, present))  # the .npy headers and values against inputs
     return problems
 
 

@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 from .. import settings
 from .._cli_conventions import level_name
-from ..constants import ENV_OPTIONS, ENV_RUN, ENV_RUN_LOG_LEVEL, FAULTS_SEPARATOR
+from ..constants import DUMP_OPTION_FLAGS, ENV_OPTIONS, ENV_RUN, ENV_RUN_FLAGS, ENV_RUN_LOG_LEVEL, FAULTS_SEPARATOR
 from ..errors import OptionError
 from ..runner import NoticeChannel, RunSettings, bootstrap_command, parse_faults
 from ._exit import EXIT_USAGE, CliError
@@ -37,9 +37,7 @@ _INTERPRETER = re.compile(r"^(?:python|pypy)[0-9.]*[a-z]?(?:\.exe)?$")
 _PYTHON_FLAGS = set("bBdEiIOPqRsSuvx")  # interpreter options without a value
 _WITH_VALUE = ("W", "X")
 # dump option (DumpOptions field) -> its flag; the fields name the variables in ENV_OPTIONS
-_DUMP_FLAGS = (("dump_path", "--dump-path"), ("dump_step", "--dump-step"), ("dump_mode", "--dump-mode"),
-               ("dump_layer", "--dump-layer"), ("dump_data", "--dump-data"),
-               ("dump_debug_mode", "--dump-debug-mode"))
+_DUMP_FLAGS = tuple(DUMP_OPTION_FLAGS.items())
 _NO_SCRIPT = "give the script to run after -- (e.g. npu-dump-hook run -- python train.py)"
 
 
@@ -204,6 +202,8 @@ def _environment(args: argparse.Namespace) -> Tuple[Dict[str, str], Dict[str, st
             _not_blank(value, row.flag_for(value))  # before variable_text: abspath('') is the current folder
             put(row.env, row.variable_text(value), row.flag_for(value))
     env[ENV_RUN_LOG_LEVEL] = level_name(args.debug, args.verbose, args.quiet)
+    # Which variables the flags set (an inherited value is replaced): the child's errors name the flag.
+    env[ENV_RUN_FLAGS] = " ".join(sorted(flags))
     return env, flags
 
 

@@ -29,7 +29,7 @@ from ..settings import ENV_RUN_ALLOW_NO_BUNDLE
 from ..errors import NpuDumpError, OptionError
 from ._inject import Injection
 from ._install import install, log_to_stderr, site_dir
-from ._settings import RunSettings
+from ._settings import RunSettings, as_given
 
 __all__ = ["bootstrap_command", "main", "USAGE"]
 
@@ -88,7 +88,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         raise exc.with_traceback(_script_frames(exc.__traceback__))
     except BaseException as exc:  # noqa: BLE001 - printed as Python prints an uncaught exception
         tb = _script_frames(exc.__traceback__)
-        sys.excepthook(type(exc), exc.with_traceback(tb), tb)
+        shown = as_given(exc) if isinstance(exc, NpuDumpError) else exc  # an option by the flag typed
+        if shown is not exc:
+            shown.__cause__, shown.__suppress_context__ = exc.__cause__, exc.__suppress_context__
+        sys.excepthook(type(shown), shown.with_traceback(tb), tb)
         injection.announce(explain=False)
         return EXIT_SCRIPT_ERROR
     return _end(injection)

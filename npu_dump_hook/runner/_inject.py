@@ -43,12 +43,11 @@ from .._cli_conventions import EXIT_SCRIPT_ERROR, EXIT_USAGE, print_error
 from ..constants import ENV_OPTIONS, NPU_OPTIMIZER_NAME
 from ..errors import NpuDumpError, OptionError
 from ..options import DumpOptions
-from ..settings import ENV_RUN_HOOK_OPTIONS
 from ._notice import BundleNotice
 from ._infer import estimator_entry, wants_inference
 from ._checkpoints import SAVER_HOOK_MODULE, SAVER_MODULE, CheckpointRedirect, redirecting_begin, redirecting_save
 from ._sessions import SessionPatches, set_patch, trains
-from ._settings import RunSettings
+from ._settings import RunSettings, as_given
 
 __all__ = ["Injection"]
 
@@ -56,16 +55,6 @@ logger = logging.getLogger("npu_dump_hook.runner")
 
 _EAGER_HINT = ("; TensorFlow runs eagerly (the TF 2.x default), which npu_dump_hook cannot dump: call "
                "tf.compat.v1.disable_eager_execution() at the top of the script")
-
-
-
-def _named_after_variables(exc: NpuDumpError) -> NpuDumpError:
-    """An OptionError about a hook keyword or dump option, named after the variable that set it."""
-    if isinstance(exc, OptionError):
-        var = ENV_RUN_HOOK_OPTIONS.get(exc.option) or ENV_OPTIONS.get(exc.option)
-        if var is not None and var in os.environ:
-            return OptionError(var, os.environ[var], exc.rule)
-    return exc
 
 
 def _script_words() -> List[str]:
@@ -280,7 +269,7 @@ class Injection(SessionPatches):
                     hook = NpuDumpHook(own if own is not None else self.settings.options, **self.settings.hook_options)
                 except NpuDumpError as exc:  # the settings do not fit this run: stop as a bad variable does
                     self._stood_down = True
-                    print_error(_named_after_variables(exc))
+                    print_error(as_given(exc))
                     raise SystemExit(EXIT_USAGE if isinstance(exc, OptionError) else EXIT_SCRIPT_ERROR)
                 setattr(hook, RERUN_COMMAND, _script_words())  # the golden-run hint names the CLI command
                 _notice_after_end(hook, self.notice)

@@ -34,6 +34,7 @@ from typing import Any, Callable, Dict, List, Tuple
 
 from .. import _tf
 from .._cli_conventions import EXIT_NO_BUNDLE, print_error
+from ..constants import RUNS_BEFORE_MARK as RUNS_BEFORE
 from ..determinism import SHUFFLE_SEED_INPUTS, STATEFUL_TYPES, STATELESS_SEED_INPUT
 from ._infer import restored_mark, run_verdict, wants_inference
 
@@ -138,6 +139,8 @@ class SessionPatches(object):
         @functools.wraps(run)
         def run_(self: Any, fetches: Any, feed_dict: Any = None, options: Any = None, run_metadata: Any = None) -> Any:
             wrapper = injection._routed_wrapper(self, fetches, feed_dict)
+            if wrapper is None and _PENDING in self.__dict__ and not injection._depth("routing"):
+                self.__dict__[RUNS_BEFORE] = self.__dict__.get(RUNS_BEFORE, 0) + 1  # the wrapper warns of them
             if wrapper is None or injection._depth("routing") or threading.get_ident() != injection._thread:
                 return run(self, fetches, feed_dict, options, run_metadata)  # input threads (queue runners) too
             return injection._route(wrapper.run, fetches, feed_dict=feed_dict, options=options,
@@ -258,6 +261,7 @@ class SessionPatches(object):
             original(*bound.args, **bound.kwargs)
             if not graph.finalized:  # wrapped at its first training run (a reserved hook: with its config)
                 self.__dict__[_PENDING] = claim[0] if claim is not None else None
+                self.__dict__[RUNS_BEFORE] = 0  # counted by run_: the wrapper needs no probe run of its own
 
         return __init__
 
@@ -314,6 +318,11 @@ class SessionPatches(object):
         try:
             walk = detector.walk(fetches, feed_dict)
             if detector.verdict_for(walk).training:
+                return True
+            if not state.get(RUNS_BEFORE) and trains(session.graph):
+                # Its first run, on a training graph: TensorFlow takes in every op of the graph now
+                # and ignores later edits, so the hook begins before it (an initializer of constants
+                # would otherwise void the strip of the dropout that runs in the training step).
                 return True
             # An initialization check (Keras's, before its initializer run) is also the last run
             # before the graph edits: TensorFlow sends a session every op of its graph at its first

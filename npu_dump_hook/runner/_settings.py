@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
 from .. import settings
-from ..constants import ENV_OPTIONS
-from ..errors import OptionError
+from ..constants import DUMP_OPTION_FLAGS, ENV_OPTIONS
+from ..errors import NpuDumpError, OptionError
 from ..options import DumpOptions
 
-__all__ = ["RunSettings"]
+__all__ = ["RunSettings", "as_given"]
 
 
 @dataclass(frozen=True)
@@ -96,3 +96,38 @@ def _check_dump_variables(env: Mapping[str, str]) -> None:
         check = dict(env)
         check.setdefault(ENV_OPTIONS["dump_path"], tempfile.gettempdir())
         DumpOptions.from_env(check)
+
+
+def as_given(exc: NpuDumpError, environ: Optional[Mapping[str, str]] = None) -> NpuDumpError:
+    """``exc`` named as the user gave the option: an OptionError about a hook keyword or dump
+    option whose variable is set becomes one about the ``run`` flag that set it (listed in
+    ``NPU_DUMP_HOOK_FLAGS``) or else the variable, showing the text given (a value naming more,
+    such as ``BUNDLE: data/inputs/x.npy``, is kept). Anything else is returned as it is: a hook made in
+    Python keeps its keyword (``initial_state``)."""
+    env = os.environ if environ is None else environ
+    if not isinstance(exc, OptionError):
+        return exc
+    var = settings.ENV_RUN_HOOK_OPTIONS.get(exc.option) or ENV_OPTIONS.get(exc.option)
+    if var is None or var not in env:
+        return exc
+    text = env[var]
+    where = os.path.abspath(text) + ":"  # a value naming a file in the bundle at ``text``
+    value = exc.value if isinstance(exc.value, str) and exc.value.startswith(where) else text
+    return OptionError(_flag_or_variable(exc.option, var, env), value, exc.rule)
+
+
+def _flag_or_variable(keyword: str, var: str, env: Mapping[str, str]) -> str:
+    """The flag that set ``var`` (the settings table's, or the dump option's), or ``var`` itself
+    when the run command did not set it."""
+    if var not in env.get(settings.ENV_RUN_FLAGS, "").split():
+        return var
+    row = settings.SETTINGS.get(keyword)
+    if row is None or row.env != var:
+        return DUMP_OPTION_FLAGS.get(keyword, var)
+    value = env[var]  # type: Any
+    if row.parse is settings.parse_flag:  # on/off: --golden or --no-golden
+        try:
+            value = settings.parse_flag(var, value)
+        except OptionError:
+            pass
+    return row.flag_for(value)
