@@ -13,12 +13,17 @@ and the ratio dumped/plain against the 1.5x target. ``--python`` picks the stack
 interpreter; e.g. .venv-tf115/bin/python for TF 1.15). On a shared machine the wall ratio moves
 with the load: compare the CPU ratio too.
 
-Run: .venv/bin/python benchmarks/bench_rnn_cost.py [--repeat 3] [--python PY] [--script SHAPE]
+Each row also gives the median and the spread (min-max) of its runs. ``--before DIR`` adds a row
+``before``: the same dumped run with the package of another checkout ``DIR`` (e.g. a ``git
+archive`` of main), alternating with the others, for a before/after figure from one run.
+
+Run: .venv/bin/python benchmarks/bench_rnn_cost.py [--repeat 3] [--python PY] [--script SHAPE] [--before DIR]
 """
 import argparse
 import os
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -43,26 +48,53 @@ def _timed(argv, cwd, env):
     return wall, cpu, lines[-1] if lines else ""
 
 
+def _dumped(args, work, env, out):
+    result = _timed([args.python, "-m", "npu_dump_hook", "run", "-q", "--backend", "emulated",
+                     "--output-dir", os.path.join(work, out), "--", args.python, SCRIPT, args.script, work, "1"],
+                    work, env)
+    if not os.path.isdir(result[2]):
+        sys.exit("the dumped run printed no bundle path: {!r}".format(result[2]))
+    return result
+
+
+def _spread_table(plain, dumped, before):
+    """Median and min-max of wall and CPU per row, and the median ratios to ``plain``."""
+    print("{:<8} {:>22} {:>22}   (median [min-max] of {} runs)".format("", "wall s", "CPU s", len(plain)))
+    medians = {}
+    for name, rows in (("plain", plain), ("dumped", dumped), ("before", before)):
+        if not rows:
+            continue
+        walls, cpus = sorted(r[0] for r in rows), sorted(r[1] for r in rows)
+        medians[name] = (statistics.median(walls), statistics.median(cpus))
+        print("{:<8} {:>7.2f} [{:.2f}-{:.2f}] {:>7.2f} [{:.2f}-{:.2f}]".format(
+            name, medians[name][0], walls[0], walls[-1], medians[name][1], cpus[0], cpus[-1]))
+    for name in ("dumped", "before"):
+        if name in medians:
+            print("median ratio {:<7} {:>6.2f}x wall {:>6.2f}x CPU".format(
+                name, medians[name][0] / medians["plain"][0], medians[name][1] / medians["plain"][1]))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--script", default="static", help="rnn_scripts.py shape (default: static)")
+    parser.add_argument("--before", metavar="DIR", help="also time the dumped run with the package of checkout DIR")
     args = parser.parse_args(argv)
     env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
     env = {k: v for k, v in env.items() if not k.startswith("NPU_DUMP") and k != "DUMP_GRAPH_PATH"}
     work = tempfile.mkdtemp(prefix="bench_rnn_")
-    plain, dumped = [], []
+    plain, dumped, before = [], [], []  # type: ignore[var-annotated]
     try:
         for attempt in range(args.repeat):
             plain.append(_timed([args.python, SCRIPT, args.script, work, "1"], work, env))
-            out = os.path.join(work, "out{}".format(attempt))
-            dumped.append(_timed([args.python, "-m", "npu_dump_hook", "run", "-q", "--backend", "emulated",
-                                  "--output-dir", out, "--", args.python, SCRIPT, args.script, work, "1"], work, env))
-            if not os.path.isdir(dumped[-1][2]):
-                sys.exit("the dumped run printed no bundle path: {!r}".format(dumped[-1][2]))
+            dumped.append(_dumped(args, work, env, "out{}".format(attempt)))
+            if args.before:
+                before.append(_dumped(args, work, dict(env, PYTHONPATH=os.path.abspath(args.before)),
+                                      "before{}".format(attempt)))
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    _spread_table(plain, dumped, before)
     best_plain = min(plain, key=lambda r: r[0])
     best_dumped = min(dumped, key=lambda r: r[0])
     cpu_plain = min(r[1] for r in plain)

@@ -104,7 +104,7 @@ def _count_array(array: np.ndarray, direction: str, slot: int) -> TensorHealth:
 
 
 def _read_dump(health: OpHealth) -> None:
-    with DumpFile.open(health.path) as dump:
+    with DumpFile.open_small(health.path) as dump:  # a step's files are mostly small: one open each
         for kind, into in (("input", health.inputs), ("output", health.outputs)):
             for info in dump.tensors(kind):
                 if info.dtype is None:

@@ -87,6 +87,7 @@ from ..constants import COMPLETE_STEP_MARKER, INCOMPLETE_STEP_MARKER
 from ..errors import BackendError, NpuDumpError, OptionError
 from ..formats import mapping_csv, names, opdebug, stats_csv
 from ..formats.dump_file import DumpTensor, ge_origin_data_type, write_dump_file
+from ..formats.npy import read_npy
 from ..options import DumpOptions
 from ..bundle.selection import is_selected
 from . import ge_model, hccl, layout, npu_graph, numerics
@@ -295,7 +296,7 @@ class EmulatedNpu(object):
 
     def _device_array(self, tensor: Any, captured: Any) -> np.ndarray:
         """The payload of one dumped tensor: the captured array as the device holds it."""
-        array = np.asarray(np.load(captured.path, mmap_mode="r"))
+        array = np.asarray(read_npy(captured.path))  # one read for a small file (formats.npy)
         if self.profile == "ascend":
             return layout.device_array(array, tensor.value.held)
         return np.ascontiguousarray(self._device_precision(array))
@@ -339,7 +340,9 @@ class EmulatedNpu(object):
         name, _ = self._file_name(node, timestamp)
         out = [self._device_tensor(t, c, True) for t, c in outputs]
         ins = [self._device_tensor(t, c, False) for t, c in inputs]
-        write_dump_file(self._place(step_dir, name), node.name, outputs=out, inputs=ins, dump_time=timestamp)
+        # In place, no rename per file: the step folder's begin marker covers a write cut short (_begin_step)
+        write_dump_file(self._place(step_dir, name), node.name, outputs=out, inputs=ins, dump_time=timestamp,
+                        atomic=False)
         return 1
 
     def _write_stats(self, node: npu_graph.NpuNode, inputs: list, outputs: list, timestamp: int,

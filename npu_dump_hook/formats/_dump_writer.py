@@ -165,11 +165,13 @@ def _check_readable(encoded: bytes) -> None:
 def write_dump_file(path: Union[str, "os.PathLike[str]"], op_name: str, outputs: Iterable[Any] = (),
                     inputs: Iterable[Any] = (), buffers: Iterable[Any] = (), workspaces: Iterable[Any] = (),
                     dump_time: Optional[int] = None, version: str = _V2, attrs: Optional[Dict[str, str]] = None,
-                    fsync: bool = False) -> int:
+                    fsync: bool = False, atomic: bool = True) -> int:
     """Write a v2 dump file atomically (temporary name + rename); return its size in bytes.
 
     Arguments as :func:`build_header`; payloads follow in the order inputs, outputs,
-    buffers, workspaces.
+    buffers, workspaces. ``atomic=False`` writes ``path`` in place (removed again when the write
+    fails): only for a writer whose folder carries its own incomplete-marker protocol, such as the
+    emulator's step folders, where the rename per file would double the cost of a small file.
     """
     path = os.fspath(path)
     output_tensors = [_as_tensor(item) for item in outputs]
@@ -180,8 +182,12 @@ def write_dump_file(path: Union[str, "os.PathLike[str]"], op_name: str, outputs:
     encoded = encode_header(header)
     _check_readable(encoded)
     payloads = [t.array for t in input_tensors] + [t.array for t in output_tensors] + buffer_blobs + space_blobs
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path)[:64] + ".", suffix=".tmp")
+    if atomic:
+        folder = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path)[:64] + ".", suffix=".tmp")
+    else:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0), 0o644)
+        tmp = path
     try:
         with os.fdopen(fd, "wb") as fileobj:
             fileobj.write(_PREFIX.pack(len(encoded)))
@@ -192,8 +198,9 @@ def write_dump_file(path: Union[str, "os.PathLike[str]"], op_name: str, outputs:
                 fileobj.flush()
                 os.fsync(fileobj.fileno())
             written = fileobj.tell()
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        if atomic:
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)

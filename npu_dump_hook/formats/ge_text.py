@@ -14,8 +14,9 @@ each message even when it is empty, upb ~250), and time is linear in the input. 
 import logging
 import math
 import os
+import re
 import struct
-from typing import Any, List, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from google.protobuf.descriptor import FieldDescriptor as _FD
 
@@ -31,6 +32,8 @@ __all__ = ["MAX_NESTING", "parse_model", "parse_model_text", "format_model", "wr
 PathLike = Union[str, "os.PathLike[str]"]
 _LOG = logging.getLogger(__name__)
 _PRINTABLE = frozenset(range(0x20, 0x7F))
+#: printable ASCII but the three c_escape escapes (" ' \\), to the end: text c_escape leaves as it is
+_NOTHING_TO_ESCAPE = re.compile(r"[ !#-&(-\[\]-~]*\Z")
 _C_ESCAPES = {0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t", 0x22: '\\"', 0x27: "\\'", 0x5C: "\\\\"}
 
 
@@ -90,6 +93,8 @@ def _format_float(value: float) -> str:
 def _format_scalar(field: Any, value: Any) -> str:
     kind = field.type
     if kind in (_FD.TYPE_STRING, _FD.TYPE_BYTES):
+        if isinstance(value, str) and _NOTHING_TO_ESCAPE.match(value):
+            return '"' + value + '"'  # most names and attrs: printable ASCII without quotes or backslashes
         raw = value.encode("utf-8") if isinstance(value, str) else value
         return '"' + c_escape(raw) + '"'
     if kind == _FD.TYPE_BOOL:
@@ -102,33 +107,54 @@ def _format_scalar(field: Any, value: Any) -> str:
     return str(value)
 
 
+#: field descriptor -> (name, repeated, message, map (key field, value field) or None): what the
+#: writer asks of every field of every node, looked up once (GetOptions() builds a message per call)
+_FIELD_PLANS = {}  # type: Dict[Any, Tuple[str, bool, bool, Optional[Tuple[Any, Any]]]]
+
+
+def _field_plan(field: Any) -> Tuple[str, bool, bool, Optional[Tuple[Any, Any]]]:
+    plan = _FIELD_PLANS.get(field)
+    if plan is None:
+        entry = field.message_type
+        pair = None
+        if entry is not None and entry.GetOptions().map_entry:
+            pair = (entry.fields_by_name["key"], entry.fields_by_name["value"])
+        plan = _FIELD_PLANS[field] = (field.name, is_repeated(field), field.type == _FD.TYPE_MESSAGE, pair)
+    return plan
+
+
+def _format_map(name: str, pair: Tuple[Any, Any], value: Any, indent: str, out: List[str]) -> None:
+    key_field, value_field = pair
+    inner = indent + "  "
+    for key in sorted(value):
+        out.append("{}{} {{\n{}key: {}\n".format(indent, name, inner, _format_scalar(key_field, key)))
+        if value_field.type == _FD.TYPE_MESSAGE:
+            out.append(inner + "value {\n")
+            _format_message(value[key], inner + "  ", out)
+            out.append(inner + "}\n")
+        else:
+            out.append("{}value: {}\n".format(inner, _format_scalar(value_field, value[key])))
+        out.append(indent + "}\n")
+
+
 def _format_message(message: Any, indent: str, out: List[str]) -> None:
     inner = indent + "  "
     for field, value in message.ListFields():  # field-number order, like C++
-        name = field.name
-        if field.message_type is not None and field.message_type.GetOptions().map_entry:
-            value_field = field.message_type.fields_by_name["value"]
-            key_field = field.message_type.fields_by_name["key"]
-            for key in sorted(value):
-                out.append("{}{} {{\n{}key: {}\n".format(indent, name, inner,
-                                                        _format_scalar(key_field, key)))
-                if value_field.type == _FD.TYPE_MESSAGE:
-                    out.append(inner + "value {\n")
-                    _format_message(value[key], inner + "  ", out)
-                    out.append(inner + "}\n")
-                else:
-                    out.append("{}value: {}\n".format(inner, _format_scalar(value_field,
-                                                                             value[key])))
-                out.append(indent + "}\n")
+        name, repeated, is_message, pair = _field_plan(field)
+        if pair is not None:
+            _format_map(name, pair, value, indent, out)
             continue
-        items = value if is_repeated(field) else (value,)
-        for item in items:
-            if field.type == _FD.TYPE_MESSAGE:
-                out.append("{}{} {{\n".format(indent, name))
+        items = value if repeated else (value,)
+        if is_message:
+            opening, closing = "{}{} {{\n".format(indent, name), indent + "}\n"
+            for item in items:
+                out.append(opening)
                 _format_message(item, inner, out)
-                out.append(indent + "}\n")
-            else:
-                out.append("{}{}: {}\n".format(indent, name, _format_scalar(field, item)))
+                out.append(closing)
+        else:
+            prefix = "{}{}: ".format(indent, name)
+            for item in items:
+                out.append(prefix + _format_scalar(field, item) + "\n")
 
 
 def format_model(model: Any) -> str:

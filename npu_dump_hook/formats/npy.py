@@ -14,6 +14,7 @@ dtype this module cannot map, a shape numpy cannot hold, or ``tensor_content`` w
 does not match the shape.
 """
 import os
+import re
 from typing import Any, Dict, Iterable, Optional, Tuple
 
 import numpy as np
@@ -21,11 +22,14 @@ import numpy as np
 from ..errors import DumpFileError
 from .device_format import shape_problem
 
-__all__ = ["write_npy", "debug_event_to_npy", "NUMPY_OF_TF_ENUM", "TF_DT_BFLOAT16"]
+__all__ = ["write_npy", "read_npy", "debug_event_to_npy", "NUMPY_OF_TF_ENUM", "TF_DT_BFLOAT16"]
 
 _PROTO_HEAD_BYTES = 1 << 16  # Event + Summary + Value + TensorProto headers always fit
 _COPY_CHUNK = 1 << 22
 _NPY_MAGIC = b"\x93NUMPY\x01\x00"
+_WHOLE_READ = 1 << 20  # .npy files up to this size are read in one call (larger ones: memory-mapped)
+# The header write_npy and np.save write for a C-order array of a plain dtype; anything else goes to np.load.
+_PLAIN_HEADER = re.compile(r"\{'descr': '([<>|=][a-zA-Z]\d*)', 'fortran_order': False, 'shape': \(([0-9, ]*)\), \} *\n\Z")
 # Event.summary (5) -> Summary.value (1) -> Value.tensor (8)
 _EVENT_SUMMARY, _SUMMARY_VALUE, _VALUE_TENSOR = 5, 1, 8
 
@@ -152,6 +156,39 @@ def _write_parts(fd: int, header: bytes, data: memoryview) -> None:
         _write_all(fd, header[written:])
         written = len(header)
     _write_all(fd, data[written - len(header):])
+
+
+def read_npy(path: str) -> np.ndarray:
+    """The array of the ``.npy`` file ``path``, read-only, as ``np.load(path, mmap_mode="r")`` gives it.
+
+    A small file (up to 1 MiB) with the plain header :func:`write_npy` writes is read with one
+    system call and its header parsed here: np.load's header parser costs ~10x the read, and a
+    step's capture is thousands of small tensors. Any other file (large, Fortran order, structured
+    dtypes, a size that does not match its header) is np.load's, with its checks and errors.
+    """
+    with open(path, "rb", buffering=0) as fileobj:
+        size = os.fstat(fileobj.fileno()).st_size
+        data = fileobj.read(size + 1) if size <= _WHOLE_READ else b""
+    array = _plain_array(data) if len(data) == size else None
+    return array if array is not None else np.load(path, mmap_mode="r")
+
+
+def _plain_array(data: bytes) -> Optional[np.ndarray]:
+    if data[:len(_NPY_MAGIC)] != _NPY_MAGIC or len(data) < len(_NPY_MAGIC) + 2:
+        return None
+    start = len(_NPY_MAGIC) + 2
+    end = start + int.from_bytes(data[len(_NPY_MAGIC):start], "little")
+    match = _PLAIN_HEADER.match(data[start:end].decode("latin1"))
+    if match is None:
+        return None
+    dtype = np.dtype(match.group(1))
+    shape = tuple(int(dim) for dim in match.group(2).replace(" ", "").split(",") if dim)
+    count = 1
+    for dim in shape:
+        count *= dim
+    if dtype.hasobject or dtype.itemsize == 0 or count * dtype.itemsize != len(data) - end:
+        return None
+    return np.frombuffer(data, dtype=dtype, count=count, offset=end).reshape(shape)
 
 
 def _write_all(fd: int, data: Any) -> None:

@@ -428,3 +428,54 @@ def test_broken_varints_are_named_at_their_offset(tmp_path, varint, rule):
     with pytest.raises(DumpFileError) as error:
         read_header(str(path))
     assert rule in error.value.rule and error.value.offset == 9
+
+
+def test_open_small_reads_the_file_once_and_matches_open(tmp_path, monkeypatch):
+    path = _mixed_file(tmp_path)
+    with DumpFile.open(path) as dump:
+        expected = (dump.summary(), [dump.array(kind, index).tolist() for kind, index in
+                                     (("input", 0), ("input", 1), ("output", 0))])
+    opened = []
+    real_open = builtins.open
+    monkeypatch.setattr(builtins, "open", lambda *a, **k: opened.append(a[0]) or real_open(*a, **k))
+    with DumpFile.open_small(path) as dump:
+        got = (dump.summary(), [dump.array(kind, index).tolist() for kind, index in
+                                (("input", 0), ("input", 1), ("output", 0))])
+        assert not dump.array("output", 0).flags.writeable
+    assert got == expected and opened == [str(path)]
+
+
+def test_open_small_refuses_as_open_does(tmp_path):
+    path = tmp_path / "dump"
+    write_dump_file(path, "op", outputs=[np.zeros(4, dtype=np.float32)], dump_time=T0)
+    path.write_bytes(path.read_bytes()[:-2])  # payload past the end of file
+    with pytest.raises(DumpFileError) as expected:
+        DumpFile.open(path)
+    with pytest.raises(DumpFileError) as got:
+        DumpFile.open_small(path)
+    assert (got.value.rule, got.value.offset) == (expected.value.rule, expected.value.offset)
+    big = tmp_path / "big"  # over the limit: read as open() reads it
+    write_dump_file(big, "op", outputs=[np.arange(64, dtype=np.float32)], dump_time=T0)
+    with DumpFile.open_small(big, limit=16) as dump:
+        assert dump.array("output", 0).tolist() == list(range(64))
+
+
+def test_write_dump_file_in_place_writes_the_same_bytes(tmp_path):
+    atomic, in_place = tmp_path / "a" / "f", tmp_path / "b" / "f"
+    atomic.parent.mkdir()
+    in_place.parent.mkdir()
+    sizes = [write_dump_file(path, "a/b.c", outputs=[_golden_tensor()], dump_time=T0, atomic=flag)
+             for path, flag in ((atomic, True), (in_place, False))]
+    assert sizes[0] == sizes[1] and atomic.read_bytes() == in_place.read_bytes()
+    assert os.listdir(in_place.parent) == ["f"]
+
+
+def test_write_dump_file_in_place_removes_a_file_it_could_not_finish(tmp_path, monkeypatch):
+    from npu_dump_hook.formats import _dump_writer
+
+    def failing(array):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(_dump_writer, "_little_endian_bytes", failing)  # stops after the header
+    with pytest.raises(OSError):
+        write_dump_file(tmp_path / "f", "op", outputs=[np.zeros(1, np.float32)], atomic=False)
+    assert os.listdir(tmp_path) == []

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from npu_dump_hook.errors import DumpFileError
-from npu_dump_hook.formats.npy import debug_event_to_npy, write_npy
+from npu_dump_hook.formats.npy import debug_event_to_npy, read_npy, write_npy
 
 
 def _event_file(path, tensor_bytes):
@@ -126,3 +126,29 @@ def test_write_npy_header_cache_tells_byte_orders_and_shapes_apart(tmp_path):
         np.save(theirs, array)
         with open(ours, "rb") as a, open(theirs, "rb") as b:
             assert a.read() == b.read()
+
+
+@pytest.mark.parametrize("array", [np.float32(2.5).reshape(()), np.arange(6, dtype=np.int16).reshape(2, 3),
+                                   np.zeros((0, 4), np.float64), np.array([True, False]), np.array([1 + 2j], np.complex64),
+                                   np.array(["ab", "c"]), np.arange(6).reshape(2, 3).T, np.arange(300000, dtype=np.float32)],
+                         ids=["scalar", "small", "empty", "bool", "complex", "unicode", "fortran", "over-1MiB"])
+def test_read_npy_gives_what_np_load_gives(tmp_path, array):
+    path = str(tmp_path / "a.npy")
+    np.save(path, array)  # np.save's header: the plain one for C order, other forms go to np.load
+    got = read_npy(path)
+    assert got.dtype == array.dtype and got.shape == array.shape and not got.flags.writeable
+    np.testing.assert_array_equal(got, array)
+
+
+def test_read_npy_leaves_a_file_whose_size_disagrees_to_np_load(tmp_path):
+    path = str(tmp_path / "a.npy")
+    write_npy(np.arange(4, dtype=np.int32), path)
+    with open(path, "rb") as handle:
+        data = handle.read()
+    with open(path, "wb") as handle:
+        handle.write(data[:-1])  # a truncated payload: np.load's refusal, not a shorter array
+    with pytest.raises(ValueError):
+        read_npy(path)
+    with open(path, "wb") as handle:
+        handle.write(data + b"tail")  # trailing bytes: what np.load makes of them
+    np.testing.assert_array_equal(read_npy(path), np.load(path, mmap_mode="r"))
