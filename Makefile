@@ -28,14 +28,16 @@ demo: $(STAMP)
 	$(VENV)/bin/npu-dump-hook demo --out demo_out
 
 # The two stacks' suites run side by side: each is mostly one core of Python and CI has two, so this
-# takes about as long as the longer suite instead of both together. TF 2.15's output is live; TF
-# 1.15's is kept in a log and printed when both have ended. Either failing fails `make test`.
-test: chromium check-py37 check-import-no-tf test-protobuf-matrix $(STAMP) $(VENV115)/.installed
-	@log=$$(mktemp); echo "== the TF 1.15 suite runs alongside; its output follows the TF 2.15 suite's"; \
-	$(MAKE) --no-print-directory test-unit-tf115 >"$$log" 2>&1 & pid=$$!; \
+# takes about as long as the longer suite (TF 2.15) instead of all together. TF 2.15's output is
+# live; TF 1.15's suite and then the protobuf matrix run alongside into a log, printed when both
+# sides have ended. Either side failing fails `make test`.
+test: chromium check-py37 check-import-no-tf $(STAMP) $(VENV115)/.installed
+	@log=$$(mktemp); echo "== the TF 1.15 suite and the protobuf matrix run alongside; their output follows"; \
+	$(MAKE) --no-print-directory test-unit-tf115 test-protobuf-matrix >"$$log" 2>&1 & pid=$$!; \
 	$(MAKE) --no-print-directory test-unit; rc=$$?; \
 	wait $$pid; rc115=$$?; cat "$$log"; rm -f "$$log"; \
-	test $$rc = 0 -a $$rc115 = 0 || { echo "make test: failed (TF 2.15 suite exit $$rc, TF 1.15 suite exit $$rc115)" >&2; exit 1; }
+	test $$rc = 0 -a $$rc115 = 0 || { echo "make test: failed (TF 2.15 suite exit $$rc;" \
+	  "TF 1.15 suite and protobuf matrix exit $$rc115)" >&2; exit 1; }
 
 # Headless Chromium (Debian package) for tests/compare/test_html.py, which opens the --html report
 # in a real browser. Installed once, when no `chromium` is on PATH (sudo unless root); silent after.
