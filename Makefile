@@ -27,7 +27,17 @@ $(STAMP): setup.cfg setup.py
 demo: $(STAMP)
 	$(VENV)/bin/npu-dump-hook demo --out demo_out
 
-test: chromium check-py37 check-import-no-tf test-unit test-unit-tf115 test-protobuf-matrix
+# The two stacks' suites run side by side: each is mostly one core of Python and CI has two, so this
+# takes about as long as the longer suite (TF 2.15) instead of all together. TF 2.15's output is
+# live; TF 1.15's suite and then the protobuf matrix run alongside into a log, printed when both
+# sides have ended. Either side failing fails `make test`.
+test: chromium check-py37 check-import-no-tf $(STAMP) $(VENV115)/.installed
+	@log=$$(mktemp); echo "== the TF 1.15 suite and the protobuf matrix run alongside; their output follows"; \
+	$(MAKE) --no-print-directory test-unit-tf115 test-protobuf-matrix >"$$log" 2>&1 & pid=$$!; \
+	$(MAKE) --no-print-directory test-unit; rc=$$?; \
+	wait $$pid; rc115=$$?; cat "$$log"; rm -f "$$log"; \
+	test $$rc = 0 -a $$rc115 = 0 || { echo "make test: failed (TF 2.15 suite exit $$rc;" \
+	  "TF 1.15 suite and protobuf matrix exit $$rc115)" >&2; exit 1; }
 
 # Headless Chromium (Debian package) for tests/compare/test_html.py, which opens the --html report
 # in a real browser. Installed once, when no `chromium` is on PATH (sudo unless root); silent after.
@@ -42,15 +52,19 @@ chromium:
 	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium \
 	    >/dev/null && command -v chromium >/dev/null; }
 
+# Each suite gets its own TMPDIR, removed afterwards, so the suites running side by side never see
+# each other's temporary files (tests count leftovers there; emulated HCCL ranks meet there).
+pytest_in_own_tmpdir = tmp=$$(mktemp -d) && TMPDIR="$$tmp" $(1); rc=$$?; rm -rf "$$tmp"; exit $$rc
+
 test-unit: $(STAMP) | chromium
 	@echo "== pytest: Python $$($(VPY) -c 'import platform; print(platform.python_version())') + TensorFlow 2.15"
-	$(VPY) -m pytest -q
+	$(call pytest_in_own_tmpdir,$(VPY) -m pytest -q)
 
 # The same tests on Python 3.7 + TF 1.15.5. pip is left at the version the venv comes with
 # (22.0 on 3.7.16), so its legacy editable install (setup.py develop) is what is tested here.
 test-unit-tf115: $(VENV115)/.installed | chromium
 	@echo "== pytest: Python 3.7 + TensorFlow 1.15"
-	$(VENV115)/bin/python -m pytest -q -p no:cacheprovider
+	$(call pytest_in_own_tmpdir,$(VENV115)/bin/python -m pytest -q -p no:cacheprovider)
 
 check-python37-found:
 	@test -n "$(PY37)" || { echo "make test needs Python 3.7 for the TF 1.15.5 stack and found none:" \
