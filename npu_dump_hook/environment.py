@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from ._files import open_regular
 from ._version import __version__
 from .bundle.schema import ENVIRONMENT_PREFIXES
-from .settings import variable
+from .settings import ENV_RUN_FLAGS, variable
 
 __all__ = ["capture", "capture_post_hoc", "RECORDED_BY_COLLECT", "session_options", "differences", "ENVIRONMENT_PREFIXES", "REDACTED"]
 
@@ -42,7 +42,10 @@ REDACTED = "<redacted>"
 #: The package's own variables that say which role a run plays and where it writes: they differ
 #: between an NPU run and its golden run by design, so :func:`differences` leaves them out (they
 #: stay recorded; faults and the emulation profile change the numbers and are shown).
-ROLE_VARIABLES = tuple(variable(name) for name in ("backend", "initial_state", "output_dir", "bundle_dir"))
+#: So is ENV_RUN_FLAGS (which of them ``npu-dump-hook run`` set from its flags: bookkeeping for its
+#: error messages, which the two runs' different flags make differ).
+ROLE_VARIABLES = tuple(variable(name) for name in ("backend", "initial_state", "output_dir", "bundle_dir")) + (
+    ENV_RUN_FLAGS,)
 #: ``environment.recorded_by`` of a post-hoc ``collect`` bundle: what the collecting process saw.
 RECORDED_BY_COLLECT = "collect"
 _TF_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tensorflow-aarch64")

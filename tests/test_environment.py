@@ -50,9 +50,11 @@ def test_differences_name_what_changed():
 def test_differences_leave_out_the_variables_that_name_the_runs_role():
     npu = environment.capture("2.15.1", None, None, {"NPU_DUMP_HOOK_BACKEND": "emulated",
                                                    "NPU_DUMP_HOOK_OUTPUT_DIR": "/tmp/npu",
-                                                   "NPU_DUMP_HOOK_FAULTS": "conv=scale=1.05"})
+                                                   "NPU_DUMP_HOOK_FAULTS": "conv=scale=1.05",
+                                                   "NPU_DUMP_HOOK_FLAGS": "NPU_DUMP_HOOK_BACKEND NPU_DUMP_HOOK_FAULTS"})
     golden = environment.capture("2.15.1", None, None, {"NPU_DUMP_HOOK_INITIAL_STATE": "/tmp/npu/bundles/b",
-                                                      "NPU_DUMP_HOOK_OUTPUT_DIR": "/tmp/golden"})
+                                                      "NPU_DUMP_HOOK_OUTPUT_DIR": "/tmp/golden",
+                                                      "NPU_DUMP_HOOK_FLAGS": "NPU_DUMP_HOOK_INITIAL_STATE"})
     assert environment.differences(npu, golden) == ["env.NPU_DUMP_HOOK_FAULTS: NPU conv=scale=1.05, golden (none)"]
     assert "NPU_DUMP_HOOK_OUTPUT_DIR" in npu["env"]  # still recorded
 
