@@ -30,10 +30,14 @@ demo: $(STAMP)
 # The two stacks' suites run side by side: each is mostly one core of Python and CI has two, so this
 # takes about as long as the longer suite (TF 2.15) instead of all together. TF 2.15's output is
 # live; TF 1.15's suite and then the protobuf matrix run alongside into a log, printed when both
-# sides have ended. Either side failing fails `make test`.
+# sides have ended. Either side failing fails `make test`. A shell starts a background command with
+# SIGINT ignored, which its Pythons would keep (no KeyboardInterrupt: tests/test_interrupted.py's
+# Ctrl-C cases failed, and Ctrl-C on `make test` would not stop that side); `env --default-signal`
+# (coreutils >= 8.31) gives it back.
 test: chromium check-py37 check-import-no-tf $(STAMP) $(VENV115)/.installed
 	@log=$$(mktemp); echo "== the TF 1.15 suite and the protobuf matrix run alongside; their output follows"; \
-	$(MAKE) --no-print-directory test-unit-tf115 test-protobuf-matrix >"$$log" 2>&1 & pid=$$!; \
+	sigint=$$(env --default-signal=INT true 2>/dev/null && echo --default-signal=INT); \
+	env $$sigint $(MAKE) --no-print-directory test-unit-tf115 test-protobuf-matrix >"$$log" 2>&1 & pid=$$!; \
 	$(MAKE) --no-print-directory test-unit; rc=$$?; \
 	wait $$pid; rc115=$$?; cat "$$log"; rm -f "$$log"; \
 	test $$rc = 0 -a $$rc115 = 0 || { echo "make test: failed (TF 2.15 suite exit $$rc;" \

@@ -47,7 +47,7 @@ def _train(cwd, pause=None, send=None):
         env[TEST_PAUSE_ENV] = pause if pause.endswith("!raise") else "{}@{}".format(pause, flag)
     with open(os.path.join(str(cwd), "stderr.txt"), "ab") as err:
         proc = subprocess.Popen([sys.executable, "-c", SCRIPT], cwd=str(cwd), env=env,
-                                stdout=subprocess.DEVNULL, stderr=err)
+                                stdout=subprocess.DEVNULL, stderr=err, preexec_fn=_ctrl_c_as_in_a_terminal)
         try:
             if send is not None:
                 deadline = time.monotonic() + 240
@@ -60,6 +60,13 @@ def _train(cwd, pause=None, send=None):
         finally:
             if proc.poll() is None:
                 proc.kill()
+
+
+def _ctrl_c_as_in_a_terminal():
+    """SIGINT handled by default in the script, as for a user at a terminal: a test run started in
+    the background (``cmd &`` in a non-interactive shell) inherits SIGINT ignored, and Python then
+    never raises KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _stderr(cwd):
