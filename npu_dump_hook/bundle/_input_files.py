@@ -7,29 +7,24 @@ whose values hash to the manifest's ``sha256`` (the bytes :func:`~npu_dump_hook.
 covers). A bundle whose BagIt manifests were rewritten after its values were changed is caught
 here, before a golden run feeds them.
 
-Inert: the header is read with a size cap and parsed as a Python literal (``ast.literal_eval``,
-never pickle); an object dtype is refused, not read; the values are only streamed through
-sha256 in chunks, never loaded as an array. A Fortran-order or big-endian file (a value the
-script fed that way) is checked by header and size only: its hash covers the C-order
-little-endian bytes, which would need the array in memory.
+Inert: the header is read by the package's one ``.npy`` header reader
+(:func:`~npu_dump_hook.formats.npy.read_npy_header`: size-capped, a regular expression or
+``ast.literal_eval``, never pickle, object dtypes refused), then checked here the stricter way
+(no void or zero-size dtype); the values are only streamed through sha256 in chunks, never loaded
+as an array. A Fortran-order or big-endian file (a value the script fed that way) is checked by
+header and size only: its hash covers the C-order little-endian bytes, which would need the array
+in memory.
 """
-import ast
 import hashlib
-import struct
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, List, Mapping, Optional, Tuple
 
-import numpy as np
-
-from ..errors import UnsafePathError
+from ..errors import FormatError, UnsafePathError
+from ..formats.npy import MAX_NPY_HEADER_BYTES, NpyHeader, read_npy_header
 from . import _fs, _rules
 from ._bagit import Problem
 
-__all__ = ["input_file_problems"]
+__all__ = ["input_file_problems", "MAX_NPY_HEADER_BYTES"]
 
-_MAGIC = b"\x93NUMPY"
-#: numpy's own default cap on a header it parses (``max_header_size``): a longer one is refused.
-MAX_NPY_HEADER_BYTES = 10000
-_LENGTH_FORMAT = {1: "<H", 2: "<I", 3: "<I"}  # .npy major version -> its header-length field
 _CHUNK = 1 << 20
 _STRING = "string"  # the manifest's dtype of a string tensor, stored as packed uint8
 
@@ -74,54 +69,21 @@ def _file_problems(entry: Mapping[str, Any], where: str, found: _fs.SourceFile) 
     return problems
 
 
-def _read_header(handle: Any) -> Dict[str, Any]:
-    """``{"descr", "fortran_order", "shape", "dtype", "offset"}`` of the ``.npy`` at ``handle``."""
-    lead = handle.read(len(_MAGIC) + 2)
-    if len(lead) < len(_MAGIC) + 2 or not lead.startswith(_MAGIC):
-        raise _BadHeader("no .npy magic bytes")
-    major = lead[len(_MAGIC)]
-    if major not in _LENGTH_FORMAT:
-        raise _BadHeader(".npy version {} is not 1, 2 or 3".format(major))
-    field = struct.calcsize(_LENGTH_FORMAT[major])
-    raw_length = handle.read(field)
-    if len(raw_length) < field:
-        raise _BadHeader("the header length is cut off")
-    (length,) = struct.unpack(_LENGTH_FORMAT[major], raw_length)
-    if length > MAX_NPY_HEADER_BYTES:
-        raise _BadHeader("a header of {} bytes, over the {} a .npy header may have".format(
-            length, MAX_NPY_HEADER_BYTES))
-    text = handle.read(length)
-    if len(text) < length:
-        raise _BadHeader("the header is cut off")
-    header = _literal(text.decode("utf-8" if major == 3 else "latin1", "replace"))
-    header["offset"] = len(lead) + field + length
+def _read_header(handle: Any) -> NpyHeader:
+    """The header of the ``.npy`` at ``handle`` (left at its values), if it holds a tensor dtype."""
+    try:
+        header = read_npy_header(handle)
+    except FormatError as exc:
+        raise _BadHeader(exc.rule) from None
+    if header.dtype.kind == "V" or header.dtype.itemsize == 0:
+        raise _BadHeader("dtype {!r} is not a tensor dtype".format(header.dtype.str))
     return header
 
 
-def _literal(text: str) -> Dict[str, Any]:
-    try:
-        value = ast.literal_eval(text)
-    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
-        raise _BadHeader("its header is not a Python literal") from None
-    shape = value.get("shape") if isinstance(value, dict) else None
-    if not (isinstance(value, dict) and isinstance(value.get("descr"), str) and isinstance(shape, tuple)
-            and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)
-            and isinstance(value.get("fortran_order"), bool)):
-        raise _BadHeader("its header is not a dict of descr (text), fortran_order and shape")
-    try:
-        dtype = np.dtype(value["descr"])
-    except (TypeError, ValueError):
-        raise _BadHeader("descr {!r} is not a dtype".format(value["descr"])) from None
-    if dtype.kind in ("O", "V") or dtype.itemsize == 0:
-        raise _BadHeader("dtype {!r} is not a tensor dtype (object arrays need pickle: not read)".format(
-            value["descr"]))
-    return dict(value, dtype=dtype)
-
-
-def _header_vs_entry(header: Mapping[str, Any], entry: Mapping[str, Any], where: str,
+def _header_vs_entry(header: NpyHeader, entry: Mapping[str, Any], where: str,
                      size: int) -> List[Tuple[str, str]]:
     """The manifest's dtype and shape against the header's, and the file's size against both."""
-    dtype, shape = header["dtype"], list(header["shape"])
+    dtype, shape = header.dtype, list(header.shape)
     string = entry.get("dtype") == _STRING
     wanted = "uint8" if string else entry.get("dtype")
     problems = []
@@ -134,19 +96,16 @@ def _header_vs_entry(header: Mapping[str, Any], entry: Mapping[str, Any], where:
     elif not string and shape != entry.get("shape"):
         problems.append(("changed", "shape {} in its .npy header, {}.shape {} in bundle.json".format(
             shape, where, entry.get("shape"))))
-    count = 1
-    for dim in shape:
-        count *= dim
-    needed = header["offset"] + count * dtype.itemsize
+    needed = header.offset + header.nbytes
     if size != needed:
         problems.append(("changed", "{} bytes, its header's dtype and shape make {}".format(size, needed)))
     return problems
 
 
-def _hashable(header: Mapping[str, Any]) -> bool:
+def _hashable(header: NpyHeader) -> bool:
     """Whether the file's value bytes are the bytes the manifest's sha256 covers (C order, little-endian)."""
-    c_order = not header["fortran_order"] or len(header["shape"]) < 2
-    return c_order and header["dtype"].byteorder != ">"
+    c_order = not header.fortran_order or len(header.shape) < 2
+    return c_order and header.dtype.byteorder != ">"
 
 
 def _digest(handle: Any) -> Optional[str]:

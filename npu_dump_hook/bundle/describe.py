@@ -141,12 +141,15 @@ class GraphOps(NamedTuple):
     #: with ``dump_layer``: the sanitized names of the expected ops it selects (npu_dump_hook.bundle.selection),
     #: sorted; None: every op is dumped
     selected: Optional[List[str]] = None
+    #: sanitized original op name -> the sanitized name of the fused node (of another name) it went into
+    fused: Optional[Dict[str, str]] = None
 
 
 def graph_ops(path: str, layers: Sequence[str] = ()) -> GraphOps:
     """Ops of every graph in the file (main graph and subgraphs), names sanitized as in dump names;
     ``layers``: the ``dump_layer`` names the dump was made with (empty: every op)."""
     expected, names, count, selected = set(), set(), 0, set()
+    fused = {}  # type: Dict[str, str]
     chosen = frozenset(layers)
     for op in ge_graph.iter_ops(path):  # (not a graph's 100,000 summaries at once)
         name = sanitize(op.name)
@@ -156,7 +159,9 @@ def graph_ops(path: str, layers: Sequence[str] = ()) -> GraphOps:
             expected.add(name)
             if chosen and is_selected(op.name, op.original_op_names, chosen):
                 selected.add(name)
-    return GraphOps(sorted(expected), names, count, sorted(selected) if chosen else None)
+            fused.update((sanitize(original), name) for original in op.original_op_names or ())
+    fused = {original: node for original, node in fused.items() if original not in names}
+    return GraphOps(sorted(expected), names, count, sorted(selected) if chosen else None, fused)
 
 
 def _split_by_choice(ops: GraphOps, missing: List[str], cov: Dict[str, Any]) -> Dict[str, Any]:
@@ -208,6 +213,12 @@ class CoverageTally(object):
                 return
         self._other.add(name)
 
+    def fused_into(self, name: str) -> str:
+        """The node op ``name`` (sanitized) was fused into when the graph has no node of that name
+        (an op of a fused node is dumped with it), else ``name``."""
+        ops = self._ops
+        return (ops.fused or {}).get(name, name) if ops is not None and name not in ops.names else name
+
     def seen(self, name: str) -> bool:
         """Whether a dump or stats file of op ``name`` (sanitized) was added."""
         ops = self._ops
@@ -255,13 +266,16 @@ _FLOW_NAMES_SHOWN = 5
 def control_flow_coverage(cov: Dict[str, Any], census: Mapping[str, Any], tally: CoverageTally) -> Optional[str]:
     """Add ``coverage.control_flow`` and ``coverage.not_executed`` for the hook's control-flow
     ``census`` (:mod:`npu_dump_hook.train.control_flow`) to ``cov``: ops of an untaken cond branch
-    leave ``expected``/``missing`` (they did not run); the executed ops in loop bodies, cond
+    and loop-body ops TensorFlow pruned (``pruned``, unless a dump file says they ran) leave
+    ``expected``/``missing`` (they did not run); the executed ops in loop bodies, cond
     branches and function bodies are counted with how many have dump files. Returns the bundle
     warning when some of them have none (docs/bundle-format.md, ``coverage``)."""
-    untaken = sorted({sanitize(name) for name in census.get("untaken") or []})
+    pruned = {sanitize(name) for name in census.get("pruned") or []}
+    untaken = sorted({sanitize(name) for name in census.get("untaken") or []}
+                     | {name for name in pruned if not tally.seen(name)})
     gone = set(untaken)
     kinds = {
-        "while": [sanitize(name) for name in census.get("while") or []],
+        "while": [sanitize(name) for name in census.get("while") or [] if sanitize(name) not in gone],
         "cond": [sanitize(name) for name in census.get("cond") or [] if sanitize(name) not in gone],
         "function": [_body_name(tally, body["op"], node) for body in census.get("functions") or []
                      for node in body.get("body") or []],
@@ -278,7 +292,7 @@ def control_flow_coverage(cov: Dict[str, Any], census: Mapping[str, Any], tally:
     flow = {"executed": 0, "dumped": 0, "not_dumped": []}  # type: Dict[str, Any]
     for kind, _ in _FLOW_KINDS:
         names = kinds[kind]
-        missing = [name for name in names if not tally.seen(name) and tally.chosen(name)]
+        missing = [name for name in names if not tally.seen(tally.fused_into(name)) and tally.chosen(name)]
         flow[kind] = {"executed": len(names), "dumped": len(names) - len(missing)}
         flow["executed"] += len(names)
         flow["dumped"] += len(names) - len(missing)

@@ -430,7 +430,7 @@ def _control_flow_line(cov: Mapping[str, Any]) -> List[str]:
     text = "{}/{} executed op(s) have dump files ({})".format(
         _text(flow.get("dumped")), _text(flow.get("executed")), ", ".join(parts) or "none")
     if untaken:
-        text += "; not executed (untaken cond branch) {}: {}{}".format(
+        text += "; not executed (untaken cond branch, or pruned by TensorFlow) {}: {}{}".format(
             len(untaken), ", ".join(str(n) for n in untaken[:10]), " ..." if len(untaken) > 10 else "")
     return [_row("", "control flow: " + text)]
 

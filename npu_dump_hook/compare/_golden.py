@@ -21,39 +21,33 @@ that folder; FIFOs, devices and sockets are skipped, each named in ``skipped`` w
 """
 import mmap
 import os
-import re
-import struct
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
 from ..bundle import BUNDLE_JSON, DATA_DIR, GOLDEN_MANIFEST, is_within, looks_like_tar, open_bundle, open_regular
 from .._golden_marker import golden_incomplete
-from ..errors import CompareError, NameFormatError
+from ..errors import CompareError, FormatError, NameFormatError
 from ..formats.names import parse_npy_name
+from ..formats.npy import NPY_PREFIX_BYTES, NpyHeader, npy_header_size, parse_npy_header
 
 __all__ = ["GoldenSide", "index_npy_dir", "golden_key", "iteration_key", "load_golden", "load_golden_side"]
 
-# The header np.save writes: {'descr': '<f4', 'fortran_order': False, 'shape': (16, 32), } + padding.
-_SAVED_HEADER = re.compile(r"\{'descr': '([<>|=]?[a-zA-Z][0-9]*)', 'fortran_order': False, "
-                           r"'shape': \(([0-9, ]*)\), \}[ ]*\n?\Z")
 _READ_WHOLE = 1 << 20  # smaller payloads are read, larger ones memory-mapped
-# header text -> (dtype, shape, payload bytes): most golden files share a few headers
-_LAYOUTS = {}  # type: Dict[bytes, Tuple[np.dtype, Tuple[int, ...], int]]
-_MAX_LAYOUTS = 4096
 
 
 def load_golden(path: str, buffer: Optional[bytearray] = None) -> np.ndarray:
     """A golden ``.npy`` as an array: payloads up to 1 MiB are read, larger ones
-    memory-mapped (read-only). Headers exactly as ``np.save`` writes them are parsed here
-    (numpy's own reader evaluates the header with ``ast``: a millisecond per file); anything
+    memory-mapped (read-only). C-order headers are parsed by the package's one header reader
+    (:func:`~npu_dump_hook.formats.npy.parse_npy_header`, layouts cached: numpy's own reader
+    evaluates every header with ``ast``, a millisecond per file); anything
     else is read by numpy from the same descriptor (:func:`_numpy_load`; never reopened by
     name). With ``buffer``, a file that fits is read into it in one call and the array is a
     view of it, valid until the buffer is reused. OSError/ValueError for bad files (a symlink or special file at ``path`` is
     not opened: OSError)."""
     with open_regular(path, buffering=0) as handle:  # a FIFO or link put there since indexing: OSError
         file_size = os.fstat(handle.fileno()).st_size
-        if buffer is not None and 12 <= file_size <= len(buffer):
+        if buffer is not None and NPY_PREFIX_BYTES <= file_size <= len(buffer):
             view = memoryview(buffer)[:file_size]
             got = 0
             while got < file_size:
@@ -61,26 +55,24 @@ def load_golden(path: str, buffer: Optional[bytearray] = None) -> np.ndarray:
                 if not step:
                     break
                 got += step
-            layout = _saved_layout(bytes(view[:12]), lambda start, length: bytes(view[start:start + length]))
-            if layout is not None and got >= layout[2] + layout[3]:
-                dtype, shape, offset, size = layout
-                return np.frombuffer(buffer, dtype=dtype, count=_count(shape), offset=offset).reshape(shape)
+            layout = _saved_layout(bytes(view[:NPY_PREFIX_BYTES]), lambda size: bytes(view[:size]))
+            if layout is not None and got >= layout.offset + layout.nbytes:
+                return np.frombuffer(buffer, dtype=layout.dtype, count=layout.count,
+                                     offset=layout.offset).reshape(layout.shape)
             return _numpy_load(handle, file_size)
 
-        def header(start: int, length: int) -> bytes:
-            handle.seek(start)
-            return handle.read(length)
-
-        layout = _saved_layout(handle.read(12), header)
-        if layout is None or file_size < layout[2] + layout[3]:
+        prefix = handle.read(NPY_PREFIX_BYTES)
+        layout = _saved_layout(prefix, lambda size: prefix[:size] if size <= len(prefix)
+                               else prefix + handle.read(size - len(prefix)))
+        if layout is None or file_size < layout.offset + layout.nbytes:
             return _numpy_load(handle, file_size)  # numpy names what is wrong
-        dtype, shape, offset, size = layout
-        if size <= _READ_WHOLE:
-            handle.seek(offset)
-            return np.frombuffer(handle.read(size), dtype=dtype, count=_count(shape)).reshape(shape)
+        if layout.nbytes <= _READ_WHOLE:
+            handle.seek(layout.offset)
+            return np.frombuffer(handle.read(layout.nbytes), dtype=layout.dtype,
+                                 count=layout.count).reshape(layout.shape)
         mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-        return np.frombuffer(memoryview(mapped), dtype=dtype, count=_count(shape),
-                             offset=offset).reshape(shape)
+        return np.frombuffer(memoryview(mapped), dtype=layout.dtype, count=layout.count,
+                             offset=layout.offset).reshape(layout.shape)
 
 
 def _numpy_load(handle: Any, file_size: int) -> np.ndarray:
@@ -102,35 +94,14 @@ def _numpy_load(handle: Any, file_size: int) -> np.ndarray:
                      offset=handle.tell())
 
 
-def _saved_layout(prefix: bytes, header: Any) -> Optional[Tuple[np.dtype, Tuple[int, ...], int, int]]:
-    """(dtype, shape, payload offset, payload bytes) of a .npy whose header is np.save's;
-    None for anything else. ``header(start, length)`` returns those bytes of the file."""
-    if prefix[:6] != b"\x93NUMPY" or len(prefix) < 12:
+def _saved_layout(prefix: bytes, head: Any) -> Optional[NpyHeader]:
+    """The header of a C-order .npy (:func:`~npu_dump_hook.formats.npy.parse_npy_header`, layouts
+    cached); None for anything else, which numpy reads. ``head(size)``: the file's first ``size`` bytes."""
+    try:
+        layout = parse_npy_header(head(npy_header_size(prefix)))
+    except FormatError:
         return None
-    if prefix[6] == 1:
-        length, start = struct.unpack("<H", prefix[8:10])[0], 10
-    else:
-        length, start = struct.unpack("<I", prefix[8:12])[0], 12
-    text = header(start, length)
-    found = _LAYOUTS.get(text)
-    if found is None:
-        match = _SAVED_HEADER.match(text.decode("latin1"))
-        if match is None or "O" in match.group(1):
-            return None
-        dtype = np.dtype(match.group(1))
-        shape = tuple(int(d) for d in match.group(2).split(",") if d.strip())
-        if len(_LAYOUTS) >= _MAX_LAYOUTS:
-            _LAYOUTS.clear()
-        found = _LAYOUTS[text] = (dtype, shape, _count(shape) * dtype.itemsize)
-    dtype, shape, size = found
-    return dtype, shape, start + length, size
-
-
-def _count(shape: Tuple[int, ...]) -> int:
-    count = 1
-    for dim in shape:
-        count *= dim
-    return count
+    return None if layout.fortran_order else layout
 
 
 def golden_key(op_name: str, output_index: int) -> str:

@@ -8,8 +8,9 @@ golden root (the golden runs of the same ranks), :func:`compare_ranks`:
 * compares every rank with its golden, ranks in parallel within the core budget (``workers``, default
   every core, as :func:`.compare`): ``P = min(ranks, budget)`` ranks at a time, each in a forked process
   running :func:`.compare` with ``budget // P`` workers, so the job never runs more than ``budget``
-  comparing processes (not ranks x cores); a rank whose process fails in any way (an error, a kill) is
-  compared again in this process, which raises what it raises. Where forking is not safe (other
+  comparing processes (not ranks x cores); each rank is compared once: an error its compare raises in
+  the forked process is raised here as is (the lowest such rank's), and only a rank whose process died
+  (a kill) or could not be started is compared again in this process. Where forking is not safe (other
   threads, TensorFlow loaded: :func:`npu_dump_hook._forked.fork_is_safe`) or the budget is one core,
   the ranks are compared one after another in this process. ``progress`` is not called from the
   forked ranks;
@@ -32,7 +33,9 @@ node0.json node1.json``.
 import hashlib
 import html
 import json
+import logging
 import os
+import pickle
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .._inert import printable
@@ -43,6 +46,7 @@ __all__ = ["SCHEMA", "is_rank_index", "compare_ranks", "merge_rank_docs", "load_
            "collective_digests"]
 
 SCHEMA = "npu_dump_hook/compare-ranks@1"
+logger = logging.getLogger(__name__)
 _MAX_DOC_BYTES = 256 << 20
 
 
@@ -144,17 +148,30 @@ def _compare_every_rank(sides: Dict[str, Tuple[str, Optional[str]]], order: List
     if parallel <= 1 or not fork_is_safe():
         return dict((rank, _one_rank(sides[rank][0], sides[rank][1], kwargs)) for rank in order)
     forked = dict(kwargs, workers=max(1, budget // parallel), progress=None)
-    entries = _forked_ranks(sides, order, forked, parallel)
-    for rank in order:  # a rank whose process failed: again here, raising what it raises
-        if rank not in entries:
+    entries, errors = _forked_ranks(sides, order, forked, parallel)
+    for rank in order:
+        if rank in errors:  # its compare raised: the same error, not a second compare of that rank
+            raise errors[rank]
+        if rank not in entries:  # its process died or never started: compared here, raising what it raises
             entries[rank] = _one_rank(sides[rank][0], sides[rank][1], kwargs)
     return dict((rank, entries[rank]) for rank in order)
 
 
+def _one_rank_forked(npu: str, golden: Optional[str], kwargs: Dict[str, Any]) -> Tuple[str, Any]:
+    """:func:`_one_rank` in a forked rank process: ``("entry", entry)``, or ``("error", pickled exception)``
+    when its compare raised one (marshal cannot carry an exception; pickle keeps our errors' type and
+    fields, errors.py). An exception pickle cannot carry fails the child: the rank is compared again here."""
+    try:
+        return "entry", _one_rank(npu, golden, kwargs)
+    except Exception as exc:  # noqa: BLE001 - any error: raised by the parent, which never compares this rank again
+        return "error", pickle.dumps(exc, protocol=2)
+
+
 def _forked_ranks(sides: Dict[str, Tuple[str, Optional[str]]], order: List[str], kwargs: Dict[str, Any],
-                  parallel: int) -> Dict[str, Dict[str, Any]]:
-    """The entries of the ranks whose forked process succeeded, ``parallel`` processes at a time, the next
-    rank started as soon as any finishes."""
+                  parallel: int) -> Tuple[Dict[str, Dict[str, Any]], Dict[str, BaseException]]:
+    """(entries of the ranks whose forked compare returned, errors of those whose compare raised), ``parallel``
+    processes at a time, the next rank started as soon as any finishes; a rank in neither has to be compared
+    again (its process died or could not be started)."""
     import select
 
     from .._forked import ForkedCall
@@ -162,25 +179,40 @@ def _forked_ranks(sides: Dict[str, Tuple[str, Optional[str]]], order: List[str],
     waiting = list(order)
     running = {}  # type: Dict[str, ForkedCall]
     entries = {}  # type: Dict[str, Dict[str, Any]]
+    errors = {}  # type: Dict[str, BaseException]
     try:
         while waiting or running:
             while waiting and len(running) < parallel:
                 rank = waiting.pop(0)
                 try:
-                    running[rank] = ForkedCall(_one_rank, sides[rank][0], sides[rank][1], kwargs)
+                    running[rank] = ForkedCall(_one_rank_forked, sides[rank][0], sides[rank][1], kwargs)
                 except OSError:  # no process left: this rank is compared in this process afterwards
                     continue
             if not running:
                 break
             ready = select.select([call.fileno() for call in running.values()], [], [])[0]
             for rank in [r for r, call in running.items() if call.fileno() in ready]:
-                ok, entry = running.pop(rank).result()
+                ok, outcome = running.pop(rank).result()
                 if ok:
-                    entries[rank] = entry
+                    _keep_outcome(rank, outcome, entries, errors)
     finally:
         for call in running.values():  # interrupted (Ctrl-C, SIGTERM): stop the other ranks
             call.abandon()
-    return entries
+    return entries, errors
+
+
+def _keep_outcome(rank: str, outcome: Any, entries: Dict[str, Dict[str, Any]],
+                  errors: Dict[str, BaseException]) -> None:
+    """File a forked rank's ``(kind, value)`` under entries or errors; one that does not unpickle stays in
+    neither (compared again). The pickle comes from our own forked child through its pipe, never from a file."""
+    kind, value = outcome
+    if kind == "entry":
+        entries[rank] = value
+        return
+    try:
+        errors[rank] = pickle.loads(value)
+    except Exception:  # noqa: BLE001 - an exception class that does not rebuild: the rank is compared again
+        logger.debug("rank %s: its forked error did not unpickle; comparing it again here", rank)
 
 
 def _rank_entry(doc: Dict[str, Any], npu: str, golden: Optional[str]) -> Dict[str, Any]:

@@ -12,24 +12,41 @@ memory: 3 x the tensor). Malformed files raise :class:`DumpFileError` naming the
 offset and the rule: truncated or overlong varints, wire types 3/4/6/7, a missing field, a
 dtype this module cannot map, a shape numpy cannot hold, or ``tensor_content`` whose length
 does not match the shape.
+
+The one ``.npy`` header reader of the package is here (:func:`read_npy_header`, or
+:func:`npy_header_size` then :func:`parse_npy_header` on bytes already read): inert (the header
+is parsed by a regular expression when it is ``np.save``'s, else as a Python literal with
+``ast.literal_eval``, never unpickled; an object dtype is refused), size-capped like numpy's
+(:data:`MAX_NPY_HEADER_BYTES`), and its layouts cached (a step's files share few headers); a
+bad header raises :class:`~npu_dump_hook.errors.FormatError` naming the file and the rule.
 """
+import ast
 import os
 import re
-from typing import Any, Dict, Iterable, Optional, Tuple
+from typing import Any, Dict, Iterable, NamedTuple, Optional, Tuple
 
 import numpy as np
 
-from ..errors import DumpFileError
+from ..errors import DumpFileError, FormatError
 from .device_format import shape_problem
 
-__all__ = ["write_npy", "read_npy", "debug_event_to_npy", "NUMPY_OF_TF_ENUM", "TF_DT_BFLOAT16"]
+__all__ = ["write_npy", "read_npy", "debug_event_to_npy", "NUMPY_OF_TF_ENUM", "TF_DT_BFLOAT16", "NpyHeader",
+           "read_npy_header", "npy_header_size", "parse_npy_header", "element_count", "MAX_NPY_HEADER_BYTES",
+           "NPY_PREFIX_BYTES"]
 
 _PROTO_HEAD_BYTES = 1 << 16  # Event + Summary + Value + TensorProto headers always fit
 _COPY_CHUNK = 1 << 22
 _NPY_MAGIC = b"\x93NUMPY\x01\x00"
 _WHOLE_READ = 1 << 20  # .npy files up to this size are read in one call (larger ones: memory-mapped)
-# The header write_npy and np.save write for a C-order array of a plain dtype; anything else goes to np.load.
-_PLAIN_HEADER = re.compile(r"\{'descr': '([<>|=][a-zA-Z]\d*)', 'fortran_order': False, 'shape': \(([0-9, ]*)\), \} *\n\Z")
+#: numpy's own default cap on a header it parses (``max_header_size``): a longer one is refused.
+MAX_NPY_HEADER_BYTES = 10000
+#: Bytes of a .npy that tell its header's size: magic (6), version (2), length (2 in v1.0, 4 after).
+NPY_PREFIX_BYTES = 12
+_LENGTH_BYTES = {1: 2, 2: 4, 3: 4}  # .npy major version -> bytes of its little-endian header-length field
+_HEADER_KEYS = frozenset(("descr", "fortran_order", "shape"))
+# The header np.save (and write_npy) writes for a plain dtype; any other header is parsed as a literal.
+_SAVED_HEADER = re.compile(r"\{'descr': '([<>|=]?[a-zA-Z][0-9]*)', 'fortran_order': (False|True), "
+                           r"'shape': \(((?:[0-9]+, )*[0-9]*,?)\), \} *\n?\Z")
 # Event.summary (5) -> Summary.value (1) -> Value.tensor (8)
 _EVENT_SUMMARY, _SUMMARY_VALUE, _VALUE_TENSOR = 5, 1, 8
 
@@ -174,21 +191,128 @@ def read_npy(path: str) -> np.ndarray:
 
 
 def _plain_array(data: bytes) -> Optional[np.ndarray]:
-    if data[:len(_NPY_MAGIC)] != _NPY_MAGIC or len(data) < len(_NPY_MAGIC) + 2:
+    """The array of the whole .npy ``data`` when its header is C-order and its size exact; else None."""
+    try:
+        header = parse_npy_header(data[:npy_header_size(data)])
+    except FormatError:
         return None
-    start = len(_NPY_MAGIC) + 2
-    end = start + int.from_bytes(data[len(_NPY_MAGIC):start], "little")
-    match = _PLAIN_HEADER.match(data[start:end].decode("latin1"))
-    if match is None:
+    if header.fortran_order or header.dtype.itemsize == 0 or header.offset + header.nbytes != len(data):
         return None
-    dtype = np.dtype(match.group(1))
-    shape = tuple(int(dim) for dim in match.group(2).replace(" ", "").split(",") if dim)
+    return np.frombuffer(data, dtype=header.dtype, count=header.count, offset=header.offset).reshape(header.shape)
+
+
+class NpyHeader(NamedTuple):
+    """What a ``.npy`` header says: ``offset`` is where the values start (the header's own size),
+    ``count`` the number of elements, ``nbytes`` the values' size."""
+    dtype: np.dtype
+    shape: Tuple[int, ...]
+    fortran_order: bool
+    offset: int
+    count: int
+    nbytes: int
+
+
+_LAYOUTS = {}  # type: Dict[bytes, NpyHeader]  # whole header bytes -> its parse (files share few headers)
+_MAX_LAYOUTS = 4096
+
+
+def read_npy_header(handle: Any, path: str = "") -> NpyHeader:
+    """The header of the ``.npy`` open as ``handle`` (a binary file at its start), which is left at the
+    values; reads at most :data:`MAX_NPY_HEADER_BYTES` of header. FormatError naming ``path`` and the rule."""
+    prefix = handle.read(NPY_PREFIX_BYTES)
+    size = npy_header_size(prefix, path)
+    head = prefix + handle.read(size - len(prefix)) if size > len(prefix) else prefix[:size]
+    if len(head) < size:
+        raise FormatError(path, "the .npy header is cut off", len(head))
+    return parse_npy_header(head, path)
+
+
+def npy_header_size(prefix: bytes, path: str = "") -> int:
+    """The size of the header (the values' offset) of a ``.npy`` from its first :data:`NPY_PREFIX_BYTES`
+    bytes: checks the magic bytes, the version (1, 2 or 3) and the cap."""
+    if prefix[:8] == _NPY_MAGIC and len(prefix) >= 10:  # version 1.0, np.save's for any tensor
+        length = prefix[8] | prefix[9] << 8
+        field = 2
+    else:
+        field = _length_field(prefix, path)
+        length = int.from_bytes(prefix[8:8 + field], "little")
+    if length > MAX_NPY_HEADER_BYTES:
+        raise FormatError(path, "a header of {} bytes, over the {} a .npy header may have".format(
+            length, MAX_NPY_HEADER_BYTES), 8)
+    return 8 + field + length
+
+
+def _length_field(prefix: bytes, path: str) -> int:
+    """Bytes of the header-length field of a .npy starting with ``prefix``; FormatError if it has none."""
+    if prefix[:6] != b"\x93NUMPY" or len(prefix) < 8:
+        raise FormatError(path, "no .npy magic bytes", 0)
+    field = _LENGTH_BYTES.get(prefix[6])
+    if field is None:
+        raise FormatError(path, ".npy version {} is not 1, 2 or 3".format(prefix[6]), 6)
+    if len(prefix) < 8 + field:
+        raise FormatError(path, "the .npy header length is cut off", len(prefix))
+    return field
+
+
+def parse_npy_header(head: bytes, path: str = "") -> NpyHeader:
+    """The :class:`NpyHeader` of a ``.npy`` whose first :func:`npy_header_size` bytes are ``head``
+    (cached by those bytes). FormatError naming ``path`` and the rule."""
+    found = _LAYOUTS.get(head)
+    if found is None:
+        found = _parse_header(head, path)
+        if len(_LAYOUTS) >= _MAX_LAYOUTS:
+            _LAYOUTS.clear()
+        _LAYOUTS[head] = found
+    return found
+
+
+def _parse_header(head: bytes, path: str) -> NpyHeader:
+    if npy_header_size(head[:NPY_PREFIX_BYTES], path) != len(head):
+        raise FormatError(path, "{} bytes given as a .npy header of {}".format(
+            len(head), npy_header_size(head[:NPY_PREFIX_BYTES], path)), 0)
+    start = 8 + _LENGTH_BYTES[head[6]]
+    text = head[start:].decode("utf-8" if head[6] == 3 else "latin1", "replace")
+    match = _SAVED_HEADER.match(text)
+    if match is not None:  # np.save's own layout: ~20x cheaper than a literal
+        descr, fortran_order = match.group(1), match.group(2) == "True"
+        shape = tuple(int(dim) for dim in match.group(3).split(",") if dim.strip())
+    else:
+        descr, fortran_order, shape = _literal_header(text, path, start)
+    try:
+        dtype = np.dtype(descr)
+    except (TypeError, ValueError, OverflowError, MemoryError):
+        raise FormatError(path, "descr {!r} in the .npy header is not a dtype".format(descr), start) from None
+    if dtype.hasobject:
+        raise FormatError(path, "dtype {!r} is not a tensor dtype (object arrays need pickle: not read)".format(
+            descr), start)
+    problem = shape_problem(shape, dtype.itemsize)
+    if problem is not None:
+        raise FormatError(path, "shape {} in the .npy header {}".format(list(shape), problem), start)
+    count = element_count(shape)
+    return NpyHeader(dtype, shape, fortran_order, len(head), count, count * dtype.itemsize)
+
+
+def element_count(shape: Iterable[int]) -> int:
+    """The number of elements of ``shape`` (Python ints: never wraps around)."""
     count = 1
     for dim in shape:
         count *= dim
-    if dtype.hasobject or dtype.itemsize == 0 or count * dtype.itemsize != len(data) - end:
-        return None
-    return np.frombuffer(data, dtype=dtype, count=count, offset=end).reshape(shape)
+    return count
+
+
+def _literal_header(text: str, path: str, start: int) -> Tuple[str, bool, Tuple[int, ...]]:
+    """``(descr, fortran_order, shape)`` of a header not in np.save's layout: a Python literal, as numpy
+    reads it (``ast.literal_eval``: no name, call or pickle is ever evaluated)."""
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+        raise FormatError(path, "its .npy header is not a Python literal", start) from None
+    shape = value.get("shape") if isinstance(value, dict) else None
+    if not (isinstance(value, dict) and set(value) == _HEADER_KEYS and isinstance(value["descr"], str)
+            and isinstance(value["fortran_order"], bool) and isinstance(shape, tuple)
+            and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)):
+        raise FormatError(path, "its .npy header is not a dict of descr (text), fortran_order and shape", start)
+    return value["descr"], value["fortran_order"], shape
 
 
 def _write_all(fd: int, data: Any) -> None:
@@ -219,9 +343,7 @@ def debug_event_to_npy(source: str, target: str, move: bool = False) -> Tuple[st
         problem = shape_problem(shape, 4 if enum == TF_DT_BFLOAT16 else dtype.itemsize)
         if problem is not None:  # checked here: np.prod would wrap around, np.save refuse
             raise DumpFileError(source, "TensorProto shape {} {}".format(list(shape), problem), tensor[0])
-        expected = dtype.itemsize
-        for dim in shape:
-            expected *= dim
+        expected = dtype.itemsize * element_count(shape)
         if length != expected or offset + length > min(size, tensor[1]):
             raise DumpFileError(source, "tensor_content holds {} bytes, shape {} needs {}".format(
                 length, shape, expected), offset)

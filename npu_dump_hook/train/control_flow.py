@@ -7,7 +7,7 @@ not run at all, and function bodies are no main-graph ops. :func:`census` lists 
 step the hook captured, so the bundle can say how many executed ops sit there and how many
 have dump files (``coverage.control_flow``, docs/bundle-format.md), and warn when some have none::
 
-    {"while": [TF op names], "cond": [...], "untaken": [...],
+    {"while": [TF op names], "cond": [...], "untaken": [...], "pruned": [...],
      "functions": [{"op": name, "type": "StatelessIf", "body": [node names]}]}
 
 ``while``/``cond``: executed ops that get a device task (not Switch/Merge/Enter/Exit and the
@@ -15,6 +15,11 @@ other ops GE runs on the host, :data:`~npu_dump_hook.emulator.ge_model.NO_TASK_T
 TF 1.x loop body, or in a cond branch or downstream of a ``Switch`` up to its ``Merge`` (a cond's
 gradient has no cond context, but only one side of it runs). ``untaken``: those ``cond`` ops that produced no value in the
 step (known only when the step was captured: the capture finds the untaken branch dead);
+``pruned``: those ``while`` ops whose every output had no value in any iteration of the captured
+step: TensorFlow's graph optimizer removed them before the step ran (e.g. a gradient no update
+reads, kept only by a ``tuple`` control edge; an arithmetic on constants, folded), so TF's debug
+watch, the emulated NPU and the golden capture never saw them: they did not run, as an untaken
+branch did not;
 ``functions``: each executed functional control-flow op and the task-getting nodes of its
 branch/body functions (nested calls included), named ``{function}/{node}``.
 """
@@ -58,19 +63,20 @@ def census(executed: Iterable[Tuple[Any, bool]], graph: Any, captured: Any = Non
             loops.append(op.name)
         elif flow == "cond" or op.name in dead:  # a cond's gradient is no cond context, but a Switch feeds it
             conds.append(op.name)
-    return {"while": sorted(loops), "cond": sorted(conds), "untaken": _untaken(conds, skipped),
-            "functions": _function_bodies(graph, functional, captured)}
+    return {"while": sorted(loops), "cond": sorted(conds), "untaken": _no_value(conds, skipped),
+            "pruned": _no_value(loops, skipped), "functions": _function_bodies(graph, functional, captured)}
 
 
-def _untaken(conds: List[str], skipped: Optional[Iterable[Any]]) -> List[str]:
-    """The cond ops whose outputs the capture found dead (an op without outputs cannot tell)."""
+def _no_value(names: List[str], skipped: Optional[Iterable[Any]]) -> List[str]:
+    """Those of ``names`` whose every output the capture found without a value in the step: an untaken
+    cond branch, a loop-body op that never ran (an op without outputs cannot tell: it stays executed)."""
     if skipped is None:
         return []
     dead = {}  # type: Dict[str, bool]
     for entry in skipped:
         name = entry.tensor_name.rpartition(":")[0]
         dead[name] = dead.get(name, True) and entry.reason.startswith(DEAD_REASON_MARK)
-    return sorted(name for name in conds if dead.get(name))
+    return sorted(name for name in names if dead.get(name))
 
 
 def _function_bodies(graph: Any, functional: List[Any], captured: Any) -> List[Dict[str, Any]]:

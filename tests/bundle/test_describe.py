@@ -69,3 +69,33 @@ def test_verify_checks_a_dump_layer_coverage():
         "coverage: expected 5 is not dumped 2 + missing 1 + not_selected 1"]
     assert coverage_problems({}, dict(good, selected=None, not_selected=None)) == [
         "coverage: selected/not_selected without options.dump_layer (nothing was chosen)"]
+
+
+def test_control_flow_counts_pruned_loop_ops_as_not_executed_and_fused_ops_with_their_node(tmp_path):
+    """The hook's census (train/control_flow.py) against the dump files: a loop-body op the capture saw no
+    value of (pruned by TensorFlow) did not run, unless a dump file says it did; an op fused into a node of
+    another name is dumped with that node (issue 21: the RNN's warning named 13 such ops)."""
+    from npu_dump_hook.bundle.describe import control_flow_coverage, graph_ops
+    from npu_dump_hook.formats.ge_build import make_model, make_op
+    from npu_dump_hook.formats.ge_text import format_model
+
+    ops = [make_op("x", "Data", 0), make_op("while/MatMul", "MatMul", 1, inputs=["x:0"],
+                                            original_op_names=["while/MatMul", "while/BiasAdd"]),
+           make_op("while/grad/Mul_1", "Mul", 2, inputs=["x:0"]), make_op("while/grad/Sum_1", "Sum", 3, inputs=["x:0"]),
+           make_op("while/Tanh", "Tanh", 4, inputs=["while/MatMul:0"])]
+    path = str(tmp_path / "ge_proto_00000001_Build.txt")
+    with open(path, "w") as handle:
+        handle.write(format_model(make_model([("g", ops)], name="g")))
+    tally = CoverageTally(graph_ops(path))
+    for name in ("x", "while_MatMul", "while_grad_Sum_1"):  # Sum_1's file: it ran after all
+        tally.add(name)
+    cov = tally.result()
+    assert cov["missing"] == ["while_Tanh", "while_grad_Mul_1"] and cov["expected"] == 5, cov
+    census = {"while": ["while/BiasAdd", "while/MatMul", "while/Tanh", "while/grad/Mul_1", "while/grad/Sum_1"],
+              "pruned": ["while/grad/Mul_1", "while/grad/Sum_1"]}
+    warning = control_flow_coverage(cov, census, tally)
+    assert cov["not_executed"] == ["while_grad_Mul_1"]  # pruned, and no file says otherwise
+    assert cov["missing"] == ["while_Tanh"] and cov["expected"] == 4, cov
+    flow = cov["control_flow"]
+    assert flow["while"] == {"executed": 4, "dumped": 3} and flow["not_dumped"] == ["while_Tanh"], flow
+    assert warning.startswith("control flow: 1 of 4 executed op(s)") and "while_Tanh" in warning, warning

@@ -210,3 +210,42 @@ def test_a_rank_whose_process_dies_is_compared_again_in_this_process(job, tmp_pa
     assert doc == one_by_one
     again = [c for c in calls if c[0] == parent]
     assert len(calls) == RANKS + 1 and len(again) == 1 and again[0][2] == rank1, calls
+
+
+_ERRORING = """
+import os, sys
+import npu_dump_hook.compare as package
+from npu_dump_hook.compare import compare_ranks
+from npu_dump_hook.errors import CompareError
+root, log = sys.argv[1:3]
+real = package.compare
+def recording(npu, golden=None, **kwargs):
+    with open(log, "a") as handle:
+        handle.write("{} {}\\n".format(os.getpid(), os.path.basename(npu)))
+    return real(npu, golden, **kwargs)
+package.compare = recording
+try:
+    compare_ranks(root, workers=2)
+except CompareError as exc:
+    print("CompareError", exc.path)
+"""
+
+
+def test_a_rank_whose_compare_raises_is_compared_once_and_its_error_raised(tmp_path):
+    """Both ranks' bundles are empty folders: each forked compare raises CompareError. The parent raises
+    rank 0's error from its process, without comparing either rank a second time (it used to: 4 compares)."""
+    from npu_dump_hook.bundle.index import INDEX_SCHEMA
+
+    for rank in (0, 1):
+        (tmp_path / "rank_{}".format(rank)).mkdir()
+    (tmp_path / "index.json").write_text(json.dumps({"schema": INDEX_SCHEMA, "ranks": {
+        str(rank): {"path": "rank_{}".format(rank)} for rank in (0, 1)}}))
+    log = tmp_path / "calls.txt"
+    done = subprocess.run([sys.executable, "-c", _ERRORING, str(tmp_path), str(log)], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p)))
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    assert done.stdout.decode().split() == ["CompareError", str(tmp_path / "rank_0")]
+    calls = [line.split() for line in log.read_text().splitlines()]
+    assert sorted(name for _, name in calls) == ["rank_0", "rank_1"], calls  # once each
+    assert len({pid for pid, _ in calls}) == 2, calls  # in two forked processes, none in the parent
