@@ -3,13 +3,11 @@ with ``"mode": "stats"``), the CSV (one line per tensor, both sides' statistics 
 differences) and the terminal summary. The rows are analysed by :func:`._analysis.analyse` with
 the rows' score (largest difference / limit ratio of :mod:`.stats`) as their distance.
 """
-import contextlib
 import csv
-import gc
 import io
 import math
 import time
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from .._inert import csv_cell, printable
 from ._analysis import analyse
@@ -20,7 +18,8 @@ from ._report import SCHEMA
 from ._rows import Row
 from ._selection import coverage_line, coverage_of_undumped, dump_layer_of_bundle
 from ._thresholds import make_thresholds
-from .stats import VALUE_STATS, GoldenStats, StatsDetail, StatsThresholds, score_of, stats_rows
+from .stats import (VALUE_STATS, GoldenStats, StatsDetail, StatsThresholds, paused_cycle_collection, score_of,
+                    stats_rows)
 
 __all__ = ["run_stats_compare", "stats_csv_text", "stats_summary_text"]
 
@@ -121,27 +120,11 @@ def _first(row: Optional[Row], details: Dict[int, StatsDetail]) -> Optional[Dict
                        for u in row.upstream if id(u) in details]}
 
 
-@contextlib.contextmanager
-def _no_cycle_collection() -> Iterator[None]:
-    """The cyclic garbage collector paused: building the rows and the document allocates a few
-    dozen objects a row, all kept, so the collector would run every 700 allocations and walk
-    every object kept so far each time it reaches the oldest generation (a quarter of the
-    compare's CPU at 10,000 rows), to free nothing. Reference counting still frees what is
-    dropped; any cycle is collected once it runs again."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def run_stats_compare(graph: Graph, npu: Any, golden: GoldenStats, limits: StatsThresholds, started: float,
                       allow_uncompared: bool, ops: Any = None) -> Dict[str, Any]:
     """The document of ``npu`` (an NpuSide with stats CSVs) against ``golden``; ``ops``: a compiled
     pattern, only ops whose name or an original name matches."""
-    with _no_cycle_collection():
+    with paused_cycle_collection():
         return _stats_document(graph, npu, golden, limits, started, allow_uncompared, ops)
 
 

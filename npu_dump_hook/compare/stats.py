@@ -24,10 +24,12 @@ golden run (docs/compare.md, "Statistics compare").
   ratio, is what :func:`._analysis.analyse` sees as its distance, so root causes, propagated
   rows and the first divergence follow the tensor compare's rules exactly.
 """
+import contextlib
+import gc
 import json
 import math
 import os
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 from ..bundle import BUNDLE_JSON, DATA_DIR, looks_like_tar, open_bundle, open_regular
 from ..errors import CompareError, FormatError, OptionError
@@ -38,7 +40,6 @@ from ._graph import Graph
 from ._match import data_inputs, ground_truth, newest_per_op, origin_of, OpEntry
 from ._rows import Row
 from ._stats_fast import Cells, read_stats_cells
-from ._worker import TensorResult
 
 __all__ = ["StatsThresholds", "DEFAULT_STATS_THRESHOLDS", "STATS_FILE", "GoldenStats", "load_golden_stats",
            "stats_rows", "StatsDetail", "VALUE_STATS"]
@@ -91,6 +92,22 @@ def make_stats_thresholds(value: Any) -> StatsThresholds:
     return StatsThresholds(**fields)
 
 
+@contextlib.contextmanager
+def paused_cycle_collection() -> Iterator[None]:
+    """The cyclic garbage collector paused: building many objects that are all kept (the rows,
+    their details, the document; a dict a golden tensor) makes it run every 700 allocations and
+    walk every object kept so far each time it reaches the oldest generation (a quarter of the
+    statistics compare's CPU at 10,000 rows), to free nothing. Reference counting still frees
+    what is dropped; any cycle is collected once it runs again."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 # -- the golden side -------------------------------------------------------------------------
 
 class GoldenStats(object):
@@ -116,20 +133,31 @@ def _read_stats_file(path: str) -> Dict[str, Dict[str, Any]]:
         with open_regular(path, buffering=0) as handle:
             if os.fstat(handle.fileno()).st_size > _MAX_FILE:
                 raise CompareError("golden statistics {}: larger than {} bytes".format(path, _MAX_FILE), path)
-            doc = json.loads(handle.read().decode("utf-8"))
+            with paused_cycle_collection():  # a dict a tensor, all kept
+                doc = json.loads(handle.read().decode("utf-8"))
     except (OSError, ValueError) as exc:
         raise CompareError("golden statistics {}: not readable as JSON ({})".format(path, exc), path)
     if not isinstance(doc, dict) or doc.get("schema") != _SCHEMA or not isinstance(doc.get("tensors"), list):
         raise CompareError("golden statistics {}: not a {} document (schema, tensors list)".format(path, _SCHEMA), path)
     found = {}  # type: Dict[str, Dict[str, Any]]
     for number, entry in enumerate(doc["tensors"]):
-        if not isinstance(entry, dict) or not isinstance(entry.get("key"), str) or not all(
-                _is_stat(entry.get(name)) for name in ("count", "max", "min", "avg", "nan", "neg_inf", "pos_inf",
-                                                       "l2norm")):
+        if not isinstance(entry, dict) or not isinstance(entry.get("key"), str) or not _all_stats(entry):
             raise CompareError("golden statistics {}: tensors[{}] needs a string key and numbers (or null) for "
                                "count, max, min, avg, nan, neg_inf, pos_inf, l2norm".format(path, number), path)
         found[entry["key"]] = entry  # a later tensor of the same key wins, as for .npy files
     return found
+
+
+_STAT_NAMES = ("count", "max", "min", "avg", "nan", "neg_inf", "pos_inf", "l2norm")
+_PLAIN = (int, float, type(None))  # what JSON gives a number or null; anything else: _is_stat decides
+
+
+def _all_stats(entry: Dict[str, Any]) -> bool:
+    for name in _STAT_NAMES:
+        value = entry.get(name)
+        if type(value) not in _PLAIN and not _is_stat(value):
+            return False
+    return True
 
 
 def _is_stat(value: Any) -> bool:
@@ -242,8 +270,8 @@ def _rel(npu: Any, golden: Any, scale: float) -> Optional[float]:
 def compare_stats(npu: Dict[str, Any], golden: Dict[str, Any]) -> Tuple[Dict[str, Optional[float]],
                                                                        Dict[str, Optional[int]], str]:
     """(relative differences by statistic, NaN/Inf count differences, note) of one tensor."""
-    padded, note = _padded_golden(golden, npu.get("count"))
-    count, norm = golden.get("count"), golden.get("l2norm")
+    count, norm, npu_count = golden.get("count"), golden.get("l2norm"), npu.get("count")
+    padded, note = _padded_golden(golden, npu_count) if npu_count and count and npu_count > count else (golden, "")
     rms = norm / math.sqrt(count) if norm is not None and count else 0.0
     rel = {"max": _rel(npu["max"], padded.get("max"), rms), "min": _rel(npu["min"], padded.get("min"), rms),
            "avg": _rel(npu["avg"], padded.get("avg"), rms), "l2norm": _rel(npu["l2norm"], norm, 0.0)}
@@ -294,14 +322,13 @@ class _Targets(object):
         return found
 
 
-def _tensor_result(cells: Cells, golden_name: Optional[Tuple[str, int]], golden: Optional[Dict[str, Any]],
-                   score: Optional[float], reason: str, overflow: bool) -> TensorResult:
-    values = None if reason else {"RelativeEuclideanDistance": score}
+def _row(entry: OpEntry, cells: Cells, golden_name: Optional[Tuple[str, int]], golden: Optional[Dict[str, Any]],
+         score: Optional[float], reason: str, overflow: bool) -> Row:
     shape = cells[5]
-    return TensorResult(cells[0].lower(), cells[1], (cells[3] or "NaN"), "NaN", shape, cells[4] or "",
-                        tuple(golden["shape"]) if golden and golden.get("shape") else shape,
-                        golden_name, None, str(golden.get("dtype")) if golden else "NaN", values, None, None,
-                        reason, reason, overflow)
+    return Row.of_values(entry, entry.dump.name.timestamp, cells[0].lower(), cells[1], cells[3] or "NaN", shape,
+                         cells[4] or "", tuple(golden["shape"]) if golden and golden.get("shape") else shape,
+                         golden_name, str(golden.get("dtype")) if golden else "NaN",
+                         None if reason else {"RelativeEuclideanDistance": score}, reason, overflow)
 
 
 def _input_last(cells: Cells) -> Tuple[bool, int]:
@@ -358,12 +385,11 @@ def _one_row(op: Any, entry: OpEntry, cells: Cells, target: Optional[Tuple[Tuple
     if found is None:
         reason = "no golden file: no golden statistics for {}".format(target[1]) if target is not None else \
             "no producer in the graph: input {} of {}".format(cells[1], op.name)
-        result = _tensor_result(cells, target[0] if target is not None else None, None, None, reason, False)
-        return Row(entry, result, timestamp=entry.dump.name.timestamp), StatsDetail(
+        row = _row(entry, cells, target[0] if target is not None else None, None, None, reason, False)
+        return row, StatsDetail(
             npu, None, {}, {}, target[2] if target is not None else None, cells[4] or "", "")
     rel, diffs, note = compare_stats(npu, found)
     score, crossed = score_of(rel, limits)
     overflow = sum(d for d in diffs.values() if d is not None) > 0
-    result = _tensor_result(cells, target[0], found, score, "", overflow)
-    row = Row(entry, result, timestamp=entry.dump.name.timestamp)
+    row = _row(entry, cells, target[0], found, score, "", overflow)
     return row, StatsDetail(npu, found, rel, diffs, target[2], cells[4] or "", note)
