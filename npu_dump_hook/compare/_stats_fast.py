@@ -39,10 +39,6 @@ _FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0
 Cells = Tuple[Any, ...]
 
 
-def _name(cell: str) -> Optional[str]:
-    return None if cell in _UNKNOWN else cell
-
-
 def _fast(text: str) -> Optional[List[Cells]]:
     if "\r" in text:
         text = text.replace("\r\n", "\n")
@@ -57,9 +53,12 @@ def _fast(text: str) -> Optional[List[Cells]]:
         if match is None:
             return None
         c = match.groups()
-        shape = () if c[5] == "-" else tuple(int(d) for d in c[5].split("x"))
-        rows.append((c[0], int(c[1]), int(c[2]), _name(c[3]), _name(c[4]), shape, float(c[6]), float(c[7]),
-                     float(c[8]), int(c[9]), int(c[10]), int(c[11]), int(c[12]), None))
+        dims = c[5]
+        shape = () if dims == "-" else ((int(dims),) if "x" not in dims else tuple(map(int, dims.split("x"))))
+        dtype, layout = c[3], c[4]
+        rows.append((c[0], int(c[1]), int(c[2]), None if dtype in _UNKNOWN else dtype,
+                     None if layout in _UNKNOWN else layout, shape, float(c[6]), float(c[7]), float(c[8]),
+                     int(c[9]), int(c[10]), int(c[11]), int(c[12]), None))
     return rows
 
 

@@ -64,7 +64,8 @@ def _row_doc(row: Row, detail: StatsDetail) -> Dict[str, Any]:
             "golden_tensor": detail.golden_tensor, "npu_dtype": row.npu_dtype, "golden_dtype": row.golden_dtype,
             "npu_format": detail.npu_format, "shape": list(row.shape), "original_shape": list(row.original_shape),
             "npu": {k: v if v is None or _isfinite(v) else None for k, v in detail.npu.items()},
-            "golden_stats": {k: _number(golden.get(k)) for k in _GOLDEN_KEYS} if golden else None,
+            "golden_stats": {k: v if v is None or type(v) is int or _isfinite(v) else None  # an int of any size
+                             for k, v in zip(_GOLDEN_KEYS, map(golden.get, _GOLDEN_KEYS))} if golden else None,
             "rel_diff": rel, "count_diff": detail.count_diff,
             "metrics": {metric: rel.get(name) for metric, name in _METRIC_NAMES},
             "score": score if score is not None and _isfinite(score) else None, "status": row.status,

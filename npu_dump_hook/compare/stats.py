@@ -357,8 +357,8 @@ def stats_rows(graph: Graph, refs: List[Any], golden: GoldenStats, limits: Stats
             unreadable.append("{}: {}".format(ref.path, exc))
             continue
         edges = None  # type: Optional[List[Tuple[str, int]]]
-        for cells in sorted(parsed, key=_input_last):
-            if cells[0].lower() == "output":
+        for cells in sorted(parsed, key=_input_last) if len(parsed) > 1 else parsed:
+            if cells[0] == "Output":  # both readers give "Input" or "Output", nothing else
                 target = targets.of(op.name, cells[1])  # type: Optional[Tuple[Tuple[str, int], str, str]]
             else:
                 edges = data_inputs(op) if edges is None else edges
