@@ -118,40 +118,53 @@ def print_size(label, sizes):
 
 # -- 2. speed -----------------------------------------------------------------------------------
 
-def write_synthetic(root, ops, elements):
+def write_synthetic(root, ops, elements, tensors=True, faults=None, drop_golden=(), padded=()):
     """A chain of ``ops`` ops: stats CSVs (input + output rows) in stats/, dump files in dump/,
-    golden_stats.json and golden .npy files; returns the paths."""
+    golden_stats.json and golden .npy files; returns the paths. ``tensors`` False: no dump or
+    .npy files (their folders stay empty). For the output checks of ``stats_same_as.py``:
+    ``faults`` (op number -> function of the value) changes the NPU side of those ops (the
+    consumer's input row sees it too), ``drop_golden`` op numbers have no golden statistics,
+    ``padded`` op numbers have an NC1HWC0 output 16 zeros longer."""
+    faults = faults or {}
     rng = np.random.RandomState(9)
     graph_path = os.path.join(root, "ge_proto_00000001_Build.txt")
     stats_dir, dump_dir, npy_dir = (os.path.join(root, p, "20261201000000", "0", GRAPH_NAME, "1", "0")
                                     for p in ("stats", "dump", "golden_npy"))
     for folder in (stats_dir, dump_dir, npy_dir):
         os.makedirs(folder)
-    op_defs, tensors, previous = [], [], None
+    op_defs, golden_entries, previous = [], [], None
     for i in range(ops):
         name = "net/block_{:05d}/Add".format(i)
         value = rng.standard_normal(elements).astype(np.float32)
+        npu = faults[i](value) if i in faults else value
         desc = make_tensor_desc("DT_FLOAT", value.shape, layout="ND", origin_name=name, origin_output_index=0)
         op_defs.append(make_op(name, "Add", i, inputs=[previous[0] + ":0"] if previous else [], output_descs=[desc]))
         stamp = T0 + 10 * i
         rows = [StatsRow("Input", 0, int(previous[1].nbytes), "DT_FLOAT", "ND", previous[1].shape,
                          **compute_stats(previous[1]))] if previous else []
-        rows.append(StatsRow("Output", 0, int(value.nbytes), "DT_FLOAT", "ND", value.shape, **compute_stats(value)))
+        if i in padded:
+            held = np.concatenate([npu, np.zeros(16, np.float32)])
+            rows.append(StatsRow("Output", 0, int(held.nbytes), "DT_FLOAT", "NC1HWC0", held.shape,
+                                 **compute_stats(held)))
+        else:
+            rows.append(StatsRow("Output", 0, int(npu.nbytes), "DT_FLOAT", "ND", npu.shape, **compute_stats(npu)))
         base = format_dump_name("Add", sanitize(name), 2 + i, 0, stamp)
         write_stats_csv(os.path.join(stats_dir, base + ".csv"), rows)
-        write_dump_file(os.path.join(dump_dir, base), name, outputs=[DumpTensor(value, original_name=name)],
-                        inputs=[DumpTensor(previous[1])] if previous else [], dump_time=stamp)
         npy = golden_npy_name(name, 0, stamp)
-        np.save(os.path.join(npy_dir, npy), value)
+        if tensors:
+            write_dump_file(os.path.join(dump_dir, base), name, outputs=[DumpTensor(npu, original_name=name)],
+                            inputs=[DumpTensor(previous[1])] if previous else [], dump_time=stamp)
+            np.save(os.path.join(npy_dir, npy), value)
         entry = {"key": parse_npy_name(npy).key, "tensor": name + ":0", "dtype": "float32", "shape": [elements]}
         entry.update(tensor_statistics(value))
-        tensors.append(entry)
-        previous = (name, value)
+        if i not in drop_golden:
+            golden_entries.append(entry)
+        previous = (name, npu)
     with open(graph_path, "w") as handle:
         handle.write(format_model(make_model([(GRAPH_NAME, op_defs)], name=GRAPH_NAME)))
     golden_stats = os.path.join(root, "golden_stats.json")
     with open(golden_stats, "w") as handle:
-        json.dump({"schema": STATS_SCHEMA, "tensors": tensors}, handle)
+        json.dump({"schema": STATS_SCHEMA, "tensors": golden_entries}, handle)
     return graph_path, stats_dir, dump_dir, golden_stats, npy_dir
 
 

@@ -175,9 +175,12 @@ def _link_upstream(rows: Sequence[Row], graph: Graph) -> None:
     pushes = {}  # type: Dict[Tuple[str, int], int]
     for npu_op, slot, iteration in iterations:
         pushes[(npu_op, slot)] = max(pushes.get((npu_op, slot), 0), iteration + 1)
+    edges_of = {}  # type: Dict[str, List[Tuple[str, int]]]  # an op's inputs, parsed once for all its rows
     for row in rows:
-        op = graph.op(row.npu_op)
-        edges = data_inputs(op) if op is not None else []
+        edges = edges_of.get(row.npu_op)
+        if edges is None:
+            op = graph.op(row.npu_op)
+            edges = edges_of[row.npu_op] = data_inputs(op) if op is not None else []
         if row.direction == "input":
             edges = edges[row.slot:row.slot + 1]
         elif row.npu_op in inputs and row.iteration is None:

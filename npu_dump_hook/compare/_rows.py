@@ -66,6 +66,32 @@ class Row(object):
         self.fail_reason, self.reason, self.overflow = tensor.fail_reason, tensor.reason, tensor.overflow
         self.shape_note = tensor.shape_note  # "" unless compared flattened (another shape, as many elements)
 
+    @classmethod
+    def of_values(cls, entry: OpEntry, timestamp: Optional[int], direction: str, slot: int, npu_dtype: str,
+                  shape: Tuple[int, ...], npu_format: str, original_shape: Tuple[int, ...],
+                  golden: Optional[Tuple[str, int]], golden_dtype: str, metrics: Optional[Dict[str, Optional[float]]],
+                  reason: str, overflow: bool) -> "Row":
+        """``Row(entry, TensorResult(direction, slot, npu_dtype, "NaN", shape, npu_format, original_shape,
+        golden, None, golden_dtype, metrics, None, None, reason, reason, overflow), timestamp=timestamp)``
+        without building the TensorResult: the statistics compare makes one a tensor, thousands of them
+        (tests/compare/test_rows.py holds the two the same)."""
+        row = cls.__new__(cls)
+        row.index, row.order, row.op_type, row.npu_op = entry.index, 0, entry.op_type, entry.name
+        row.ground_truth, row.position = list(entry.ground_truth), entry.position
+        row.task_id = entry.dump.name.task_id if entry.dump is not None else None
+        row.iteration, row.timestamp, row.status = entry.iteration, timestamp, "not_compared"
+        row.breached, row.propagated, row.upstream, row.number = [], False, [], 0
+        row.direction, row.slot = direction, slot
+        row.tensor = "{}:{}:{}".format(entry.name, direction, slot) + (
+            "" if entry.iteration is None else "@{}".format(entry.iteration))
+        row.npu_dtype, row.golden_dtype, row.address = npu_dtype, golden_dtype, "NaN"
+        row.shape, row.original_shape, row.npu_format = shape, original_shape, npu_format
+        row.golden, row.golden_path = golden, None
+        row.metrics, row.std, row.cells = metrics, None, None
+        row.fail_reason, row.reason, row.overflow = reason, reason, overflow
+        row.shape_note = ""
+        return row
+
     @property
     def compared(self) -> bool:
         return self.metrics is not None and not self.reason

@@ -18,7 +18,8 @@ from ._report import SCHEMA
 from ._rows import Row
 from ._selection import coverage_line, coverage_of_undumped, dump_layer_of_bundle
 from ._thresholds import make_thresholds
-from .stats import VALUE_STATS, GoldenStats, StatsDetail, StatsThresholds, score_of, stats_rows
+from .stats import (VALUE_STATS, GoldenStats, StatsDetail, StatsThresholds, paused_cycle_collection, score_of,
+                    stats_rows)
 
 __all__ = ["run_stats_compare", "stats_csv_text", "stats_summary_text"]
 
@@ -31,6 +32,7 @@ CSV_HEADER = (["Index", "OpType", "NPUDump", "GroundTruth", "TensorIndex", "Gold
 
 
 _INF = float("inf")
+_isfinite = math.isfinite
 
 
 def _number(value: Any) -> Any:
@@ -53,17 +55,20 @@ _METRIC_NAMES = tuple((name + "RelDiff", name) for name in _STATS)
 
 
 def _row_doc(row: Row, detail: StatsDetail) -> Dict[str, Any]:
-    rel = {k: _number(v) for k, v in detail.rel_diff.items()}
+    # _number inlined (a row document takes about 30 of them): a finite number, else None
+    rel = {k: v if v is not None and _isfinite(v) else None for k, v in detail.rel_diff.items()}
     golden = detail.golden
+    score = row.metrics.get("RelativeEuclideanDistance") if row.metrics else None
     return {"index": row.index, "order": row.order, "op_type": row.op_type, "npu_op": row.npu_op,
             "ground_truth": row.ground_truth, "tensor": row.tensor, "direction": row.direction, "slot": row.slot,
             "golden_tensor": detail.golden_tensor, "npu_dtype": row.npu_dtype, "golden_dtype": row.golden_dtype,
             "npu_format": detail.npu_format, "shape": list(row.shape), "original_shape": list(row.original_shape),
-            "npu": {k: (v if v == v and v != _INF and v != -_INF else None) for k, v in detail.npu.items()},
-            "golden_stats": {k: _number(golden.get(k)) for k in _GOLDEN_KEYS} if golden else None,
+            "npu": {k: v if v is None or _isfinite(v) else None for k, v in detail.npu.items()},
+            "golden_stats": {k: v if v is None or type(v) is int or _isfinite(v) else None  # an int of any size
+                             for k, v in zip(_GOLDEN_KEYS, map(golden.get, _GOLDEN_KEYS))} if golden else None,
             "rel_diff": rel, "count_diff": detail.count_diff,
             "metrics": {metric: rel.get(name) for metric, name in _METRIC_NAMES},
-            "score": _number((row.metrics or {}).get("RelativeEuclideanDistance")), "status": row.status,
+            "score": score if score is not None and _isfinite(score) else None, "status": row.status,
             "breached": row.breached, "reason": row.reason, "note": detail.note, "timestamp": row.timestamp}
 
 
@@ -120,6 +125,12 @@ def run_stats_compare(graph: Graph, npu: Any, golden: GoldenStats, limits: Stats
                       allow_uncompared: bool, ops: Any = None) -> Dict[str, Any]:
     """The document of ``npu`` (an NpuSide with stats CSVs) against ``golden``; ``ops``: a compiled
     pattern, only ops whose name or an original name matches."""
+    with paused_cycle_collection():
+        return _stats_document(graph, npu, golden, limits, started, allow_uncompared, ops)
+
+
+def _stats_document(graph: Graph, npu: Any, golden: GoldenStats, limits: StatsThresholds, started: float,
+                    allow_uncompared: bool, ops: Any = None) -> Dict[str, Any]:
     rows, details, unreadable = stats_rows(graph, npu.stats, golden, limits, ops)
     coverage = _choice(graph, npu)
     as_tensor_limits = make_thresholds({"cosine_min": None, "magnitude_err_max": None, "rel_euclid_max": 1.0,

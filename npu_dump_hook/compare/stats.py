@@ -24,22 +24,22 @@ golden run (docs/compare.md, "Statistics compare").
   ratio, is what :func:`._analysis.analyse` sees as its distance, so root causes, propagated
   rows and the first divergence follow the tensor compare's rules exactly.
 """
+import contextlib
+import gc
 import json
 import math
 import os
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 from ..bundle import BUNDLE_JSON, DATA_DIR, looks_like_tar, open_bundle, open_regular
 from ..errors import CompareError, FormatError, OptionError
 from ..formats.names import sanitize
 from ..formats.stats_csv import tensor_statistics
-from ._match import newest_per_op
 from ._golden import golden_key, index_npy_dir, load_golden
 from ._graph import Graph
-from ._match import data_inputs, ground_truth, origin_of, OpEntry
+from ._match import data_inputs, ground_truth, newest_per_op, origin_of, OpEntry
 from ._rows import Row
-from ._stats_fast import read_stats_rows
-from ._worker import TensorResult
+from ._stats_fast import Cells, read_stats_cells
 
 __all__ = ["StatsThresholds", "DEFAULT_STATS_THRESHOLDS", "STATS_FILE", "GoldenStats", "load_golden_stats",
            "stats_rows", "StatsDetail", "VALUE_STATS"]
@@ -49,7 +49,6 @@ _SCHEMA = "npu_dump_hook/golden_stats@1"
 _MAX_FILE = 1 << 30  # a golden statistics file is ~300 bytes a tensor
 #: (JSON/CSV name, StatsRow field) of the statistics compared as values.
 VALUE_STATS = (("max", "max_value"), ("min", "min_value"), ("avg", "avg_value"))
-_COUNTS = (("nan", "nan_count"), ("neg_inf", "negative_inf_count"), ("pos_inf", "positive_inf_count"))
 
 
 class StatsThresholds(NamedTuple):
@@ -93,6 +92,22 @@ def make_stats_thresholds(value: Any) -> StatsThresholds:
     return StatsThresholds(**fields)
 
 
+@contextlib.contextmanager
+def paused_cycle_collection() -> Iterator[None]:
+    """The cyclic garbage collector paused: building many objects that are all kept (the rows,
+    their details, the document; a dict a golden tensor) makes it run every 700 allocations and
+    walk every object kept so far each time it reaches the oldest generation (a quarter of the
+    statistics compare's CPU at 10,000 rows), to free nothing. Reference counting still frees
+    what is dropped; any cycle is collected once it runs again."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 # -- the golden side -------------------------------------------------------------------------
 
 class GoldenStats(object):
@@ -118,20 +133,31 @@ def _read_stats_file(path: str) -> Dict[str, Dict[str, Any]]:
         with open_regular(path, buffering=0) as handle:
             if os.fstat(handle.fileno()).st_size > _MAX_FILE:
                 raise CompareError("golden statistics {}: larger than {} bytes".format(path, _MAX_FILE), path)
-            doc = json.loads(handle.read().decode("utf-8"))
+            with paused_cycle_collection():  # a dict a tensor, all kept
+                doc = json.loads(handle.read().decode("utf-8"))
     except (OSError, ValueError) as exc:
         raise CompareError("golden statistics {}: not readable as JSON ({})".format(path, exc), path)
     if not isinstance(doc, dict) or doc.get("schema") != _SCHEMA or not isinstance(doc.get("tensors"), list):
         raise CompareError("golden statistics {}: not a {} document (schema, tensors list)".format(path, _SCHEMA), path)
     found = {}  # type: Dict[str, Dict[str, Any]]
     for number, entry in enumerate(doc["tensors"]):
-        if not isinstance(entry, dict) or not isinstance(entry.get("key"), str) or not all(
-                _is_stat(entry.get(name)) for name in ("count", "max", "min", "avg", "nan", "neg_inf", "pos_inf",
-                                                       "l2norm")):
+        if not isinstance(entry, dict) or not isinstance(entry.get("key"), str) or not _all_stats(entry):
             raise CompareError("golden statistics {}: tensors[{}] needs a string key and numbers (or null) for "
                                "count, max, min, avg, nan, neg_inf, pos_inf, l2norm".format(path, number), path)
         found[entry["key"]] = entry  # a later tensor of the same key wins, as for .npy files
     return found
+
+
+_STAT_NAMES = ("count", "max", "min", "avg", "nan", "neg_inf", "pos_inf", "l2norm")
+_PLAIN = (int, float, type(None))  # what JSON gives a number or null; anything else: _is_stat decides
+
+
+def _all_stats(entry: Dict[str, Any]) -> bool:
+    for name in _STAT_NAMES:
+        value = entry.get(name)
+        if type(value) not in _PLAIN and not _is_stat(value):
+            return False
+    return True
 
 
 def _is_stat(value: Any) -> bool:
@@ -207,10 +233,10 @@ class StatsDetail(NamedTuple):
     note: str
 
 
-def _npu_stats(row: Any) -> Dict[str, Any]:
-    found = {name: getattr(row, field) for name, field in VALUE_STATS + _COUNTS}
-    found["count"], found["l2norm"] = row.count, row.l2norm
-    return found
+def _npu_stats(cells: Cells) -> Dict[str, Any]:
+    """The NPU side's statistics of one row (cells in StatsRow's field order, _stats_fast)."""
+    return {"max": cells[6], "min": cells[7], "avg": cells[8], "nan": cells[10], "neg_inf": cells[11],
+            "pos_inf": cells[12], "count": cells[9], "l2norm": cells[13]}
 
 
 def _padded_golden(golden: Dict[str, Any], npu_count: Optional[int]) -> Tuple[Dict[str, Any], str]:
@@ -244,56 +270,69 @@ def _rel(npu: Any, golden: Any, scale: float) -> Optional[float]:
 def compare_stats(npu: Dict[str, Any], golden: Dict[str, Any]) -> Tuple[Dict[str, Optional[float]],
                                                                        Dict[str, Optional[int]], str]:
     """(relative differences by statistic, NaN/Inf count differences, note) of one tensor."""
-    padded, note = _padded_golden(golden, npu.get("count"))
-    count, norm = golden.get("count"), golden.get("l2norm")
+    count, norm, npu_count = golden.get("count"), golden.get("l2norm"), npu.get("count")
+    padded, note = _padded_golden(golden, npu_count) if npu_count and count and npu_count > count else (golden, "")
     rms = norm / math.sqrt(count) if norm is not None and count else 0.0
     rel = {"max": _rel(npu["max"], padded.get("max"), rms), "min": _rel(npu["min"], padded.get("min"), rms),
            "avg": _rel(npu["avg"], padded.get("avg"), rms), "l2norm": _rel(npu["l2norm"], norm, 0.0)}
-    diffs = {}  # type: Dict[str, Optional[int]]
-    for name, _ in _COUNTS:
-        mine, theirs = npu[name], golden.get(name)
-        diffs[name] = mine - theirs if mine is not None and theirs is not None else None
+    diffs = {"nan": _difference(npu["nan"], golden.get("nan")),
+             "neg_inf": _difference(npu["neg_inf"], golden.get("neg_inf")),
+             "pos_inf": _difference(npu["pos_inf"], golden.get("pos_inf"))}  # type: Dict[str, Optional[int]]
     return rel, diffs, note
+
+
+def _difference(mine: Optional[int], theirs: Optional[int]) -> Optional[int]:
+    return mine - theirs if mine is not None and theirs is not None else None
 
 
 def score_of(rel: Dict[str, Optional[float]], limits: StatsThresholds) -> Tuple[float, List[str]]:
     """(largest difference / limit ratio, names of the statistics past their limit)."""
     worst, crossed = 0.0, []
+    value_limit, norm_limit = limits.value_rel_max, limits.norm_rel_max
     for name, value in rel.items():
-        limit = limits.norm_rel_max if name == "l2norm" else limits.value_rel_max
+        limit = norm_limit if name == "l2norm" else value_limit
         if value is None or limit is None:
             continue
-        ratio = math.inf if math.isnan(value) else (value / limit if limit > 0 else (math.inf if value else 0.0))
-        worst = max(worst, ratio)
-        if math.isnan(value) or value > limit:
+        if value != value:  # NaN
+            ratio = math.inf
             crossed.append(name)
+        else:
+            ratio = value / limit if limit > 0 else (math.inf if value else 0.0)
+            if value > limit:
+                crossed.append(name)
+        if ratio > worst:
+            worst = ratio
     return worst, crossed
 
 
-def _newest(refs: List[Any]) -> Dict[str, Any]:
-    return newest_per_op(refs)
+class _Targets(object):
+    """The golden tensor of an NPU tensor, (name, index), its look-up key and ``name:index``,
+    memoised per (op, slot): an op's output is its consumers' input too."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.memo = {}  # type: Dict[Tuple[str, int], Tuple[Tuple[str, int], str, str]]
+
+    def of(self, name: str, slot: int) -> Tuple[Tuple[str, int], str, str]:
+        found = self.memo.get((name, slot))
+        if found is None:
+            plan = origin_of(self.graph, name, slot)
+            target = (plan.name, plan.index)
+            found = self.memo[(name, slot)] = (target, golden_key(*target), "{}:{}".format(*target))
+        return found
 
 
-def _golden_of(graph: Graph, op: Any, direction: str, slot: int) -> Optional[Tuple[str, int]]:
-    if direction == "output":
-        plan = origin_of(graph, op.name, slot)
-        return plan.name, plan.index
-    edges = data_inputs(op)
-    if slot >= len(edges):
-        return None
-    plan = origin_of(graph, *edges[slot])
-    return plan.name, plan.index
+def _row(entry: OpEntry, cells: Cells, golden_name: Optional[Tuple[str, int]], golden: Optional[Dict[str, Any]],
+         score: Optional[float], reason: str, overflow: bool) -> Row:
+    shape = cells[5]
+    return Row.of_values(entry, entry.dump.name.timestamp, cells[0].lower(), cells[1], cells[3] or "NaN", shape,
+                         cells[4] or "", tuple(golden["shape"]) if golden and golden.get("shape") else shape,
+                         golden_name, str(golden.get("dtype")) if golden else "NaN",
+                         None if reason else {"RelativeEuclideanDistance": score}, reason, overflow)
 
 
-def _tensor_result(stats_row: Any, golden_name: Optional[Tuple[str, int]], golden: Optional[Dict[str, Any]],
-                   score: Optional[float], reason: str, overflow: bool) -> TensorResult:
-    direction = stats_row.direction.lower()
-    values = None if reason else {"RelativeEuclideanDistance": score}
-    shape = tuple(stats_row.shape)
-    return TensorResult(direction, stats_row.index, (stats_row.data_type or "NaN"), "NaN", shape,
-                        stats_row.format or "", tuple(golden["shape"]) if golden and golden.get("shape") else shape,
-                        golden_name, None, str(golden.get("dtype")) if golden else "NaN", values, None, None,
-                        reason, reason, overflow)
+def _input_last(cells: Cells) -> Tuple[bool, int]:
+    return cells[0] != "Input", cells[1]
 
 
 def stats_rows(graph: Graph, refs: List[Any], golden: GoldenStats, limits: StatsThresholds,
@@ -301,9 +340,10 @@ def stats_rows(graph: Graph, refs: List[Any], golden: GoldenStats, limits: Stats
     """Rows (analysis objects, msaccucmp's row order, ``order`` set), their details by
     ``id(row)``, and the stats CSVs that did not read (``"file: reason"``); ``ops``: a compiled
     pattern, only ops whose name or an original name matches (``re.search``)."""
-    newest = _newest(refs)
+    newest = newest_per_op(refs)
     rows, details, unreadable = [], {}, []  # type: List[Row], Dict[int, StatsDetail], List[str]
     group = {}  # type: Dict[object, int]
+    targets = _Targets(graph)
     for position, op in enumerate(graph.ops):
         ref = newest.pop(sanitize(op.name), None)
         truth = ground_truth(op)
@@ -312,12 +352,18 @@ def stats_rows(graph: Graph, refs: List[Any], golden: GoldenStats, limits: Stats
             continue
         entry = OpEntry(position, index, op.name, op.type, truth, ref, None)
         try:
-            parsed = read_stats_rows(ref.path)
+            parsed = read_stats_cells(ref.path)
         except (OSError, FormatError) as exc:
             unreadable.append("{}: {}".format(ref.path, exc))
             continue
-        for stats_row in sorted(parsed, key=lambda r: (r.direction != "Input", r.index)):
-            row, detail = _one_row(graph, op, entry, stats_row, golden, limits)
+        edges = None  # type: Optional[List[Tuple[str, int]]]
+        for cells in sorted(parsed, key=_input_last) if len(parsed) > 1 else parsed:
+            if cells[0] == "Output":  # both readers give "Input" or "Output", nothing else
+                target = targets.of(op.name, cells[1])  # type: Optional[Tuple[Tuple[str, int], str, str]]
+            else:
+                edges = data_inputs(op) if edges is None else edges
+                target = targets.of(*edges[cells[1]]) if cells[1] < len(edges) else None
+            row, detail = _one_row(op, entry, cells, target, golden, limits)
             rows.append(row)
             details[id(row)] = detail
     unclaimed = len(newest)
@@ -331,23 +377,19 @@ def stats_rows(graph: Graph, refs: List[Any], golden: GoldenStats, limits: Stats
     return rows, details, unreadable
 
 
-def _one_row(graph: Graph, op: Any, entry: OpEntry, stats_row: Any, golden: GoldenStats,
-             limits: StatsThresholds) -> Tuple[Row, StatsDetail]:
-    direction = stats_row.direction.lower()
-    target = _golden_of(graph, op, direction, stats_row.index)
-    key = golden_key(*target) if target is not None else None
-    found = golden.tensors.get(key) if key is not None else None
-    npu = _npu_stats(stats_row)
-    tensor_name = "{}:{}".format(*target) if target is not None else None
+def _one_row(op: Any, entry: OpEntry, cells: Cells, target: Optional[Tuple[Tuple[str, int], str, str]],
+             golden: GoldenStats, limits: StatsThresholds) -> Tuple[Row, StatsDetail]:
+    """One stats row against the golden statistics of ``target`` (golden tensor, key, name)."""
+    found = golden.tensors.get(target[1]) if target is not None else None
+    npu = _npu_stats(cells)
     if found is None:
-        reason = "no golden file: no golden statistics for {}".format(key) if key else \
-            "no producer in the graph: input {} of {}".format(stats_row.index, op.name)
-        result = _tensor_result(stats_row, target, None, None, reason, False)
-        return Row(entry, result, timestamp=entry.dump.name.timestamp), StatsDetail(
-            npu, None, {}, {}, tensor_name, stats_row.format or "", "")
+        reason = "no golden file: no golden statistics for {}".format(target[1]) if target is not None else \
+            "no producer in the graph: input {} of {}".format(cells[1], op.name)
+        row = _row(entry, cells, target[0] if target is not None else None, None, None, reason, False)
+        return row, StatsDetail(
+            npu, None, {}, {}, target[2] if target is not None else None, cells[4] or "", "")
     rel, diffs, note = compare_stats(npu, found)
     score, crossed = score_of(rel, limits)
     overflow = sum(d for d in diffs.values() if d is not None) > 0
-    result = _tensor_result(stats_row, target, found, score, "", overflow)
-    row = Row(entry, result, timestamp=entry.dump.name.timestamp)
-    return row, StatsDetail(npu, found, rel, diffs, tensor_name, stats_row.format or "", note)
+    row = _row(entry, cells, target[0], found, score, "", overflow)
+    return row, StatsDetail(npu, found, rel, diffs, target[2], cells[4] or "", note)
