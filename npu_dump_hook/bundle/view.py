@@ -49,7 +49,7 @@ import hashlib
 import os
 import shutil
 import tempfile
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 from .._files import open_regular
 from ..errors import BundleError, UnsafePathError
@@ -129,23 +129,24 @@ class BundleView(object):
                 and (kind is None or entry.get("kind") == kind)] if isinstance(listed, list) else []
 
     # -- paths inside the bag -----------------------------------------------------------------
-    def path(self, rel: str) -> str:
+    def path(self, rel: str, clean: Optional[Set[Tuple[str, ...]]] = None) -> str:
         """The local path of payload path ``rel`` (relative to ``data/``, as bundle.json records
         paths); UnsafePathError when it would leave the bag or go through a symlink. The file
-        need not exist."""
+        need not exist. ``clean``: folders already found no symlink (see :func:`._rules.symlink_on`)."""
         try:
             parts = safe_relpath(rel).split("/")
         except UnsafePathError as exc:
             raise self._unsafe(rel, str(exc))
-        link = symlink_on(self.data_dir, parts)
+        link = symlink_on(self.data_dir, parts, clean)
         if link is not None:
             raise self._unsafe(rel, "{} is a symlink (no path of a bundle may go through one)".format(link))
         return os.path.join(self.data_dir, *parts)
 
-    def checked(self, rel: str, entry: Optional[Mapping[str, Any]] = None) -> str:
+    def checked(self, rel: str, entry: Optional[Mapping[str, Any]] = None,
+                clean: Optional[Set[Tuple[str, ...]]] = None) -> str:
         """:meth:`path` of ``rel``, and when the file exists: a regular file (not a FIFO, device,
         socket or folder) of the size ``entry`` (its files[] entry) lists."""
-        local = self.path(rel)
+        local = self.path(rel, clean)
         rule = file_rule(local, entry if entry is not None else self._listed().get(rel))
         if rule is not None:
             raise self._unsafe(rel, rule)
@@ -222,9 +223,10 @@ class BundleView(object):
         found = self.path(rel)
         if not os.path.isdir(found):
             return None
+        clean = set()  # type: Set[Tuple[str, ...]]  # its folders, each looked at once
         for entry in self.files():
             if entry["path"].startswith(rel + "/"):
-                self.checked(entry["path"], entry)
+                self.checked(entry["path"], entry, clean)
         return found
 
 

@@ -200,7 +200,7 @@ def golden_free_checks(npu: str) -> Dict[str, Any]:
     """Only the checks that need no golden (NaN/Inf origin, overflow report) on the NPU bundle or
     archive ``npu``, whatever golden it holds: ``{"checks": ..., "headline": [lines]}`` (the run
     summary's headline, :func:`.checks.checks_headline`). Errors as :func:`compare`'s."""
-    npu_side = load_npu(npu)
+    npu_side = load_npu(npu, golden=False)  # no golden tensor is read here
     try:
         checks = run_checks(load_graph(npu_side.graph_path or ""), npu_side)
     finally:

@@ -92,12 +92,14 @@ class NpuSide(object):
             view.close()
 
 
-def load_npu(path: str, graph: Optional[str] = None, step: Optional[int] = None) -> NpuSide:
+def load_npu(path: str, graph: Optional[str] = None, step: Optional[int] = None, golden: bool = True) -> NpuSide:
     """Load the NPU side of a comparison (see the module doc); CompareError naming ``path``
-    when it is none of the accepted kinds or holds no dump file."""
+    when it is none of the accepted kinds or holds no dump file. ``golden=False``: a bundle's
+    ``data/golden`` is neither checked nor given (``golden_dir`` None), for the checks that
+    read no golden tensor (its 1,000s of files would be looked at for nothing)."""
     if os.path.isdir(path):
         if os.path.isfile(os.path.join(path, DATA_DIR, BUNDLE_JSON)):
-            return _bundle_side(path, "bundle", graph, step)
+            return _bundle_side(path, "bundle", graph, step, golden)
         side = NpuSide(path, "dump_dir")
         if graph is None:
             raise CompareError("NPU {} is not a bundle (no data/bundle.json); for a dump step folder give "
@@ -106,25 +108,25 @@ def load_npu(path: str, graph: Optional[str] = None, step: Optional[int] = None)
         _pick_step(side, path, step, in_tree_links=True)
         return side
     if os.path.isfile(path) and looks_like_tar(path):
-        return _bundle_side(path, "archive", graph, step)
+        return _bundle_side(path, "archive", graph, step, golden)
     if not os.path.exists(path):
         raise CompareError("NPU {}: no such file or folder".format(path), path)
     raise CompareError("NPU {}: not a bundle (folder or .tar/.tar.gz) nor a dump folder".format(path), path)
 
 
-def _bundle_side(path: str, kind: str, graph: Optional[str], step: Optional[int]) -> NpuSide:
+def _bundle_side(path: str, kind: str, graph: Optional[str], step: Optional[int], golden: bool) -> NpuSide:
     """The NPU side of the bundle folder or archive at ``path`` (closed again on any error)."""
     side = NpuSide(path, kind)
     side.view = open_bundle(path)
     try:
-        _read_bundle(side, side.view, graph, step)
+        _read_bundle(side, side.view, graph, step, golden)
     except BaseException:
         side.close()
         raise
     return side
 
 
-def _read_bundle(side: NpuSide, view: BundleView, graph: Optional[str], step: Optional[int]) -> None:
+def _read_bundle(side: NpuSide, view: BundleView, graph: Optional[str], step: Optional[int], golden: bool) -> None:
     side.root = view.root
     side.bundle_json = view.doc
     side.bundle_id = view.bundle_json_sha256
@@ -138,7 +140,7 @@ def _read_bundle(side: NpuSide, view: BundleView, graph: Optional[str], step: Op
         member = "{}/{}".format(DATA_DIR, view.doc["graph"]["file"])
         side.graph_shown = (os.path.join(side.path, member) if side.kind == "bundle"
                             else "{}: {}".format(side.path, member))
-    side.golden_dir = view.golden_dir()
+    side.golden_dir = view.golden_dir() if golden else None
     dump_root = view.dump_dir()
     if dump_root is None:
         raise CompareError("NPU {}: the bundle has no data/dump folder".format(side.path), side.path)

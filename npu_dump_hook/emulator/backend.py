@@ -323,8 +323,8 @@ class EmulatedNpu(object):
         return name, task_id
 
     def _place(self, step_dir: str, name: str) -> str:
-        """The path a file goes to; names over 255 bytes become std::hash digits + mapping.csv."""
-        os.makedirs(step_dir, exist_ok=True)
+        """The path a file goes to; names over 255 bytes become std::hash digits + mapping.csv.
+        ``step_dir`` exists: :func:`_begin_step` made it before the step's first file."""
         if len(self._placed) == 2:
             test_pause("dump")  # two files of the step written (test-only, see npu_dump_hook._phases)
         if len(name.encode("utf-8")) <= MAX_FILE_NAME_BYTES:

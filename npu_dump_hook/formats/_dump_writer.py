@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import OptionError
 from . import dump_schema
 from ._dump_layout import (FROM_NUMPY as _FROM_NUMPY, GE_DATA_TYPE as _GE_DATA_TYPE, GE_UNDEFINED as _GE_UNDEFINED,
-                           MAX_READ_HEADER_LEN, PLAIN_FORMATS as _PLAIN_FORMATS, PREFIX as _PREFIX, V2 as _V2,
+                           MAX_DIMS, MAX_HEADER_ITEMS, MAX_READ_HEADER_LEN, MAX_TENSORS, PLAIN_FORMATS as _PLAIN_FORMATS, PREFIX as _PREFIX, V2 as _V2,
                            bits_per_element as _bits_per_element)
 from ._dump_walk import LimitError as _LimitError, scan_dump_data as _scan_dump_data
 
@@ -151,6 +151,18 @@ def _little_endian_bytes(array: np.ndarray) -> memoryview:
     return memoryview(array.reshape(-1).view(np.uint8))
 
 
+def _within_limits(encoded: bytes, tensors: Sequence[DumpTensor], blobs: int, attrs: int) -> bool:
+    """True when the header protobuf serialized from these tensors certainly passes the reader's
+    walk (:func:`._dump_walk.scan_dump_data`), without walking it: it is well-formed (protobuf
+    wrote it), counts at most ``MAX_TENSORS`` tensors and attrs and ``MAX_DIMS`` dims per shape,
+    and each counted item (a field, or a packed dim counting two) takes at least one byte, so a
+    header of at most ``MAX_HEADER_ITEMS // 2`` bytes cannot count too many. The walk of each of
+    a step's 1,000s of small headers cost more than building it."""
+    if len(encoded) > MAX_HEADER_ITEMS // 2 or len(tensors) + blobs > MAX_TENSORS or attrs > MAX_TENSORS:
+        return False
+    return all(len(t.shape) <= MAX_DIMS and len(t.original_shape) <= MAX_DIMS for t in tensors)
+
+
 def _check_readable(encoded: bytes) -> None:
     """OptionError when read_header would refuse this header (rules 3 and 5)."""
     if len(encoded) > MAX_READ_HEADER_LEN:
@@ -180,7 +192,9 @@ def write_dump_file(path: Union[str, "os.PathLike[str]"], op_name: str, outputs:
     space_blobs = [_as_blob(item) for item in workspaces]
     header = build_header(op_name, output_tensors, input_tensors, buffer_blobs, space_blobs, dump_time, version, attrs)
     encoded = encode_header(header)
-    _check_readable(encoded)
+    if not _within_limits(encoded, output_tensors + input_tensors, len(buffer_blobs) + len(space_blobs),
+                          len(attrs or {})):
+        _check_readable(encoded)  # the walk names the limit a large header breaks
     payloads = [t.array for t in input_tensors] + [t.array for t in output_tensors] + buffer_blobs + space_blobs
     if atomic:
         folder = os.path.dirname(os.path.abspath(path))

@@ -123,17 +123,40 @@ def _field_plan(field: Any) -> Tuple[str, bool, bool, Optional[Tuple[Any, Any]]]
     return plan
 
 
+#: A map's entries with message values (a node's attrs, its tensor descs' attrs) repeat across a
+#: graph's nodes: an entry's text, by (indent, map, key, value type, value wire bytes), is made
+#: once per :func:`format_model`. Equal bytes are equal messages, so it is the text written otherwise.
+_ENTRY_TEXTS = {}  # type: Dict[Tuple[str, str, Any, Any, Any, bytes], str]
+_ENTRY_TEXTS_MAX = 8192  # entries kept (small attr values); beyond it, each is formatted every time
+_VALUE_BYTES_MAX = 256  # larger values are rarely repeated: not kept
+
+
+def _map_entry_text(name: str, key_field: Any, key: Any, message: Any, indent: str) -> str:
+    wire = message.SerializeToString(deterministic=True)
+    memo = (indent, name, key_field, key, message.DESCRIPTOR, wire)
+    text = _ENTRY_TEXTS.get(memo)
+    if text is None:
+        inner = indent + "  "
+        out = ["{}{} {{\n{}key: {}\n{}value {{\n".format(indent, name, inner, _format_scalar(key_field, key),
+                                                        inner)]
+        _format_message(message, inner + "  ", out)
+        out.append(inner + "}\n" + indent + "}\n")
+        text = "".join(out)
+        if len(wire) <= _VALUE_BYTES_MAX and len(_ENTRY_TEXTS) < _ENTRY_TEXTS_MAX:
+            _ENTRY_TEXTS[memo] = text
+    return text
+
+
 def _format_map(name: str, pair: Tuple[Any, Any], value: Any, indent: str, out: List[str]) -> None:
     key_field, value_field = pair
     inner = indent + "  "
+    if value_field.type == _FD.TYPE_MESSAGE:
+        for key in sorted(value):
+            out.append(_map_entry_text(name, key_field, key, value[key], indent))
+        return
     for key in sorted(value):
         out.append("{}{} {{\n{}key: {}\n".format(indent, name, inner, _format_scalar(key_field, key)))
-        if value_field.type == _FD.TYPE_MESSAGE:
-            out.append(inner + "value {\n")
-            _format_message(value[key], inner + "  ", out)
-            out.append(inner + "}\n")
-        else:
-            out.append("{}value: {}\n".format(inner, _format_scalar(value_field, value[key])))
+        out.append("{}value: {}\n".format(inner, _format_scalar(value_field, value[key])))
         out.append(indent + "}\n")
 
 
@@ -160,7 +183,10 @@ def _format_message(message: Any, indent: str, out: List[str]) -> None:
 def format_model(model: Any) -> str:
     """ge_proto text of a ModelDef, laid out as GE's C++ TextFormat::Print writes it."""
     out = []  # type: List[str]
-    _format_message(model, "", out)
+    try:
+        _format_message(model, "", out)
+    finally:
+        _ENTRY_TEXTS.clear()
     return "".join(out)
 
 

@@ -184,3 +184,38 @@ def test_one_classifier_answers_for_parse_and_for_bundle_writing(base, mapped, k
     assert (found.name is not None) == (folder_kind not in ("mapping", "other"))
     assert (found.graph is not None) == (kind == "graph")
     assert dump_folder_kind(base, mapping)[0::2] == (folder_kind, note)
+
+
+def test_a_dump_file_replaced_by_a_symlink_is_refused_after_its_folder_was_checked(tmp_path, folder):
+    """dump_dir() looks at each folder once (symlink_on's ``clean`` set): a link among the files
+    of a folder already found clean is still refused, by its name."""
+    with bundle.open_bundle(folder) as view:
+        dumps = sorted(e["path"] for e in view.files("dump"))
+    victim = dumps[-1]  # checked after its siblings in the same step folder
+    local = os.path.join(folder, "data", *victim.split("/"))
+    size = os.path.getsize(local)
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"\0" * size)
+    os.unlink(local)
+    os.symlink(str(outside), local)
+    with bundle.open_bundle(folder) as view:
+        with pytest.raises(UnsafePathError, match="data/{} is a symlink".format(victim.replace(".", r"\."))):
+            view.dump_dir()
+
+
+def test_symlink_on_with_a_clean_set_answers_as_without_it(tmp_path):
+    from npu_dump_hook.bundle._rules import symlink_on
+    data = tmp_path / "data"
+    (data / "a" / "b").mkdir(parents=True)
+    for name in ("f1", "f2"):
+        (data / "a" / "b" / name).write_bytes(b"x")
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink(str(tmp_path / "elsewhere"), str(data / "a" / "link"))
+    os.symlink(str(data / "a" / "b" / "f1"), str(data / "a" / "b" / "flink"))
+    paths = [["a", "b", "f1"], ["a", "b", "f2"], ["a", "link", "x"], ["a", "b", "flink"], ["a", "gone", "f"],
+             ["a", "b", "f1", "below_a_file"], ["a", "b", "f2"]]
+    clean = set()
+    found = [symlink_on(str(data), parts, clean) for parts in paths]
+    assert found == [symlink_on(str(data), parts) for parts in paths]
+    assert found == [None, None, "data/a/link", "data/a/b/flink", None, None, None]
+    assert {(), ("a",), ("a", "b")} <= clean and ("a", "link") not in clean

@@ -13,7 +13,7 @@ import pytest
 
 from npu_dump_hook.errors import DumpFileError, FormatError, NameFormatError, OptionError, StatsFormatError
 from npu_dump_hook.formats import device_format, mapping_csv, stats_csv
-from npu_dump_hook.formats.dump_file import DumpFile, read_header, write_dump_file
+from npu_dump_hook.formats.dump_file import DumpFile, DumpTensor, read_header, write_dump_file
 from npu_dump_hook.formats.names import parse_dump_name, parse_graph_file_name, parse_npy_name
 
 from helpers.wire import ld, varint, vi
@@ -384,3 +384,18 @@ def test_mapping_errors_keep_line_numbers_and_offsets_across_chunks():
     with pytest.raises(NameFormatError) as error:
         mapping_csv.parse_mapping_text(head + b"9,\xff\n", "mapping.csv")
     assert error.value.offset == len(head) + 2 and "not UTF-8" in error.value.rule
+
+
+def test_the_writer_refuses_too_many_dims_and_walks_a_large_header(tmp_path):
+    """A small header within the limits is written without the reader's walk; one with a shape
+    over MAX_DIMS still gets the walk's refusal, and a header too large to bound without the walk
+    (over MAX_HEADER_ITEMS // 2 bytes) is walked and written."""
+    flat = DumpTensor(np.zeros(1, np.float32), shape=(1,) * (LIMIT_DIMS + 1))
+    with pytest.raises(OptionError, match="more than 64 dims"):
+        write_dump_file(tmp_path / "dims", "op", outputs=[flat])
+    assert not list(tmp_path.iterdir())
+    write_dump_file(tmp_path / "edge", "op", outputs=[DumpTensor(np.zeros(1, np.float32), shape=(1,) * LIMIT_DIMS)])
+    big = {"note": "x" * (1 << 19)}
+    write_dump_file(tmp_path / "big", "op", outputs=[np.arange(3, dtype=np.float32)], attrs=big)
+    with DumpFile.open(str(tmp_path / "big")) as dump:
+        assert dump.array("output", 0).tolist() == [0, 1, 2]
