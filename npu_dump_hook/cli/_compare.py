@@ -81,8 +81,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="NPU bundle (folder or .tar/.tar.gz), a dump step folder (+ --graph), or a rank index (a "
                         "bundle root with index.json: every rank compared, then merged)")
     p.add_argument("golden", metavar="GOLDEN", nargs="?",
-                   help="golden bundle or folder of msaccucmp-named .npy files (default: the NPU bundle's data/golden; none: "
-                        "only the checks that need no golden, NaN/Inf origin and overflow report)")
+                   help="golden bundle or folder of msaccucmp-named .npy files (default: the NPU bundle's data/golden; "
+                        "when it has none, only the checks that need no golden: NaN/Inf origin and overflow report)")
     p.add_argument("--graph", help="Build graph, ge_proto_*_Build.txt or its msaccucmp .json (default: the bundle's)")
     p.add_argument("--csv", metavar="F", help="write msaccucmp's CSV (same header and row order) to F")
     p.add_argument("--json", metavar="F", help="write the JSON document (rows, summary, first divergence) to F")
