@@ -13,6 +13,7 @@ Contract::
     reads = VariableReads(graph, scratch_root, memory_budget)   # graph editable: handle readers made
     before, updates = reads.plan(executed, fed, edges)          # run_args: what the step reads / updates
     snapshots = reads.before(session, before, also=state, spare=n)  # run_args: values before the step
+    reads.warm(session)                                         # optional, at session creation (see warm)
     reads.written()                                             # finish: their scratch files are complete
     updated = reads.after(session, updates)                     # finish: values after the step
 
@@ -103,7 +104,9 @@ class VariableReads(object):
     def __init__(self, graph: Any, scratch_root: str, memory_budget: int) -> None:
         self.scratch_root = scratch_root
         self.memory_budget = memory_budget
+        self._graph = graph
         self._readers = make_handle_readers(graph)
+        self._warmed = None  # type: Optional[List[Tuple[str, Any]]]   (holder, element) read by warm()
         self._files = 0
         self._last_groups = []  # type: List[List[_Fetch]]
         self._writing = None  # type: Any   the last group's scratch writes, going on during the step
@@ -161,10 +164,58 @@ class VariableReads(object):
             fetch.stored_as = value
         if also is not None:
             also.open()
-        snapshots = self._read(session, list(fetches.values()), "v", also, spare=spare)
+        warmed = self._as_warmed(fetches)
+        snapshots = self._read(session, warmed or list(fetches.values()), "v", also, spare=spare,
+                               one_group=warmed is not None)
         if also is not None:
             also.close()
         return snapshots
+
+    def warm(self, session: Any) -> bool:
+        """Read, once, every variable a captured step may need read before it (each reference
+        variable and each resource variable an op updates in place), values dropped: TensorFlow
+        builds that fetch list's executor now, at session creation, and :meth:`before` and
+        :meth:`after` reuse it by reading the same list whenever it holds what the step needs (a
+        separate read's executor would otherwise be built inside the captured step, since the
+        session has never run that fetch list). Only when the list fits the memory budget as one
+        read and every variable has a value; False (and nothing kept) otherwise.
+        """
+        pairs = {}  # type: Dict[str, Any]
+        for value in self._variable_values():
+            pairs.setdefault(_holder(value), value)
+        elements = list(pairs.values())
+        if not elements or sum(static_nbytes(element) or 0 for element in elements) > self.memory_budget:
+            return False
+        try:
+            session.run(elements)
+        except _tf.tf_v1().errors.OpError:
+            return False  # e.g. a variable not initialized yet: the step's own read list is used
+        self._warmed = list(pairs.items())
+        return True
+
+    def _variable_values(self) -> List[Any]:
+        """What a read fetches for each variable of the graph it may read: the handle readers and the
+        ``VariableV2`` reference outputs (an op without inputs that :func:`reference_variable` names)."""
+        values = list(self._readers.values())
+        for op in self._graph.get_operations():
+            if not op.inputs and op.outputs:
+                variable = reference_variable(op.outputs[0])
+                if variable is not None:
+                    values.append(variable)
+        return values
+
+    def _as_warmed(self, fetches: Dict[str, _Fetch]) -> Optional[List[_Fetch]]:
+        """``fetches`` in the order :meth:`warm` read them, the other warmed variables added (read, not
+        kept), when the warmed list fetches every one of them by the same element; else None."""
+        warmed = self._warmed
+        if not warmed or not fetches:
+            return None
+        elements = dict(warmed)
+        for holder, fetch in fetches.items():
+            element = elements.get(holder)
+            if element is None or getattr(fetch.element, "name", None) != element.name:
+                return None
+        return [fetches.get(holder) or _Fetch(element, holder) for holder, element in warmed]
 
     def written(self) -> None:
         """Wait for the scratch files :meth:`before` left to its thread (re-raises its error)."""
@@ -212,9 +263,10 @@ class VariableReads(object):
         return [fetch for group in self._last_groups for fetch in group]
 
     def _read(self, session: Any, fetches: List[_Fetch], prefix: str, also: Any,
-              reuse: bool = False, spare: int = 0) -> Dict[Any, Any]:
-        """Read ``fetches`` group by group; each value goes to ``also`` and to one scratch file per key
-        (the last group's from a thread when its static size fits in ``spare`` bytes)."""
+              reuse: bool = False, spare: int = 0, one_group: bool = False) -> Dict[Any, Any]:
+        """Read ``fetches`` group by group (``one_group``: in one read, as :meth:`warm` checked they
+        fit); each value goes to ``also`` and to one scratch file per key (the last group's from a
+        thread when its static size fits in ``spare`` bytes)."""
         self.written()
         snapshots = {}  # type: Dict[Any, Any]
         if prefix == "v":
@@ -222,8 +274,12 @@ class VariableReads(object):
         if not fetches:
             return snapshots
         os.makedirs(self.scratch_root, exist_ok=True)
-        groups = self._last_groups if reuse and self._last_groups else budget_groups(
-            fetches, [static_nbytes(f.element) or 0 for f in fetches], self.memory_budget)
+        if reuse and self._last_groups:
+            groups = self._last_groups
+        elif one_group:
+            groups = [fetches]
+        else:
+            groups = budget_groups(fetches, [static_nbytes(f.element) or 0 for f in fetches], self.memory_budget)
         self._last_groups = groups if prefix == "v" else []
         for number, group in enumerate(groups):
             if reuse and not any(f.keys for f in group):

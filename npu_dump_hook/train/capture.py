@@ -3,6 +3,7 @@
 Contract (used by the reference writer and the emulated NPU backend)::
 
     capture = TensorCapture(graph, scratch_dir, npy_dir=None, memory_budget=None)  # in begin()
+    capture.warm_reads(session)                                  # optional, in after_create_session
     return capture.warm_args(run_context)                        # in before_run of a step before it
     return capture.run_args(run_context)                         # in before_run of the captured step
     result = capture.finish(timestamp_us)                        # in after_run of the captured step
@@ -234,6 +235,12 @@ class TensorCapture(object):
             self._reads.add_readers(graph, ops)
             logger.info("capture: %d op(s) built after the hook began planned for capture", len(ops))
         self._version = graph.version
+
+    def warm_reads(self, session: Any) -> bool:
+        """At session creation: the variable reads' executor built now, not in the captured step
+        (:meth:`~npu_dump_hook.train._capture_reads.VariableReads.warm`); values are not kept."""
+        self._catch_up()
+        return self._reads.warm(session)
 
     # -- before_run(): fetch the executed tensors, or their dump ops ---------------------
     def use(self, walk: Optional[StepWalk], also_read: Any = None) -> None:

@@ -121,7 +121,8 @@ def _manifest_text(manifest: Dict[str, Any]) -> str:
 
 
 class ReferenceCapture(object):
-    """Golden capture of one step for a SessionRunHook: call from its begin/before_run/after_run.
+    """Golden capture of one step for a SessionRunHook: call from its begin/before_run/after_run
+    (and, optionally, after_create_session: the variable read before the step is then cheaper).
 
     ``step`` is the 0-based local step to capture (counted by :meth:`before_run` calls);
     ``memory_budget`` (bytes) is :class:`~npu_dump_hook.train.capture.TensorCapture`'s: steps whose
@@ -147,6 +148,12 @@ class ReferenceCapture(object):
         graph = graph if graph is not None else _tf.tf_v1().get_default_graph()
         self._capture = TensorCapture(graph, self.scratch_dir, npy_dir=self.golden_dir,
                                       memory_budget=self.memory_budget)
+
+    def after_create_session(self, session: Any, coord: Any = None) -> bool:
+        """Optional: the variable read before the captured step gets its executor now, while TF
+        sets the session up, instead of inside that step (:meth:`TensorCapture.warm_reads`; False:
+        not warmed, the step reads its own list as without this call)."""
+        return self._capture is not None and self._capture.warm_reads(session)
 
     def before_run(self, run_context: Any) -> Any:
         began = self._capture is not None
