@@ -37,7 +37,11 @@ dead dump op just does not run), TF 1.x reference tensors (``VariableV2``: a fet
 show a later in-place update) and ops TF marks unfetchable (TF 2 ``If``/``While``). Dump ops
 are made under the name scope ``npu_dump_hook_capture`` on the CPU of the producer's task; they
 run only when fetched. Each extra node costs Grappler time when the captured step's executor is
-built, so a graph that fits the budget gets none.
+built, so a graph that fits the budget gets none. With ``editable=True`` (the graph stays editable
+until the captured step: a plain session, :class:`~npu_dump_hook.session.NpuDumpSession`)
+``__init__`` makes only the stream-only tensors' dump ops; ``run_args`` makes the others' for the
+tensors a step streams, when it streams (a step whose fed shapes fit the budget gets none); a
+graph finalized in between takes no op: those tensors are then fetched with the step, with a warning.
 
 ``run_args`` walks back from the step's fetches (data and control inputs; fed tensors end the
 walk, as in TF's pruning; fetches that are no element of the graph are left out) to the ops the step executes and fetches only *their* tensors (or
@@ -124,7 +128,7 @@ from ..formats.names import golden_npy_name
 from ..formats.npy import debug_event_to_npy, write_npy
 from ._capture_loops import execution_ranks, watch_files
 from ._capture_plan import (BUDGET_ENV, DEFAULT_MEMORY_BUDGET, OWN_OPS_PREFIX, WRITE_SCOPE, Plan, as_stored_array,
-                            plan_graph, resolve_memory_budget, static_shape, while_or_cond)
+                            make_dump_ops, plan_graph, resolve_memory_budget, static_shape, while_or_cond)
 from ._capture_reads import VariableReads, worker
 from ._capture_results import CapturedTensor, CaptureResult, ExecutedOp, SkippedTensor
 from ._capture_sizes import FedSizes, fetch_sizes
@@ -188,7 +192,8 @@ class TensorCapture(object):
     """Streams the output tensors of one step's executed ops to ``.npy`` files (see module doc)."""
 
     def __init__(self, graph: Any, scratch_dir: str, *, npy_dir: Optional[str] = None,
-                 memory_budget: Optional[int] = None, index: Optional[GraphIndex] = None) -> None:
+                 memory_budget: Optional[int] = None, index: Optional[GraphIndex] = None,
+                 editable: bool = False) -> None:
         self.graph = graph
         self.scratch_dir = os.path.abspath(scratch_dir)
         self.npy_dir = os.path.abspath(npy_dir) if npy_dir else None
@@ -208,9 +213,12 @@ class TensorCapture(object):
         self._records = None  # type: Any   the step's ExecutedOp records, made by a worker during the step
         #: How the last captured step was taken: "fetch" (with the step, within the budget) or "stream".
         self.last_path = ""
+        #: The graph stays editable until the captured step (a plain session): dump ops for
+        #: tensors that are not stream-only are made by run_args, only when that step streams.
+        self._editable = editable
         # begin(): plan every tensor; dump ops only where streaming may be needed.
         self._plans, self._outputs = plan_graph(graph, self.index, _register_fetch_conversion(),
-                                                self.memory_budget, self._dump_root)
+                                                self.memory_budget, self._dump_root, editable=editable)
         self._reads = VariableReads(graph, self._dump_root, self.memory_budget)
         self._version = graph.version
         self._fed_sizes = FedSizes(graph)
@@ -228,7 +236,7 @@ class TensorCapture(object):
         if ops:
             first = 1 + max([plan.number for plan in self._plans.values()] or [-1])
             plans, outputs = plan_graph(graph, self.index, _register_fetch_conversion(), self.memory_budget,
-                                        self._dump_root, ops, first)
+                                        self._dump_root, ops, first, editable=self._editable)
             self._plans.update(plans)
             self._outputs.update(outputs)
             self._reads.add_readers(graph, ops)
@@ -261,6 +269,7 @@ class TensorCapture(object):
         shutil.rmtree(self._watch_root, ignore_errors=True)
         variable_reads, self._updates = self._reads.plan(executed, fed, self.index.edges)
         direct, streamed = self._paths(executed, fed, variable_reads, run_context.original_args.feed_dict)
+        direct, streamed = self._with_dump_ops(direct, streamed)
         # Before TF's debug writers run (dump ops and loop-body watches: at least one iteration each).
         check_room(self._dump_root, [plan.nbytes for _, plan in streamed], [plan.floor for _, plan in streamed])
         watched = [tensor for tensor, plan in streamed if plan.per_iteration]
@@ -326,13 +335,33 @@ class TensorCapture(object):
         shapes: :mod:`._capture_sizes`) and have dump ops."""
         direct, streamed = self._split(executed, fed, variable_reads)
         self._resolved = {}
-        if all(plan.dump_op is None for _, plan in direct):
+        if not (self._editable and not self.graph.finalized) and all(plan.dump_op is None for _, plan in direct):
             return direct, streamed
         resolved = fetch_sizes(direct, self.memory_budget, self._fed_sizes, feed_dict)
         if resolved is None:
             return [], direct + streamed
         self._resolved = resolved
         return direct, streamed
+
+    def _with_dump_ops(self, direct: List[Tuple[Any, Plan]],
+                       streamed: List[Tuple[Any, Plan]]) -> Tuple[List[Tuple[Any, Plan]], List[Tuple[Any, Plan]]]:
+        """The streamed tensors of an editable graph get their dump ops now (made for this step's
+        streamed tensors only: each op costs graph building and Grappler time). A graph finalized
+        since ``begin()`` takes no new op: such tensors are fetched with the step instead, over
+        the memory budget, with a warning."""
+        missing = [(tensor, plan) for tensor, plan in streamed if plan.dump_op is None and not plan.per_iteration]
+        if not missing:
+            return direct, streamed
+        if not self.graph.finalized:
+            made = make_dump_ops(self.graph, missing, self._dump_root)
+            self._version = self.graph.version  # the capture's own ops: nothing for _catch_up to plan
+            logger.debug("capture: %d dump op(s) made for this step's streamed tensors", made)
+            return direct, streamed
+        logger.warning("capture: the graph was finalized after the capture began: %d tensor(s) the step would "
+                       "stream have no dump op and are fetched with the step (over the memory budget of %d bytes)",
+                       len(missing), self.memory_budget)
+        kept = {tensor.name for tensor, _ in missing}
+        return direct + missing, [(t, p) for t, p in streamed if t.name not in kept]
 
     def _split(self, executed: List[Tuple[Any, bool]], fed: Set[str],
                variable_reads: List[Tuple[Any, Any]]) -> Tuple[List[Tuple[Any, Plan]], List[Tuple[Any, Plan]]]:

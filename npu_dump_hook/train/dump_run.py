@@ -7,7 +7,7 @@ Contract (the hook calls these; every method is a no-op where this rank or backe
     dump.check_graph(graph)                   # begin(): dump_layer names ops of the graph
     dump.write_model_graph(graph_def, guard)  # begin(): tf/graph.pbtxt, the model as trained
     dump.begin(variables)                     # the initial-state Saver (graph editable)
-    dump.begin_backend(graph, device_id, index)   # backend.begin, the capture's dump ops
+    dump.begin_backend(graph, device_id, index, editable)   # backend.begin, the capture's dump ops
     dump.session_started()
     dump.save_initial_state(session, guard)   # before the captured step: run folder/init/
     args = dump.capture_args(run_context, step, captured_step, walk, also_read, guard)  # None: none
@@ -97,12 +97,14 @@ class DumpRun(object):
                 max_to_keep=1, save_relative_paths=True,
             )
 
-    def begin_backend(self, graph: Any, device_id: Any, index: GraphIndex) -> None:
-        """After the golden run's restore Saver: the backend's setup and the capture."""
+    def begin_backend(self, graph: Any, device_id: Any, index: GraphIndex, editable: bool = False) -> None:
+        """After the golden run's restore Saver: the backend's setup and the capture (``editable``:
+        the graph stays editable until the captured step, see :class:`TensorCapture`)."""
         if self.dumping:
             self.backend.begin(graph, self.options, device_id)
         if self._backend_captures() or self.reference:
-            self.capture = TensorCapture(graph, self.layout.capture_dir, npy_dir=self.golden_dir, index=index)
+            self.capture = TensorCapture(graph, self.layout.capture_dir, npy_dir=self.golden_dir, index=index,
+                                         editable=editable)
 
     def write_model_graph(self, graph_def: Any, guard: FailureGuard) -> None:
         """The model graph as trained, before the hook adds its own Saver and capture ops:
