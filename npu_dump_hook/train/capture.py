@@ -98,7 +98,8 @@ one step shows its final value for both. ``DebugIdentity`` file dumps count agai
 budget (``TFDBG_DISK_BYTES_LIMIT``, 100 GB by default).
 
 Where the parts live: the per-tensor plan and dump ops in :mod:`npu_dump_hook.train._capture_plan`,
-the variable reads before and after the step in :mod:`npu_dump_hook.train._capture_reads`, the result
+the variable reads before and after the step in :mod:`npu_dump_hook.train._capture_reads`, the fetch
+conversion in :mod:`npu_dump_hook.train._capture_fetch`, the result
 records in :mod:`npu_dump_hook.train._capture_results`, the walk of the executed ops in
 :mod:`npu_dump_hook.train.walk` (``run_args`` takes a ready :class:`~npu_dump_hook.train.walk.StepWalk`
 so a hook walks a step once); this module runs the step's capture and writes the files.
@@ -126,6 +127,7 @@ from .._golden_marker import begin_golden
 from ..errors import BackendError
 from ..formats.names import golden_npy_name
 from ..formats.npy import debug_event_to_npy, write_npy
+from ._capture_fetch import FetchedValues, register_fetch_conversion
 from ._capture_loops import execution_ranks, watch_files
 from ._capture_plan import (BUDGET_ENV, DEFAULT_MEMORY_BUDGET, OWN_OPS_PREFIX, WRITE_SCOPE, Plan, as_stored_array,
                             make_dump_ops, plan_graph, resolve_memory_budget, static_shape, while_or_cond)
@@ -154,37 +156,6 @@ _DUMP_FILE = re.compile(r"t([0-9]+)_+0_DebugIdentity_[0-9]+\Z")
 # Run-option watches (loop bodies): {root}/_tfdbg_device_{device}/{op name as folders}_{slot}_DebugIdentity_{wall µs}
 
 
-class _FetchedValues(object):
-    """A ``session.run`` fetch of many tensors whose values land here, not in the hook's results.
-
-    The capture engine is driven through ``run_args``/``finish`` and never sees ``run_values``;
-    a registered fetch conversion (``fetch_function`` -> tensors + contraction) hands the
-    values over the moment ``session.run`` returns them.
-    """
-
-    def __init__(self, tensors: List[Any], keep: bool = True) -> None:
-        self.tensors = tensors
-        self.keep = keep  # False: a warm-up fetch, whose values are dropped as they arrive
-        self.values = None  # type: Optional[List[Any]]
-
-    def receive(self, values: List[Any]) -> None:
-        if self.keep:
-            self.values = list(values)
-
-
-_FETCH_REGISTERED = []  # type: List[bool]
-
-
-def _register_fetch_conversion() -> bool:
-    """Teach ``Session.run`` to fetch :class:`_FetchedValues` (private TF API; False when absent)."""
-    if not _FETCH_REGISTERED:
-        done = _tf.register_fetch_conversion(_FetchedValues, lambda sink: (list(sink.tensors), sink.receive))
-        if not done:
-            logger.warning("capture: this TensorFlow has no session-run fetch conversions; streaming only")
-        _FETCH_REGISTERED.append(done)
-    return _FETCH_REGISTERED[0]
-
-
 # --------------------------------------------------------------------------- the engine
 
 
@@ -205,7 +176,7 @@ class TensorCapture(object):
         self._ranks = {}  # type: Dict[Tuple[int, int], int]   (order, iteration) -> timestamp offset
         self._pending = None  # type: Optional[List[Tuple[Any, bool]]]
         self._fed = set()  # type: Set[str]
-        self._sink = None  # type: Optional[_FetchedValues]
+        self._sink = None  # type: Optional[FetchedValues]
         self._snapshots = {}  # type: Dict[str, Any]
         self._updates = []  # type: List[Tuple[Any, List[Tuple[str, Any]]]]
         self._session = None  # type: Any
@@ -217,7 +188,7 @@ class TensorCapture(object):
         #: tensors that are not stream-only are made by run_args, only when that step streams.
         self._editable = editable
         # begin(): plan every tensor; dump ops only where streaming may be needed.
-        self._plans, self._outputs = plan_graph(graph, self.index, _register_fetch_conversion(),
+        self._plans, self._outputs = plan_graph(graph, self.index, register_fetch_conversion(),
                                                 self.memory_budget, self._dump_root, editable=editable)
         self._reads = VariableReads(graph, self._dump_root, self.memory_budget)
         self._version = graph.version
@@ -235,7 +206,7 @@ class TensorCapture(object):
                if op.name not in self._outputs and not op.name.startswith(OWN_OPS_PREFIX)]
         if ops:
             first = 1 + max([plan.number for plan in self._plans.values()] or [-1])
-            plans, outputs = plan_graph(graph, self.index, _register_fetch_conversion(), self.memory_budget,
+            plans, outputs = plan_graph(graph, self.index, register_fetch_conversion(), self.memory_budget,
                                         self._dump_root, ops, first, editable=self._editable)
             self._plans.update(plans)
             self._outputs.update(outputs)
@@ -278,7 +249,7 @@ class TensorCapture(object):
         spare = self.memory_budget - sum(plan.nbytes or self._resolved.get(t.name, 0) for t, plan in direct)
         self._snapshots = self._reads.before(run_context.session, variable_reads, also_read, spare=spare)
         self.last_path = "fetch" if direct else "stream"
-        self._sink = _FetchedValues([tensor for tensor, _ in direct])
+        self._sink = FetchedValues([tensor for tensor, _ in direct])
         # Pure Python over the graph: done while session.run holds no GIL, not after it (finish joins).
         self._records = worker("records").submit(self._executed_ops, executed)
         dumps = [plan.dump_op for _, plan in streamed]
@@ -325,7 +296,7 @@ class TensorCapture(object):
         direct, streamed = self._paths(walk.executed(), set(walk.fed), [], run_context.original_args.feed_dict)
         if streamed or not direct:
             return None
-        warm = _FetchedValues([tensor for tensor, _ in direct], keep=False)
+        warm = FetchedValues([tensor for tensor, _ in direct], keep=False)
         return _tf.tf_v1().train.SessionRunArgs([warm, []])  # the structure run_args gives
 
     def _paths(self, executed: List[Tuple[Any, bool]], fed: Set[str], variable_reads: List[Tuple[Any, Any]],
