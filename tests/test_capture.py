@@ -466,6 +466,52 @@ def test_unknown_static_size_streams_when_the_feeds_do_not_bound_it(tmp_path):
     assert big.result.array("x:0").shape == (2000,)
 
 
+def _own_dump_ops(graph):
+    return sum(1 for op in graph.get_operations() if op.name.startswith(WRITE_SCOPE + "/") and op.type == "DebugIdentity")
+
+
+def _editable_step(root, rows, budget, unique=False):
+    """The unknown-batch step on a plain session whose graph stays editable (``editable=True``, as
+    NpuDumpSession gives it): ``(dump ops after begin, dump ops after the step, path, result, loss)``,
+    the dump ops counted without those of TF 1.x reference outputs."""
+    with tf.Graph().as_default() as graph:
+        x = v1.placeholder(tf.float32, [None], name="x")
+        values = tf.unique(x, name="unique").y if unique else x
+        loss = tf.reduce_sum(values * v1.get_variable("w", initializer=tf.constant(2.0)), name="loss")
+        train_op = v1.train.GradientDescentOptimizer(0.1).minimize(loss)
+        capture = TensorCapture(graph, str(root / "scratch"), npy_dir=str(root / "npy"), memory_budget=budget,
+                                editable=True)
+        # TF 1.x Apply*/Assign* reference outputs keep theirs from begin() (used only when a step feeds their variable).
+        references = sum(1 for op in graph.get_operations() if op.type != "VariableV2"
+                         and not op.name.startswith(WRITE_SCOPE + "/") for t in op.outputs if t.dtype._is_ref_dtype)
+        begun = _own_dump_ops(graph) - references
+        with v1.Session() as session:
+            session.run(v1.global_variables_initializer())
+            feeds = {x: np.arange(rows, dtype=np.float32) % 3}
+            args = capture.run_args(v1.train.SessionRunContext(v1.train.SessionRunArgs([train_op, loss], feeds),
+                                                               session))
+            (_, value), _ = session.run([[train_op, loss], args.fetches], feed_dict=feeds, options=args.options)
+            result = capture.finish(STAMP)
+        return begun, _own_dump_ops(graph) - references, capture.last_path, result, value
+
+
+def test_an_editable_graph_gets_dump_ops_only_for_a_step_that_streams(tmp_path):
+    # Sizes the feeds decide within the budget: fetched, and no dump op is ever made.
+    fetch = _editable_step(tmp_path / "f", 3, 1 << 30)
+    assert fetch[:3] == (0, 0, "fetch") and fetch[4] == 6.0
+    # Over the budget (budget 0) or undecided by the feeds (tf.unique): the step's tensors get their
+    # dump ops in run_args, none in begin(), and the files are the fetched ones bit for bit.
+    stream = _editable_step(tmp_path / "s", 3, 0)
+    unique = _editable_step(tmp_path / "u", 3, 1 << 30, unique=True)
+    assert stream[0] == 0 and stream[1] >= 5 and stream[2] == "stream" and stream[4] == 6.0
+    assert unique[0] == 0 and unique[1] > 0 and unique[2] == "stream"
+    np.testing.assert_array_equal(unique[3].array("unique:0"), [0.0, 1.0, 2.0])
+    assert _metadata(fetch[3], str(tmp_path / "f")) == _metadata(stream[3], str(tmp_path / "s"))
+    assert len(fetch[3].tensors) > 5
+    for tensor in fetch[3].tensors:
+        assert fetch[3].array(tensor.tensor_name).tobytes() == stream[3].array(tensor.tensor_name).tobytes()
+
+
 def test_v1_control_flow_fetch_path_keeps_skip_rules(tmp_path, v1_control_flow):
     fetch, _, fetch_root = _capture_with_budget(tmp_path, "f", None, 1 << 30, run=_run_fed, step=0)
     stream, _, stream_root = _capture_with_budget(tmp_path, "s", None, 0, run=_run_fed, step=0)

@@ -19,7 +19,7 @@ from ..formats.npy import NUMPY_OF_TF_ENUM, TF_DT_BFLOAT16
 
 __all__ = ["Plan", "plan_graph", "WRITE_SCOPE", "DEFAULT_MEMORY_BUDGET", "BUDGET_ENV", "while_or_cond", "reference_variable", "dtype_reason",
            "static_nbytes", "floor_nbytes", "maybe_dead", "resolve_memory_budget", "as_stored_array", "static_shape", "cpu_device",
-           "is_update_type", "variable_handle", "needs_handle_reader", "updated_reference_output"]
+           "is_update_type", "make_dump_ops", "variable_handle", "needs_handle_reader", "updated_reference_output"]
 
 logger = logging.getLogger("npu_dump_hook._capture")
 
@@ -247,12 +247,15 @@ def needs_handle_reader(handle_op: Any) -> bool:
 
 
 def plan_graph(graph: Any, index: Any, can_fetch: bool, memory_budget: int, dump_root: str,
-               ops: Optional[List[Any]] = None, first: int = 0) -> Tuple[dict, dict]:
+               ops: Optional[List[Any]] = None, first: int = 0, editable: bool = False) -> Tuple[dict, dict]:
     """``({tensor name: Plan}, {op name: (dtype names, static shapes)})`` for every op of ``graph``
     (or of ``ops``, those an editable graph gained since, numbered from ``first``); dump ops made
     where a step may stream (every capturable tensor when the fetchable ones exceed the budget or
-    any size is unknown, else only the stream-only ones). ``index`` is the graph's
-    :class:`~npu_dump_hook.train.walk.GraphIndex`; its edges are read here, outside the step."""
+    any size is unknown, else only the stream-only ones). ``editable``: the graph stays editable
+    until the captured step (a plain session), so only the stream-only tensors get their dump op
+    here; the others get theirs from :func:`make_dump_ops` if and when a step streams them.
+    ``index`` is the graph's :class:`~npu_dump_hook.train.walk.GraphIndex`; its edges are read
+    here, outside the step."""
     if ops is None:
         ops = graph.get_operations()
         index.read_all(ops)  # TF's accessors are slow the first time (Python wrappers through the C API)
@@ -273,7 +276,9 @@ def plan_graph(graph: Any, index: Any, can_fetch: bool, memory_budget: int, dump
                 fetchable_bytes += plan.nbytes or 0
     # A graph whose tensors all fit the budget never streams them: no dump op is needed
     # (each costs time here and Grappler time in the captured step's executor).
-    made = _make_dump_ops(graph, ops, plans, unknown or fetchable_bytes > memory_budget, dump_root)
+    stream_all = (unknown or fetchable_bytes > memory_budget) and not editable
+    made = make_dump_ops(graph, [(t, plans[t.name]) for op in ops for t in op.outputs
+                                 if _wants_dump_op(plans[t.name], stream_all)], dump_root)
     logger.debug("capture: %d capturable tensor(s) (%s bytes fetchable%s), %d dump op(s), budget %d",
                  number, fetchable_bytes, ", some unknown" if unknown else "", made, memory_budget)
     return plans, outputs
@@ -316,19 +321,24 @@ def updated_reference_output(op: Any, tensor: Any) -> bool:
             and bool(op.inputs) and reference_variable(op.inputs[0]) is not None)
 
 
-def _make_dump_ops(graph: Any, ops: List[Any], plans: Dict[str, Plan], stream_all: bool, dump_root: str) -> int:
+def _wants_dump_op(plan: Plan, stream_all: bool) -> bool:
+    """A tensor a step may stream, whose value a graph dump op can take (not a per-iteration
+    loop-body tensor, not a reference variable read before the step)."""
+    return not (plan.reason or plan.variable is not None or plan.per_iteration) and (stream_all or plan.stream_only)
+
+
+def make_dump_ops(graph: Any, pairs: List[Tuple[Any, Plan]], dump_root: str) -> int:
+    """Give each ``(tensor, plan)`` without one a ``DebugIdentity`` dump op (on the CPU of the
+    producer's task, under :data:`WRITE_SCOPE`, named by the plan's number); the count made."""
     urls = ["file://" + dump_root]
     devices = {}  # type: Dict[str, str]
     made = 0
     with graph.as_default(), graph.control_dependencies(None), graph.name_scope(WRITE_SCOPE + "/"):
-        for op in ops:
-            for tensor in op.outputs:
-                plan = plans[tensor.name]
-                if plan.reason or plan.variable is not None or plan.per_iteration or not (
-                        stream_all or plan.stream_only):
-                    continue
-                with graph.device(cpu_device(op.device, devices)):
-                    dump = _tf.debug_identity(graph, tensor, "t{}{}:0".format(plan.number, _NAME_PAD), urls)
-                plan.dump_op = dump.op
-                made += 1
+        for tensor, plan in pairs:
+            if plan.dump_op is not None:
+                continue
+            with graph.device(cpu_device(tensor.op.device, devices)):
+                dump = _tf.debug_identity(graph, tensor, "t{}{}:0".format(plan.number, _NAME_PAD), urls)
+            plan.dump_op = dump.op
+            made += 1
     return made

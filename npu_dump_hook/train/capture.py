@@ -38,7 +38,11 @@ dead dump op just does not run), TF 1.x reference tensors (``VariableV2``: a fet
 show a later in-place update) and ops TF marks unfetchable (TF 2 ``If``/``While``). Dump ops
 are made under the name scope ``npu_dump_hook_capture`` on the CPU of the producer's task; they
 run only when fetched. Each extra node costs Grappler time when the captured step's executor is
-built, so a graph that fits the budget gets none.
+built, so a graph that fits the budget gets none. With ``editable=True`` (the graph stays editable
+until the captured step: a plain session, :class:`~npu_dump_hook.session.NpuDumpSession`)
+``__init__`` makes only the stream-only tensors' dump ops; ``run_args`` makes the others' for the
+tensors a step streams, when it streams (a step whose fed shapes fit the budget gets none); a
+graph finalized in between takes no op: those tensors are then fetched with the step, with a warning.
 
 ``run_args`` walks back from the step's fetches (data and control inputs; fed tensors end the
 walk, as in TF's pruning; fetches that are no element of the graph are left out) to the ops the step executes and fetches only *their* tensors (or
@@ -95,7 +99,8 @@ one step shows its final value for both. ``DebugIdentity`` file dumps count agai
 budget (``TFDBG_DISK_BYTES_LIMIT``, 100 GB by default).
 
 Where the parts live: the per-tensor plan and dump ops in :mod:`npu_dump_hook.train._capture_plan`,
-the variable reads before and after the step in :mod:`npu_dump_hook.train._capture_reads`, the result
+the variable reads before and after the step in :mod:`npu_dump_hook.train._capture_reads`, the fetch
+conversion in :mod:`npu_dump_hook.train._capture_fetch`, the result
 records in :mod:`npu_dump_hook.train._capture_results`, the walk of the executed ops in
 :mod:`npu_dump_hook.train.walk` (``run_args`` takes a ready :class:`~npu_dump_hook.train.walk.StepWalk`
 so a hook walks a step once); this module runs the step's capture and writes the files.
@@ -123,9 +128,10 @@ from .._golden_marker import begin_golden
 from ..errors import BackendError
 from ..formats.names import golden_npy_name
 from ..formats.npy import debug_event_to_npy, write_npy
+from ._capture_fetch import FetchedValues, register_fetch_conversion
 from ._capture_loops import execution_ranks, watch_files
 from ._capture_plan import (BUDGET_ENV, DEFAULT_MEMORY_BUDGET, OWN_OPS_PREFIX, WRITE_SCOPE, Plan, as_stored_array,
-                            plan_graph, resolve_memory_budget, static_shape, while_or_cond)
+                            make_dump_ops, plan_graph, resolve_memory_budget, static_shape, while_or_cond)
 from ._capture_reads import VariableReads, worker
 from ._capture_results import CapturedTensor, CaptureResult, ExecutedOp, SkippedTensor
 from ._capture_sizes import FedSizes, fetch_sizes
@@ -151,37 +157,6 @@ _DUMP_FILE = re.compile(r"t([0-9]+)_+0_DebugIdentity_[0-9]+\Z")
 # Run-option watches (loop bodies): {root}/_tfdbg_device_{device}/{op name as folders}_{slot}_DebugIdentity_{wall µs}
 
 
-class _FetchedValues(object):
-    """A ``session.run`` fetch of many tensors whose values land here, not in the hook's results.
-
-    The capture engine is driven through ``run_args``/``finish`` and never sees ``run_values``;
-    a registered fetch conversion (``fetch_function`` -> tensors + contraction) hands the
-    values over the moment ``session.run`` returns them.
-    """
-
-    def __init__(self, tensors: List[Any], keep: bool = True) -> None:
-        self.tensors = tensors
-        self.keep = keep  # False: a warm-up fetch, whose values are dropped as they arrive
-        self.values = None  # type: Optional[List[Any]]
-
-    def receive(self, values: List[Any]) -> None:
-        if self.keep:
-            self.values = list(values)
-
-
-_FETCH_REGISTERED = []  # type: List[bool]
-
-
-def _register_fetch_conversion() -> bool:
-    """Teach ``Session.run`` to fetch :class:`_FetchedValues` (private TF API; False when absent)."""
-    if not _FETCH_REGISTERED:
-        done = _tf.register_fetch_conversion(_FetchedValues, lambda sink: (list(sink.tensors), sink.receive))
-        if not done:
-            logger.warning("capture: this TensorFlow has no session-run fetch conversions; streaming only")
-        _FETCH_REGISTERED.append(done)
-    return _FETCH_REGISTERED[0]
-
-
 # --------------------------------------------------------------------------- the engine
 
 
@@ -189,7 +164,8 @@ class TensorCapture(object):
     """Streams the output tensors of one step's executed ops to ``.npy`` files (see module doc)."""
 
     def __init__(self, graph: Any, scratch_dir: str, *, npy_dir: Optional[str] = None,
-                 memory_budget: Optional[int] = None, index: Optional[GraphIndex] = None) -> None:
+                 memory_budget: Optional[int] = None, index: Optional[GraphIndex] = None,
+                 editable: bool = False) -> None:
         self.graph = graph
         self.scratch_dir = os.path.abspath(scratch_dir)
         self.npy_dir = os.path.abspath(npy_dir) if npy_dir else None
@@ -201,7 +177,7 @@ class TensorCapture(object):
         self._ranks = {}  # type: Dict[Tuple[int, int], int]   (order, iteration) -> timestamp offset
         self._pending = None  # type: Optional[List[Tuple[Any, bool]]]
         self._fed = set()  # type: Set[str]
-        self._sink = None  # type: Optional[_FetchedValues]
+        self._sink = None  # type: Optional[FetchedValues]
         self._snapshots = {}  # type: Dict[str, Any]
         self._updates = []  # type: List[Tuple[Any, List[Tuple[str, Any]]]]
         self._session = None  # type: Any
@@ -209,9 +185,12 @@ class TensorCapture(object):
         self._records = None  # type: Any   the step's ExecutedOp records, made by a worker during the step
         #: How the last captured step was taken: "fetch" (with the step, within the budget) or "stream".
         self.last_path = ""
+        #: The graph stays editable until the captured step (a plain session): dump ops for
+        #: tensors that are not stream-only are made by run_args, only when that step streams.
+        self._editable = editable
         # begin(): plan every tensor; dump ops only where streaming may be needed.
-        self._plans, self._outputs = plan_graph(graph, self.index, _register_fetch_conversion(),
-                                                self.memory_budget, self._dump_root)
+        self._plans, self._outputs = plan_graph(graph, self.index, register_fetch_conversion(),
+                                                self.memory_budget, self._dump_root, editable=editable)
         self._reads = VariableReads(graph, self._dump_root, self.memory_budget)
         self._version = graph.version
         self._fed_sizes = FedSizes(graph)
@@ -228,8 +207,8 @@ class TensorCapture(object):
                if op.name not in self._outputs and not op.name.startswith(OWN_OPS_PREFIX)]
         if ops:
             first = 1 + max([plan.number for plan in self._plans.values()] or [-1])
-            plans, outputs = plan_graph(graph, self.index, _register_fetch_conversion(), self.memory_budget,
-                                        self._dump_root, ops, first)
+            plans, outputs = plan_graph(graph, self.index, register_fetch_conversion(), self.memory_budget,
+                                        self._dump_root, ops, first, editable=self._editable)
             self._plans.update(plans)
             self._outputs.update(outputs)
             self._reads.add_readers(graph, ops)
@@ -268,6 +247,7 @@ class TensorCapture(object):
         shutil.rmtree(self._watch_root, ignore_errors=True)
         variable_reads, self._updates = self._reads.plan(executed, fed, self.index.edges)
         direct, streamed = self._paths(executed, fed, variable_reads, run_context.original_args.feed_dict)
+        direct, streamed = self._with_dump_ops(direct, streamed)
         # Before TF's debug writers run (dump ops and loop-body watches: at least one iteration each).
         check_room(self._dump_root, [plan.nbytes for _, plan in streamed], [plan.floor for _, plan in streamed])
         watched = [tensor for tensor, plan in streamed if plan.per_iteration]
@@ -276,7 +256,7 @@ class TensorCapture(object):
         spare = self.memory_budget - sum(plan.nbytes or self._resolved.get(t.name, 0) for t, plan in direct)
         self._snapshots = self._reads.before(run_context.session, variable_reads, also_read, spare=spare)
         self.last_path = "fetch" if direct else "stream"
-        self._sink = _FetchedValues([tensor for tensor, _ in direct])
+        self._sink = FetchedValues([tensor for tensor, _ in direct])
         # Pure Python over the graph: done while session.run holds no GIL, not after it (finish joins).
         self._records = worker("records").submit(self._executed_ops, executed)
         dumps = [plan.dump_op for _, plan in streamed]
@@ -323,7 +303,7 @@ class TensorCapture(object):
         direct, streamed = self._paths(walk.executed(), set(walk.fed), [], run_context.original_args.feed_dict)
         if streamed or not direct:
             return None
-        warm = _FetchedValues([tensor for tensor, _ in direct], keep=False)
+        warm = FetchedValues([tensor for tensor, _ in direct], keep=False)
         return _tf.tf_v1().train.SessionRunArgs([warm, []])  # the structure run_args gives
 
     def _paths(self, executed: List[Tuple[Any, bool]], fed: Set[str], variable_reads: List[Tuple[Any, Any]],
@@ -333,13 +313,33 @@ class TensorCapture(object):
         shapes: :mod:`._capture_sizes`) and have dump ops."""
         direct, streamed = self._split(executed, fed, variable_reads)
         self._resolved = {}
-        if all(plan.dump_op is None for _, plan in direct):
+        if not (self._editable and not self.graph.finalized) and all(plan.dump_op is None for _, plan in direct):
             return direct, streamed
         resolved = fetch_sizes(direct, self.memory_budget, self._fed_sizes, feed_dict)
         if resolved is None:
             return [], direct + streamed
         self._resolved = resolved
         return direct, streamed
+
+    def _with_dump_ops(self, direct: List[Tuple[Any, Plan]],
+                       streamed: List[Tuple[Any, Plan]]) -> Tuple[List[Tuple[Any, Plan]], List[Tuple[Any, Plan]]]:
+        """The streamed tensors of an editable graph get their dump ops now (made for this step's
+        streamed tensors only: each op costs graph building and Grappler time). A graph finalized
+        since ``begin()`` takes no new op: such tensors are fetched with the step instead, over
+        the memory budget, with a warning."""
+        missing = [(tensor, plan) for tensor, plan in streamed if plan.dump_op is None and not plan.per_iteration]
+        if not missing:
+            return direct, streamed
+        if not self.graph.finalized:
+            made = make_dump_ops(self.graph, missing, self._dump_root)
+            self._version = self.graph.version  # the capture's own ops: nothing for _catch_up to plan
+            logger.debug("capture: %d dump op(s) made for this step's streamed tensors", made)
+            return direct, streamed
+        logger.warning("capture: the graph was finalized after the capture began: %d tensor(s) the step would "
+                       "stream have no dump op and are fetched with the step (over the memory budget of %d bytes)",
+                       len(missing), self.memory_budget)
+        kept = {tensor.name for tensor, _ in missing}
+        return direct + missing, [(t, p) for t, p in streamed if t.name not in kept]
 
     def _split(self, executed: List[Tuple[Any, bool]], fed: Set[str],
                variable_reads: List[Tuple[Any, Any]]) -> Tuple[List[Tuple[Any, Plan]], List[Tuple[Any, Plan]]]:

@@ -7,7 +7,7 @@ Contract (the hook calls these; every method is a no-op where this rank or backe
     dump.check_graph(graph)                   # begin(): dump_layer names ops of the graph
     dump.write_model_graph(graph_def, guard)  # begin(): tf/graph.pbtxt, the model as trained
     dump.begin(variables)                     # the initial-state Saver (graph editable)
-    dump.begin_backend(graph, device_id, index)   # backend.begin, the capture's dump ops
+    dump.begin_backend(graph, device_id, index, editable)   # backend.begin, the capture's dump ops
     dump.session_started()
     dump.save_initial_state(session, guard)   # before the captured step: run folder/init/
     args = dump.capture_args(run_context, step, captured_step, walk, also_read, guard)  # None: none
@@ -26,6 +26,7 @@ import time
 from typing import Any, Dict, List, Optional, Sequence  # noqa: F401 (type comments)
 
 from .. import _tf
+from .._atomic import atomic_write_bytes
 from .._phases import InFlight, test_pause
 from .capture import TensorCapture
 from .control_flow import census
@@ -39,13 +40,42 @@ from ..run_record import RunLayout, dumps_on_this_rank, rank_and_device
 from .guard import HOOK_LOGGER, FailureGuard
 from .walk import GraphIndex, StepWalk
 
-__all__ = ["DumpRun", "default_options", "reference_choice", "numerics_text", "check_writable_dir",
+__all__ = ["DumpRun", "write_graph_text", "default_options", "reference_choice", "numerics_text", "check_writable_dir",
            "INCOMPLETE_SUFFIX"]
 
 logger = logging.getLogger(HOOK_LOGGER)
 
 #: A golden folder whose capture failed is renamed with this suffix (never bundled as golden).
 INCOMPLETE_SUFFIX = ".incomplete"
+
+
+def write_graph_text(graph_def: Any, path: str) -> None:
+    """``graph_def`` as ``tf.io.write_graph`` writes its text form to ``path`` (the same bytes);
+    a failed write is a :class:`BundleError` naming the path."""
+    tf = _tf.tf_v1()
+    try:
+        if _native_text_format() and not graph_def.HasField("library"):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            atomic_write_bytes(path, str(graph_def).encode("utf-8"))
+        else:
+            tf.train.write_graph(graph_def, os.path.dirname(path), os.path.basename(path))
+    except OSError as exc:  # a full disk, a file-size limit: ours, naming the path
+        raise BundleError("NpuDumpHook: writing the model graph to {} failed: {}".format(path, exc), path) from exc
+    except tf.errors.OpError as exc:
+        raise BundleError("NpuDumpHook: writing the model graph to {} failed: {}".format(path, exc.message),
+                          path) from exc
+
+
+def _native_text_format() -> bool:
+    """Protobuf runs on its C++ implementation (TF 1.15's protobuf 3.x): ``str(message)`` is its C++
+    text printer, whose text of a GraphDef without function library is ``tf.io.write_graph``'s
+    byte for byte (``text_format.MessageToString`` with ``float_format=''``) at a fifteenth of the
+    CPU (tests/test_graph_text.py checks the bytes). A library's maps with integer keys differ (C++
+    prints ``key: 0``, Python leaves it out); other implementations (upb, TF 2.x) print differently
+    (map order, float digits): ``tf.io.write_graph`` writes those."""
+    from google.protobuf.internal import api_implementation
+
+    return api_implementation.Type() == "cpp"
 
 
 def default_options(layout: RunLayout) -> DumpOptions:
@@ -97,23 +127,21 @@ class DumpRun(object):
                 max_to_keep=1, save_relative_paths=True,
             )
 
-    def begin_backend(self, graph: Any, device_id: Any, index: GraphIndex) -> None:
-        """After the golden run's restore Saver: the backend's setup and the capture."""
+    def begin_backend(self, graph: Any, device_id: Any, index: GraphIndex, editable: bool = False) -> None:
+        """After the golden run's restore Saver: the backend's setup and the capture (``editable``:
+        the graph stays editable until the captured step, see :class:`TensorCapture`)."""
         if self.dumping:
             self.backend.begin(graph, self.options, device_id)
         if self._backend_captures() or self.reference:
-            self.capture = TensorCapture(graph, self.layout.capture_dir, npy_dir=self.golden_dir, index=index)
+            self.capture = TensorCapture(graph, self.layout.capture_dir, npy_dir=self.golden_dir, index=index,
+                                         editable=editable)
 
     def write_model_graph(self, graph_def: Any, guard: FailureGuard) -> None:
         """The model graph as trained, before the hook adds its own Saver and capture ops:
         ``{run folder}/tf/graph.pbtxt`` (begin(); again at the captured step when it grew)."""
-        tf, path = _tf.tf_v1(), self.layout.tf_graph
+        path = self.layout.tf_graph
         with guard("writing the model graph to {}".format(path)):
-            try:
-                tf.train.write_graph(graph_def, self.layout.tf_dir, os.path.basename(path))
-            except tf.errors.OpError as exc:  # a full disk, a file-size limit: ours, naming the path
-                raise BundleError("NpuDumpHook: writing the model graph to {} failed: {}".format(
-                    path, exc.message), path) from exc
+            write_graph_text(graph_def, path)
 
     def apply_graph_env(self) -> None:
         """Point DUMP_GRAPH_PATH at the run folder (unless the user set it)."""

@@ -1,0 +1,43 @@
+"""Shapes a step's feeds decide (``_tf.shapes_with_feeds``, used by the capture's fetch-or-stream
+choice), real TensorFlow, both stacks: what TensorFlow's shape inference gives on a copy of the
+graph whose fed tensors have the fed shapes. TF 1.15 reads them through the C importer alone
+(no Python ``Operation`` per op); that path must give what ``import_graph_def`` gives.
+"""
+import numpy as np
+import tensorflow as tf
+
+from npu_dump_hook import _tf
+
+v1 = tf.compat.v1
+
+
+def _graph():
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [None, 6], name="x")
+        y = v1.placeholder(tf.int64, [None], name="y")
+        w = v1.get_variable("w", initializer=tf.constant(np.ones((6, 3), np.float32)))
+        logits = tf.matmul(x, w, name="logits")
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits), name="loss")
+        tf.unique(y, name="unique")  # a data-dependent size: never fully known
+        v1.train.GradientDescentOptimizer(0.1).minimize(loss)
+    return graph
+
+
+def test_fed_shapes_decide_the_step_sizes_and_both_import_paths_agree(monkeypatch):
+    graph = _graph()
+    fed = {"x:0": (4, 6), "y:0": (4,)}
+    shapes = _tf.shapes_with_feeds(graph, fed)
+    assert shapes["x:0"] == (4, 6) and shapes["logits:0"] == (4, 3) and shapes["loss:0"] == ()
+    assert shapes["gradients/logits_grad/MatMul:0"] == (4, 6)
+    assert "unique:0" not in shapes and graph.get_tensor_by_name("logits:0").get_shape().as_list() == [None, 3]
+    monkeypatch.setattr(_tf, "_shapes_of_c_import", lambda *args: None)  # import_graph_def's way
+    assert _tf.shapes_with_feeds(graph, fed) == shapes
+    monkeypatch.undo()
+    with tf.Graph().as_default() as scratch:
+        inputs = {name: v1.placeholder(graph.get_tensor_by_name(name).dtype, shape) for name, shape in fed.items()}
+        direct = _tf._shapes_of_c_import(graph, scratch, inputs, "copy")
+    if tf.__version__.startswith("1."):
+        assert direct is not None and len(direct) > 40
+    else:  # TF 2.x binds no TF_GraphGetTensorShapeHelper: import_graph_def answers
+        assert direct is None
