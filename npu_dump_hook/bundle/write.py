@@ -523,9 +523,10 @@ def _is_graph_read(value: Any) -> bool:
     if not (isinstance(value, tuple) and len(value) == 4 and isinstance(value[3], list)):
         return False
     ops = value[1]
-    return ops is None or (isinstance(ops, tuple) and len(ops) == 4 and isinstance(ops[0], list)
+    return ops is None or (isinstance(ops, tuple) and len(ops) == len(GraphOps._fields) and isinstance(ops[0], list)
                            and isinstance(ops[1], set) and isinstance(ops[2], int)
-                           and (ops[3] is None or isinstance(ops[3], list)))
+                           and (ops[3] is None or isinstance(ops[3], list))
+                           and (ops[4] is None or isinstance(ops[4], dict)))
 
 
 def _remove_graph_scratch(stage: str) -> None:

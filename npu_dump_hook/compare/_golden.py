@@ -29,11 +29,12 @@ from ..bundle import BUNDLE_JSON, DATA_DIR, GOLDEN_MANIFEST, is_within, looks_li
 from .._golden_marker import golden_incomplete
 from ..errors import CompareError, FormatError, NameFormatError
 from ..formats.names import parse_npy_name
-from ..formats.npy import NPY_PREFIX_BYTES, NpyHeader, npy_header_size, parse_npy_header
+from ..formats.npy import NPY_PREFIX_BYTES, NpyHeader, header_cache, npy_header_size, parse_npy_header
 
 __all__ = ["GoldenSide", "index_npy_dir", "golden_key", "iteration_key", "load_golden", "load_golden_side"]
 
 _READ_WHOLE = 1 << 20  # smaller payloads are read, larger ones memory-mapped
+_LAYOUTS = header_cache()  # parsed headers, bounded by bytes (formats.npy)
 
 
 def load_golden(path: str, buffer: Optional[bytearray] = None) -> np.ndarray:
@@ -96,9 +97,11 @@ def _numpy_load(handle: Any, file_size: int) -> np.ndarray:
 
 def _saved_layout(prefix: bytes, head: Any) -> Optional[NpyHeader]:
     """The header of a C-order .npy (:func:`~npu_dump_hook.formats.npy.parse_npy_header`, layouts
-    cached); None for anything else, which numpy reads. ``head(size)``: the file's first ``size`` bytes."""
+    cached); None for anything else, which numpy reads. ``head(size)``: the file's first ``size`` bytes.
+    No cap on the header's size: what is read of it is bounded by the file (numpy >= 1.24 refuses
+    a header over 10,000 bytes, a golden file with a padded one was compared before and still is)."""
     try:
-        layout = parse_npy_header(head(npy_header_size(prefix)))
+        layout = parse_npy_header(head(npy_header_size(prefix, limit=None)), limit=None)
     except FormatError:
         return None
     return None if layout.fortran_order else layout

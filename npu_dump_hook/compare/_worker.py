@@ -40,9 +40,9 @@ dtype and shape, against the same golden file, takes its metrics instead of comp
 again (msaccucmp computes them twice), and the golden file is not read again (the kept output
 holds its dtype and shape): the same cells, at the cost of one comparison of the bytes. A result whose reason names the NPU file is not reused.
 
-The golden ``.npy`` header cache of :mod:`._golden` is bounded by bytes here
-(:class:`HeaderCache`, installed over ``_golden._LAYOUTS``): padded headers of up to 4 GiB
-each would otherwise be kept 4,096 at a time (300 padded headers: 513 MB).
+The golden ``.npy`` header cache (:func:`npu_dump_hook.formats.npy.header_cache`) is bounded by
+bytes (:data:`HEADER_CACHE_BYTES`): padded headers of up to 4 GiB each would otherwise be kept
+4,096 at a time (300 padded headers: 513 MB).
 
 :mod:`._pool` runs :func:`compare_file` on worker processes (:func:`init_worker` first).
 """
@@ -59,8 +59,8 @@ from .._files import NotRegularFile, open_regular
 from ..errors import DumpFileError, FormatError, NpuDumpError
 from ..formats import device_format
 from ..formats.dump_file import DumpFile, TensorInfo, read_header_from
-from . import _golden
 from ._blas import limit_blas_threads
+from ..formats.npy import HEADER_CACHE_BYTES  # noqa: F401 (the bound, named where the cache is used)
 from ._golden import golden_key, iteration_key, load_golden
 from ._graph import FRAMEWORK_LAYOUTS
 
@@ -148,35 +148,6 @@ _GOLDEN_SCRATCH_SIZE = _READ_WHOLE + (64 << 10)  # the payload and its .npy head
 
 
 _DTYPE_NAMES = {}  # type: Dict[np.dtype, str]
-#: Header text the golden header cache keeps in all, and the longest header it keeps.
-HEADER_CACHE_BYTES = 1 << 20
-MAX_CACHED_HEADER = 4 << 10
-
-
-class HeaderCache(dict):  # type: ignore[type-arg]
-    """``_golden._LAYOUTS`` bounded by bytes: headers longer than :data:`MAX_CACHED_HEADER`
-    are not kept; when the text kept would pass :data:`HEADER_CACHE_BYTES` it starts over.
-    (Its place is ``_golden.py``, owned by another change while this one is made.)"""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.bytes = 0
-
-    def __setitem__(self, key: bytes, value: Any) -> None:
-        if len(key) > MAX_CACHED_HEADER:
-            return
-        if key not in self:
-            if self.bytes + len(key) > HEADER_CACHE_BYTES:
-                self.clear()
-            self.bytes += len(key)
-        super().__setitem__(key, value)
-
-    def clear(self) -> None:
-        super().clear()
-        self.bytes = 0
-
-
-_golden._LAYOUTS = HeaderCache()
 
 
 def special_file(path: str) -> Optional[str]:

@@ -31,8 +31,8 @@ from ..errors import DumpFileError, FormatError
 from .device_format import shape_problem
 
 __all__ = ["write_npy", "read_npy", "debug_event_to_npy", "NUMPY_OF_TF_ENUM", "TF_DT_BFLOAT16", "NpyHeader",
-           "read_npy_header", "npy_header_size", "parse_npy_header", "element_count", "MAX_NPY_HEADER_BYTES",
-           "NPY_PREFIX_BYTES"]
+           "read_npy_header", "npy_header_size", "parse_npy_header", "header_cache", "HEADER_CACHE_BYTES",
+           "MAX_CACHED_HEADER", "element_count", "MAX_NPY_HEADER_BYTES", "NPY_PREFIX_BYTES"]
 
 _PROTO_HEAD_BYTES = 1 << 16  # Event + Summary + Value + TensorProto headers always fit
 _COPY_CHUNK = 1 << 22
@@ -212,8 +212,41 @@ class NpyHeader(NamedTuple):
     nbytes: int
 
 
-_LAYOUTS = {}  # type: Dict[bytes, NpyHeader]  # whole header bytes -> its parse (files share few headers)
-_MAX_LAYOUTS = 4096
+#: Header bytes the header cache keeps in all, and the longest header it keeps.
+HEADER_CACHE_BYTES = 1 << 20
+MAX_CACHED_HEADER = 4 << 10
+
+
+class _HeaderCache(dict):  # type: ignore[type-arg]
+    """Whole header bytes -> its parse (a step's files share few headers), bounded by bytes:
+    headers longer than :data:`MAX_CACHED_HEADER` are not kept (padded headers of up to 4 GiB
+    each would otherwise be kept 4,096 at a time); when the bytes kept would pass
+    :data:`HEADER_CACHE_BYTES` it starts over."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bytes = 0
+
+    def __setitem__(self, key: bytes, value: Any) -> None:
+        if len(key) > MAX_CACHED_HEADER:
+            return
+        if key not in self:
+            if self.bytes + len(key) > HEADER_CACHE_BYTES:
+                self.clear()
+            self.bytes += len(key)
+        super().__setitem__(key, value)
+
+    def clear(self) -> None:
+        super().clear()
+        self.bytes = 0
+
+
+_LAYOUTS = _HeaderCache()
+
+
+def header_cache() -> Dict[bytes, "NpyHeader"]:
+    """The parsed-header cache :func:`parse_npy_header` keeps (bounded by bytes)."""
+    return _LAYOUTS
 
 
 def read_npy_header(handle: Any, path: str = "") -> NpyHeader:
@@ -227,18 +260,19 @@ def read_npy_header(handle: Any, path: str = "") -> NpyHeader:
     return parse_npy_header(head, path)
 
 
-def npy_header_size(prefix: bytes, path: str = "") -> int:
+def npy_header_size(prefix: bytes, path: str = "", limit: Optional[int] = MAX_NPY_HEADER_BYTES) -> int:
     """The size of the header (the values' offset) of a ``.npy`` from its first :data:`NPY_PREFIX_BYTES`
-    bytes: checks the magic bytes, the version (1, 2 or 3) and the cap."""
+    bytes: checks the magic bytes, the version (1, 2 or 3) and the cap ``limit`` (None: no cap, for a
+    reader whose header bytes are bounded by the file it reads)."""
     if prefix[:8] == _NPY_MAGIC and len(prefix) >= 10:  # version 1.0, np.save's for any tensor
         length = prefix[8] | prefix[9] << 8
         field = 2
     else:
         field = _length_field(prefix, path)
         length = int.from_bytes(prefix[8:8 + field], "little")
-    if length > MAX_NPY_HEADER_BYTES:
+    if limit is not None and length > limit:
         raise FormatError(path, "a header of {} bytes, over the {} a .npy header may have".format(
-            length, MAX_NPY_HEADER_BYTES), 8)
+            length, limit), 8)
     return 8 + field + length
 
 
@@ -254,22 +288,20 @@ def _length_field(prefix: bytes, path: str) -> int:
     return field
 
 
-def parse_npy_header(head: bytes, path: str = "") -> NpyHeader:
+def parse_npy_header(head: bytes, path: str = "", limit: Optional[int] = MAX_NPY_HEADER_BYTES) -> NpyHeader:
     """The :class:`NpyHeader` of a ``.npy`` whose first :func:`npy_header_size` bytes are ``head``
-    (cached by those bytes). FormatError naming ``path`` and the rule."""
+    (cached by those bytes; ``limit`` as there). FormatError naming ``path`` and the rule."""
     found = _LAYOUTS.get(head)
     if found is None:
-        found = _parse_header(head, path)
-        if len(_LAYOUTS) >= _MAX_LAYOUTS:
-            _LAYOUTS.clear()
+        found = _parse_header(head, path, limit)
         _LAYOUTS[head] = found
     return found
 
 
-def _parse_header(head: bytes, path: str) -> NpyHeader:
-    if npy_header_size(head[:NPY_PREFIX_BYTES], path) != len(head):
-        raise FormatError(path, "{} bytes given as a .npy header of {}".format(
-            len(head), npy_header_size(head[:NPY_PREFIX_BYTES], path)), 0)
+def _parse_header(head: bytes, path: str, limit: Optional[int]) -> NpyHeader:
+    size = npy_header_size(head[:NPY_PREFIX_BYTES], path, limit)
+    if size != len(head):
+        raise FormatError(path, "{} bytes given as a .npy header of {}".format(len(head), size), 0)
     start = 8 + _LENGTH_BYTES[head[6]]
     text = head[start:].decode("utf-8" if head[6] == 3 else "latin1", "replace")
     match = _SAVED_HEADER.match(text)
