@@ -113,6 +113,9 @@ def test_fault_inside_the_loop_is_named_first_with_its_iteration(v1_flow):
     assert first["npu_op"] == LOOP_OP and LOOP_OP in first["original_ops"] and first["iteration"] == 0, first
     line = out.split("first divergence: ")[1].splitlines()[0]
     assert LOOP_OP in line and line.endswith("iteration 0"), line
+    # the fault's own scale op (the emulator's numerics rewrite, no GE op) is no loop op without a dump file
+    flow = read_bundle(_npu)["coverage"]["control_flow"]
+    assert flow["not_dumped"] == [], flow["not_dumped"]
 
 
 def test_loop_gradient_rows_fed_through_the_stack_are_propagated_not_root_causes(v1_flow):
