@@ -32,6 +32,19 @@ def _saved(array, version=None):
     return buffer.getvalue()
 
 
+def _numpy_reads_header(handle, version):
+    """numpy's own header reader: public for versions 1.0 and 2.0; 3.0 only through its private
+    function, which numpy 2 moved from ``numpy.lib.format`` to ``numpy.lib._format_impl``."""
+    public = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+    if version in public:
+        return public[version](handle)
+    private = getattr(np.lib.format, "_read_array_header", None)
+    if private is None:
+        from numpy.lib import _format_impl
+        private = _format_impl._read_array_header
+    return private(handle, version)
+
+
 @pytest.mark.parametrize("array, version", [
     (np.arange(12, dtype=np.float32).reshape(3, 4), None), (np.float16(1.5).reshape(()), None),
     (np.zeros((0, 7), np.int64), None), (np.asfortranarray(np.ones((2, 3), np.float64)), None),
@@ -44,7 +57,7 @@ def test_the_header_is_what_numpy_reads(array, version):
     header = read_npy_header(handle, "a.npy")
     theirs = io.BytesIO(data)
     major, minor = np.lib.format.read_magic(theirs)
-    shape, fortran_order, dtype = np.lib.format._read_array_header(theirs, (major, minor))
+    shape, fortran_order, dtype = _numpy_reads_header(theirs, (major, minor))
     assert (header.dtype, header.shape, header.fortran_order) == (dtype, shape, fortran_order)
     assert header.offset == theirs.tell() == handle.tell()  # left at the values
     assert header.count == array.size and header.nbytes == array.nbytes == len(data) - header.offset
