@@ -10,6 +10,9 @@ opened first and checked after, through the descriptor:
   ``fstat`` of the descriptor; anything but a regular file is :class:`NotRegularFile` (an
   OSError naming the path and what it is), and the descriptor is closed. The file object
   returned reads from that descriptor, so what was checked is what is read.
+* :func:`read_small_regular`: the same open and check, for a small file read whole in one call
+  with no file object (readers of thousands of tiny files: the statistics CSVs); None for
+  anything it does not read, which the caller then opens with :func:`open_regular`.
 * :func:`special_kind`: what a file mode is when it is not a regular file (``a FIFO``, ...).
 
 Stdlib only; the bundle package, ``formats`` and ``compare`` share it (none imports the other
@@ -19,7 +22,7 @@ import os
 import stat
 from typing import IO, Optional
 
-__all__ = ["open_regular", "special_kind", "NotRegularFile"]
+__all__ = ["open_regular", "read_small_regular", "special_kind", "NotRegularFile"]
 
 _SPECIAL = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
             (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"), (stat.S_ISLNK, "a symlink"))
@@ -45,10 +48,7 @@ def open_regular(path: str, buffering: int = -1, follow_links: bool = False) -> 
     """``path`` opened for reading without blocking on a FIFO (and, unless ``follow_links``,
     without following a final symlink), then checked through the descriptor to be a regular
     file; :class:`NotRegularFile` or another OSError otherwise (module doc)."""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    if not follow_links:
-        flags |= getattr(os, "O_NOFOLLOW", 0)
-    fd = os.open(path, flags)
+    fd = os.open(path, _flags(follow_links))
     try:
         kind = special_kind(os.fstat(fd).st_mode)
         if kind is not None:
@@ -57,3 +57,30 @@ def open_regular(path: str, buffering: int = -1, follow_links: bool = False) -> 
     except BaseException:
         os.close(fd)
         raise
+
+
+def read_small_regular(path: str, max_bytes: int) -> Optional[bytes]:
+    """The bytes of ``path`` when it is a regular file of at most ``max_bytes``, opened as
+    :func:`open_regular` opens it (never a final symlink) and read in one call; None for anything
+    else, a file that changed size meanwhile or any OSError (the caller's :func:`open_regular`
+    then says what is wrong)."""
+    try:
+        fd = os.open(path, _flags(False))
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > max_bytes:
+            return None
+        data = os.read(fd, info.st_size + 1)
+        return data if len(data) == info.st_size else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _flags(follow_links: bool) -> int:
+    """Read only, never blocking on a FIFO, never inherited; no final symlink unless ``follow_links``."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    return flags if follow_links else flags | getattr(os, "O_NOFOLLOW", 0)

@@ -8,17 +8,16 @@ either way.
 
 The compare reads thousands of files of one or two short lines each, so the per-file cost is
 what counts: the file is opened, checked and read with three system calls on its descriptor
-(no file object: the checks of :func:`npu_dump_hook.bundle.open_regular`, a FIFO never blocks,
-a final symlink is refused), and :func:`read_stats_cells` gives each row as a plain tuple in
+(:func:`npu_dump_hook._files.read_small_regular`: no file object, the checks of ``open_regular``,
+a FIFO never blocks, a final symlink is refused), and :func:`read_stats_cells` gives each row as a plain tuple in
 :class:`StatsRow`'s field order (a frozen dataclass costs more to build than the rest of the
 row's parsing).
 """
-import os
 import re
-import stat
 from dataclasses import astuple
 from typing import Any, List, Optional, Tuple
 
+from .._files import read_small_regular
 from ..formats.stats_csv import STATS_HEADER, StatsRow, read_stats_csv
 
 __all__ = ["read_stats_rows", "read_stats_cells"]
@@ -30,8 +29,6 @@ _ROW = re.compile(r"(Input|Output),{u},{u},([A-Za-z0-9_]+|-),([A-Za-z0-9_]+|-),(
                   r"{f},{f},{f},{u},{u},{u},{u}\Z".format(u=_U, f=_F))
 _UNKNOWN = ("-", "UNKNOW")
 _MAX_FAST = 1 << 20
-#: open_regular's flags (bundle/_files.py): never block on a FIFO, never follow a final symlink.
-_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
 
 #: A row as a tuple in StatsRow's field order (direction, index, data_size, data_type, format,
 #: shape, max_value, min_value, avg_value, count, nan_count, negative_inf_count,
@@ -62,30 +59,10 @@ def _fast(text: str) -> Optional[List[Cells]]:
     return rows
 
 
-def _small_file(path: str) -> Optional[bytes]:
-    """The bytes of ``path`` when it is a regular file of at most 1 MiB, else None (and on any
-    OSError: read_stats_csv then says what is wrong)."""
-    try:
-        fd = os.open(path, _FLAGS)
-    except OSError:
-        return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_FAST:
-            return None
-        data = os.read(fd, info.st_size + 1)
-        # a regular file reads whole in one call; one that changed size meanwhile: read_stats_csv
-        return data if len(data) == info.st_size else None
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
 def read_stats_cells(path: str) -> List[Cells]:
     """The rows of the stats CSV at ``path`` as tuples in StatsRow's field order (file order);
     errors as read_stats_csv's."""
-    data = _small_file(path)
+    data = read_small_regular(path, _MAX_FAST)
     if data is not None:
         try:
             found = _fast(data.decode("ascii"))

@@ -52,9 +52,10 @@ def test_the_csv_shortcut_reads_what_the_full_reader_reads_and_never_a_link_or_f
     if hasattr(os, "mkfifo"):
         fifo = str(tmp_path / "Add.c.4.0.1700000000000002.csv")
         os.mkfifo(fifo)
-        from npu_dump_hook.compare._stats_fast import _small_file
+        from npu_dump_hook._files import read_small_regular
 
-        assert _small_file(fifo) is None and _small_file(link) is None  # opened without blocking, refused
+        assert read_small_regular(fifo, 1 << 20) is None and read_small_regular(link, 1 << 20) is None  # refused
+        assert read_small_regular(path, 1 << 20) == open(path, "rb").read()  # opened without blocking
 
 
 def test_the_collector_is_paused_only_inside_and_left_as_found(tmp_path):
