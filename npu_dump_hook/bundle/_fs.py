@@ -21,11 +21,12 @@ import collections
 import errno
 import hashlib
 import logging
+import itertools
 import os
 import shutil
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Deque, Iterable, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Deque, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from .._atomic import atomic_write_bytes
 from ..constants import LINK_MODES
@@ -36,6 +37,7 @@ __all__ = [
     "CHUNK_SIZE",
     "INLINE_BYTES",
     "safe_relpath",
+    "plainly_relative",
     "safe_join",
     "is_within",
     "warn",
@@ -88,6 +90,22 @@ def safe_relpath(rel: str) -> str:
     if not parts:
         raise UnsafePathError("path {!r} names the root itself".format(rel), rel)
     return "/".join(parts)
+
+
+def plainly_relative(paths: Sequence[str]) -> bool:
+    """True only when :func:`safe_relpath` accepts every string of ``paths``, decided mostly on
+    their joined text at C speed (a large bundle lists 100,000s of paths): none holds ``..`` or
+    NUL, none starts absolute or with a drive, none is empty or all dots and slashes. False: some
+    may be refused -- ask :func:`safe_relpath` of each, the rule itself (this is only its quick pass)."""
+    try:
+        text = "\n".join(paths)
+    except TypeError:  # not all strings
+        return False
+    if ".." in text or "\x00" in text or text.startswith("/") or "\n/" in text:
+        return False
+    if ":" in text and any(path[1:2] == ":" for path in paths):
+        return False
+    return all(map(str.strip, paths, itertools.repeat("./")))  # some name in each
 
 
 def safe_join(root: str, rel: str) -> str:

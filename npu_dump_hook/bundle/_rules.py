@@ -4,6 +4,7 @@ names, shared by :class:`~npu_dump_hook.bundle.BundleView` (before it hands a pa
 
     read_paths(doc)                   (where, path, files[] entry or None) of every path a
                                       consumer reads: files[].path, graph.file, graph.json
+    unsafe_read_paths(doc)            (where, path, rule) of those _fs.safe_relpath refuses
     symlink_on(data_dir, parts)       the first of data/, data/a, data/a/b ... that is a symlink
     file_rule(local, entry)           lstat of a payload file: a regular file of the listed size
     size_rule(entry, size)            a size that is not the listed one
@@ -19,25 +20,63 @@ import stat
 from typing import Any, List, Mapping, Optional, Sequence, Set, Tuple
 
 from .._files import open_regular, special_kind
+from ..errors import UnsafePathError
+from . import _fs
 from ._spec import DATA_DIR, VERIFIED_PARTS
 
-__all__ = ["read_paths", "symlink_on", "file_rule", "size_rule", "sha256_rule", "needs_sha256", "open_regular",
+__all__ = ["read_paths", "unsafe_read_paths", "symlink_on", "file_rule", "size_rule", "sha256_rule", "needs_sha256", "open_regular",
            "special_kind"]
 
 
 def read_paths(doc: Mapping[str, Any]) -> List[Tuple[str, Any, Optional[Mapping[str, Any]]]]:
     """(where in bundle.json, the path it records, its files[] entry or None) of every payload path
     a consumer may read; paths that are not strings are left to the type checks."""
-    found = []  # type: List[Tuple[str, Any, Optional[Mapping[str, Any]]]]
+    return [("files[{}]".format(at) if entry is not None else "graph.{}".format(at), path, entry)
+            for at, path, entry in _recorded(doc)]
+
+
+def _recorded(doc: Mapping[str, Any]) -> List[Tuple[Any, str, Optional[Mapping[str, Any]]]]:
+    """:func:`read_paths` with the files[] index or graph key for where (nothing formatted yet)."""
+    found = []  # type: List[Tuple[Any, str, Optional[Mapping[str, Any]]]]
     listed = doc.get("files")
     for number, entry in enumerate(listed if isinstance(listed, list) else []):
         if isinstance(entry, dict) and isinstance(entry.get("path"), str) and entry["path"]:
-            found.append(("files[{}]".format(number), entry["path"], entry))
+            found.append((number, entry["path"], entry))
     graph = doc.get("graph")
     for key in ("file", "json"):
         value = graph.get(key) if isinstance(graph, dict) else None
         if isinstance(value, str) and value:
-            found.append(("graph.{}".format(key), value, None))
+            found.append((key, value, None))
+    return found
+
+
+def _every_path(doc: Mapping[str, Any]) -> List[Any]:
+    """The ``path`` of every files[] entry and graph.file/graph.json, gathered at C speed: a superset
+    of the read paths when each entry is an object with a path ([None]: not so, look at each)."""
+    listed = doc.get("files")
+    graph = doc.get("graph")
+    try:
+        paths = [entry["path"] for entry in listed] if isinstance(listed, list) else []
+    except (TypeError, KeyError):  # an entry that is no object or has no path: read_paths skips it
+        return [None]
+    if isinstance(graph, dict):
+        paths.extend(graph[key] for key in ("file", "json") if graph.get(key))
+    return paths
+
+
+def unsafe_read_paths(doc: Mapping[str, Any]) -> List[Tuple[str, str, str]]:
+    """(where, path, rule) of the :func:`read_paths` that :func:`._fs.safe_relpath` (verify's rule)
+    refuses: absolute, ``..``, NUL, empty. Strings only, no file looked at; a document whose paths
+    are all plain is passed at C speed (:func:`._fs.plainly_relative`), so opening a bundle listing
+    100,000s of files costs next to nothing more."""
+    if _fs.plainly_relative(_every_path(doc)):
+        return []
+    found = []
+    for where, path, _entry in read_paths(doc):
+        try:
+            _fs.safe_relpath(path)
+        except UnsafePathError as exc:
+            found.append((where, path, str(exc)))
     return found
 
 

@@ -29,9 +29,11 @@ Rules (docs/bundle-format.md section 4, "the reading rules"; what the view guara
   payload folders are written (``data/bundle.json`` always is).
 * **At open** (:meth:`BundleView._check`, cheap, nothing but bundle.json read): bundle.json is a
   regular file reached through no symlink, at most ``MAX_BUNDLE_JSON_BYTES``, a JSON object
-  nested at most ``MAX_JSON_DEPTH`` deep without lone surrogates, and every known key it has
+  nested at most ``MAX_JSON_DEPTH`` deep without lone surrogates, every known key it has
   is of the type section 2 gives (:func:`._document.type_problems`, what ``verify`` reports
-  as ``schema`` problems). BundleError naming it otherwise.
+  as ``schema`` problems), and every path it names for reading (files[], graph.file,
+  graph.json) is relative, without ``..``/NUL (:func:`._fs.safe_relpath`, verify's rule; the
+  strings only). BundleError (UnsafePathError for a path) naming it otherwise.
 * **Before a path is handed out** (:meth:`path` and the accessors built on it, per part):
   the path is relative, without ``..``/NUL, and goes through no symlink (``data/`` included);
   a file that exists is a regular file (no FIFO, device, socket) of the size ``files[]``
@@ -57,7 +59,7 @@ from ._archive import extract_bag, terminating_cleanly
 from ._graph_text import expand_graph, is_compressed, text_name
 from ._document import MAX_BUNDLE_JSON_BYTES, load_bundle_json, too_large, type_problems
 from ._fs import CHUNK_SIZE, safe_relpath
-from ._rules import file_rule, sha256_rule, symlink_on
+from ._rules import file_rule, sha256_rule, symlink_on, unsafe_read_paths
 from ._spec import (BUNDLE_JSON, BUNDLE_JSON_PATH, DATA_DIR, DUMP_DIR, FILE_KINDS, GOLDEN_DIR, GOLDEN_MANIFEST,
                     INIT_DIR, INPUTS_DIR)
 
@@ -107,6 +109,18 @@ class BundleView(object):
             raise BundleError("{}: {} has {} key(s) of the wrong type: {}{} (npu-dump-hook verify lists them "
                               "all)".format(self.location, BUNDLE_JSON_PATH, len(problems), "; ".join(problems[:5]),
                                             " ..." if len(problems) > 5 else ""), self.location)
+        self._check_read_paths()
+
+    def _check_read_paths(self) -> None:
+        """Every path bundle.json names for reading (:func:`._rules.read_paths`: files[], graph.file,
+        graph.json) is a relative path inside the bag, by the rule ``verify`` applies to them
+        (:func:`._rules.unsafe_read_paths`): a document naming ``../../etc/passwd`` lies about its
+        bundle, even where a reader would never follow it (compare scans its dump folder). Strings
+        only: no file is looked at. UnsafePathError naming bundle.json, the entry and the rule."""
+        for where, rel, rule in unsafe_read_paths(self.doc)[:1]:
+            raise self._unsafe(rel, "{} (named by {} {}; a bundle.json naming a path outside its bundle is "
+                                    "refused, nothing is read; npu-dump-hook verify lists every problem)".format(
+                                        rule, BUNDLE_JSON_PATH, where))
 
     # -- what bundle.json says ----------------------------------------------------------------
     @property

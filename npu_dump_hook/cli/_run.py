@@ -5,7 +5,9 @@ The options become the environment of the script's process -- ``NPU_DUMP_*`` for
 before anything starts (exit 2, one line naming the option). The script then runs in a child
 interpreter under :func:`npu_dump_hook.runner.bootstrap_command`, with this process's stdin,
 stdout and stderr; the child prints the bundle path as its last line. The exit status is the
-script's (killed by signal N: 128+N). Ctrl-C reaches the script directly (same process
+script's (killed by signal N: 128+N), except that an option only the graph can refute (a
+``--fault`` naming no op of it) is found at the session's first run and reported by the child
+as here: one line naming the flag, exit 2, no traceback. Ctrl-C reaches the script directly (same process
 group); a SIGTERM sent to this process is passed on to it.
 
 What follows ``--``: ``[python [PYTHON_OPTIONS]] SCRIPT [ARGS...]`` or ``[python] -m MODULE

@@ -27,6 +27,36 @@ class Row(object):
 
     def __init__(self, entry: OpEntry, tensor: Optional[TensorResult], reason: str = "",
                  timestamp: Optional[int] = None) -> None:
+        if tensor is None:  # no tensor read: the op's one row, saying why
+            self._init(entry, timestamp, "output", 0, "NaN", "NaN", "NaN", (), (), "", None, None, None, None, None,
+                       reason, reason, False, "", False)
+            return
+        self._init(entry, timestamp, tensor.direction, tensor.slot, tensor.npu_dtype, tensor.golden_dtype,
+                   tensor.address, tensor.shape, tensor.original_shape, tensor.npu_format, tensor.golden,
+                   tensor.golden_path, tensor.values, tensor.std, tensor.cells, tensor.fail_reason, tensor.reason,
+                   tensor.overflow, tensor.shape_note, True)
+
+    @classmethod
+    def of_values(cls, entry: OpEntry, timestamp: Optional[int], direction: str, slot: int, npu_dtype: str,
+                  shape: Tuple[int, ...], npu_format: str, original_shape: Tuple[int, ...],
+                  golden: Optional[Tuple[str, int]], golden_dtype: str, metrics: Optional[Dict[str, Optional[float]]],
+                  reason: str, overflow: bool) -> "Row":
+        """``Row(entry, TensorResult(direction, slot, npu_dtype, "NaN", shape, npu_format, original_shape,
+        golden, None, golden_dtype, metrics, None, None, reason, reason, overflow), timestamp=timestamp)``
+        without building the TensorResult: the statistics compare makes one a tensor, thousands of them
+        (tests/compare/test_stats_fast_paths.py holds the two the same)."""
+        row = cls.__new__(cls)
+        row._init(entry, timestamp, direction, slot, npu_dtype, golden_dtype, "NaN", shape, original_shape, npu_format,
+                  golden, None, metrics, None, None, reason, reason, overflow, "", True)
+        return row
+
+    def _init(self, entry: OpEntry, timestamp: Optional[int], direction: str, slot: int, npu_dtype: str,
+              golden_dtype: str, address: str, shape: Tuple[int, ...], original_shape: Tuple[int, ...],
+              npu_format: str, golden: Optional[Tuple[str, int]], golden_path: Optional[str],
+              metrics: Optional[Dict[str, Optional[float]]], std: Any, cells: Optional[List[str]], fail_reason: str,
+              reason: str, overflow: bool, shape_note: str, named: bool) -> None:
+        """Every field, set once for both ways a row is made (positional: thousands of rows a compare).
+        ``named``: a tensor was read, ``tensor`` names it (``op:direction:slot[@iteration]``)."""
         self.index = entry.index
         self.order = 0
         self.op_type = entry.op_type
@@ -41,56 +71,15 @@ class Row(object):
         self.propagated = False
         self.upstream = []  # type: List[Row]
         self.number = 0  # position in the row list
-        if tensor is None:
-            self.direction, self.slot = "output", 0
-            self.npu_dtype = self.golden_dtype = self.address = "NaN"
-            self.shape = self.original_shape = ()  # type: Tuple[int, ...]
-            self.npu_format = ""
-            self.golden = None  # type: Optional[Tuple[str, int]]
-            self.golden_path = None  # type: Optional[str]
-            self.metrics = None  # type: Optional[Dict[str, Optional[float]]]
-            self.std = None  # type: Any
-            self.cells = None  # type: Optional[List[str]]
-            self.fail_reason = self.reason = reason
-            self.overflow = False
-            self.tensor = ""
-            self.shape_note = ""
-            return
-        self.direction, self.slot = tensor.direction, tensor.slot
-        self.tensor = "{}:{}:{}".format(entry.name, tensor.direction, tensor.slot) + (
-            "" if entry.iteration is None else "@{}".format(entry.iteration))
-        self.npu_dtype, self.golden_dtype, self.address = tensor.npu_dtype, tensor.golden_dtype, tensor.address
-        self.shape, self.original_shape, self.npu_format = tensor.shape, tensor.original_shape, tensor.npu_format
-        self.golden, self.golden_path = tensor.golden, tensor.golden_path
-        self.metrics, self.std, self.cells = tensor.values, tensor.std, tensor.cells
-        self.fail_reason, self.reason, self.overflow = tensor.fail_reason, tensor.reason, tensor.overflow
-        self.shape_note = tensor.shape_note  # "" unless compared flattened (another shape, as many elements)
-
-    @classmethod
-    def of_values(cls, entry: OpEntry, timestamp: Optional[int], direction: str, slot: int, npu_dtype: str,
-                  shape: Tuple[int, ...], npu_format: str, original_shape: Tuple[int, ...],
-                  golden: Optional[Tuple[str, int]], golden_dtype: str, metrics: Optional[Dict[str, Optional[float]]],
-                  reason: str, overflow: bool) -> "Row":
-        """``Row(entry, TensorResult(direction, slot, npu_dtype, "NaN", shape, npu_format, original_shape,
-        golden, None, golden_dtype, metrics, None, None, reason, reason, overflow), timestamp=timestamp)``
-        without building the TensorResult: the statistics compare makes one a tensor, thousands of them
-        (tests/compare/test_rows.py holds the two the same)."""
-        row = cls.__new__(cls)
-        row.index, row.order, row.op_type, row.npu_op = entry.index, 0, entry.op_type, entry.name
-        row.ground_truth, row.position = list(entry.ground_truth), entry.position
-        row.task_id = entry.dump.name.task_id if entry.dump is not None else None
-        row.iteration, row.timestamp, row.status = entry.iteration, timestamp, "not_compared"
-        row.breached, row.propagated, row.upstream, row.number = [], False, [], 0
-        row.direction, row.slot = direction, slot
-        row.tensor = "{}:{}:{}".format(entry.name, direction, slot) + (
-            "" if entry.iteration is None else "@{}".format(entry.iteration))
-        row.npu_dtype, row.golden_dtype, row.address = npu_dtype, golden_dtype, "NaN"
-        row.shape, row.original_shape, row.npu_format = shape, original_shape, npu_format
-        row.golden, row.golden_path = golden, None
-        row.metrics, row.std, row.cells = metrics, None, None
-        row.fail_reason, row.reason, row.overflow = reason, reason, overflow
-        row.shape_note = ""
-        return row
+        self.direction, self.slot = direction, slot
+        self.tensor = "{}:{}:{}".format(entry.name, direction, slot) + (
+            "" if entry.iteration is None else "@{}".format(entry.iteration)) if named else ""
+        self.npu_dtype, self.golden_dtype, self.address = npu_dtype, golden_dtype, address
+        self.shape, self.original_shape, self.npu_format = shape, original_shape, npu_format
+        self.golden, self.golden_path = golden, golden_path
+        self.metrics, self.std, self.cells = metrics, std, cells
+        self.fail_reason, self.reason, self.overflow = fail_reason, reason, overflow
+        self.shape_note = shape_note  # "" unless compared flattened (another shape, as many elements)
 
     @property
     def compared(self) -> bool:

@@ -81,7 +81,9 @@ Call order in the child::
       print(bundle path)            the last line on stdout, when a bundle was written
       exit status                   the script's: its SystemExit passes through; an uncaught
                                     exception is printed by sys.excepthook without the
-                                    runner's frames, status 1; a script that ends with 0 but
+                                    runner's frames, status 1 (an OptionError about an option
+                                    the run was given, e.g. a --fault naming no op of the
+                                    graph: one line, status 2); a script that ends with 0 but
                                     without a bundle: EXIT_NO_BUNDLE (4), unless
                                     NPU_DUMP_HOOK_ALLOW_NO_BUNDLE=1 (--allow-no-bundle)
 

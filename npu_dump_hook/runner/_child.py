@@ -12,7 +12,11 @@
       print(bundle path)            the last line on stdout, when a bundle was written
       exit status                   the script's: its SystemExit passes through; an uncaught
                                     exception is printed by sys.excepthook without the
-                                    runner's frames, status 1
+                                    runner's frames, status 1; an OptionError about an
+                                    option the run was given (a --fault naming no op of the
+                                    graph, raised at the first session run) is one line
+                                    ``npu-dump-hook: option ...``, status 2 (EXIT_USAGE), as
+                                    a bad variable is before the script starts
 """
 import functools
 import importlib.machinery
@@ -89,6 +93,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except BaseException as exc:  # noqa: BLE001 - printed as Python prints an uncaught exception
         tb = _script_frames(exc.__traceback__)
         shown = as_given(exc) if isinstance(exc, NpuDumpError) else exc  # an option by the flag typed
+        if isinstance(exc, OptionError) and shown is not exc:
+            # an option the run was given, found wrong once the graph exists (a --fault naming no
+            # op of it): the user's typing, not the script's crash -- one line, as before it started
+            print_error(shown)
+            injection.announce(explain=False)
+            return EXIT_USAGE
         if shown is not exc:
             shown.__cause__, shown.__suppress_context__ = exc.__cause__, exc.__suppress_context__
         sys.excepthook(type(shown), shown.with_traceback(tb), tb)

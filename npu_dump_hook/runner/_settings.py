@@ -113,7 +113,10 @@ def as_given(exc: NpuDumpError, environ: Optional[Mapping[str, str]] = None) -> 
     text = env[var]
     where = os.path.abspath(text) + ":"  # a value naming a file in the bundle at ``text``
     value = exc.value if isinstance(exc.value, str) and exc.value.startswith(where) else text
-    return OptionError(_flag_or_variable(exc.option, var, env), value, exc.rule)
+    flag = _flag_or_variable(exc.option, var, env)
+    if flag != var and exc.option == "faults" and isinstance(exc.value, dict) and len(exc.value) == 1:
+        value = settings.format_faults(exc.value)  # the one --fault (of several) that is wrong, as typed
+    return OptionError(flag, value, exc.rule)
 
 
 def _flag_or_variable(keyword: str, var: str, env: Mapping[str, str]) -> str:

@@ -38,6 +38,25 @@ def test_safe_relpath_rejects(rel, part):
     assert part in str(info.value)
 
 
+_PLAIN = ["a/b/c", "./a//b/", "dump/20240101/0/x.1.2.3", "..a/b..", "a/./b", "ab:c", "a\n/b", "a\nb:c"]
+_REFUSED = ["/etc/passwd", "a/../../b", "..", "", ".", "./", "/", "a\x00b", "C:/windows", "x:y", "\n:x", "././/."]
+
+
+@pytest.mark.parametrize("rel", _PLAIN + _REFUSED)
+def test_plainly_relative_never_passes_a_path_safe_relpath_refuses(rel):
+    """The quick pass over all of bundle.json's paths at once says True only when the rule itself
+    accepts each (alone, and among plain ones in any position)."""
+    try:
+        _fs.safe_relpath(rel)
+        accepted = True
+    except UnsafePathError:
+        accepted = False
+    for paths in ([rel], ["a/b", rel], [rel, "a/b"], ["a/b", rel, "c/d"]):
+        assert not _fs.plainly_relative(paths) or accepted, paths
+    if rel in ("a/b/c", "dump/20240101/0/x.1.2.3", "a/./b", "ab:c"):
+        assert _fs.plainly_relative(["a/b", rel, "c/d"])  # the common paths take the quick pass
+
+
 def test_safe_join_stays_under_root(tmp_path):
     assert _fs.safe_join(str(tmp_path), "x/y") == os.path.join(str(tmp_path), "x", "y")
     with pytest.raises(UnsafePathError):

@@ -274,6 +274,33 @@ def test_compare_refuses_a_graph_file_leaving_the_bundle(tmp_path):
         compare(root, workers=1)
 
 
+_OUTSIDE = [("../../../etc/passwd", "escapes its root"), ("dump/../../../etc/passwd", "escapes its root"),
+            ("/etc/passwd", "is absolute")]
+
+
+@pytest.mark.parametrize("path, rule", _OUTSIDE)
+def test_compare_refuses_a_bundle_json_listing_a_file_outside_the_bundle(tmp_path, path, rule):
+    """compare never read it (it scans its dump folder) but compared as usual while the document
+    lies; opening the bundle refuses it, naming bundle.json, the entry and verify's rule."""
+    root = _synth_bundle(tmp_path / "run", files=[{"path": path, "kind": "dump", "size": 11, "sha256": None}])
+    with pytest.raises(UnsafePathError) as info:
+        compare(root, workers=1)
+    message = str(info.value)
+    assert "data/bundle.json files[0]" in message and repr(path) in message and rule in message, message
+
+
+@pytest.mark.parametrize("path, rule", _OUTSIDE[:1] + _OUTSIDE[2:])
+def test_inspect_refuses_it_and_verify_reports_it_by_the_same_rule(tmp_path, good, capsys, path, rule):
+    root = _hostile_copy(good, tmp_path / "b", lambda doc: doc["files"].append(
+        {"path": path, "kind": "dump", "size": 11, "sha256": None}))
+    where = "files[{}]".format(len(_doc(root)["files"]) - 1)
+    assert main(["inspect", str(root)]) == 1
+    err = capsys.readouterr().err
+    assert "data/bundle.json " + where in err and rule in err, err
+    problems = [p for p in bundle.verify_bundle(str(root)) if p.kind == "unsafe"]
+    assert any(p.detail.startswith(where) and rule in p.detail for p in problems), problems
+
+
 def test_compare_skips_a_symlinked_dump_file_and_never_reads_its_target(tmp_path):
     root = _synth_bundle(tmp_path / "run")
     step = _step_dir(os.path.join(root, "data", "dump"))

@@ -142,14 +142,18 @@ def test_a_symlinked_bundle_json_is_not_read(tmp_path, folder):
 
 
 def test_the_graph_and_init_paths_bundle_json_names_stay_in_the_bag(tmp_path):
-    root = _hand_written(str(tmp_path / "b"), {
-        "backend": "emulated", "run": {"captured_step": 0}, "graph": {"file": "../../their_model/Build.txt"},
+    # refused when the bundle is opened (the document names them), before any accessor is reached
+    graph = _hand_written(str(tmp_path / "graph"), {
+        "backend": "emulated", "run": {"captured_step": 0}, "graph": {"file": "../../their_model/Build.txt"}})
+    with pytest.raises(UnsafePathError, match=r"data/\.\./\.\./their_model/Build.txt") as info:
+        bundle.open_bundle(graph)
+    assert "named by data/bundle.json graph.file" in str(info.value), info.value
+    init = _hand_written(str(tmp_path / "init"), {
+        "backend": "emulated", "run": {"captured_step": 0},
         "files": [{"kind": "init", "path": "init/../../victim/model.ckpt.index", "size": 1, "sha256": None}]})
-    with bundle.open_bundle(root) as view:
-        with pytest.raises(UnsafePathError, match=r"data/\.\./\.\./their_model/Build.txt"):
-            view.graph_file()
-        with pytest.raises(UnsafePathError, match="victim"):
-            view.init_files()
+    with pytest.raises(UnsafePathError, match="victim") as info:
+        bundle.open_bundle(init)
+    assert "named by data/bundle.json files[0]" in str(info.value), info.value
 
 
 def test_the_golden_run_refuses_an_init_path_leaving_the_bundle(tmp_path):

@@ -59,13 +59,28 @@ def test_plain_session_script_with_python_from_path(tmp_path):
 # -- exit status of scripts that fail (no TensorFlow needed) --------------------------------------
 
 
-@pytest.mark.parametrize("action, status", [(["exit", "5"], 5), (["raise"], 1), (["signal"], 128 + signal.SIGTERM)])
+@pytest.mark.parametrize("action, status", [(["exit", "5"], 5), (["raise"], 1), (["option_error"], 1),
+                                            (["signal"], 128 + signal.SIGTERM)])
 def test_the_scripts_exit_status_is_the_commands(tmp_path, action, status):
     code, lines, err = run(CLI + ["--", PROBE] + action, tmp_path, clean_env())
     assert code == status, err
     assert json.loads(lines[0])["injected"] is True
     if action == ["raise"]:
         assert err.startswith("Traceback (most recent call last):") and "RuntimeError: boom from the script" in err
+    if action == ["option_error"]:  # the script's own OptionError (no option of the run): its crash, traced
+        assert err.startswith("Traceback (most recent call last):") and "the script's own check" in err, err
+
+
+def test_a_fault_naming_no_op_is_one_line_exit_2_not_the_scripts_traceback(tmp_path):
+    """Found wrong only once the graph exists (the session's first run, inside the script): still
+    the user's option, told as a bad option before the script starts is (the wrong one of two)."""
+    code, lines, err = run(CLI + ["--backend", "emulated", "--output-dir", str(tmp_path / "out"),
+                                  "--fault", "MatMul=scale=1.05", "--fault", "no/such/op=nan", "--", SESSION],
+                           tmp_path, clean_env())
+    assert code == EXIT_USAGE, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    assert err.splitlines()[-1] == "npu-dump-hook: option --fault='no/such/op=nan': names no op of the graph", err
+    assert not any(line.startswith("iterations") for line in lines), lines
 
 
 def test_script_arguments_that_look_like_options_are_the_scripts(tmp_path):

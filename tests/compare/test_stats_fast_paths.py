@@ -39,6 +39,18 @@ def test_of_values_is_the_row_a_tensor_result_makes(iteration, reason):
     assert fast.tensor == "net/a:input:1" + ("" if iteration is None else "@3") and fast.task_id == 7
 
 
+def test_a_row_without_a_tensor_says_why_and_names_no_tensor():
+    entry = OpEntry(4, 2, "net/a", "Add", ("net/a",), None, None, 3)
+    row = Row(entry, None, "no dump file: net/a (Add) has no dump file in the step folder", 1700000000000050)
+    assert (row.direction, row.slot, row.tensor, row.task_id, row.timestamp) == ("output", 0, "", None,
+                                                                                 1700000000000050)
+    assert (row.npu_dtype, row.golden_dtype, row.address, row.shape, row.original_shape) == ("NaN", "NaN", "NaN",
+                                                                                            (), ())
+    assert row.fail_reason == row.reason == "no dump file: net/a (Add) has no dump file in the step folder"
+    assert (row.metrics, row.golden, row.cells, row.overflow, row.shape_note) == (None, None, None, False, "")
+    assert not row.compared and row.reason_category == "no dump file" and row.iteration == 3
+
+
 def test_the_csv_shortcut_reads_what_the_full_reader_reads_and_never_a_link_or_fifo(tmp_path):
     rows = [StatsRow("Input", 0, 64, "DT_FLOAT", "ND", (4, 4), **compute_stats(np.arange(16, dtype=np.float32))),
             StatsRow("Output", 0, 64, "DT_FLOAT", "ND", (16,), **compute_stats(np.ones(16, np.float32)))]

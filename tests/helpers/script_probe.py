@@ -1,9 +1,9 @@
 """A script that reports how it was started, then ends as told (no TensorFlow).
 
-usage: script_probe.py [ok | exit N | raise | message | signal]
+usage: script_probe.py [ok | exit N | raise | option_error | message | signal]
 Prints one JSON line: __file__, sys.argv, sys.path[0], __name__, whether tensorflow is loaded
 and whether npu_dump_hook.runner's injection is installed and enabled; then exits 0, exits N,
-raises RuntimeError, exits with a message, or kills itself with SIGTERM.
+raises RuntimeError, raises an OptionError of its own (about a fault), exits with a message, or kills itself with SIGTERM.
 """
 import json
 import os
@@ -26,6 +26,10 @@ if action == "exit":
     sys.exit(int(sys.argv[2]))
 elif action == "raise":
     fail()
+elif action == "option_error":
+    from npu_dump_hook.errors import OptionError
+
+    raise OptionError("faults", {"its/own": "nan"}, "the script's own check")
 elif action == "message":
     sys.exit("bye from the script")
 elif action == "signal":
