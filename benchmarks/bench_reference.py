@@ -296,6 +296,11 @@ def _report(step: int, batch: int, runs: dict) -> float:
     print("  including our begin() setup: {:.2f}x; tfdbg dump only / ours: {:.2f}x; "
           "tfdbg / ours forced to stream (budget 0): {:.2f}x".format(
               tfdbg_npy / ours_total, tfdbg_dump / ours, tfdbg_npy / stream))
+    plain_cpu = _median(runs["none"], "capture_cpu_s")
+    print("  ceiling, a capture costing nothing above the plain step: tfdbg dump + .npy / plain step = {:.2f}x wall, "
+          "{:.2f}x CPU (at step 0 the plain step is mostly TF building its executor, which every side pays)".format(
+              tfdbg_npy / plain, statistics.median(r["capture_cpu_s"] + r["convert_cpu_s"] for r in runs["tfdbg"])
+              / plain_cpu))
     return ratio
 
 
