@@ -13,6 +13,7 @@
                        (_capture_plan.py), variable reads (_capture_reads.py), results (_capture_results.py),
                        loop iterations (_capture_loops.py)
     golden_capture.py  ReferenceCapture, golden_report: the golden .npy folder and its manifest
+    collector.py       CollectorPause: Python's cyclic collector paused for a captured step's window
     fingerprints.py    state and batch fingerprints (sha256 per variable / input) and their comparison
     dump_run.py        DumpRun: the backend, the capture, the initial-state checkpoint, the emulated dump
     golden.py          GoldenRun: restore from the NPU bundle, fingerprint comparison, on_mismatch

@@ -37,6 +37,7 @@ from ..bundle import GOLDEN_MANIFEST
 from ..constants import INCOMPLETE_STEP_MARKER
 from ..formats.names import golden_npy_name as golden_file_name
 from .capture import TensorCapture
+from .collector import CollectorPause
 
 __all__ = ["MANIFEST_NAME", "MANIFEST_SCHEMA", "golden_file_name", "golden_report", "ReferenceCapture",
            "begin_golden", "golden_incomplete"]
@@ -130,6 +131,13 @@ class ReferenceCapture(object):
     ``$NPU_DUMP_HOOK_CAPTURE_BUDGET``).
     After the captured step, :attr:`result` is the :class:`~npu_dump_hook.train.capture.CaptureResult`
     and :attr:`report` the :func:`golden_report` summary.
+
+    Python's cyclic garbage collector is paused from the captured step's :meth:`before_run` to the
+    end of its :meth:`after_run` and then restored as the caller had it
+    (:mod:`npu_dump_hook.train.collector`: the full collection of the just-built graph that the
+    capture's allocations would trigger inside the step runs after it instead, in the next step's
+    allocations). A step that raised before :meth:`after_run` gets the collector back at the next
+    :meth:`before_run` or at :meth:`end`.
     """
 
     def __init__(self, golden_dir: str, scratch_dir: Optional[str] = None, step: int = 0,
@@ -143,6 +151,7 @@ class ReferenceCapture(object):
         self._capture = None  # type: Any
         self._steps = 0
         self._active = False
+        self._collector = CollectorPause()
 
     def begin(self, graph: Any = None) -> None:
         graph = graph if graph is not None else _tf.tf_v1().get_default_graph()
@@ -156,16 +165,31 @@ class ReferenceCapture(object):
         return self._capture is not None and self._capture.warm_reads(session)
 
     def before_run(self, run_context: Any) -> Any:
+        self._collector.resume()  # still paused only when the captured step raised before after_run
         began = self._capture is not None
         self._active, warm = began and self._steps == self.step, began and self._steps < self.step
         self._steps += 1
         if warm:  # the captured step's fetches, dropped: its executor is built once, at the first step
             return self._capture.warm_args(run_context)
-        return self._capture.run_args(run_context) if self._active else None
+        if not self._active:
+            return None
+        self._collector.pause()
+        try:
+            return self._capture.run_args(run_context)
+        except BaseException:
+            self._collector.resume()
+            raise
 
     def after_run(self, run_context: Any, run_values: Any) -> None:
         if not self._active:
             return
         self._active = False
-        self.result = self._capture.finish(int(time.time() * 1000000))
-        self.report = golden_report(self.result, self.golden_dir)
+        try:
+            self.result = self._capture.finish(int(time.time() * 1000000))
+            self.report = golden_report(self.result, self.golden_dir)
+        finally:
+            self._collector.resume()
+
+    def end(self, session: Any = None) -> None:
+        """Optional, from the hook's ``end``: the collector restored if a captured step raised."""
+        self._collector.resume()
