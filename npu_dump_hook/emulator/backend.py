@@ -232,7 +232,7 @@ class EmulatedNpu(object):
         os.makedirs(folder, exist_ok=True)
         index = _next_graph_index(folder)
         path = os.path.join(folder, "ge_proto_{:08d}_Build.txt".format(index))
-        text = ge_model.model_text(ge_model.build_model(self.graph_name, ge_ops, input_descs=self.profile == "ascend"))
+        text = ge_model.graph_text(self.graph_name, ge_ops, input_descs=self.profile == "ascend")
         tmp = path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as handle:
             handle.write(text)
