@@ -185,9 +185,10 @@ class EmulatedNpu(object):
             raise BackendError("EmulatedNpu.write_step called before begin()")
         if self.time_dir is None:
             self.session_started()
-        ge_ops = npu_graph.build_nodes(capture, self.plan, self.profile == "ascend", self._is_training)
-        if self.graph_file is None:
-            self._write_graph(ge_ops)
+        with npu_graph.cyclic_gc_paused():
+            ge_ops = npu_graph.build_nodes(capture, self.plan, self.profile == "ascend", self._is_training)
+            if self.graph_file is None:
+                self._write_graph(ge_ops)
         data_index = step if options.dump_step is not None else self._dumped_iterations
         self._dumped_iterations += 1
         step_dir = os.path.join(options.dump_path, self.time_dir, str(self.device_id),
@@ -195,7 +196,8 @@ class EmulatedNpu(object):
         self._placed = set()
         try:
             _begin_step(step_dir, self.time_dir)  # before the first file: a killed run leaves it
-            written = self._write_ops(ge_ops, capture, step_dir)
+            with npu_graph.cyclic_gc_paused():
+                written = self._write_ops(ge_ops, capture, step_dir)
             _complete_step(step_dir, self.time_dir, self._placed)
         except (OSError, NpuDumpError) as exc:
             _mark_incomplete(step_dir, exc)
@@ -232,7 +234,7 @@ class EmulatedNpu(object):
         os.makedirs(folder, exist_ok=True)
         index = _next_graph_index(folder)
         path = os.path.join(folder, "ge_proto_{:08d}_Build.txt".format(index))
-        text = ge_model.model_text(ge_model.build_model(self.graph_name, ge_ops, input_descs=self.profile == "ascend"))
+        text = ge_model.graph_text(self.graph_name, ge_ops, input_descs=self.profile == "ascend")
         tmp = path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as handle:
             handle.write(text)

@@ -15,14 +15,14 @@ With ``input_descs`` (the ``ascend`` profile) every op also gets its input descs
 device formats it reads (NC1HWC0, FRACTAL_Z, FRACTAL_NZ) are in the graph.
 See docs/reference/ascend-dump-formats.md §2.3-2.5.
 """
-from typing import Any, Iterable, Sequence
+from typing import Any, Dict, Iterable, Optional, Sequence, Tuple
 
 from ..formats import ge_ir_schema
-from ..formats.ge_text import format_model
+from ..formats.ge_text import c_escape, forget_entry_texts, format_fields, format_model
 from .layout import device_shape
 
 __all__ = ["EMULATED_MARK", "is_emulated_graph", "GE_TYPE_OF", "NO_TASK_TYPES", "ge_type", "is_no_task",
-           "build_model", "model_text", "ge_dtype"]
+           "build_model", "model_text", "graph_text", "ge_dtype"]
 
 #: ModelDef.custom_version of every graph the emulator writes, so post-hoc collection can
 #: label emulated data as such (GE leaves the field empty in graph dumps).
@@ -102,63 +102,134 @@ def _attr_list_s(attrs: Any, key: str, values: Iterable[str]) -> None:
     entry.val_type = ge_ir_schema.AttrDef.ListValue.VT_LIST_STRING
 
 
-def _fill_desc(desc: Any, tensor: Any, output: bool) -> None:
-    """A tensor desc from a :class:`~.npu_graph.NodeTensor` (device dtype/layout/shape, origin attrs)."""
-    held = tensor.value.held
-    shape = tensor.value.shape
+def _fill_desc(desc: Any, held: Any, shape: Optional[Sequence[int]], tf_dtype: str,
+               origin: Optional[Tuple[str, int]]) -> None:
+    """A tensor desc: device dtype/layout/shape, origin attrs; ``origin`` ``(TF op, output index)``
+    for an output with a TF origin, else None."""
     dtype = ge_dtype(held.dtype)
     desc.dtype = ge_ir_schema.data_type_value(dtype)
     desc.layout = held.origin_format if held.format == "ND" else held.format
     if shape is not None:
         desc.shape.dim.extend(device_shape(shape, held))
     attrs = desc.attr
-    origin_dtype = ge_dtype(tensor.tf_dtype)
+    origin_dtype = ge_dtype(tf_dtype)
     _attr_s(attrs, "origin_format", held.origin_format)
     _attr_s(attrs, "origin_data_type", origin_dtype)
     if shape is not None:
         _attr_list_i(attrs, "origin_shape", shape)
         attrs["origin_shape_initialized"].b = True
-    if output and tensor.origin is not None:
-        _attr_s(attrs, "_datadump_origin_name", tensor.origin[0])
-        _attr_i(attrs, "_datadump_origin_output_index", tensor.origin[1])
+    if origin is not None:
+        _attr_s(attrs, "_datadump_origin_name", origin[0])
+        _attr_i(attrs, "_datadump_origin_output_index", origin[1])
         _attr_s(attrs, "_datadump_origin_format", held.origin_format)
         _attr_s(attrs, "_datadump_origin_data_type", origin_dtype)
+
+
+def _desc_origin(tensor: Any, output: bool) -> Optional[Tuple[str, int]]:
+    return tensor.origin if output and tensor.origin is not None else None
+
+
+def _fill_op(ge_op: Any, order: int, node: Any) -> None:
+    """An op's own fields: name, type, data and control inputs, id, stream, task attrs (no descs)."""
+    ge_op.name = node.name
+    ge_op.type = node.type
+    ge_op.input.extend(node.input_names)
+    ge_op.input.extend(name + ":-1" for name in node.control_inputs)
+    ge_op.id = order
+    ge_op.stream_id = 0
+    if node.no_task:
+        ge_op.attr["_no_task"].b = True
+    else:
+        _attr_i(ge_op.attr, "_fe_imply_type", 6)
+    if node.original_names is not None:
+        _attr_list_s(ge_op.attr, "_datadump_original_op_names", node.original_names)
+        _attr_list_s(ge_op.attr, "_datadump_original_op_types", node.original_types or [""])
+
+
+def _head(graph_name: str) -> Any:
+    model = ge_ir_schema.ModelDef()
+    model.name = graph_name
+    model.custom_version = EMULATED_MARK
+    model.graph.add().name = graph_name
+    return model
 
 
 def build_model(graph_name: str, nodes: Sequence[Any], input_descs: bool = False) -> Any:
     """A ModelDef whose first graph is the Build graph named ``graph_name``, one op per
     :class:`~.npu_graph.NpuNode`."""
-    model = ge_ir_schema.ModelDef()
-    model.name = graph_name
-    model.custom_version = EMULATED_MARK
-    graph = model.graph.add()
-    graph.name = graph_name
+    model = _head(graph_name)
+    graph = model.graph[0]
     for order, node in enumerate(nodes):
         ge_op = graph.op.add()
-        ge_op.name = node.name
-        ge_op.type = node.type
-        ge_op.input.extend(node.input_names)
-        ge_op.input.extend(name + ":-1" for name in node.control_inputs)
-        ge_op.id = order
-        ge_op.stream_id = 0
-        if node.no_task:
-            ge_op.attr["_no_task"].b = True
-        else:
-            _attr_i(ge_op.attr, "_fe_imply_type", 6)
-        if node.original_names is not None:
-            _attr_list_s(ge_op.attr, "_datadump_original_op_names", node.original_names)
-            _attr_list_s(ge_op.attr, "_datadump_original_op_types", node.original_types or [""])
+        _fill_op(ge_op, order, node)
         if input_descs:
             for tensor in node.inputs:
-                _fill_desc(ge_op.input_desc.add(), tensor, False)
+                _fill_desc(ge_op.input_desc.add(), tensor.value.held, tensor.value.shape, tensor.tf_dtype, None)
         for tensor in node.outputs:
-            _fill_desc(ge_op.output_desc.add(), tensor, True)
+            _fill_desc(ge_op.output_desc.add(), tensor.value.held, tensor.value.shape, tensor.tf_dtype,
+                       _desc_origin(tensor, True))
     return model
 
 
 def model_text(model: Any) -> str:
     """The model as GE prints it (2-space indent, maps sorted by key, C++ float rendering)."""
     return format_model(model)
+
+
+#: Stands for an output's origin name in a desc text kept for many descs (control bytes: no TF
+#: name, dtype or layout contains them, so the quoted, escaped form occurs once in the text).
+_NAME_MARK = "\x01origin name\x01"
+_QUOTED_MARK = '"' + c_escape(_NAME_MARK.encode("utf-8")) + '"'
+_DESC_INDENT = "    "
+
+
+class _DescTexts(object):
+    """The text of each tensor desc of one graph, made once per distinct (direction, held form,
+    shape, TF dtype, origin output index) and the origin name put in: a graph of 1,000s of ops
+    has a few dozen distinct descs (an unrolled RNN repeats its cell's), and printing each through
+    protobuf was most of the Build graph's cost."""
+
+    def __init__(self) -> None:
+        self.texts = {}  # type: Dict[Tuple[Any, ...], str]
+
+    def text(self, tensor: Any, output: bool) -> str:
+        origin = _desc_origin(tensor, output)
+        value = tensor.value
+        key = (output, value.held, value.shape, tensor.tf_dtype, origin[1] if origin is not None else None)
+        text = self.texts.get(key)
+        if text is None:
+            desc = ge_ir_schema.TensorDescriptor()
+            _fill_desc(desc, value.held, value.shape, tensor.tf_dtype,
+                       (_NAME_MARK, origin[1]) if origin is not None else None)
+            field = "output_desc" if output else "input_desc"
+            text = self.texts[key] = "{}{} {{\n{}{}}}\n".format(_DESC_INDENT, field,
+                                                               format_fields(desc, _DESC_INDENT + "  "), _DESC_INDENT)
+        if origin is None:
+            return text
+        return text.replace(_QUOTED_MARK, '"' + c_escape(origin[0].encode("utf-8")) + '"', 1)
+
+
+def graph_text(graph_name: str, nodes: Sequence[Any], input_descs: bool = False) -> str:
+    """``model_text(build_model(graph_name, nodes, input_descs))``, the same text made in parts:
+    each op's own fields through protobuf, its descs from :class:`_DescTexts`."""
+    head = format_fields(_head(graph_name))
+    closing = "}\n"  # the graph is the model's last field and its ops the graph's last: they go before it
+    parts = [head[:-len(closing)]]
+    descs = _DescTexts()
+    try:
+        for order, node in enumerate(nodes):
+            ge_op = ge_ir_schema.OpDef()
+            _fill_op(ge_op, order, node)
+            parts.append("  op {\n")
+            parts.append(format_fields(ge_op, _DESC_INDENT))
+            if input_descs:
+                parts.extend(descs.text(tensor, False) for tensor in node.inputs)
+            parts.extend(descs.text(tensor, True) for tensor in node.outputs)
+            parts.append("  }\n")
+    finally:
+        forget_entry_texts()
+    parts.append(closing)
+    return "".join(parts)
 
 
 def is_emulated_graph(path: str) -> bool:

@@ -80,12 +80,21 @@ def _enum_value(option: str, value: Union[str, int], lookup: Any) -> int:
         raise OptionError(option, value, "not a DumpData enum name")
 
 
+#: numpy dtype -> DumpData data type, for the dtypes met so far: ``dtype.name`` is a Python-level
+#: property, a measurable share of a small tensor's cost when a step writes 1,000s of them.
+_FROM_DTYPE = {}  # type: Dict[np.dtype, int]
+
+
 def _data_type_of(array: np.ndarray, data_type: Union[None, str, int]) -> int:
     if data_type is not None:
         return _enum_value("data_type", data_type, dump_schema.data_type_value)
+    known = _FROM_DTYPE.get(array.dtype)
+    if known is not None:
+        return known
     key = array.dtype.name  # byte order is normalised when writing
     if key not in _FROM_NUMPY:
         raise OptionError("data_type", str(array.dtype), "no DumpData data type for this numpy dtype; pass data_type")
+    _FROM_DTYPE[array.dtype] = _FROM_NUMPY[key]
     return _FROM_NUMPY[key]
 
 
@@ -196,6 +205,8 @@ def write_dump_file(path: Union[str, "os.PathLike[str]"], op_name: str, outputs:
                           len(attrs or {})):
         _check_readable(encoded)  # the walk names the limit a large header breaks
     payloads = [t.array for t in input_tensors] + [t.array for t in output_tensors] + buffer_blobs + space_blobs
+    if not atomic and not fsync and sum(a.nbytes for a in payloads) <= _ONE_WRITE_BYTES:
+        return _write_in_place(path, [_PREFIX.pack(len(encoded)), encoded] + [_little_endian_bytes(a) for a in payloads])
     if atomic:
         folder = os.path.dirname(os.path.abspath(path))
         fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path)[:64] + ".", suffix=".tmp")
@@ -220,3 +231,28 @@ def write_dump_file(path: Union[str, "os.PathLike[str]"], op_name: str, outputs:
             os.unlink(tmp)
         raise
     return written
+
+
+#: Payloads up to this size are joined and written in one system call (the file object, its
+#: buffer and its per-payload writes cost more than a small tensor's bytes); larger ones stream.
+_ONE_WRITE_BYTES = 1 << 20
+_IN_PLACE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)
+
+
+def _write_in_place(path: str, parts: Sequence[Any]) -> int:
+    """``parts`` written to ``path`` (created or truncated) with one ``os.write`` (more only when
+    the system writes part of it); removed again when the write fails. Returns the size."""
+    data = memoryview(b"".join(parts))
+    fd = os.open(path, _IN_PLACE_FLAGS, 0o644)
+    try:
+        try:
+            done = 0
+            while done < len(data):
+                done += os.write(fd, data[done:])
+        finally:
+            os.close(fd)
+    except BaseException:
+        if os.path.exists(path):
+            os.unlink(path)
+        raise
+    return len(data)

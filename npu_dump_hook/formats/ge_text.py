@@ -27,7 +27,8 @@ from ._ge_text_guard import MAX_NESTING, parse_lines as _parse_lines
 from ._ge_text_wire import fast_wire as _fast_wire
 from ._proto import is_repeated
 
-__all__ = ["MAX_NESTING", "parse_model", "parse_model_text", "format_model", "write_graph_text", "is_repeated", "c_escape"]
+__all__ = ["MAX_NESTING", "parse_model", "parse_model_text", "format_model", "format_fields", "forget_entry_texts",
+           "write_graph_text", "is_repeated", "c_escape"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 _LOG = logging.getLogger(__name__)
@@ -188,6 +189,21 @@ def format_model(model: Any) -> str:
     finally:
         _ENTRY_TEXTS.clear()
     return "".join(out)
+
+
+def format_fields(message: Any, indent: str = "") -> str:
+    """The lines of ``message``'s set fields at ``indent``, exactly as :func:`format_model` prints
+    them inside the message's parent: for a writer that prints a model in parts (the emulator's
+    Build graph, whose repeated parts it prints once). Map entries' texts are kept across calls
+    (bounded, see :data:`_ENTRY_TEXTS`) until :func:`forget_entry_texts`."""
+    out = []  # type: List[str]
+    _format_message(message, indent, out)
+    return "".join(out)
+
+
+def forget_entry_texts() -> None:
+    """Drop the map entries' texts :func:`format_fields` kept (a writer calls it when its model is done)."""
+    _ENTRY_TEXTS.clear()
 
 
 def write_graph_text(path: PathLike, model: Any) -> None:

@@ -393,7 +393,8 @@ def measure_dump(executed: Sequence[Tuple[Any, bool]], dims: Dims, options: Any,
                  edges: Optional[Edges] = None, loops: Optional[LoopCounts] = None) -> DumpMeasure:
     """The bytes GE (or the emulator) writes for one step of ``executed`` under ``options``."""
     plan = device.plan if device.plan is not None else static_plan(executed, device.ascend and device.fp16)
-    nodes, capture = build_static_nodes(executed, dims, plan, device.ascend, edges, loops)
+    with npu_graph.cyclic_gc_paused():
+        nodes, capture = build_static_nodes(executed, dims, plan, device.ascend, edges, loops)
     mode = "all" if options.enable_dump_debug else options.dump_mode
     sizer = _Sizer(device.ascend)
     tensor_bytes = all_bytes = stats = files = tensors = ops = 0

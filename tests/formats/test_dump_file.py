@@ -479,3 +479,45 @@ def test_write_dump_file_in_place_removes_a_file_it_could_not_finish(tmp_path, m
     with pytest.raises(OSError):
         write_dump_file(tmp_path / "f", "op", outputs=[np.zeros(1, np.float32)], atomic=False)
     assert os.listdir(tmp_path) == []
+
+
+def test_write_dump_file_in_place_streams_large_payloads_with_the_same_bytes(tmp_path, monkeypatch):
+    """Over _ONE_WRITE_BYTES the in-place write streams through a file object: same bytes, and a
+    file it could not finish is removed there too."""
+    from npu_dump_hook.formats import _dump_writer
+    monkeypatch.setattr(_dump_writer, "_ONE_WRITE_BYTES", 0)
+    atomic, streamed = tmp_path / "a", tmp_path / "b"
+    sizes = [write_dump_file(path, "a/b.c", outputs=[_golden_tensor()], dump_time=T0, atomic=flag)
+             for path, flag in ((atomic, True), (streamed, False))]
+    assert sizes[0] == sizes[1] == len(streamed.read_bytes()) and atomic.read_bytes() == streamed.read_bytes()
+    real = _dump_writer._little_endian_bytes
+    monkeypatch.setattr(_dump_writer, "_little_endian_bytes",
+                        lambda array: real(array) if array.size > 1 else (_ for _ in ()).throw(OSError(28, "full")))
+    with pytest.raises(OSError):
+        write_dump_file(tmp_path / "c", "op", outputs=[np.zeros(4, np.float32)], inputs=[np.zeros(1, np.float32)],
+                        atomic=False)
+    assert sorted(os.listdir(tmp_path)) == ["a", "b"]
+
+
+def test_write_dump_file_in_place_one_write_resumes_a_short_write_and_removes_a_failed_file(tmp_path, monkeypatch):
+    """The one-call write of a small file continues after a short os.write, and a file whose
+    write fails is removed."""
+    from npu_dump_hook.formats import _dump_writer
+    real_write, calls = os.write, []
+
+    def short(fd, data):
+        calls.append(len(data))
+        return real_write(fd, bytes(data[:3]))
+    monkeypatch.setattr(_dump_writer.os, "write", short)
+    size = write_dump_file(tmp_path / "f", "a/b.c", outputs=[_golden_tensor()], dump_time=T0, atomic=False)
+    monkeypatch.setattr(_dump_writer.os, "write", real_write)
+    write_dump_file(tmp_path / "g", "a/b.c", outputs=[_golden_tensor()], dump_time=T0)
+    assert (tmp_path / "f").read_bytes() == (tmp_path / "g").read_bytes() and size == calls[0]
+    assert len(calls) == -(-size // 3)  # 3 bytes a call, until all of it is written
+
+    def failing(fd, data):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(_dump_writer.os, "write", failing)
+    with pytest.raises(OSError):
+        write_dump_file(tmp_path / "h", "op", outputs=[np.zeros(1, np.float32)], atomic=False)
+    assert sorted(os.listdir(tmp_path)) == ["f", "g"]

@@ -1,0 +1,59 @@
+"""The Build graph text printed in parts (ge_model.graph_text: each distinct tensor desc printed
+once, the origin name put in) is the text of the whole ModelDef printed by protobuf reflection
+(model_text(build_model(...))), byte for byte. Pure Python: hand-made nodes, no TensorFlow."""
+import pytest
+
+from npu_dump_hook.emulator import ge_model, layout
+from npu_dump_hook.emulator.npu_graph import NodeTensor, NpuNode, Value
+from npu_dump_hook.formats import ge_text
+
+ND = layout.Held("float32", "ND", "ND")
+HALF_5HD = layout.Held("float16", "NC1HWC0", "NHWC")
+HALF_NZ = layout.Held("float16", "FRACTAL_NZ", "ND")
+
+
+def _out(node, index, shape, held=ND, dtype="float32", origin=True):
+    return NodeTensor("{}:{}".format(node, index), Value(node + ":" + str(index), shape, held), dtype,
+                      (node, index) if origin else None)
+
+
+def _in(source, shape, held=ND, dtype="float32"):
+    return NodeTensor(source, Value(source, shape, held), dtype)
+
+
+def _nodes():
+    """Ops of every kind, repeated descs under different origin names (an unrolled cell's), names
+    that need escapes, unknown and scalar shapes, device formats, control inputs."""
+    nodes = [NpuNode("x", "Data", "Placeholder", [], [], [_out("x", 0, (4, 8, 8, 3))]),
+             NpuNode("k", "Const", "Const", [], [], [_out("k", 0, ())]),
+             NpuNode("it", "IteratorV2", "IteratorV2", [], [], [_out("it", 0, None, dtype="resource")])]
+    for step in range(3):
+        name = "rnn/cell_{}/MatMul".format(step)
+        nodes.append(NpuNode(name, "MatMulV2", "MatMul", [_in("x:0", (4, 320), HALF_NZ, "float16"), _in("k:0", ())],
+                             ["it"], [_out(name, 0, (4, 320), HALF_NZ), _out(name, 1, None, origin=False)]))
+    nodes.append(NpuNode('odd "name\\ é\t', "Relu", "Relu", [_in("x:0", (4, 8, 8, 3))], [],
+                         [_out('odd "name\\ é\t', 0, (4, 8, 8, 3), HALF_5HD, "float16")]))
+    nodes.append(NpuNode("fused/BiasAdd", "MatMulV2", "MatMul", [_in("x:0", None)], ["k", "k"],
+                         [_out("fused/BiasAdd", 0, (2, 2))], kind="fused",
+                         original_names=["fused/MatMul", "fused/BiasAdd"], original_types=["MatMul", "BiasAdd"]))
+    nodes.append(NpuNode("trans_Cast_1", "Cast", "Cast", [_in("x:0", (4, 8, 8, 3))], [],
+                         [_out("trans_Cast_1", 0, (4, 8, 8, 3), origin=False)], kind="trans",
+                         original_names=[""], original_types=[""]))
+    nodes.append(NpuNode("w/Apply", "ApplyGradientDescent", "ResourceApplyGradientDescent",
+                         [_in("w:0", (2, 2)), _in("lr:0", ())], [], [_out("w/Apply", 0, (2, 2))], kind="update"))
+    return nodes
+
+
+@pytest.mark.parametrize("input_descs", [False, True])
+def test_graph_text_is_the_model_printed_whole(input_descs):
+    nodes = _nodes()
+    whole = ge_model.model_text(ge_model.build_model("ge_default_20260101000000_1", nodes, input_descs))
+    parts = ge_model.graph_text("ge_default_20260101000000_1", nodes, input_descs)
+    assert parts == whole
+    assert parts.count("output_desc {") == sum(len(n.outputs) for n in nodes)
+    assert parts.count('"rnn/cell_2/MatMul"') == 2  # its name and its output's origin: the kept desc got it
+    assert not ge_text._ENTRY_TEXTS  # the kept map entries are dropped with the graph
+
+
+def test_graph_text_of_no_nodes():
+    assert ge_model.graph_text("g", []) == ge_model.model_text(ge_model.build_model("g", []))
