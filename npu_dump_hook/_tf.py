@@ -24,6 +24,7 @@ scripts): the modules named by :data:`SESSION_MODULE`, :data:`MONITORED_SESSION_
 ``_config`` of the session creators and the ``_session_config`` of ``Estimator`` (see
 :func:`monitored_session_classes`, :func:`session_creator_config`, :func:`estimator_session_config`).
 """
+import contextlib
 import copy
 import importlib
 import importlib.util
@@ -384,35 +385,55 @@ def shapes_with_feeds(graph: Any, fed_shapes: Dict[str, Tuple[int, ...]]) -> Dic
 
 
 def _shapes_of_c_import(graph: Any, scratch: Any, inputs: Dict[str, Any], prefix: str) -> Optional[Dict[str, Tuple[int, ...]]]:
-    """TF 1.15: :func:`shapes_with_feeds`'s shapes from the C API alone, or None where it is not there
-    (TF 2.x has no ``TF_GraphGetTensorShapeHelper`` in its Python bindings).
+    """:func:`shapes_with_feeds`'s shapes from TensorFlow's C importer, or None where its bindings
+    are not there.
 
-    ``import_graph_def`` makes a Python ``Operation`` for each imported op (about 0.25 ms each on
-    TF 1.15), only for the shapes to be read: here the C importer returns every output of ``graph``
-    and the shape comes from where ``Tensor.get_shape`` takes it (``TF_GraphGetTensorShapeHelper``).
-    The scratch graph gets C operations without Python ones; it is dropped after the call.
-    Private API (``pywrap_tensorflow``, ``c_api_util``, ``Graph._c_graph``, ``Tensor._as_tf_output``).
+    ``import_graph_def`` makes a full Python ``Operation`` for each imported op (about 0.25 ms each
+    on TF 1.15, 0.1 ms on 2.15), only for the shapes to be read: here the C importer imports
+    ``graph`` and the shapes are read where ``Tensor.get_shape`` reads them: TF 1.15's
+    ``TF_GraphGetTensorShapeHelper`` on every output; TF 2.x's C++ ``PyOperation``/``PyTensor``
+    (the bases of ``Operation``/``Tensor``) of every op, made bare, without the ``Operation``
+    bookkeeping. The scratch graph is dropped after the call. Private API
+    (``pywrap_tensorflow``/``pywrap_tf_session``, ``c_api_util``, ``Graph._c_graph``,
+    ``Tensor._as_tf_output``).
     """
+    from tensorflow.python.framework import c_api_util
+
     try:
-        from tensorflow.python import pywrap_tensorflow as c_api
-        from tensorflow.python.framework import c_api_util
+        from tensorflow.python.client import pywrap_tf_session as c_api  # TF 2.x
     except ImportError:
+        from tensorflow.python import pywrap_tensorflow as c_api  # TF 1.15
+    if hasattr(c_api, "TF_GraphGetTensorShapeHelper"):
+        read = _shapes_by_helper
+    elif hasattr(c_api, "PyOperation") and hasattr(c_api.PyOperation, "_init_outputs"):
+        read = _shapes_by_py_operation
+    else:
         return None
-    if not hasattr(c_api, "TF_GraphGetTensorShapeHelper"):
-        return None
-    names = [tensor.name for op in graph.get_operations() for tensor in op.outputs]
     options = c_api_util.ScopedTFImportGraphDefOptions()
     c_api.TF_ImportGraphDefOptionsSetPrefix(options.options, prefix)
     for name, placeholder in inputs.items():
         op_name, index = name.rsplit(":", 1)
         c_api.TF_ImportGraphDefOptionsAddInputMapping(options.options, op_name, int(index),
                                                       placeholder._as_tf_output())  # noqa: SLF001
+
+    def import_into_scratch() -> Any:
+        with c_api_util.tf_buffer(graph.as_graph_def().SerializeToString()) as serialized:
+            with _c_graph_of(scratch) as c_graph:
+                return c_api_util.ScopedTFImportGraphDefResults(c_api.TF_GraphImportGraphDefWithResults(
+                    c_graph, serialized, options.options))
+
+    return read(c_api, graph, scratch, options.options, import_into_scratch)
+
+
+def _shapes_by_helper(c_api: Any, graph: Any, scratch: Any, options: Any,
+                      import_into_scratch: Any) -> Optional[Dict[str, Tuple[int, ...]]]:
+    """TF 1.15: every output of ``graph`` returned by the importer, its shape from
+    ``TF_GraphGetTensorShapeHelper`` (an unknown dimension is -1)."""
+    names = [tensor.name for op in graph.get_operations() for tensor in op.outputs]
     for name in names:
         op_name, index = name.rsplit(":", 1)
-        c_api.TF_ImportGraphDefOptionsAddReturnOutput(options.options, op_name, int(index))
-    with c_api_util.tf_buffer(graph.as_graph_def().SerializeToString()) as serialized:
-        results = c_api_util.ScopedTFImportGraphDefResults(c_api.TF_GraphImportGraphDefWithResults(
-            scratch._c_graph, serialized, options.options))  # noqa: SLF001
+        c_api.TF_ImportGraphDefOptionsAddReturnOutput(options, op_name, int(index))
+    results = import_into_scratch()  # kept: its outputs live in it
     outputs = c_api.TF_ImportGraphDefResultsReturnOutputs(results.results)
     if len(outputs) != len(names):
         return None
@@ -422,6 +443,39 @@ def _shapes_of_c_import(graph: Any, scratch: Any, inputs: Dict[str, Any], prefix
         if not unknown_rank and all(d >= 0 for d in dims):
             shapes[name] = tuple(int(d) for d in dims)
     return shapes
+
+
+def _shapes_by_py_operation(c_api: Any, graph: Any, scratch: Any, options: Any,
+                            import_into_scratch: Any) -> Optional[Dict[str, Tuple[int, ...]]]:
+    """TF 2.x: every op of ``graph`` returned by the importer as a bare ``PyOperation`` of
+    ``scratch``, its outputs' shapes from ``PyTensor._shape`` (an unknown dimension is None)."""
+    from tensorflow.python.framework import ops
+
+    names = [op.name for op in graph.get_operations()]
+    for name in names:
+        c_api.TF_ImportGraphDefOptionsAddReturnOperation(options, name)
+    results = import_into_scratch()  # kept: its operations live in it
+    c_ops = c_api.TF_ImportGraphDefResultsReturnOperations(results.results)
+    if len(c_ops) != len(names):
+        return None
+    shapes = {}  # type: Dict[str, Tuple[int, ...]]
+    for name, c_op in zip(names, c_ops):
+        op = c_api.PyOperation(c_op, ops.SymbolicTensor)
+        op.graph = scratch
+        op._init_outputs()  # noqa: SLF001
+        for tensor in op.outputs:
+            dims, unknown_rank = tensor._shape  # noqa: SLF001
+            if not unknown_rank and all(d is not None and d >= 0 for d in dims):
+                shapes["{}:{}".format(name, tensor.value_index)] = tuple(int(d) for d in dims)
+    return shapes
+
+
+def _c_graph_of(graph: Any) -> Any:
+    """A context giving ``graph``'s C graph: TF 2.x guards it (``_c_graph.get()``), TF 1.15 hands it out."""
+    c_graph = graph._c_graph  # noqa: SLF001
+    if hasattr(c_graph, "get"):
+        return c_graph.get()
+    return contextlib.nullcontext(c_graph)
 
 
 #: The importer's function on the creation stack of an op imported from a GraphDef (TF 1.15).

@@ -66,3 +66,20 @@ def test_a_failed_write_names_the_path(tmp_path):
     target = os.path.join(str(blocker), "graph.pbtxt")
     with pytest.raises(BundleError, match="writing the model graph to .*file/graph.pbtxt failed"):
         write_graph_text(_tricky_graph(), target)
+
+
+def test_node_fields_the_fast_printer_does_not_write_itself(tmp_path):
+    """Hand-edited nodes: an empty attribute value, a device, names that need escapes, a node with
+    debug info (printed whole), the deprecated ``version`` field; same bytes as write_graph."""
+    graph_def = _tricky_graph()
+    graph_def.node[0].attr["empty"].CopyFrom(v1.AttrValue())
+    graph_def.node[0].device = "/job:localhost/replica:0/task:0/device:CPU:0"
+    graph_def.node[1].name = u"quote\" back\\ \u00e9t\u00e9\n"
+    graph_def.node[1].input.append(u"tab\there:0")
+    graph_def.node[2].experimental_debug_info.original_node_names.append("origin")
+    graph_def.version = 7
+    v1.train.write_graph(graph_def, str(tmp_path), "expected.pbtxt")
+    ours = str(tmp_path / "graph.pbtxt")
+    write_graph_text(graph_def, ours)
+    with open(str(tmp_path / "expected.pbtxt"), "rb") as expected, open(ours, "rb") as written:
+        assert written.read() == expected.read()

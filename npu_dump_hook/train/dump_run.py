@@ -22,12 +22,14 @@ leaves no scratch folder and renames a partial golden folder to ``golden.incompl
 import logging
 import os
 import shutil
+import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence  # noqa: F401 (type comments)
 
 from .. import _tf
 from .._atomic import atomic_write_bytes
 from .._phases import InFlight, test_pause
+from ._graph_text import graph_def_text
 from .capture import TensorCapture
 from .control_flow import census
 from ..backends import golden_in_run, reference_default
@@ -54,9 +56,10 @@ def write_graph_text(graph_def: Any, path: str) -> None:
     a failed write is a :class:`BundleError` naming the path."""
     tf = _tf.tf_v1()
     try:
-        if _native_text_format() and not graph_def.HasField("library"):
+        text = _graph_text(graph_def)
+        if text is not None:
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            atomic_write_bytes(path, str(graph_def).encode("utf-8"))
+            atomic_write_bytes(path, text.encode("utf-8"))
         else:
             tf.train.write_graph(graph_def, os.path.dirname(path), os.path.basename(path))
     except OSError as exc:  # a full disk, a file-size limit: ours, naming the path
@@ -66,13 +69,24 @@ def write_graph_text(graph_def: Any, path: str) -> None:
                           path) from exc
 
 
+def _graph_text(graph_def: Any) -> Optional[str]:
+    """``tf.io.write_graph``'s text of ``graph_def`` printed faster, or None on a big-endian host
+    (where write_graph byte-swaps tensor contents first): protobuf's C++ printer where it prints
+    the same text, else ``text_format``'s text node by node (:mod:`._graph_text`)."""
+    if sys.byteorder != "little":
+        return None
+    if _native_text_format() and not graph_def.HasField("library"):
+        return str(graph_def)
+    return graph_def_text(graph_def)
+
+
 def _native_text_format() -> bool:
     """Protobuf runs on its C++ implementation (TF 1.15's protobuf 3.x): ``str(message)`` is its C++
     text printer, whose text of a GraphDef without function library is ``tf.io.write_graph``'s
     byte for byte (``text_format.MessageToString`` with ``float_format=''``) at a fifteenth of the
     CPU (tests/test_graph_text.py checks the bytes). A library's maps with integer keys differ (C++
     prints ``key: 0``, Python leaves it out); other implementations (upb, TF 2.x) print differently
-    (map order, float digits): ``tf.io.write_graph`` writes those."""
+    (map order, float digits): :func:`graph_def_text` prints those."""
     from google.protobuf.internal import api_implementation
 
     return api_implementation.Type() == "cpp"
