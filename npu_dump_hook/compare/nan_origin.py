@@ -6,7 +6,8 @@ What is read per op (the newest dump of each op in the step folder, as compare m
 
 * tensor dumps: every floating input and output payload, counted in chunks (NaN, -Inf, +Inf
   per tensor; integer and bool tensors are finite by nature; a type numpy cannot hold is
-  skipped);
+  skipped); a dump file this process wrote moments ago and that is unchanged since gives the
+  counts taken when it was written (:mod:`npu_dump_hook._ledger`), instead of a second read;
 * stats CSVs (``dump_data="stats"``): the ``Nan Count``, ``Negative Inf Count`` and
   ``Positive Inf Count`` cells of each row (a cell that is absent or ``NA`` counts as finite).
 
@@ -25,6 +26,7 @@ from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tu
 
 import numpy as np
 
+from .._ledger import dump_health, non_finite_counts
 from ..errors import FormatError
 from ..formats.dump_file import DumpFile
 from ..formats.names import sanitize
@@ -34,7 +36,6 @@ from ._graph import Graph, split_input
 
 __all__ = ["TensorHealth", "OpHealth", "collect_health", "nan_inf_origins"]
 
-_CHUNK = 1 << 20  # elements counted at a time: bounded memory for any tensor
 _MAX_LISTED = 50  # propagated op names listed per origin (all are counted)
 
 
@@ -89,21 +90,15 @@ class OpHealth(object):
 
 
 def _count_array(array: np.ndarray, direction: str, slot: int) -> TensorHealth:
-    flat = array.reshape(-1)
-    if flat.dtype.kind not in "fc":
-        return TensorHealth(direction, slot, int(flat.size), 0, 0, 0)
-    nan = neg = pos = 0
-    for start in range(0, flat.size, _CHUNK):
-        chunk = flat[start:start + _CHUNK]
-        if np.isfinite(chunk).all():
-            continue
-        nan += int(np.count_nonzero(np.isnan(chunk)))
-        neg += int(np.count_nonzero(np.isneginf(chunk)))
-        pos += int(np.count_nonzero(np.isposinf(chunk)))
-    return TensorHealth(direction, slot, int(flat.size), nan, neg, pos)
+    return TensorHealth(direction, slot, *non_finite_counts(array))
 
 
 def _read_dump(health: OpHealth) -> None:
+    noted = dump_health(health.path)
+    if noted is not None:  # written by this process and unchanged since: the counts it took then
+        for counts in noted:
+            (health.inputs if counts[0] == "input" else health.outputs).append(TensorHealth(*counts))
+        return
     with DumpFile.open_small(health.path) as dump:  # a step's files are mostly small: one open each
         for kind, into in (("input", health.inputs), ("output", health.outputs)):
             for info in dump.tensors(kind):

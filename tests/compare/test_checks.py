@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from npu_dump_hook import DumpOptions, NpuDumpHook
+from npu_dump_hook import DumpOptions, NpuDumpHook, _ledger
 from npu_dump_hook.cli import main
 from npu_dump_hook.compare import compare, render_html
 from npu_dump_hook.sample_models import mlp_session
@@ -117,6 +117,15 @@ def test_emulated_nan_fault_is_the_origin_not_its_consumers(in_tmp_cwd, capsys, 
         assert json.load(handle)["checks"]["nan_inf"]["origins"][0]["npu_op"] == FAULTED
     with open("r.html") as handle:
         assert 'id="checks"' in handle.read()
+    if dump_data == "tensor":  # the counts noted when the emulator wrote the files are what a read finds
+        noted = [p for p in _files_under(bundle) if _ledger.dump_health(p) is not None]
+        assert len(noted) == part["ops_checked"] > 10
+        _ledger.forget_all()
+        assert compare(bundle, workers=1).doc["checks"]["nan_inf"] == part
+
+
+def _files_under(root):
+    return [os.path.join(folder, name) for folder, _, names in os.walk(root) for name in names]
 
 
 def test_emulated_overflow_fault_is_the_first_overflow_entry_with_its_tf_op(in_tmp_cwd, capsys):
