@@ -34,8 +34,9 @@ __all__ = ["TensorCounts", "non_finite_counts", "note_dump_file", "dump_health",
 
 #: Elements counted at a time: bounded memory for any tensor.
 CHUNK = 1 << 20
-#: Files remembered at most (the oldest are forgotten first: a long run keeps the last steps).
-MAX_NOTED = 200000
+#: Files remembered at most, the oldest forgotten first (a step's checks run right after it is
+#: written; about 850 bytes a file of three tensors, some 55 MB at the bound).
+MAX_NOTED = 1 << 16
 
 #: One tensor's counts as the golden-free checks read them: (direction, slot, elements, NaN, -Inf, +Inf).
 TensorCounts = Tuple[str, int, int, int, int, int]
