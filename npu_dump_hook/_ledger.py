@@ -47,9 +47,11 @@ _lock = threading.Lock()
 
 def non_finite_counts(array: np.ndarray) -> Tuple[int, int, int, int]:
     """(elements, NaN, -Inf, +Inf) of ``array``; integer and bool arrays are finite by nature."""
+    if array.dtype.kind not in "fc":
+        return int(array.size), 0, 0, 0
+    if array.size <= CHUNK and np.isfinite(array).all():  # the common tensor: one test, no chunking
+        return int(array.size), 0, 0, 0
     flat = array.reshape(-1)
-    if flat.dtype.kind not in "fc":
-        return int(flat.size), 0, 0, 0
     nan = neg = pos = 0
     for start in range(0, flat.size, CHUNK):
         chunk = flat[start:start + CHUNK]
@@ -83,8 +85,8 @@ def _tensor_counts(direction: str, tensors: Sequence[Any]) -> Optional[List[Tens
         size = 1
         for dim in tensor.shape:
             size *= dim
-        if (array.dtype.newbyteorder("=") != logical.newbyteorder("=") or array.size != size
-                or shape_problem(tensor.shape, logical.itemsize) is not None):
+        if ((array.dtype != logical and array.dtype.newbyteorder("=") != logical.newbyteorder("="))
+                or array.size != size or shape_problem(tensor.shape, logical.itemsize) is not None):
             return None
         counts.append((direction,) + (slot,) + non_finite_counts(array))  # type: ignore
     return counts
