@@ -58,7 +58,8 @@ from ._thresholds import DEFAULT_THRESHOLDS, PRECISION_CLASSES, Thresholds, make
 from ._npu_pair import DETERMINISM_THRESHOLDS, determinism_doc, is_npu_bundle, npu_golden_side, pair_incomplete
 from ._pool import run_jobs
 from ._worker import FileResult
-from .checks import checks_headline, checks_lines, checks_only_summary, checks_only_text, run_checks
+from .checks import (checks_headline, checks_lines, checks_only_summary, checks_only_text, run_checks,
+                     run_checks_loading_graph)
 from .replay import ReplayProcess, make_replay_spec, replay_lines, replay_rows
 from ._stats_report import run_stats_compare, stats_csv_text, stats_summary_text
 from .ranks import RanksResult, compare_ranks, is_rank_index, load_rank_doc, merge_rank_docs
@@ -199,10 +200,11 @@ def _golden_free(npu_side: NpuSide, limits: Thresholds, started: float, allow_un
 def golden_free_checks(npu: str) -> Dict[str, Any]:
     """Only the checks that need no golden (NaN/Inf origin, overflow report) on the NPU bundle or
     archive ``npu``, whatever golden it holds: ``{"checks": ..., "headline": [lines]}`` (the run
-    summary's headline, :func:`.checks.checks_headline`). Errors as :func:`compare`'s."""
+    summary's headline, :func:`.checks.checks_headline`). Errors as :func:`compare`'s; the graph is
+    parsed only when a finding needs it (:func:`.checks.run_checks_loading_graph`)."""
     npu_side = load_npu(npu, golden=False)  # no golden tensor is read here
     try:
-        checks = run_checks(load_graph(npu_side.graph_path or ""), npu_side)
+        checks = run_checks_loading_graph(lambda: load_graph(npu_side.graph_path or ""), npu_side)
     finally:
         npu_side.close()
     return {"checks": checks, "headline": [printable(line) for line in checks_headline(checks)]}

@@ -5,14 +5,14 @@
 a run without a golden (``fail`` when NaN/Inf start somewhere or an op overflowed);
 :func:`checks_lines` the terminal lines (the headline first, then the top ``top`` entries).
 """
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List
 
 from .._inert import printable
 from ._graph import Graph
-from .nan_origin import collect_health, nan_inf_origins
+from .nan_origin import collect_health, nan_inf_origins, place_health, read_health
 from .overflow import overflow_report
 
-__all__ = ["run_checks", "checks_verdict", "checks_lines", "checks_headline", "checks_only_summary", "checks_only_text"]
+__all__ = ["run_checks", "run_checks_loading_graph", "checks_verdict", "checks_lines", "checks_headline", "checks_only_summary", "checks_only_text"]
 
 
 def run_checks(graph: Graph, npu: Any, nan_inf: bool = True) -> Dict[str, Any]:
@@ -26,6 +26,21 @@ def run_checks(graph: Graph, npu: Any, nan_inf: bool = True) -> Dict[str, Any]:
     if npu.opdebug:
         found["overflow"] = overflow_report(graph, npu.opdebug, list(npu.dumps) + list(npu.stats))
     return found
+
+
+def run_checks_loading_graph(load: Callable[[], Graph], npu: Any) -> Dict[str, Any]:
+    """:func:`run_checks`, with the graph loaded by ``load`` only when a finding needs it: a step
+    of tensor dumps or stats CSVs that are all finite and readable, without Opdebug files, gives
+    the same document from the files alone (its ops are counted, none is named or ordered), so
+    the end-of-run headline of a clean step does not parse the Build graph a second time."""
+    refs = npu.dumps or npu.stats
+    if npu.opdebug or not refs:
+        return run_checks(load(), npu)
+    read = read_health(refs)
+    clean = all(h.error is None and not h.bad for _, h in read)
+    graph = None if clean else load()
+    source = "tensors" if npu.dumps else "stats"
+    return {"nan_inf": nan_inf_origins(graph, place_health(graph, read), source), "overflow": None}
 
 
 def checks_verdict(checks: Dict[str, Any]) -> str:

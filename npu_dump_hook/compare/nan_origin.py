@@ -6,7 +6,8 @@ What is read per op (the newest dump of each op in the step folder, as compare m
 
 * tensor dumps: every floating input and output payload, counted in chunks (NaN, -Inf, +Inf
   per tensor; integer and bool tensors are finite by nature; a type numpy cannot hold is
-  skipped);
+  skipped); a dump file this process wrote moments ago and that is unchanged since gives the
+  counts taken when it was written (:mod:`npu_dump_hook._ledger`), instead of a second read;
 * stats CSVs (``dump_data="stats"``): the ``Nan Count``, ``Negative Inf Count`` and
   ``Positive Inf Count`` cells of each row (a cell that is absent or ``NA`` counts as finite).
 
@@ -25,6 +26,7 @@ from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tu
 
 import numpy as np
 
+from .._ledger import dump_health, non_finite_counts
 from ..errors import FormatError
 from ..formats.dump_file import DumpFile
 from ..formats.names import sanitize
@@ -32,9 +34,8 @@ from ..formats.stats_csv import read_stats_csv
 from ._match import newest_per_op
 from ._graph import Graph, split_input
 
-__all__ = ["TensorHealth", "OpHealth", "collect_health", "nan_inf_origins"]
+__all__ = ["TensorHealth", "OpHealth", "collect_health", "read_health", "place_health", "nan_inf_origins"]
 
-_CHUNK = 1 << 20  # elements counted at a time: bounded memory for any tensor
 _MAX_LISTED = 50  # propagated op names listed per origin (all are counted)
 
 
@@ -89,21 +90,15 @@ class OpHealth(object):
 
 
 def _count_array(array: np.ndarray, direction: str, slot: int) -> TensorHealth:
-    flat = array.reshape(-1)
-    if flat.dtype.kind not in "fc":
-        return TensorHealth(direction, slot, int(flat.size), 0, 0, 0)
-    nan = neg = pos = 0
-    for start in range(0, flat.size, _CHUNK):
-        chunk = flat[start:start + _CHUNK]
-        if np.isfinite(chunk).all():
-            continue
-        nan += int(np.count_nonzero(np.isnan(chunk)))
-        neg += int(np.count_nonzero(np.isneginf(chunk)))
-        pos += int(np.count_nonzero(np.isposinf(chunk)))
-    return TensorHealth(direction, slot, int(flat.size), nan, neg, pos)
+    return TensorHealth(direction, slot, *non_finite_counts(array))
 
 
 def _read_dump(health: OpHealth) -> None:
+    noted = dump_health(health.path)
+    if noted is not None:  # written by this process and unchanged since: the counts it took then
+        for counts in noted:
+            (health.inputs if counts[0] == "input" else health.outputs).append(TensorHealth(*counts))
+        return
     with DumpFile.open_small(health.path) as dump:  # a step's files are mostly small: one open each
         for kind, into in (("input", health.inputs), ("output", health.outputs)):
             for info in dump.tensors(kind):
@@ -122,19 +117,35 @@ def _read_stats(health: OpHealth) -> None:
 def collect_health(graph: Graph, refs: Sequence[Any]) -> List[OpHealth]:
     """The counts of the newest dump (or stats CSV) of each op in ``refs`` (DumpRefs), in
     execution order; a file that does not read is an OpHealth with ``error`` and no tensors."""
-    newest = newest_per_op(refs)
-    by_key = {}  # type: Dict[str, int]
-    for position, op in enumerate(graph.ops):
-        by_key.setdefault(sanitize(op.name), position)
+    return place_health(graph, read_health(refs))
+
+
+def read_health(refs: Sequence[Any]) -> List[Tuple[str, OpHealth]]:
+    """(sanitized op name, its OpHealth) of the newest file of each op in ``refs``, read without
+    the graph: named as the file names it, no position yet (:func:`place_health` adds them)."""
     found = []
-    for key, ref in newest.items():
-        position = by_key.get(key)
-        name = graph.ops[position].name if position is not None else ref.name.op_name
-        health = OpHealth(name, ref.name.op_type, position, ref.name.timestamp, ref.name.task_id, ref.path)
+    for key, ref in newest_per_op(refs).items():
+        health = OpHealth(ref.name.op_name, ref.name.op_type, None, ref.name.timestamp, ref.name.task_id, ref.path)
         try:
             (_read_stats if ref.name.kind == "stats" else _read_dump)(health)
         except (OSError, ValueError, FormatError) as exc:
             health.inputs, health.outputs, health.error = [], [], str(exc)
+        found.append((key, health))
+    return found
+
+
+def place_health(graph: Optional[Graph], read: Sequence[Tuple[str, OpHealth]]) -> List[OpHealth]:
+    """The OpHealths of :func:`read_health` named and placed as ``graph`` claims them (the first
+    op of each sanitized name), in execution order. ``graph`` None: left as the files name them
+    (enough when no op is non-finite or unreadable: nothing is then listed by name or order)."""
+    by_key = {}  # type: Dict[str, int]
+    for position, op in enumerate(graph.ops if graph is not None else ()):
+        by_key.setdefault(sanitize(op.name), position)
+    found = []
+    for key, health in read:
+        position = by_key.get(key)
+        if position is not None:
+            health.position, health.name = position, graph.ops[position].name  # type: ignore[union-attr]
         found.append(health)
     found.sort(key=lambda h: h.order_key)
     return found
@@ -203,11 +214,12 @@ def _downstream(origin: OpHealth, edges: _Edges, by_name: Dict[str, OpHealth], c
     return reached
 
 
-def nan_inf_origins(graph: Graph, ops: Iterable[OpHealth], source: str) -> Dict[str, Any]:
+def nan_inf_origins(graph: Optional[Graph], ops: Iterable[OpHealth], source: str) -> Dict[str, Any]:
     """The JSON part ``checks.nan_inf`` for ``ops`` (from :func:`collect_health`, execution order)."""
     ops = list(ops)
     by_name = {h.name: h for h in ops}
-    edges = _Edges(graph)
+    # the edges only matter from an op with a non-finite output on (a clean step needs no graph)
+    edges = _Edges(graph) if any(h.error is None and h.bad_outputs for h in ops) else None
     order = {h.name: index for index, h in enumerate(ops)}
     origins = []  # type: List[Tuple[OpHealth, str]]
     for health in ops:

@@ -82,6 +82,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
+from .._ledger import note_dump_file
 from .._phases import test_pause
 from ..constants import COMPLETE_STEP_MARKER, INCOMPLETE_STEP_MARKER
 from ..errors import BackendError, NpuDumpError, OptionError
@@ -343,8 +344,9 @@ class EmulatedNpu(object):
         out = [self._device_tensor(t, c, True) for t, c in outputs]
         ins = [self._device_tensor(t, c, False) for t, c in inputs]
         # In place, no rename per file: the step folder's begin marker covers a write cut short (_begin_step)
-        write_dump_file(self._place(step_dir, name), node.name, outputs=out, inputs=ins, dump_time=timestamp,
-                        atomic=False)
+        path = self._place(step_dir, name)
+        write_dump_file(path, node.name, outputs=out, inputs=ins, dump_time=timestamp, atomic=False)
+        note_dump_file(path, ins, out)  # its NaN/Inf counts for the end-of-run checks (no re-read)
         return 1
 
     def _write_stats(self, node: npu_graph.NpuNode, inputs: list, outputs: list, timestamp: int,

@@ -7,9 +7,12 @@ import os
 import numpy as np
 import pytest
 
-from npu_dump_hook import DumpOptions, NpuDumpHook
+from npu_dump_hook import DumpOptions, NpuDumpHook, _ledger
 from npu_dump_hook.cli import main
 from npu_dump_hook.compare import compare, render_html
+from npu_dump_hook.compare._graph import load_graph
+from npu_dump_hook.compare._npu import load_npu
+from npu_dump_hook.compare.checks import run_checks, run_checks_loading_graph
 from npu_dump_hook.sample_models import mlp_session
 
 from helpers.compare_synth import Synth
@@ -117,6 +120,15 @@ def test_emulated_nan_fault_is_the_origin_not_its_consumers(in_tmp_cwd, capsys, 
         assert json.load(handle)["checks"]["nan_inf"]["origins"][0]["npu_op"] == FAULTED
     with open("r.html") as handle:
         assert 'id="checks"' in handle.read()
+    if dump_data == "tensor":  # the counts noted when the emulator wrote the files are what a read finds
+        noted = [p for p in _files_under(bundle) if _ledger.dump_health(p) is not None]
+        assert len(noted) == part["ops_checked"] > 10
+        _ledger.forget_all()
+        assert compare(bundle, workers=1).doc["checks"]["nan_inf"] == part
+
+
+def _files_under(root):
+    return [os.path.join(folder, name) for folder, _, names in os.walk(root) for name in names]
 
 
 def test_emulated_overflow_fault_is_the_first_overflow_entry_with_its_tf_op(in_tmp_cwd, capsys):
@@ -136,3 +148,36 @@ def test_emulated_overflow_fault_is_the_first_overflow_entry_with_its_tf_op(in_t
     out = capsys.readouterr().out
     assert "overflow: {} entr(ies)".format(len(entries)) in out and "first: {} (MatMulV2)".format(FAULTED) in out
     assert "AIC {} (MatMulV2): {}".format(FAULTED, FAULTED) in out
+
+
+def _lazily_and_eagerly(step, graph):
+    """(run_checks_loading_graph's result, how many times it loaded the graph, run_checks' result)."""
+    side = load_npu(step, graph=graph)
+    loads = []
+
+    def load():
+        loads.append(graph)
+        return load_graph(graph)
+    return run_checks_loading_graph(load, side), len(loads), run_checks(load_graph(graph), side)
+
+
+def test_golden_free_checks_of_a_clean_step_need_no_graph_and_say_the_same(tmp_path):
+    synth = Synth(tmp_path)
+    x = np.arange(4, dtype=np.float32)
+    synth.op("x", "Data", x, no_task=True)
+    synth.op("a", "Mul", x, inputs=["x:0"])
+    synth.op("b", "Relu", x, inputs=["a:0"])
+    graph, step, _ = synth.write()
+    lazy, loads, eager = _lazily_and_eagerly(step, graph)
+    assert loads == 0 and lazy == eager and lazy["nan_inf"]["ops_checked"] == 2
+
+
+@pytest.mark.parametrize("damage", ["nan", "unreadable"])
+def test_golden_free_checks_load_the_graph_when_a_finding_names_ops(tmp_path, damage):
+    graph, step = _synthetic(tmp_path)
+    if damage == "unreadable":
+        victim = [n for n in os.listdir(step) if ".b." in n][0]
+        with open(os.path.join(step, victim), "r+b") as handle:
+            handle.truncate(20)
+    lazy, loads, eager = _lazily_and_eagerly(step, graph)
+    assert loads == 1 and lazy == eager and [o["npu_op"] for o in lazy["nan_inf"]["origins"]][-2:] == ["e", "g"]
