@@ -402,6 +402,17 @@ def test_fetch_and_stream_paths_give_identical_arrays_and_metadata(tmp_path):
         a, b = fetch.result.array(tensor.tensor_name), stream.result.array(tensor.tensor_name)
         assert a.dtype == b.dtype and a.shape == b.shape, tensor.tensor_name
         assert a.tobytes() == b.tobytes(), tensor.tensor_name  # bit-identical values
+    # The fetch path keeps a read-only copy of what it wrote for the emulated NPU (train._capture_memory):
+    # exactly the file's dtype, shape and bytes; the stream path's converted dump files have none.
+    held = [t for t in fetch.result.tensors if t.in_memory is not None]
+    assert len(held) > 50 and not any(t.in_memory is not None for t in stream.result.tensors)
+    for tensor in held:
+        on_disk = np.load(tensor.path)
+        assert (tensor.in_memory.dtype, tensor.in_memory.shape) == (on_disk.dtype, on_disk.shape), tensor.tensor_name
+        assert tensor.in_memory.tobytes() == on_disk.tobytes(), tensor.tensor_name
+        assert not tensor.in_memory.flags.writeable and tensor.in_memory.base is None, tensor.tensor_name
+    fetch.result.release_arrays()
+    assert all(t.in_memory is None for t in fetch.result.tensors)
     # The fetch path writes regular np.save-style files: 64-byte aligned header.
     with open(fetch.result.tensors[0].path, "rb") as handle:
         assert (10 + int.from_bytes(handle.read(10)[8:10], "little")) % 64 == 0
