@@ -10,6 +10,7 @@ from npu_dump_hook.train.capture import (
     BUDGET_ENV, DEFAULT_MEMORY_BUDGET, WRITE_SCOPE, CaptureResult, TensorCapture,
 )
 from npu_dump_hook.errors import BackendError
+from npu_dump_hook.train._capture_memory import IN_MEMORY_BYTES
 
 v1 = tf.compat.v1
 STAMP = 1700000000000000
@@ -94,6 +95,7 @@ def test_cnn_values_equal_a_plain_session_fetch_and_training_is_unchanged(tmp_pa
     names = [t.tensor_name for t in result.tensors if t.op_type != "VarHandleOp" and t.output_index < outputs[t.op_name]]
     assert {"loss:0", "conv1/Conv2D:0", "conv1/BiasAdd:0", "conv1/Relu:0", "pool1/MaxPool:0",
             "logits/MatMul:0", "images:0"} <= set(names)
+    assert all(t.in_memory is None for t in result.tensors)  # kept only when asked (an emulated step)
     # A second, identical graph without capture: one plain step, then the captured step's
     # tensors fetched together with its train op.
     # TF 1.x reference variables (the TF 1.15 default) and their `read` Identity alias the buffer
@@ -355,6 +357,7 @@ class BudgetHook(CaptureHook):
     def begin(self):
         graph = v1.get_default_graph()
         self.capture = TensorCapture(graph, self.scratch, npy_dir=self.npy_dir, memory_budget=self.budget)
+        self.capture.in_memory_bytes = IN_MEMORY_BYTES  # as dump_run sets it for an emulated step
         self.dump_ops = sum(1 for op in graph.get_operations() if op.name.startswith(WRITE_SCOPE + "/")
                             and op.type == "DebugIdentity")
         # TF 1.x Apply*/Assign* reference outputs keep a dump op (used only when a step feeds their variable).

@@ -23,7 +23,7 @@ def test_held_copies_are_the_files_bytes_and_not_the_written_buffers(tmp_path):
     source = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     arrays = [source, np.array(7, dtype=np.int64), np.zeros((0, 3), np.float16), source[:, 1].copy()]
     tensors, jobs = _written(tmp_path, arrays)
-    assert hold_written(tensors, jobs) == sum(a.nbytes for a in arrays)
+    assert hold_written(tensors, jobs, IN_MEMORY_BYTES) == sum(a.nbytes for a in arrays)
     for tensor in tensors:
         on_disk = read_npy(tensor.path)
         assert (tensor.in_memory.dtype, tensor.in_memory.shape) == (on_disk.dtype, on_disk.shape)
@@ -45,16 +45,17 @@ def test_budget_bounds_the_bytes_held_the_rest_read_from_the_files(tmp_path):
 def test_files_not_written_from_an_array_and_object_arrays_are_not_held(tmp_path):
     tensors, jobs = _written(tmp_path, [np.ones(3, np.float32)])
     moved = _tensor(str(tmp_path / "dump_file.npy"), 1)  # a converted dump file: its job's source is a path
-    hold_written(tensors + [moved], jobs + [(str(tmp_path / "event"), moved.path)])
+    hold_written(tensors + [moved], jobs + [(str(tmp_path / "event"), moved.path)], IN_MEMORY_BYTES)
     assert tensors[0].in_memory is not None and moved.in_memory is None
     strings = _tensor(str(tmp_path / "s.npy"), 2)
-    hold_written([strings], [(np.array(["a"], dtype=object), strings.path)])
+    hold_written([strings], [(np.array(["a"], dtype=object), strings.path)], IN_MEMORY_BYTES)
     assert strings.in_memory is None
 
 
 def test_release_drops_every_copy_and_keeps_the_records(tmp_path):
     tensors, jobs = _written(tmp_path, [np.ones(3, np.float32), np.ones(2, np.int32)])
-    hold_written(tensors, jobs)
+    assert hold_written(tensors, jobs, 0) == 0 and tensors[0].in_memory is None  # 0: keep none
+    hold_written(tensors, jobs, IN_MEMORY_BYTES)
     result = CaptureResult(tensors=tensors, skipped=[], executed_ops=[])
     plain = [_tensor(t.path, i) for i, t in enumerate(tensors)]
     for record, tensor in zip(plain, tensors):

@@ -2,8 +2,10 @@
 
 The capture writes each fetched tensor's ``.npy`` from an array it holds; the emulated NPU then
 needs every one of them again for the dump files of the same step. Reading ~2,000 small files
-back (open, header parse, read each) is a large part of a small-op model's dumped step (issue 21),
-so :func:`hold_written` attaches a copy of each written array to its
+back (open, header parse, read each) was about a tenth of the emulator's CPU for the step (issue 21),
+so, when the step is to be emulated (``TensorCapture.in_memory_bytes``, which
+:mod:`npu_dump_hook.train.dump_run` sets for such a step; 0, the default, keeps none),
+:func:`hold_written` attaches a copy of each written array to its
 :class:`~._capture_results.CapturedTensor` while the step's total stays within
 :data:`IN_MEMORY_BYTES`; beyond it, and for files written any other way (dump files converted in
 place, snapshots), the emulator reads the file as before. The emulated backend drops the copies
@@ -28,7 +30,7 @@ logger = logging.getLogger(__name__)
 IN_MEMORY_BYTES = 64 * 1024 * 1024
 
 
-def hold_written(tensors: List[CapturedTensor], jobs: List[Tuple[Any, str]], budget: int = IN_MEMORY_BYTES) -> int:
+def hold_written(tensors: List[CapturedTensor], jobs: List[Tuple[Any, str]], budget: int) -> int:
     """Attach to each tensor of ``tensors`` whose ``.npy`` was just written from an in-memory array
     (a ``(source, target path)`` of ``jobs``) a read-only copy of that array, in order, while the
     bytes held stay within ``budget``; returns the bytes held."""

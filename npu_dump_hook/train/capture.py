@@ -60,10 +60,9 @@ op at position ``order`` among the executed ops (topological, ties in graph crea
 
 What is not captured, with the reason recorded in :class:`SkippedTensor`:
 
-* resource, variant and string tensors (handles and non-numeric data: no array to compare);
-  dtypes numpy cannot hold (float8, int4); tensors whose static size is 2 GiB or more (a
-  protobuf cannot hold them). ``bfloat16`` is widened to float32 (exact); quantized types
-  are stored as their integer type.
+* resource, variant and string tensors (handles and non-numeric data: no array to compare); dtypes numpy
+  cannot hold (float8, int4); tensors whose static size is 2 GiB or more (a protobuf cannot hold them).
+  ``bfloat16`` is widened to float32 (exact); quantized types are stored as their integer type.
 * TF 1.x control flow: tensors inside a ``tf.while_loop`` body (per-iteration values; the
   loop's ``Exit`` outputs are captured); tensors of an untaken ``tf.cond`` branch (no value in
   this step). TF 2 control flow puts bodies into functions: the ``If``/``While`` outputs are
@@ -161,6 +160,7 @@ _DUMP_FILE = re.compile(r"t([0-9]+)_+0_DebugIdentity_[0-9]+\Z")
 
 class TensorCapture(object):
     """Streams the output tensors of one step's executed ops to ``.npy`` files (see module doc)."""
+    in_memory_bytes = 0  #: the written arrays kept for an emulated NPU by finish (train._capture_memory)
 
     def __init__(self, graph: Any, scratch_dir: str, *, npy_dir: Optional[str] = None,
                  memory_budget: Optional[int] = None, index: Optional[GraphIndex] = None,
@@ -419,7 +419,7 @@ class TensorCapture(object):
                 self._add_output(files, op, index, tensor, fed_only, (order, stamp), snapshots, dumped, fetched)
         fetched.clear()
         self._write([t for t in files.tensors if not t.dtype], files.jobs)
-        hold_written(files.tensors, files.jobs)  # for the emulated NPU of this step (_capture_memory)
+        hold_written(files.tensors, files.jobs, self.in_memory_bytes)  # for an emulated NPU
         files.jobs = []
         records, self._records = self._records, None
         return records.result() if records is not None else self._executed_ops(executed)
