@@ -10,6 +10,7 @@ from npu_dump_hook.train.capture import (
     BUDGET_ENV, DEFAULT_MEMORY_BUDGET, WRITE_SCOPE, CaptureResult, TensorCapture,
 )
 from npu_dump_hook.errors import BackendError
+from npu_dump_hook.train._capture_memory import IN_MEMORY_BYTES
 
 v1 = tf.compat.v1
 STAMP = 1700000000000000
@@ -94,6 +95,7 @@ def test_cnn_values_equal_a_plain_session_fetch_and_training_is_unchanged(tmp_pa
     names = [t.tensor_name for t in result.tensors if t.op_type != "VarHandleOp" and t.output_index < outputs[t.op_name]]
     assert {"loss:0", "conv1/Conv2D:0", "conv1/BiasAdd:0", "conv1/Relu:0", "pool1/MaxPool:0",
             "logits/MatMul:0", "images:0"} <= set(names)
+    assert all(t.in_memory is None for t in result.tensors)  # kept only when asked (an emulated step)
     # A second, identical graph without capture: one plain step, then the captured step's
     # tensors fetched together with its train op.
     # TF 1.x reference variables (the TF 1.15 default) and their `read` Identity alias the buffer
@@ -355,6 +357,7 @@ class BudgetHook(CaptureHook):
     def begin(self):
         graph = v1.get_default_graph()
         self.capture = TensorCapture(graph, self.scratch, npy_dir=self.npy_dir, memory_budget=self.budget)
+        self.capture.in_memory_bytes = IN_MEMORY_BYTES  # as dump_run sets it for an emulated step
         self.dump_ops = sum(1 for op in graph.get_operations() if op.name.startswith(WRITE_SCOPE + "/")
                             and op.type == "DebugIdentity")
         # TF 1.x Apply*/Assign* reference outputs keep a dump op (used only when a step feeds their variable).
@@ -402,6 +405,17 @@ def test_fetch_and_stream_paths_give_identical_arrays_and_metadata(tmp_path):
         a, b = fetch.result.array(tensor.tensor_name), stream.result.array(tensor.tensor_name)
         assert a.dtype == b.dtype and a.shape == b.shape, tensor.tensor_name
         assert a.tobytes() == b.tobytes(), tensor.tensor_name  # bit-identical values
+    # The fetch path keeps a read-only copy of what it wrote for the emulated NPU (train._capture_memory):
+    # exactly the file's dtype, shape and bytes; the stream path's converted dump files have none.
+    held = [t for t in fetch.result.tensors if t.in_memory is not None]
+    assert len(held) > 50 and not any(t.in_memory is not None for t in stream.result.tensors)
+    for tensor in held:
+        on_disk = np.load(tensor.path)
+        assert (tensor.in_memory.dtype, tensor.in_memory.shape) == (on_disk.dtype, on_disk.shape), tensor.tensor_name
+        assert tensor.in_memory.tobytes() == on_disk.tobytes(), tensor.tensor_name
+        assert not tensor.in_memory.flags.writeable and tensor.in_memory.base is None, tensor.tensor_name
+    fetch.result.release_arrays()
+    assert all(t.in_memory is None for t in fetch.result.tensors)
     # The fetch path writes regular np.save-style files: 64-byte aligned header.
     with open(fetch.result.tensors[0].path, "rb") as handle:
         assert (10 + int.from_bytes(handle.read(10)[8:10], "little")) % 64 == 0

@@ -203,6 +203,8 @@ class EmulatedNpu(object):
         except (OSError, NpuDumpError) as exc:
             _mark_incomplete(step_dir, exc)
             raise
+        finally:
+            _release_arrays(capture)
         if not written:  # e.g. an overflow check without overflow: GE creates no folder either
             _drop_empty_step(step_dir, os.path.join(options.dump_path, self.time_dir))
         entry = {"step": step, "data_index": data_index, "dir": step_dir if written else None, "files": written}
@@ -299,7 +301,9 @@ class EmulatedNpu(object):
 
     def _device_array(self, tensor: Any, captured: Any) -> np.ndarray:
         """The payload of one dumped tensor: the captured array as the device holds it."""
-        array = np.asarray(read_npy(captured.path))  # one read for a small file (formats.npy)
+        # The capture's in-memory copy of the file when it kept one (train._capture_memory), else one read
+        array = getattr(captured, "in_memory", None)
+        array = np.asarray(read_npy(captured.path)) if array is None else array
         if self.profile == "ascend":
             return layout.device_array(array, tensor.value.held)
         return np.ascontiguousarray(self._device_precision(array))
@@ -459,6 +463,13 @@ def dump_tensor(tensor: Any, array: Any, original_shape: Tuple[int, ...], output
                       original_output_index=origin[1] if origin else 0,
                       original_data_type=ge_origin_data_type(ge_model.ge_dtype(tensor.tf_dtype)),
                       original_format=held.origin_format if ascend else None)
+
+
+def _release_arrays(capture: Any) -> None:
+    """The step's dump is written: drop the capture's in-memory copies of its tensors (the files stay)."""
+    release = getattr(capture, "release_arrays", None)
+    if release is not None:
+        release()
 
 
 def _captured(by_name: Mapping[str, Any], value: Any) -> Any:

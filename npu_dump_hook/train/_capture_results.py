@@ -25,6 +25,10 @@ class CapturedTensor:
     timestamp_us: int
     #: Inside a TF 1.x ``tf.while_loop`` body: the loop iteration (0, 1, ...) this value is of; else None.
     iteration: Optional[int] = None
+    #: A read-only copy of exactly what ``path`` holds (same dtype, shape, bytes), kept by the capture
+    #: within :data:`._capture_memory.IN_MEMORY_BYTES` so the emulated NPU need not read the file
+    #: back; None: read ``path``. Released by :meth:`CaptureResult.release_arrays`.
+    in_memory: Optional[np.ndarray] = field(default=None, repr=False, compare=False)
 
     @property
     def tensor_name(self) -> str:
@@ -67,6 +71,11 @@ class CaptureResult:
     updates: Dict[str, List[str]] = field(default_factory=dict)
     _by_name: Optional[Dict[str, CapturedTensor]] = field(default=None, repr=False, compare=False)
     _iterations: Optional[Dict[str, List[CapturedTensor]]] = field(default=None, repr=False, compare=False)
+
+    def release_arrays(self) -> None:
+        """Drop the in-memory copies of the written tensors (the files stay): the step's emulation is done."""
+        for tensor in self.tensors:
+            tensor.in_memory = None
 
     @property
     def by_name(self) -> Dict[str, CapturedTensor]:

@@ -44,15 +44,13 @@ until the captured step: a plain session, :class:`~npu_dump_hook.session.NpuDump
 tensors a step streams, when it streams (a step whose fed shapes fit the budget gets none); a
 graph finalized in between takes no op: those tensors are then fetched with the step, with a warning.
 
-``run_args`` walks back from the step's fetches (data and control inputs; fed tensors end the
-walk, as in TF's pruning; fetches that are no element of the graph are left out) to the ops the step executes and fetches only *their* tensors (or
-dump ops), so no op the step would not run is triggered (e.g. a metric's update op) and the step
-computes what it computes without capture. :attr:`TensorCapture.last_path` tells which path a
-step took.
+``run_args`` walks back from the step's fetches (data and control inputs; fed tensors end the walk, as in TF's
+pruning; fetches that are no element of the graph are left out) to the ops the step executes and fetches only *their*
+tensors (or dump ops), so no op the step would not run is triggered (e.g. a metric's update op) and the step
+computes what it computes without capture. :attr:`TensorCapture.last_path` tells which path a step took.
 
-Values are those of the graph as written (each captured tensor is fetched or has a dump-op
-consumer, so Grappler keeps it), unlike tfdbg's run-option watches, which see the graph after Grappler
-fused or folded nodes away.
+Values are those of the graph as written (each captured tensor is fetched or has a dump-op consumer, so Grappler
+keeps it), unlike tfdbg's run-option watches, which see the graph after Grappler fused or folded nodes away.
 
 With ``npy_dir`` the ``.npy`` files get the reference (golden) name
 ``{op name with / and . -> _}.{output_index}.{timestamp_us}.npy``; otherwise they stay in
@@ -62,10 +60,9 @@ op at position ``order`` among the executed ops (topological, ties in graph crea
 
 What is not captured, with the reason recorded in :class:`SkippedTensor`:
 
-* resource, variant and string tensors (handles and non-numeric data: no array to compare);
-  dtypes numpy cannot hold (float8, int4); tensors whose static size is 2 GiB or more (a
-  protobuf cannot hold them). ``bfloat16`` is widened to float32 (exact); quantized types
-  are stored as their integer type.
+* resource, variant and string tensors (handles and non-numeric data: no array to compare); dtypes numpy
+  cannot hold (float8, int4); tensors whose static size is 2 GiB or more (a protobuf cannot hold them).
+  ``bfloat16`` is widened to float32 (exact); quantized types are stored as their integer type.
 * TF 1.x control flow: tensors inside a ``tf.while_loop`` body (per-iteration values; the
   loop's ``Exit`` outputs are captured); tensors of an untaken ``tf.cond`` branch (no value in
   this step). TF 2 control flow puts bodies into functions: the ``If``/``While`` outputs are
@@ -98,12 +95,12 @@ that feeds that variable. :attr:`CaptureResult.updates` lists each update's vari
 one step shows its final value for both. ``DebugIdentity`` file dumps count against tfdbg's per-process disk
 budget (``TFDBG_DISK_BYTES_LIMIT``, 100 GB by default).
 
-Where the parts live: the per-tensor plan and dump ops in :mod:`npu_dump_hook.train._capture_plan`,
-the variable reads before and after the step in :mod:`npu_dump_hook.train._capture_reads`, the fetch
-conversion in :mod:`npu_dump_hook.train._capture_fetch`, the result
-records in :mod:`npu_dump_hook.train._capture_results`, the walk of the executed ops in
-:mod:`npu_dump_hook.train.walk` (``run_args`` takes a ready :class:`~npu_dump_hook.train.walk.StepWalk`
-so a hook walks a step once); this module runs the step's capture and writes the files.
+Where the parts live: the per-tensor plan and dump ops in :mod:`npu_dump_hook.train._capture_plan`, the variable
+reads before and after the step in :mod:`npu_dump_hook.train._capture_reads`, the fetch conversion in
+:mod:`npu_dump_hook.train._capture_fetch`, the result records in :mod:`npu_dump_hook.train._capture_results` (the
+written arrays kept for the emulator: :mod:`npu_dump_hook.train._capture_memory`), the walk of the executed ops in
+:mod:`npu_dump_hook.train.walk` (``run_args`` takes a ready :class:`~npu_dump_hook.train.walk.StepWalk` so a hook
+walks a step once); this module runs the step's capture and writes the files.
 
 TensorFlow APIs: ``tf.compat.v1`` names present in TF 1.15 and 2.x (``Graph.is_fetchable``), the
 ``DebugIdentity`` op (made by ``_tf.debug_identity``: TF 1.15 has no Python wrapper for it), plus two private ones: ``Operation._control_flow_context``
@@ -130,6 +127,7 @@ from ..formats.names import golden_npy_name
 from ..formats.npy import debug_event_to_npy, write_npy
 from ._capture_fetch import FetchedValues, register_fetch_conversion
 from ._capture_loops import execution_ranks, watch_files
+from ._capture_memory import hold_written
 from ._capture_plan import (BUDGET_ENV, DEFAULT_MEMORY_BUDGET, OWN_OPS_PREFIX, WRITE_SCOPE, Plan, as_stored_array,
                             make_dump_ops, plan_graph, resolve_memory_budget, static_shape, while_or_cond)
 from ._capture_reads import VariableReads, worker
@@ -162,6 +160,7 @@ _DUMP_FILE = re.compile(r"t([0-9]+)_+0_DebugIdentity_[0-9]+\Z")
 
 class TensorCapture(object):
     """Streams the output tensors of one step's executed ops to ``.npy`` files (see module doc)."""
+    in_memory_bytes = 0  #: the written arrays kept for an emulated NPU by finish (train._capture_memory)
 
     def __init__(self, graph: Any, scratch_dir: str, *, npy_dir: Optional[str] = None,
                  memory_budget: Optional[int] = None, index: Optional[GraphIndex] = None,
@@ -420,6 +419,7 @@ class TensorCapture(object):
                 self._add_output(files, op, index, tensor, fed_only, (order, stamp), snapshots, dumped, fetched)
         fetched.clear()
         self._write([t for t in files.tensors if not t.dtype], files.jobs)
+        hold_written(files.tensors, files.jobs, self.in_memory_bytes)  # for an emulated NPU
         files.jobs = []
         records, self._records = self._records, None
         return records.result() if records is not None else self._executed_ops(executed)

@@ -29,6 +29,7 @@ from typing import Any, Dict, List, Optional, Sequence  # noqa: F401 (type comme
 from .. import _tf
 from .._atomic import atomic_write_bytes
 from .._phases import InFlight, test_pause
+from ._capture_memory import IN_MEMORY_BYTES
 from ._graph_text import graph_def_text
 from .capture import TensorCapture
 from .control_flow import census
@@ -258,6 +259,8 @@ class DumpRun(object):
         test_pause("capture")
         stamp = int(time.time() * 1000000)
         clock = getattr(self.backend, "step_time", None) if self._emulates_step(step) else None
+        # Only an emulated step's dump reads the written arrays again: keep them in memory for it
+        self.capture.in_memory_bytes = IN_MEMORY_BYTES if self._emulates_step(step) else 0
         result = self.capture.finish(clock(stamp) if clock is not None else stamp, to_scratch=not golden)
         if step == captured_step and isinstance(self._census, tuple):
             self._census = (self._census[0], result)
