@@ -44,6 +44,8 @@ def rewrite_functions(graph: Any, stateful: Set[str], shuffles: Set[str], pin: b
 
     ``clock``: which user seeds are clock readings (the rule is the caller's)."""
     library = {f.signature.name: f for f in graph.as_graph_def(add_shapes=False).library.function}
+    if not library:
+        return []  # no function to edit: skip reading every op's NodeDef (a TF 1.x graph's usual case)
     random_types = stateful | shuffles | _SHUFFLE_AND_REPEAT
     users = _main_graph_users(graph, library)
     live = _reachable(set(users), library)

@@ -174,6 +174,10 @@ class _Builder(object):
         self.dtype_of = {}  # type: Dict[str, str]
         self.type_of = {}  # type: Dict[str, str]  # logical tensor -> its producer's TF type
         self.shape_of = {}  # type: Dict[str, Optional[Tuple[int, ...]]]
+        # produced() and value() depend on the tensor (and held form) only: made once each (a
+        # tensor read by several consumers, a model's thousands of repeated forms)
+        self._produced = {}  # type: Dict[str, layout.Held]
+        self._values = {}  # type: Dict[Tuple[str, layout.Held], Value]
 
     # -- values --------------------------------------------------------------------
     def npu_tensor(self, tensor: str) -> str:
@@ -181,6 +185,12 @@ class _Builder(object):
 
     def produced(self, tensor: str) -> layout.Held:
         """How the producer of logical ``tensor`` holds it."""
+        found = self._produced.get(tensor)
+        if found is None:
+            found = self._produced[tensor] = self._produced_form(tensor)
+        return found
+
+    def _produced_form(self, tensor: str) -> layout.Held:
         dtype, shape = self.dtype_of.get(tensor, "float32"), self.shape_of.get(tensor)
         if not self.ascend:
             return layout.plain(dtype, shape)
@@ -194,6 +204,12 @@ class _Builder(object):
         return layout.input_held(op.type, index, dtype, shape, op.name in self.fp16_ops)
 
     def value(self, tensor: str, held: layout.Held) -> Value:
+        found = self._values.get((tensor, held))
+        if found is None:
+            found = self._values[(tensor, held)] = self._value(tensor, held)
+        return found
+
+    def _value(self, tensor: str, held: layout.Held) -> Value:
         npu = self.npu_tensor(tensor)
         faulted = self.plan is not None and tensor.rsplit(":", 1)[0] in self.plan.faults
         fallback = tensor if npu != tensor and not faulted else None

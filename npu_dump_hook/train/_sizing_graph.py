@@ -278,6 +278,14 @@ def _node_tensors(node: Any, capture: StaticCapture, mode: str) -> Optional[Tupl
     or None when the emulator writes no file (the same rules as its writer)."""
     outs = [(t, _value(capture, t)) for t in node.outputs]
     ins = [(t, _value(capture, t)) for t in node.inputs] if mode in ("input", "all") else []
+    return _chosen_tensors(ins, outs, mode)
+
+
+def _chosen_tensors(ins: list, outs: list, mode: str) -> Optional[Tuple[list, list]]:
+    """:func:`_node_tensors` from the node's ``[(NodeTensor, value)]`` (inputs read under
+    ``"input"``/``"all"`` only)."""
+    if mode not in ("input", "all"):
+        ins = []
     missing = any(v is None for _, v in outs + ins)
     outs, ins = [p for p in outs if p[1] is not None], [p for p in ins if p[1] is not None]
     if missing and (mode != "output" or not outs):
@@ -399,16 +407,28 @@ def measure_dump(executed: Sequence[Tuple[Any, bool]], dims: Dims, options: Any,
     sizer = _Sizer(device.ascend)
     tensor_bytes = all_bytes = stats = files = tensors = ops = 0
     for node in dumped_nodes(nodes, options.layers):
-        everything = _node_tensors(node, capture, "all")
-        chosen = _node_tensors(node, capture, mode)
+        # each tensor's value looked up and measured once, for "all" and for the chosen mode
+        outs_ = [(t, _value(capture, t)) for t in node.outputs]
+        ins_ = [(t, _value(capture, t)) for t in node.inputs]
+        everything = _chosen_tensors(ins_, outs_, "all")
+        chosen = everything if mode == "all" else _chosen_tensors(ins_, outs_, mode)
         runs = _runs(node, capture)
+        measured = {}  # type: Dict[Tuple[int, bool, int], Tuple[int, int, int]]
+
+        def measure(tensor: Any, out: bool, index: int) -> Tuple[int, int, int]:
+            key = (id(tensor), out, index)
+            found = measured.get(key)
+            if found is None:
+                found = measured[key] = sizer.tensor(tensor, out, index)
+            return found
+
         if everything is not None:
-            sizes = [[sizer.tensor(t, out, i)[:2] for i, (t, _) in enumerate(group)]
+            sizes = [[measure(t, out, i)[:2] for i, (t, _) in enumerate(group)]
                      for group, out in zip(everything, (False, True))]
             all_bytes += runs * sizer.file(node.name, sizes[0], sizes[1])
         if chosen is None:
             continue
-        ins, outs = ([sizer.tensor(t, out, i) for i, (t, _) in enumerate(group)]
+        ins, outs = ([measure(t, out, i) for i, (t, _) in enumerate(group)]
                      for group, out in zip(chosen, (False, True)))
         ops, files, tensors = ops + 1, files + runs, tensors + runs * (len(ins) + len(outs))
         tensor_bytes += runs * sizer.file(node.name, [t[:2] for t in ins], [t[:2] for t in outs])

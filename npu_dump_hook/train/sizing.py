@@ -134,9 +134,18 @@ class _Shapes(object):
     def __init__(self, batch: int, source: str) -> None:
         self.batch, self.source = batch, source
         self.unknown = set()  # type: set
+        #: ``{id(tensor): (tensor, dims)}``: the Build graph and the golden sizes both ask for every
+        #: executed tensor (TF's shape accessors are slow); the tensor is kept so its id stays its own.
+        self._dims = {}  # type: Dict[int, Tuple[Any, Optional[Tuple[int, ...]]]]
 
     def dims(self, tensor: Any) -> Optional[Tuple[int, ...]]:
         """The static shape, an unknown dimension as the batch size (None: unknown rank)."""
+        found = self._dims.get(id(tensor))
+        if found is None:
+            found = self._dims[id(tensor)] = (tensor, self._static_dims(tensor))
+        return found[1]
+
+    def _static_dims(self, tensor: Any) -> Optional[Tuple[int, ...]]:
         shape = tensor.get_shape()
         if shape.ndims is None:
             if tensor.dtype.base_dtype.name not in _NO_BYTES_DTYPES:
