@@ -30,6 +30,7 @@ from typing import Any, Callable, Deque, Iterable, Iterator, List, NamedTuple, O
 
 from .._atomic import atomic_write_bytes
 from ..constants import LINK_MODES
+from .._written import written_facts
 from ..errors import BundleError, UnsafePathError
 
 __all__ = [
@@ -240,6 +241,9 @@ class PlacedFile(NamedTuple):
     sha256: Optional[str]
     how: str
     head: Optional[bytes] = None
+    #: with ``keep_head``, a dump file this process wrote: its header's tensor fields as noted
+    #: (:mod:`npu_dump_hook._written`), what decoding ``head`` would give; None: decode
+    fields: Optional[Any] = None
 
 
 _thread_state = threading.local()
@@ -295,8 +299,10 @@ def place_file(src: str, dst: str, link: str = "auto", checksum: bool = True, ke
     """Put the bytes of ``src`` at ``dst`` (which must not exist) by ``link`` mode.
 
     With ``checksum`` the sha256 is computed from the single read that also copies
-    (copy), or from one read of the linked inode (hardlink). With ``keep_head`` (and
-    ``checksum``) ``head`` holds the first HEAD_BYTES bytes of that read.
+    (copy), or from one read of the linked inode (hardlink), or, for a hard link of a small
+    file this process just wrote, from its bytes as written (:mod:`npu_dump_hook._written`).
+    With ``keep_head`` (and ``checksum``) ``head`` holds the first HEAD_BYTES bytes of that read
+    (of a noted file: its first bytes noted, a dump file's prefix and header).
     """
     if link not in LINK_MODES:
         raise BundleError("link mode {!r} is not one of {}".format(link, ", ".join(LINK_MODES)), dst)
@@ -309,10 +315,21 @@ def place_file(src: str, dst: str, link: str = "auto", checksum: bool = True, ke
             logger.debug("hard link %s -> %s impossible (%s); copying", src, dst, exc.strerror)
         else:
             if checksum:
-                size, digest, head = sha256_file_head(dst)
-                return PlacedFile(size, digest, "hardlink", head if keep_head else None)
+                size, digest, head, fields = _linked_facts(dst, keep_head)
+                return PlacedFile(size, digest, "hardlink", head if keep_head else None, fields if keep_head else None)
             return PlacedFile(os.stat(dst).st_size, None, "hardlink")
     return _copy(src, dst, checksum, keep_head)
+
+
+def _linked_facts(dst: str, keep_head: bool) -> Tuple[int, str, Optional[bytes], Optional[Any]]:
+    """(size, sha256 hex, first bytes, header fields or None) of the file just linked at ``dst``: noted when this process
+    wrote it (:func:`npu_dump_hook._written.written_facts`, the same file by one lstat: no open, no
+    read), else read. With ``keep_head`` a noted file must have its first bytes noted too (a dump
+    file's prefix and header), else it is read."""
+    known = written_facts(dst)
+    if known is not None and (known[2] is not None or not keep_head):
+        return known
+    return sha256_file_head(dst) + (None,)
 
 
 def _copy(src: str, dst: str, checksum: bool, keep_head: bool = False) -> PlacedFile:

@@ -334,9 +334,9 @@ def place_one(data: str, item: Any, link: str, checksum: str) -> Tuple[Any, _fs.
         action = "copying" if link == "copy" else "linking or copying"
         raise FileError(exc, "{} {} to".format(action, item.src), target) from exc
     entry = {"path": item.rel, "size": placed.size, "sha256": placed.sha256 if checksum == "sha256" else None}
-    entry.update(_describe(item, target, placed.head, placed.size))
-    if placed.head is not None:  # results wait in a window: keep no file bytes there
-        placed = placed._replace(head=None)
+    entry.update(_describe(item, target, placed.head, placed.size, placed.fields))
+    if placed.head is not None or placed.fields is not None:  # results wait in a window: keep no file bytes there
+        placed = placed._replace(head=None, fields=None)
     return item, placed, entry
 
 
@@ -351,13 +351,15 @@ def tally_one(tally: Tally, rel: str, placed: _fs.PlacedFile, entry: Dict[str, A
         tally.dumped.add(base_op_name(entry["op_name"]))
 
 
-def _describe(item: Any, placed_path: str, head: Optional[bytes] = None, size: Optional[int] = None) -> Dict[str, Any]:
-    """``kind`` plus, for dump-folder files, the parsed name and header summary (decoded from
-    ``head``, the file's first bytes, when it holds the header)."""
+def _describe(item: Any, placed_path: str, head: Optional[bytes] = None, size: Optional[int] = None,
+              fields: Optional[Any] = None) -> Dict[str, Any]:
+    """``kind`` plus, for dump-folder files, the parsed name and header summary (from ``fields``,
+    its tensor fields noted when this process wrote it, else decoded from ``head``, the file's
+    first bytes, when it holds the header)."""
     if item.kind != "dump":
         entry = {"kind": item.kind}  # type: Dict[str, Any]
     else:
-        entry = describe_dump_folder_file(item.rel, placed_path, item.mapping, head, size)
+        entry = describe_dump_folder_file(item.rel, placed_path, item.mapping, head, size, fields)
     if item.parse_error is not None:
         entry["parse_error"] = item.parse_error
     return entry

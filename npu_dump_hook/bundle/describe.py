@@ -68,10 +68,13 @@ def dump_folder_kind(base: str, mapping: Optional[Mapping[str, str]]) -> "tuple"
 
 
 def describe_dump_folder_file(rel: str, path: str, mapping: Optional[Mapping[str, str]],
-                              head: Optional[bytes] = None, size: Optional[int] = None) -> Dict[str, Any]:
+                              head: Optional[bytes] = None, size: Optional[int] = None,
+                              fields: Optional[Any] = None) -> Dict[str, Any]:
     """The bundle.json entry fields (``kind``, name fields, ``header``) of dump-folder file ``rel``
     placed at ``path``; a ``_warning`` key carries what the writer must report. ``head`` and
-    ``size``: the file's first bytes and size, already read (see :func:`header_summary`)."""
+    ``size``: the file's first bytes and size, already read (see :func:`header_summary`);
+    ``fields``: its (inputs, outputs) tensor fields as :func:`~npu_dump_hook.formats.dump_file.quick_tensor_fields`
+    decodes them, noted when this process wrote the file (:mod:`npu_dump_hook._written`)."""
     kind, name, warning = dump_folder_kind(rel.rpartition("/")[2], mapping)
     if name is None:
         entry = {"kind": kind}  # type: Dict[str, Any]
@@ -79,7 +82,9 @@ def describe_dump_folder_file(rel: str, path: str, mapping: Optional[Mapping[str
             entry["_warning"] = "data/{}: {}".format(rel, warning)
         return entry
     entry = _name_fields(name)
-    if name.kind in ("dump", "opdebug"):
+    if name.kind == "dump" and fields is not None:
+        entry["header"] = _summary_of_fields(fields)
+    elif name.kind in ("dump", "opdebug"):
         try:
             entry["header"] = header_summary(path) if head is None else header_summary(path, head, size)
         except FormatError as exc:  # e.g. a 0-byte file: described as unreadable, and reported
@@ -110,12 +115,17 @@ def header_summary(path: str, head: Optional[bytes] = None, size: Optional[int] 
     if head is not None and size is not None:
         quick = quick_tensor_fields(head, size)  # the common file, without building its TensorInfos
         if quick is not None:
-            return {"format": "v2", "inputs": [_fields_summary(t) for t in quick[0]],
-                    "outputs": [_fields_summary(t) for t in quick[1]]}
+            return _summary_of_fields(quick)
     header = read_header(path) if head is None or size is None else read_header_bytes(path, head, size)
     return {"format": header.version,
             "inputs": [_tensor_summary(t) for t in header.inputs],
             "outputs": [_tensor_summary(t) for t in header.outputs]}
+
+
+def _summary_of_fields(fields: Any) -> Dict[str, Any]:
+    """:func:`header_summary` of a v2 file from its (inputs, outputs) tensor fields."""
+    return {"format": "v2", "inputs": [_fields_summary(t) for t in fields[0]],
+            "outputs": [_fields_summary(t) for t in fields[1]]}
 
 
 def _fields_summary(fields: TensorFields) -> Dict[str, Any]:

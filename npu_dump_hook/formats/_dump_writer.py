@@ -8,14 +8,17 @@ import os
 import sys
 import tempfile
 import time
-from typing import Any, Dict, Iterable, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from .._written import note_written
 from ..errors import OptionError
 from . import dump_schema
-from ._dump_layout import (FROM_NUMPY as _FROM_NUMPY, GE_DATA_TYPE as _GE_DATA_TYPE, GE_UNDEFINED as _GE_UNDEFINED,
-                           MAX_DIMS, MAX_HEADER_ITEMS, MAX_READ_HEADER_LEN, MAX_TENSORS, PLAIN_FORMATS as _PLAIN_FORMATS, PREFIX as _PREFIX, V2 as _V2,
+from ._dump_layout import (DATA_TYPE_NAMES as _DATA_TYPE_NAMES, FORMAT_NAMES as _FORMAT_NAMES, FROM_NUMPY as _FROM_NUMPY,
+                           GE_DATA_TYPE as _GE_DATA_TYPE, GE_UNDEFINED as _GE_UNDEFINED,
+                           MAX_DIMS, MAX_HEADER_ITEMS, MAX_READ_HEADER_LEN, MAX_TENSORS, NANO_MAGIC as _NANO_MAGIC,
+                           PLAIN_FORMATS as _PLAIN_FORMATS, PREFIX as _PREFIX, V2 as _V2,
                            bits_per_element as _bits_per_element)
 from ._dump_walk import LimitError as _LimitError, scan_dump_data as _scan_dump_data
 
@@ -201,12 +204,15 @@ def write_dump_file(path: Union[str, "os.PathLike[str]"], op_name: str, outputs:
     space_blobs = [_as_blob(item) for item in workspaces]
     header = build_header(op_name, output_tensors, input_tensors, buffer_blobs, space_blobs, dump_time, version, attrs)
     encoded = encode_header(header)
-    if not _within_limits(encoded, output_tensors + input_tensors, len(buffer_blobs) + len(space_blobs),
-                          len(attrs or {})):
+    within = _within_limits(encoded, output_tensors + input_tensors, len(buffer_blobs) + len(space_blobs),
+                            len(attrs or {}))
+    if not within:
         _check_readable(encoded)  # the walk names the limit a large header breaks
     payloads = [t.array for t in input_tensors] + [t.array for t in output_tensors] + buffer_blobs + space_blobs
     if not atomic and not fsync and sum(a.nbytes for a in payloads) <= _ONE_WRITE_BYTES:
-        return _write_in_place(path, [_PREFIX.pack(len(encoded)), encoded] + [_little_endian_bytes(a) for a in payloads])
+        fields = _decoded_fields(header, encoded, (input_tensors, output_tensors)) if within else None
+        return _write_in_place(path, [_PREFIX.pack(len(encoded)), encoded] + [_little_endian_bytes(a) for a in payloads],
+                               _PREFIX.size + len(encoded), fields)
     if atomic:
         folder = os.path.dirname(os.path.abspath(path))
         fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path)[:64] + ".", suffix=".tmp")
@@ -239,9 +245,34 @@ _ONE_WRITE_BYTES = 1 << 20
 _IN_PLACE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)
 
 
-def _write_in_place(path: str, parts: Sequence[Any]) -> int:
+def _decoded_fields(header: Any, encoded: bytes, tensors: Sequence[Sequence[DumpTensor]]) -> Optional[Tuple[Tuple[Any, ...], ...]]:
+    """(inputs, outputs) tensor fields that :func:`.dump_file.quick_tensor_fields` decodes from
+    the file of ``header`` (serialized as ``encoded``, within the reader's limits: its walk
+    passes), taken from the DumpTensors ``tensors`` (inputs, outputs) it was built from
+    (:func:`_fill_tensor`: the same numbers) by the rules of :func:`._dump_rules.quick_fields`
+    (every name known; each payload's size is what its shape needs, as DumpTensor checked), without
+    parsing the bytes back; None where the quick decode would decline (the full reader then
+    describes the file)."""
+    if header.version != _V2 or not 1 <= len(encoded) <= MAX_READ_HEADER_LEN or encoded[:4] == _NANO_MAGIC:
+        return None
+    found = []  # type: List[Tuple[Any, ...]]
+    for group in tensors:
+        fields = []  # type: List[Tuple[str, Tuple[int, ...], str, Tuple[int, ...]]]
+        for tensor in group:
+            dtype_name, format_name = _DATA_TYPE_NAMES.get(tensor.data_type), _FORMAT_NAMES.get(tensor.format)
+            if dtype_name is None or format_name is None:
+                return None
+            fields.append((dtype_name, tensor.shape, format_name, tensor.original_shape))
+        found.append(tuple(fields))
+    return tuple(found)
+
+
+def _write_in_place(path: str, parts: Sequence[Any], header_end: int, fields: Any = None) -> int:
     """``parts`` written to ``path`` (created or truncated) with one ``os.write`` (more only when
-    the system writes part of it); removed again when the write fails. Returns the size."""
+    the system writes part of it); removed again when the write fails. Returns the size. The
+    file's sha256, its first ``header_end`` bytes (prefix and header) and ``fields`` (see
+    :func:`_decoded_fields`) are noted (:mod:`npu_dump_hook._written`): the bundle writer then
+    neither reads, hashes nor decodes it again."""
     data = memoryview(b"".join(parts))
     fd = os.open(path, _IN_PLACE_FLAGS, 0o644)
     try:
@@ -255,4 +286,5 @@ def _write_in_place(path: str, parts: Sequence[Any]) -> int:
         if os.path.exists(path):
             os.unlink(path)
         raise
+    note_written(path, (data,), bytes(data[:header_end]), fields)
     return len(data)

@@ -1,0 +1,101 @@
+"""The sha256 of small files this process just wrote, so the bundle writer need not read them back.
+
+An emulated NPU step writes 1,000s of small files (an unrolled RNN: ~1,300 dump files and
+~2,000 captured ``.npy`` tensors), and moments later, in the same process, the bundle writer
+hard-links each into the bundle and opened and read every one again for its sha256 (and a dump
+file's header). The bytes were in memory when the file was written: :func:`note_written`
+hashes them there (no system call), :func:`written_facts` hands size, digest, the noted first
+bytes and, for a dump file, its header's tensor fields as the bundle's description decodes them
+(taken from the header message the bytes were serialized from) back for a path that is still
+the same file.
+
+Honesty rule, as :mod:`npu_dump_hook._ledger`'s: a fact is handed back only for the very file it
+was taken from, unchanged as far as one ``lstat`` can tell: same device and inode (a hard link of
+it is the same file), same size, same modification time to the nanosecond, same file name, a
+regular file. Anything else (a copy, a rewrite, a symlink, a file never noted, one over
+:data:`NOTE_MAX_BYTES`) answers None and the caller reads the file as before. A rewrite that keeps
+the size inside one tick of the file system's clock would go unseen by the writer: the manifest
+then holds the digest of the bytes written, and ``verify``, which always hashes the files, reports
+the file as changed. Stdlib only (the writers of :mod:`npu_dump_hook.formats` import it).
+"""
+import collections
+import hashlib
+import os
+import stat
+import threading
+from typing import Any, Iterable, Optional, Tuple
+
+__all__ = ["note_written", "written_facts", "forget_all", "NOTE_MAX_BYTES", "MAX_NOTED", "MAX_HEAD_BYTES"]
+
+#: Files larger than this are not noted: their cost is their bytes (hashed by the bundle's
+#: threads, the GIL released), not the per-file system calls this saves.
+NOTE_MAX_BYTES = 1 << 20
+#: Files remembered at most, the oldest forgotten first (~200 bytes a file without its head).
+MAX_NOTED = 1 << 16
+#: First bytes (a dump file's prefix and header) kept at most in all, the oldest forgotten first.
+MAX_HEAD_BYTES = 16 << 20
+
+_noted = collections.OrderedDict()  # type: collections.OrderedDict
+_lock = threading.Lock()
+_head_bytes = [0]
+
+
+def _identity(path: str) -> Optional[Tuple[int, int, int, int, str]]:
+    """(device, inode, size, mtime ns, file name) of the regular file ``path``, from one lstat."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, os.path.basename(path)
+
+
+def note_written(path: str, parts: Iterable[bytes], head: Optional[bytes] = None, fields: Any = None) -> None:
+    """Record the size and sha256 of the file just written at ``path`` from ``parts``, the
+    bytes-like pieces it was written from, in order; ``head``: its first bytes, and ``fields``:
+    what a reader decodes from them (a dump file's tensor fields, see
+    :func:`npu_dump_hook.formats.dump_file.quick_tensor_fields`), kept with it. Never raises: a file whose identity cannot be taken, or whose size is not the parts', is
+    simply not noted."""
+    digest = hashlib.sha256()
+    size = 0
+    for part in parts:
+        digest.update(part)
+        size += len(part)
+    if size > NOTE_MAX_BYTES:
+        return
+    identity = _identity(path)
+    if identity is None or identity[2] != size:
+        return
+    with _lock:
+        old = _noted.pop(identity[:2], None)
+        if old is not None and old[3] is not None:
+            _head_bytes[0] -= len(old[3])
+        _noted[identity[:2]] = (identity, size, digest.hexdigest(), head, fields)
+        _head_bytes[0] += len(head) if head is not None else 0
+        while len(_noted) > MAX_NOTED or _head_bytes[0] > MAX_HEAD_BYTES:
+            _key, dropped = _noted.popitem(last=False)
+            if dropped[3] is not None:
+                _head_bytes[0] -= len(dropped[3])
+
+
+def written_facts(path: str) -> Optional[Tuple[int, str, Optional[bytes], Any]]:
+    """(size, sha256 hex, noted first bytes or None, noted fields or None) of the file at ``path``
+    if it is still the file noted (module doc), else None."""
+    if not _noted:
+        return None
+    identity = _identity(path)
+    if identity is None:
+        return None
+    with _lock:
+        found = _noted.get(identity[:2])
+    if found is None or found[0] != identity:
+        return None
+    return found[1], found[2], found[3], found[4]
+
+
+def forget_all() -> None:
+    """Drop every noted fact (tests; a caller that wants every file read)."""
+    with _lock:
+        _noted.clear()
+        _head_bytes[0] = 0
