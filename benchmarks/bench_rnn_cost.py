@@ -17,7 +17,19 @@ Each row also gives the median and the spread (min-max) of its runs. ``--before 
 ``before``: the same dumped run with the package of another checkout ``DIR`` (e.g. a ``git
 archive`` of main), alternating with the others, for a before/after figure from one run.
 
+``--bytecode`` runs every row as an installed package runs: with bytecode. A ``pip install``
+(editable or not) leaves Python free to write ``__pycache__``, so only a first run compiles; a
+machine with ``PYTHONDONTWRITEBYTECODE=1`` (this one) compiles the package from source in both
+processes of every dumped run (~0.5 s CPU), which the plain script never pays (TensorFlow's
+``.pyc`` were written when pip installed it). With the flag the rows run without that variable
+and one untimed run of each row first writes the package's ``__pycache__`` (of this checkout
+and of ``--before``'s; checked against the sources by Python at each import), so the timed runs
+read bytecode on both sides; the ``__pycache__`` folders it made are removed at the end (a later
+run without the flag would read them). Without it the figures include the compiling.
+(``PYTHONPYCACHEPREFIX`` would leave the checkouts alone, but Python 3.7 does not have it.)
+
 Run: .venv/bin/python benchmarks/bench_rnn_cost.py [--repeat 3] [--python PY] [--script SHAPE] [--before DIR]
+     [--bytecode]
 """
 import argparse
 import os
@@ -57,6 +69,26 @@ def _dumped(args, work, env, out):
     return result
 
 
+def _with_bytecode(args, work, env):
+    """``env`` that lets Python write bytecode, after an untimed run of each row wrote it."""
+    env = dict(env)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    _timed([args.python, SCRIPT, args.script, work, "1"], work, env)
+    _dumped(args, work, env, "warm")
+    if args.before:
+        _dumped(args, work, dict(env, PYTHONPATH=os.path.abspath(args.before)), "warm_before")
+    return env
+
+
+def _caches(args):
+    """The ``__pycache__`` folders of the package (this checkout's, ``--before``'s) and tests."""
+    roots = [os.path.join(ROOT, "npu_dump_hook"), os.path.join(ROOT, "tests")]
+    if args.before:
+        roots.append(os.path.join(os.path.abspath(args.before), "npu_dump_hook"))
+    return {os.path.join(folder, name) for root in roots for folder, names, _ in os.walk(root)
+            for name in names if name == "__pycache__"}
+
+
 def _spread_table(plain, dumped, before):
     """Median and min-max of wall and CPU per row, and the median ratios to ``plain``."""
     print("{:<8} {:>22} {:>22}   (median [min-max] of {} runs)".format("", "wall s", "CPU s", len(plain)))
@@ -80,12 +112,17 @@ def main(argv=None):
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--script", default="static", help="rnn_scripts.py shape (default: static)")
     parser.add_argument("--before", metavar="DIR", help="also time the dumped run with the package of checkout DIR")
+    parser.add_argument("--bytecode", action="store_true",
+                        help="every row reads bytecode written by an untimed run of each (module doc)")
     args = parser.parse_args(argv)
     env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
     env = {k: v for k, v in env.items() if not k.startswith("NPU_DUMP") and k != "DUMP_GRAPH_PATH"}
     work = tempfile.mkdtemp(prefix="bench_rnn_")
     plain, dumped, before = [], [], []  # type: ignore[var-annotated]
+    caches = _caches(args)
     try:
+        if args.bytecode:
+            env = _with_bytecode(args, work, env)
         for attempt in range(args.repeat):
             plain.append(_timed([args.python, SCRIPT, args.script, work, "1"], work, env))
             dumped.append(_dumped(args, work, env, "out{}".format(attempt)))
@@ -94,12 +131,17 @@ def main(argv=None):
                                       "before{}".format(attempt)))
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        for made in _caches(args) - caches if args.bytecode else ():
+            shutil.rmtree(made, ignore_errors=True)
     _spread_table(plain, dumped, before)
     best_plain = min(plain, key=lambda r: r[0])
     best_dumped = min(dumped, key=lambda r: r[0])
     cpu_plain = min(r[1] for r in plain)
     cpu_dumped = min(r[1] for r in dumped)
-    print("{} ({}), best of {}; load {:.1f}".format(args.script, args.python, args.repeat, os.getloadavg()[0]))
+    print("{} ({}), best of {}; load {:.1f}{}".format(args.script, args.python, args.repeat, os.getloadavg()[0],
+                                                     "; bytecode cached for every row" if args.bytecode else
+                                                     "; as the environment compiles (PYTHONDONTWRITEBYTECODE={})".format(
+                                                         os.environ.get("PYTHONDONTWRITEBYTECODE", ""))))
     print("{:<8} {:>9} {:>9}".format("", "wall s", "CPU s"))
     print("{:<8} {:>9.2f} {:>9.2f}".format("plain", best_plain[0], cpu_plain))
     print("{:<8} {:>9.2f} {:>9.2f}".format("dumped", best_dumped[0], cpu_dumped))

@@ -108,3 +108,31 @@ def test_post_hoc_collect_bundles_record_the_collecting_environment(in_tmp_cwd, 
     changed["env"]["ASCEND_OPP_PATH"] = "/opt/other"
     assert environment.differences({"run": {"environment": found}}, changed) == [
         "env.ASCEND_OPP_PATH: NPU /opt/opp, golden /opt/other"]
+
+
+_METADATA_CASES = {
+    "plain": "Metadata-Version: 2.1\nName: Plain_Pkg\nVersion: 1.0\n\nName: not-this\nVersion: 9\n",
+    "folded": "Metadata-Version: 2.1\nName: folded\n  -name\nVersion: 2.0\n\nbody\n",
+    "crlf": "Metadata-Version: 2.1\r\nName: Crlf\r\nVersion: 3.0\r\n\r\nName: not-this\r\n",
+    "no-body": "Metadata-Version: 2.1\nName: nobody\nVersion: 4.0\n",
+    "no-version": "Metadata-Version: 2.1\nName: noversion\n\nVersion: 5\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(_METADATA_CASES))
+def test_installed_names_are_read_from_the_header_as_importlib_reads_them(tmp_path, case):
+    metadata = pytest.importorskip("importlib.metadata")  # Python 3.8+; 3.7 reads pkg_resources
+    info = tmp_path / "pkg-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_bytes(_METADATA_CASES[case].encode())
+    distribution = metadata.PathDistribution(info)
+    expected = "{}=={}".format((distribution.metadata["Name"] or "").lower(), distribution.version)
+    assert environment._name_version(distribution) == expected
+    assert "not-this" not in expected and "9" not in expected.split("==")[1]
+
+
+def test_the_installed_distributions_read_as_importlib_reads_them():
+    metadata = pytest.importorskip("importlib.metadata")
+    expected = sorted({"{}=={}".format((d.metadata["Name"] or "").lower(), d.version)
+                       for d in metadata.distributions()})
+    assert environment._distributions() == expected and len(expected) > 10

@@ -67,6 +67,29 @@ def test_importing_the_package_and_tf_free_modules_loads_no_tensorflow():
     assert done.stdout.decode().strip() == ""
 
 
+def test_the_run_commands_own_process_imports_only_what_launching_needs():
+    # `npu-dump-hook run` parses, checks the variables and waits for the child: the patches
+    # (runner._inject, _sessions, _install...) and the bundle writer are the child's imports.
+    # filelock locks index.json only where flock does not exist: a bundle never pays its import.
+    code = ("import sys\n"
+            "from npu_dump_hook import cli\n"
+            "from npu_dump_hook.cli import _run\n"
+            "cli.build_parser()\n"
+            "launch = sorted(m for m in sys.modules if m.startswith(('npu_dump_hook.runner._inject',\n"
+            "    'npu_dump_hook.runner._child', 'npu_dump_hook.runner._install', 'npu_dump_hook.determinism',\n"
+            "    'npu_dump_hook.bundle')))\n"
+            "import npu_dump_hook.bundle\n"
+            "print(','.join(launch) + ';' + str('filelock' in sys.modules))\n"
+            "from npu_dump_hook.runner import main, Injection, install, installed, site_dir, start, _AfterImport\n"
+            "from npu_dump_hook.runner import _child, _inject, _install, _after_import, bootstrap_command\n"
+            "assert (main, bootstrap_command) == (_child.main, _child.bootstrap_command)\n"
+            "assert (Injection, install, installed, site_dir, start, _AfterImport) == (_inject.Injection,\n"
+            "    _install.install, _install.installed, _install.site_dir, _install.start, _after_import.AfterImport)\n")
+    done = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    assert done.stdout.decode().strip() == ";False"
+
+
 def _module_name(rel):
     parts = rel[:-3].split(os.sep)
     if parts[-1] == "__init__":

@@ -10,7 +10,6 @@ import os
 import time
 from typing import Any, Dict, Iterator, Mapping, Optional, Tuple
 
-from filelock import FileLock
 
 try:
     import fcntl
@@ -107,6 +106,9 @@ def _root_lock(root: str, timeout: float) -> Iterator[None]:
     """Exclusive lock of ``root`` between processes: ``flock`` on the folder (nothing is left
     behind), or a ``index.json.lock`` file lock where flock does not exist."""
     if fcntl is None:  # pragma: no cover - not POSIX
+        # imported here: POSIX never needs it, and a dumped step's bundle would pay its import
+        from filelock import FileLock
+
         with FileLock(os.path.join(root, INDEX_JSON + ".lock"), timeout=timeout):
             yield
         return

@@ -14,7 +14,9 @@ row of :mod:`npu_dump_hook.settings`), :mod:`._install` installs the injection (
 environment-only :func:`start`), :mod:`._after_import` is the import hook that waits for
 TensorFlow's modules, :mod:`._inject` patches them and hands out the one hook
 (:class:`Injection`), :mod:`._checkpoints` keeps the script's checkpoint folders its own,
-:mod:`._child` runs the script (:func:`main`, :func:`bootstrap_command`).
+:mod:`._child` runs the script (:func:`main`), :mod:`._bootstrap` makes its argv
+(:func:`bootstrap_command`). ``npu-dump-hook run``'s own process imports only that, the settings
+and :mod:`._notice`: the names of the other modules load on first use.
 Program name, exit codes and log format are the command line's (:mod:`npu_dump_hook._cli_conventions`).
 
 Call order in the child::
@@ -104,13 +106,13 @@ code but its own and what ``site`` finds -- ``.pth`` files in site-packages, whi
 every program of the environment (the package installs none), or a ``sitecustomize`` on
 ``sys.path``, which needs ``PYTHONPATH``.
 """
+import importlib
+from typing import Any
+
 from .._cli_conventions import EXIT_SCRIPT_ERROR, EXIT_USAGE, PROG
 from ..settings import format_faults, parse_faults
-from ._after_import import AfterImport as _AfterImport  # noqa: F401 - its name before the split
+from ._bootstrap import bootstrap_command
 from ._notice import NoticeChannel
-from ._child import bootstrap_command, main
-from ._inject import Injection
-from ._install import install, installed, site_dir, start
 from ._settings import RunSettings
 
 __all__ = ["RunSettings", "Injection", "install", "installed", "start", "site_dir", "bootstrap_command", "main",
@@ -120,3 +122,25 @@ __all__ = ["RunSettings", "Injection", "install", "installed", "start", "site_di
 EXIT_USAGE = EXIT_USAGE  # noqa: PLW0127 - re-exported under the name it had here
 #: The status of a script that died of an uncaught exception (as Python exits).
 EXIT_FAILED = EXIT_SCRIPT_ERROR
+
+# name -> module: loaded on first use. ``npu-dump-hook run``'s own process only checks the
+# variables and starts the child (bootstrap_command, RunSettings, NoticeChannel); the patches and
+# what they import (_inject, _sessions, determinism...) are the child's, which imports them in main().
+_LAZY = {
+    "_AfterImport": ("._after_import", "AfterImport"),  # its name before the split
+    "main": ("._child", "main"),
+    "Injection": ("._inject", "Injection"),
+    "install": ("._install", "install"),
+    "installed": ("._install", "installed"),
+    "site_dir": ("._install", "site_dir"),
+    "start": ("._install", "start"),
+}
+
+
+def __getattr__(name: str) -> Any:  # PEP 562, Python 3.7+
+    if name in _LAZY:
+        module, attribute = _LAZY[name]
+        value = getattr(importlib.import_module(module, __name__), attribute)
+        globals()[name] = value
+        return value
+    raise AttributeError("module {!r} has no attribute {!r}".format(__name__, name))

@@ -32,6 +32,7 @@ from ..constants import ENV_OPTIONS
 from ..settings import ENV_RUN_ALLOW_NO_BUNDLE
 from ..errors import NpuDumpError, OptionError
 from ._inject import Injection
+from ._bootstrap import bootstrap_command  # noqa: F401 - its home before the parent stopped importing this module
 from ._install import install, log_to_stderr, site_dir
 from ._settings import RunSettings, as_given
 
@@ -39,16 +40,6 @@ __all__ = ["bootstrap_command", "main", "USAGE"]
 
 USAGE = ("usage: python -m npu_dump_hook.runner [--] SCRIPT [ARGS...] | -m MODULE [ARGS...] | --pythonpath\n"
          "(options: NPU_DUMP_* and NPU_DUMP_HOOK_* variables, see npu_dump_hook/constants.py)")
-
-
-def bootstrap_command(python: str, python_options: Sequence[str], target: Sequence[str]) -> List[str]:
-    """The argv that runs ``target`` (``["--", script, args...]`` or ``["-m", module, args...]``)
-    under ``python`` with this copy of the package injected, whether or not that interpreter has
-    it installed; the package's folder is taken off ``sys.path`` again before the script starts."""
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    code = ("import sys; sys.path.insert(0, {0!r}); import npu_dump_hook.runner as runner; "
-            "sys.path.remove({0!r}); sys.exit(runner.main())").format(root)
-    return [python] + list(python_options) + ["-c", code] + list(target)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
