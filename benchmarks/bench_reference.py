@@ -75,6 +75,7 @@ def _child(side: str, workdir: str, step: int, batch: int) -> dict:
     v1 = tf.compat.v1
     v1.logging.set_verbosity(v1.logging.ERROR)
     box = {"step": 0}  # type: dict
+    _time_tf_calls(box)
 
     class Clock(v1.train.SessionRunHook):
         """First hook: starts the step clock; last hook: stops it and counts steps."""
@@ -87,9 +88,13 @@ def _child(side: str, workdir: str, step: int, batch: int) -> dict:
                 if box["step"] == step:
                     box["rss_before"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
                 box["t0"], box["c0"] = time.perf_counter(), time.process_time()
+            elif box["step"] == step:  # the last before_run: the step's own session.run starts
+                box["in_run"], box["run_c0"] = True, time.process_time()
 
         def after_run(self, run_context, run_values):
-            if self.first:
+            if self.first:  # the first after_run: the step's own session.run has returned
+                if box.pop("in_run", False):
+                    box["run_cpu_s"] = time.process_time() - box["run_c0"]
                 return
             elapsed, cpu = time.perf_counter() - box["t0"], time.process_time() - box["c0"]
             if box["step"] == step:
@@ -165,6 +170,7 @@ def _child(side: str, workdir: str, step: int, batch: int) -> dict:
               "capture_cpu_s": box["capture_cpu_s"], "convert_cpu_s": 0.0,
               "begin_s": box.get("begin_s", 0.0), "convert_s": 0.0,
               "prep_s": box.get("prep_s", 0.0), "finish_s": box.get("finish_s", 0.0),
+              "tf_call_s": box.get("tf_call_s", 0.0), "run_cpu_s": box.get("run_cpu_s", 0.0),
               "rss_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
               "rss_growth_mb": (box["rss_after"] - box["rss_before"]) / 1024.0}
     if side in ("ours", "stream"):
@@ -178,6 +184,29 @@ def _child(side: str, workdir: str, step: int, batch: int) -> dict:
         result["convert_s"], result["convert_cpu_s"] = time.perf_counter() - start, time.process_time() - cpu
         result["rss_peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     return result
+
+
+def _time_tf_calls(box: dict) -> None:
+    """Time TensorFlow's own run call (``TF_SessionRun_wrapper``: prune, Grappler, executor
+    build at a new fetch set, the kernels, the fetched values) inside the captured step's
+    ``session.run`` (between the last hook's ``before_run`` and the first hook's ``after_run``), so
+    the phases split that ``session.run`` into TensorFlow's call and the Python fetch handling
+    around it. Instrumentation of the benchmark only: the call is made unchanged."""
+    try:
+        from tensorflow.python.client import pywrap_tf_session as binding
+    except ImportError:  # TF 1.15
+        from tensorflow.python import pywrap_tensorflow as binding
+    real = binding.TF_SessionRun_wrapper
+
+    def timed(*args):
+        start = time.perf_counter()
+        try:
+            return real(*args)
+        finally:
+            if box.get("in_run"):
+                box["tf_call_s"] = box.get("tf_call_s", 0.0) + time.perf_counter() - start
+
+    binding.TF_SessionRun_wrapper = timed
 
 
 def _train(cnn_estimator, workdir, hooks, step, batch):
@@ -310,13 +339,15 @@ def _report_phases(runs: dict) -> None:
     tfdbg: its watch options), the ``session.run`` itself with the other hooks (the step time less
     both), the hook's ``after_run`` (ours: the .npy files and the variable read after the step;
     tfdbg: nothing of note) and tfdbg's .npy conversion after training."""
-    print("  phases of the captured step (median s):")
-    print("  {:<7} {:>10} {:>12} {:>11} {:>9} {:>8}".format("side", "before_run", "session.run", "after_run",
-                                                            "to-npy", "total"))
+    print("  phases of the captured step (median s; TF call: TensorFlow's run call inside that session.run, "
+          "run CPU: the process CPU from the last before_run to the first after_run):")
+    print("  {:<7} {:>10} {:>12} {:>8} {:>8} {:>11} {:>9} {:>8}".format(
+        "side", "before_run", "session.run", "TF call", "run CPU", "after_run", "to-npy", "total"))
     for side, results in runs.items():
         run_s = statistics.median(r["capture_s"] - r.get("prep_s", 0.0) - r.get("finish_s", 0.0) for r in results)
-        print("  {:<7} {:>10.3f} {:>12.3f} {:>11.3f} {:>9.3f} {:>8.3f}".format(
+        print("  {:<7} {:>10.3f} {:>12.3f} {:>8.3f} {:>8.3f} {:>11.3f} {:>9.3f} {:>8.3f}".format(
             side, _median(results, "prep_s") if "prep_s" in results[0] else 0.0, run_s,
+            _median(results, "tf_call_s"), _median(results, "run_cpu_s"),
             _median(results, "finish_s") if "finish_s" in results[0] else 0.0, _median(results, "convert_s"),
             statistics.median(r["capture_s"] + r["convert_s"] for r in results)))
 

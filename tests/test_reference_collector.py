@@ -1,8 +1,8 @@
 """The captured step's window runs with Python's cyclic collector paused, and the caller's state after.
 
 A real MonitoredSession on a small model (both stacks): a probe hook placed after the
-``ReferenceCapture`` hook sees the collector inside the captured step (its ``before_run`` runs after
-ours, its ``after_run`` after ours has returned) and in the other steps.
+``ReferenceCapture`` hook (or ``NpuDumpHook``'s golden run) sees the collector inside the captured
+step (its ``before_run`` runs after ours, its ``after_run`` after ours has returned) and in the other steps.
 """
 import gc
 
@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from npu_dump_hook import NpuDumpHook
 from npu_dump_hook.reference import ReferenceCapture
 from npu_dump_hook.train.collector import CollectorPause
 
@@ -43,9 +44,9 @@ class Probe(v1.train.SessionRunHook):
         self.seen.append(("after", gc.isenabled()))
 
 
-def _train(tmp_path, step, steps):
+def _train(tmp_path, step, steps, hook=None):
     rng = np.random.RandomState(5)
-    reference, probe = Reference(str(tmp_path / "golden"), step), Probe()
+    reference, probe = hook or Reference(str(tmp_path / "golden"), step), Probe()
     with tf.Graph().as_default():
         x = tf.constant(rng.rand(4, 3).astype(np.float32))
         w = v1.get_variable("w", initializer=tf.constant(rng.rand(3, 2).astype(np.float32)))
@@ -53,8 +54,10 @@ def _train(tmp_path, step, steps):
         train_op = v1.train.GradientDescentOptimizer(0.1).minimize(loss)
         with v1.train.MonitoredSession(hooks=[reference, probe]) as session:
             for _ in range(steps):
+                if session.should_stop():
+                    break
                 session.run(train_op)
-    return reference.reference, probe.seen
+    return (reference.reference if isinstance(reference, Reference) else reference), probe.seen
 
 
 @pytest.mark.parametrize("enabled", [True, False])
@@ -70,6 +73,22 @@ def test_collector_paused_for_the_captured_step_only_and_restored(tmp_path, enab
     # Step 1 (the captured one): paused inside the step, the caller's state once its after_run returned.
     assert seen == [("before", enabled), ("after", enabled), ("before", False), ("after", enabled),
                     ("before", enabled), ("after", enabled)]
+    assert after is enabled
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_hooks_golden_run_pauses_the_collector_for_its_captured_step(tmp_path, enabled):
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        hook = NpuDumpHook(output_dir=str(tmp_path / "out"), backend="reference")
+        hook, seen = _train(tmp_path, step=0, steps=3, hook=hook)
+        after = gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()
+    assert hook.bundle is not None and hook.failures == []
+    # Step 0 is the golden step, after which the hook stops the training: paused inside, restored after.
+    assert seen == [("before", False), ("after", enabled)]
     assert after is enabled
 
 

@@ -32,6 +32,7 @@ from .._phases import InFlight, test_pause
 from ._capture_memory import IN_MEMORY_BYTES
 from ._graph_text import graph_def_text
 from .capture import TensorCapture
+from .collector import CollectorPause
 from .control_flow import census
 from ..backends import golden_in_run, reference_default
 from ..config import apply_graph_dump_env
@@ -133,6 +134,9 @@ class DumpRun(object):
         # From a capture's fetches to its last file: an interruption (Ctrl-C, SIGTERM, a TF error)
         # leaves no scratch and no golden folder that looks complete (undone at exit).
         self._in_flight = InFlight(self.abandon_capture)
+        # Python's cyclic collector off for the golden step's window, as ReferenceCapture has it
+        # (train/collector.py: the graph's full collection would otherwise fall inside the step)
+        self._collector = CollectorPause()
 
     def begin(self, variables: List[Any]) -> None:
         """Graph still editable, after the model graph is written: the initial-state Saver."""
@@ -217,18 +221,23 @@ class DumpRun(object):
     def capture_args(self, run_context: Any, step: int, captured_step: int, walk: StepWalk, also_read: Any,
                      guard: FailureGuard) -> Any:
         """The capture's ``SessionRunArgs`` for this step, or None (no capture, or it failed, not strict)."""
+        self._collector.resume()  # still paused only when the previous captured step raised
         self._capturing = self.captures_step(step, captured_step)
         if step == captured_step:
             self._census = (self._user_ops(walk.executed()), None)
         if not self._capturing:
             return self._warm_args(run_context, step, captured_step, walk, guard)
         args = None
+        if self._golden_step(step, captured_step):
+            self._collector.pause()
         with guard("preparing the capture of step {}".format(step), self.abandon_capture):
             self.capture.use(walk, also_read)
             args = self.capture.run_args(run_context)
         self._capturing = args is not None  # None: the guard logged a failure (strict=False)
         if self._capturing:
             self._in_flight.start()
+        else:  # the guard logged a failure (strict=False) and abandoned the capture
+            self._collector.resume()
         return args
 
     def _warm_args(self, run_context: Any, step: int, captured_step: int, walk: StepWalk,
@@ -253,6 +262,7 @@ class DumpRun(object):
                 self._write_step(step, captured_step)
         finally:
             self._in_flight.stop()
+            self._collector.resume()
 
     def _write_step(self, step: int, captured_step: int) -> None:
         golden = self._golden_step(step, captured_step)
@@ -296,6 +306,7 @@ class DumpRun(object):
         """After a failed capture step: no scratch left behind, and no golden folder that looks
         complete (its .npy files without golden_manifest.json) -- it becomes golden.incomplete.
         Also run at exit when a capture was interrupted (see :mod:`npu_dump_hook._phases`)."""
+        self._collector.resume()
         self.capture.cleanup()
         if self.golden_dir and os.path.isdir(self.golden_dir) and self.reference_report is None:
             aside = self.golden_dir + INCOMPLETE_SUFFIX
@@ -316,7 +327,9 @@ class DumpRun(object):
     def end(self) -> None:
         """Unset the DUMP_GRAPH_PATH this run set, so a later run in the same process (a second
         hook, a notebook cell) gets its own graph folder instead of sharing this one. A golden
-        run (nothing writes a graph or a dump) leaves no empty graph/ and dump/ folders behind."""
+        run (nothing writes a graph or a dump) leaves no empty graph/ and dump/ folders behind.
+        The collector is restored if a captured step raised before :meth:`finish_step`."""
+        self._collector.resume()
         if self.golden_only:
             for folder in (self.layout.graph_dir, self.layout.dump_dir):
                 _remove_if_empty(folder)
