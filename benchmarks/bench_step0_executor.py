@@ -30,6 +30,8 @@ import sys
 import tempfile
 import time
 
+from bench_reference import _time_tf_calls  # one timing of TF's run call for both benches
+
 SEED = 19
 FETCHES = ("plain", "tensors", "names", "targets")
 _RESULT = re.compile(r"Graph size after: (\d+) nodes \(([-\d]+)\).*time = ([\d.]+)ms")
@@ -104,25 +106,6 @@ def _child(fetch: str, grappler: str, workdir: str) -> dict:
                     steps=1)
     return {"run_s": box["run_s"], "run_cpu_s": box["run_cpu_s"], "tf_call_s": box.get("tf_call_s", 0.0),
             "fetched": box.get("fetched", 0)}
-
-
-def _time_tf_calls(box: dict) -> None:
-    """Time TensorFlow's run call inside the window (instrumentation only: called unchanged)."""
-    try:
-        from tensorflow.python.client import pywrap_tf_session as binding
-    except ImportError:  # TF 1.15
-        from tensorflow.python import pywrap_tensorflow as binding
-    real = binding.TF_SessionRun_wrapper
-
-    def timed(*args):
-        start = time.perf_counter()
-        try:
-            return real(*args)
-        finally:
-            if box.get("in_run"):
-                box["tf_call_s"] = box.get("tf_call_s", 0.0) + time.perf_counter() - start
-
-    binding.TF_SessionRun_wrapper = timed
 
 
 def _grappler(stderr: str) -> tuple:

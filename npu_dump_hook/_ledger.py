@@ -20,13 +20,12 @@ counts, are the same), and its header shape is one the reader accepts; otherwise
 not noted at all. TF-free; numpy only.
 """
 import collections
-import os
-import stat
 import threading
 from typing import Any, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ._written import file_identity as _identity
 from .formats.device_format import shape_problem
 from .formats.dump_file import dtype_info
 
@@ -61,17 +60,6 @@ def non_finite_counts(array: np.ndarray) -> Tuple[int, int, int, int]:
         neg += int(np.count_nonzero(np.isneginf(chunk)))
         pos += int(np.count_nonzero(np.isposinf(chunk)))
     return int(flat.size), nan, neg, pos
-
-
-def _identity(path: str) -> Optional[Tuple[int, int, int, int, str]]:
-    """(device, inode, size, mtime ns, file name) of the regular file ``path``, from one lstat."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return None
-    if not stat.S_ISREG(st.st_mode):
-        return None
-    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, os.path.basename(path)
 
 
 def _tensor_counts(direction: str, tensors: Sequence[Any]) -> Optional[List[TensorCounts]]:

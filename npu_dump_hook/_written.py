@@ -25,7 +25,7 @@ import stat
 import threading
 from typing import Any, Iterable, Optional, Tuple
 
-__all__ = ["note_written", "written_facts", "forget_all", "NOTE_MAX_BYTES", "MAX_NOTED", "MAX_HEAD_BYTES"]
+__all__ = ["note_written", "file_identity", "written_facts", "forget_all", "NOTE_MAX_BYTES", "MAX_NOTED", "MAX_HEAD_BYTES"]
 
 #: Files larger than this are not noted: their cost is their bytes (hashed by the bundle's
 #: threads, the GIL released), not the per-file system calls this saves.
@@ -40,7 +40,7 @@ _lock = threading.Lock()
 _head_bytes = [0]
 
 
-def _identity(path: str) -> Optional[Tuple[int, int, int, int, str]]:
+def file_identity(path: str) -> Optional[Tuple[int, int, int, int, str]]:
     """(device, inode, size, mtime ns, file name) of the regular file ``path``, from one lstat."""
     try:
         st = os.lstat(path)
@@ -64,7 +64,7 @@ def note_written(path: str, parts: Iterable[bytes], head: Optional[bytes] = None
         size += len(part)
     if size > NOTE_MAX_BYTES:
         return
-    identity = _identity(path)
+    identity = file_identity(path)
     if identity is None or identity[2] != size:
         return
     with _lock:
@@ -84,7 +84,7 @@ def written_facts(path: str) -> Optional[Tuple[int, str, Optional[bytes], Any]]:
     if it is still the file noted (module doc), else None."""
     if not _noted:
         return None
-    identity = _identity(path)
+    identity = file_identity(path)
     if identity is None:
         return None
     with _lock:
