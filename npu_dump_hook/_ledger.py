@@ -25,7 +25,7 @@ from typing import Any, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ._written import file_identity as _identity
+from ._written import file_identity as _identity, still_noted
 from .formats.device_format import shape_problem
 from .formats.dump_file import dtype_info
 
@@ -100,16 +100,8 @@ def note_dump_file(path: str, inputs: Iterable[Any], outputs: Iterable[Any]) -> 
 
 def dump_health(path: str) -> Optional[Tuple[TensorCounts, ...]]:
     """The counts noted for the file at ``path`` if it is still that file (module doc), else None."""
-    if not _noted:
-        return None
-    identity = _identity(path)
-    if identity is None:
-        return None
-    with _lock:
-        found = _noted.get(identity[:2])
-    if found is None or found[0] != identity:
-        return None
-    return found[1]
+    found = still_noted(_noted, _lock, path)
+    return None if found is None else found[1]
 
 
 def forget_all() -> None:

@@ -23,9 +23,9 @@ import hashlib
 import os
 import stat
 import threading
-from typing import Any, Iterable, Optional, Tuple
+from typing import Any, Iterable, Mapping, Optional, Tuple
 
-__all__ = ["note_written", "file_identity", "written_facts", "forget_all", "NOTE_MAX_BYTES", "MAX_NOTED", "MAX_HEAD_BYTES"]
+__all__ = ["note_written", "file_identity", "still_noted", "written_facts", "forget_all", "NOTE_MAX_BYTES", "MAX_NOTED", "MAX_HEAD_BYTES"]
 
 #: Files larger than this are not noted: their cost is their bytes (hashed by the bundle's
 #: threads, the GIL released), not the per-file system calls this saves.
@@ -82,16 +82,26 @@ def note_written(path: str, parts: Iterable[bytes], head: Optional[bytes] = None
 def written_facts(path: str) -> Optional[Tuple[int, str, Optional[bytes], Any]]:
     """(size, sha256 hex, noted first bytes or None, noted fields or None) of the file at ``path``
     if it is still the file noted (module doc), else None."""
-    if not _noted:
+    found = still_noted(_noted, _lock, path)
+    if found is None:
+        return None
+    return found[1], found[2], found[3], found[4]
+
+
+def still_noted(noted: Mapping[Tuple[int, int], Tuple[Any, ...]], lock: Any, path: str) -> Optional[Tuple[Any, ...]]:
+    """The entry ``noted`` keeps (under ``lock``) for the file at ``path``, keyed by (device,
+    inode) with the whole :func:`file_identity` first, when that file is still the one noted; else
+    None. The one matching rule of this module and :mod:`npu_dump_hook._ledger`."""
+    if not noted:
         return None
     identity = file_identity(path)
     if identity is None:
         return None
-    with _lock:
-        found = _noted.get(identity[:2])
+    with lock:
+        found = noted.get(identity[:2])
     if found is None or found[0] != identity:
         return None
-    return found[1], found[2], found[3], found[4]
+    return found
 
 
 def forget_all() -> None:
