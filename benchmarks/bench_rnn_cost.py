@@ -115,6 +115,8 @@ def main(argv=None):
     parser.add_argument("--bytecode", action="store_true",
                         help="every row reads bytecode written by an untimed run of each (module doc)")
     args = parser.parse_args(argv)
+    if os.sep in args.python:  # the runs start in a temporary folder: a relative path would not name it there
+        args.python = os.path.abspath(args.python)
     env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
     env = {k: v for k, v in env.items() if not k.startswith("NPU_DUMP") and k != "DUMP_GRAPH_PATH"}
     work = tempfile.mkdtemp(prefix="bench_rnn_")
