@@ -57,13 +57,13 @@ def note_written(path: str, parts: Iterable[bytes], head: Optional[bytes] = None
     what a reader decodes from them (a dump file's tensor fields, see
     :func:`npu_dump_hook.formats.dump_file.quick_tensor_fields`), kept with it. Never raises: a file whose identity cannot be taken, or whose size is not the parts', is
     simply not noted."""
+    parts = list(parts)
+    size = sum(len(part) for part in parts)
+    if size > NOTE_MAX_BYTES:  # before hashing: a big file costs its bytes, never noted
+        return
     digest = hashlib.sha256()
-    size = 0
     for part in parts:
         digest.update(part)
-        size += len(part)
-    if size > NOTE_MAX_BYTES:
-        return
     identity = file_identity(path)
     if identity is None or identity[2] != size:
         return

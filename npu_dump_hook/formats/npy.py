@@ -27,7 +27,7 @@ from typing import Any, Dict, Iterable, NamedTuple, Optional, Tuple
 
 import numpy as np
 
-from .._written import NOTE_MAX_BYTES, note_written
+from .._written import note_written
 from ..errors import DumpFileError, FormatError
 from .device_format import shape_problem
 
@@ -148,8 +148,7 @@ def write_npy(array: np.ndarray, target: str) -> Tuple[str, Tuple[int, ...]]:
         _write_parts(fd, header, data)
     finally:
         os.close(fd)
-    if len(data) <= NOTE_MAX_BYTES:  # its sha256 from memory: the bundle need not read it back
-        note_written(target, (header, data))
+    note_written(target, (header, data))  # its sha256 from memory: the bundle need not read it back
     return dtype_name, array.shape
 
 
