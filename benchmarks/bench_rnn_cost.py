@@ -28,8 +28,15 @@ read bytecode on both sides; the ``__pycache__`` folders it made are removed at 
 run without the flag would read them). Without it the figures include the compiling.
 (``PYTHONPYCACHEPREFIX`` would leave the checkouts alone, but Python 3.7 does not have it.)
 
+``--phases`` adds, after the timed runs, one untimed dumped run of each dumped row with the phase
+timer (``benchmarks/_phase_timer/sitecustomize.py``): the wall and CPU seconds of the hook's phases
+(begin, before_run, after_run, end) and of the named steps inside them (the size estimate, the
+capture, the emulated dump, the bundle writer, the Build graph's JSON, the golden-free checks), side
+by side with ``--before``'s. It wraps functions, it does not profile: the figures are the real
+costs, give or take a few microseconds per call.
+
 Run: .venv/bin/python benchmarks/bench_rnn_cost.py [--repeat 3] [--python PY] [--script SHAPE] [--before DIR]
-     [--bytecode]
+     [--bytecode] [--phases]
 """
 import argparse
 import os
@@ -67,6 +74,32 @@ def _dumped(args, work, env, out):
     if not os.path.isdir(result[2]):
         sys.exit("the dumped run printed no bundle path: {!r}".format(result[2]))
     return result
+
+
+PHASE_TIMER = os.path.join(ROOT, "benchmarks", "_phase_timer")
+
+
+def _phases(args, work, env, out):
+    """``{phase: (calls, wall s, CPU s)}`` of one untimed dumped run under the phase timer."""
+    record = os.path.join(work, out + ".phases")
+    _dumped(args, work, dict(env, PYTHONPATH=PHASE_TIMER + os.pathsep + env["PYTHONPATH"],
+                             NPU_BENCH_PHASE_OUT=record), out)
+    with open(record) as handle:
+        rows = [line.rstrip("\n").split("\t") for line in handle]
+    return {name: (int(calls), float(wall), float(cpu)) for name, calls, wall, cpu in rows}
+
+
+def _phase_table(columns):
+    """One row per phase, wall and CPU seconds per column (``[(title, phases)]``)."""
+    names = []
+    for _title, phases in columns:
+        names += [name for name in phases if name not in names]
+    print("\nphases of the dumped child (one untimed run each; seconds)")
+    print("{:<42}".format("") + "".join("{:>22}".format(title + " wall/CPU") for title, _ in columns))
+    for name in names:
+        cells = ["{:>10.3f} /{:>8.3f}".format(*phases[name][1:]) if name in phases else "{:>22}".format("-")
+                 for _title, phases in columns]
+        print("{:<42}".format(name) + "".join("{:>22}".format(cell) for cell in cells))
 
 
 def _with_bytecode(args, work, env):
@@ -114,6 +147,8 @@ def main(argv=None):
     parser.add_argument("--before", metavar="DIR", help="also time the dumped run with the package of checkout DIR")
     parser.add_argument("--bytecode", action="store_true",
                         help="every row reads bytecode written by an untimed run of each (module doc)")
+    parser.add_argument("--phases", action="store_true",
+                        help="also print the dumped child's phases, timed in one more run of each dumped row")
     args = parser.parse_args(argv)
     if os.sep in args.python:  # the runs start in a temporary folder: a relative path would not name it there
         args.python = os.path.abspath(args.python)
@@ -131,11 +166,18 @@ def main(argv=None):
             if args.before:
                 before.append(_dumped(args, work, dict(env, PYTHONPATH=os.path.abspath(args.before)),
                                       "before{}".format(attempt)))
+        if args.phases:
+            phases = [("dumped", _phases(args, work, env, "phases"))]
+            if args.before:
+                phases.append(("before", _phases(args, work, dict(env, PYTHONPATH=os.path.abspath(args.before)),
+                                                 "phases_before")))
     finally:
         shutil.rmtree(work, ignore_errors=True)
         for made in _caches(args) - caches if args.bytecode else ():
             shutil.rmtree(made, ignore_errors=True)
     _spread_table(plain, dumped, before)
+    if args.phases:
+        _phase_table(phases)
     best_plain = min(plain, key=lambda r: r[0])
     best_dumped = min(dumped, key=lambda r: r[0])
     cpu_plain = min(r[1] for r in plain)

@@ -1,0 +1,102 @@
+"""Phase timer for ``bench_rnn_cost.py --phases``: wall and CPU seconds of named package functions
+in the dumped child, without a profiler (cProfile inflates per-call costs several-fold).
+
+Active only when ``NPU_BENCH_PHASE_OUT`` names a file and this process is ``npu-dump-hook run``'s
+child (its ``argv[0]`` is ``-c``). Each function of :data:`STEPS` is wrapped right after its module
+is first executed (a ``sys.meta_path`` finder), so callers that imported it by name see the wrapper
+too. A name that a checkout does not have (an older ``--before``) is skipped. At exit one line per
+phase is written, in :data:`STEPS` order: ``name<TAB>calls<TAB>wall<TAB>cpu``, CPU being this
+process's (all its threads); the first line, ``child``, is the whole process so far.
+"""
+import atexit
+import functools
+import importlib.abc
+import importlib.machinery
+import os
+import sys
+import time
+
+#: (module, "Class.method" or "function", depth): the timed functions in the order of a dumped step,
+#: depth 1 inside the hook phase above it.
+STEPS = (
+    ("npu_dump_hook.hook", "NpuDumpHook.begin", 0),
+    ("npu_dump_hook.train.capture", "TensorCapture.__init__", 1),
+    ("npu_dump_hook.train.dump_run", "DumpRun.begin_backend", 1),
+    ("npu_dump_hook.train.dump_run", "DumpRun.write_model_graph", 1),
+    ("npu_dump_hook.hook", "NpuDumpHook.before_run", 0),
+    ("npu_dump_hook.train.sizing", "SizeCheck.before_step", 1),
+    ("npu_dump_hook.hook", "NpuDumpHook.after_run", 0),
+    ("npu_dump_hook.train.capture", "TensorCapture.finish", 1),
+    ("npu_dump_hook.emulator.backend", "EmulatedNpu.write_step", 1),
+    ("npu_dump_hook.hook", "NpuDumpHook.end", 0),
+    ("npu_dump_hook.collect", "collect_run", 1),
+    ("npu_dump_hook.bundle.write", "_read_graph", 1),
+    ("npu_dump_hook.bundle._placing", "write_payload_and_json", 1),
+    ("npu_dump_hook.compare", "golden_free_checks", 1),
+)
+PHASES = {}
+for _module, _dotted, _depth in STEPS:
+    PHASES.setdefault(_module, []).append(_dotted)
+_OUT = os.environ.get("NPU_BENCH_PHASE_OUT")
+_totals = {}
+
+
+def _timed(label, function):
+    @functools.wraps(function)
+    def timed(*args, **kwargs):
+        wall, cpu = time.perf_counter(), time.process_time()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            entry = _totals.setdefault(label, [0, 0.0, 0.0])
+            entry[0] += 1
+            entry[1] += time.perf_counter() - wall
+            entry[2] += time.process_time() - cpu
+    return timed
+
+
+def _wrap(module):
+    for dotted in PHASES.get(module.__name__, ()):
+        owner, parts = module, dotted.split(".")
+        for part in parts[:-1]:
+            owner = getattr(owner, part, None)
+        function = getattr(owner, parts[-1], None)
+        if callable(function):
+            setattr(owner, parts[-1], _timed(_label(module.__name__, dotted), function))
+
+
+def _label(module, dotted):
+    return module.rsplit(".", 1)[-1] + ":" + dotted
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name not in PHASES:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        execute = spec.loader.exec_module
+
+        def exec_module(module):
+            execute(module)
+            _wrap(module)
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def _write():
+    times = os.times()
+    with open(_OUT, "w") as handle:
+        handle.write("child\t1\t{:.3f}\t{:.3f}\n".format(time.perf_counter() - _START, times.user + times.system))
+        for module, dotted, depth in STEPS:
+            label = _label(module, dotted)
+            if label in _totals:
+                calls, wall, cpu = _totals[label]
+                handle.write("{}{}\t{}\t{:.3f}\t{:.3f}\n".format("  " * depth, label, calls, wall, cpu))
+
+
+if _OUT and sys.argv and sys.argv[0] == "-c":
+    _START = time.perf_counter()
+    sys.meta_path.insert(0, _Finder())
+    atexit.register(_write)
