@@ -194,6 +194,8 @@ def _entry_bytes(tensor: DumpTensor, is_output: bool) -> bytes:
                     tensor.original_format)
     if not _exact_fields(tensor, original):
         return _single_entry(tensor, is_output)
+    if original is not None:  # each op's own name: the entry is put together around it
+        return _entry_with_original(tensor, original)
     key = (is_output, tensor.data_type, tensor.format, tensor.shape, tensor.array.nbytes, tensor.original_shape,
            tensor.sub_format, tensor.address, original)
     found = _ENTRIES.get(key)
@@ -203,6 +205,60 @@ def _entry_bytes(tensor: DumpTensor, is_output: bool) -> bytes:
             _ENTRIES.clear()
         _ENTRIES[key] = found
     return found
+
+
+#: (fields 1-3, original_op's fields 2-4, fields 6-9) of an output entry, by its fields but the original name.
+_AROUND_NAMES = {}  # type: Dict[Tuple[Any, ...], Tuple[bytes, bytes, bytes]]
+
+
+def _entry_with_original(tensor: DumpTensor, original: Tuple[Any, ...]) -> bytes:
+    """The output entry of ``tensor`` with its ``original_op`` (field 4), whose name is each op's
+    own: the output's fields before it (1-3) and after it (6-9) and original_op's fields after
+    its name (2-4) are serialized by protobuf once per distinct set of them, set as
+    :func:`_fill_tensor` sets them; the name and the lengths are put in as protobuf writes them
+    (a string field: tag, varint length, UTF-8; omitted when empty)."""
+    key = (tensor.data_type, tensor.format, tensor.shape, tensor.array.nbytes, tensor.original_shape,
+           tensor.sub_format, tensor.address) + original[1:]
+    pieces = _AROUND_NAMES.get(key)
+    if pieces is None:
+        pieces = _pieces_around_name(tensor, original)
+        if len(_AROUND_NAMES) >= _MAX_ENTRIES:
+            _AROUND_NAMES.clear()
+        _AROUND_NAMES[key] = pieces
+    before, original_rest, after = pieces
+    name = original[0].encode("utf-8")
+    original_op = (b"\x0a" + _varint(len(name)) + name if name else b"") + original_rest
+    body = b"".join((before, b"\x22", _varint(len(original_op)), original_op, after))
+    return b"\x1a" + _varint(len(body)) + body
+
+
+def _pieces_around_name(tensor: DumpTensor, original: Tuple[Any, ...]) -> Tuple[bytes, bytes, bytes]:
+    before = dump_schema.OpOutput()
+    before.data_type = tensor.data_type
+    before.format = tensor.format
+    before.shape.dim.extend(tensor.shape)
+    rest = dump_schema.OriginalOp()
+    rest.output_index = original[1] & 0xFFFFFFFF  # GE casts -1 to uint32
+    rest.data_type = original[2]
+    rest.format = original[3]
+    after = dump_schema.OpOutput()
+    after.size = tensor.array.nbytes
+    after.original_shape.dim.extend(tensor.original_shape)
+    after.sub_format = tensor.sub_format
+    after.address = tensor.address
+    return tuple(m.SerializeToString(deterministic=True) for m in (before, rest, after))  # type: ignore
+
+
+def _varint(value: int) -> bytes:
+    """Protobuf's base-128 varint of a non-negative int (a length)."""
+    if value < 0x80:
+        return bytes((value,))
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 def _single_entry(tensor: DumpTensor, is_output: bool) -> bytes:
