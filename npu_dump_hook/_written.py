@@ -78,7 +78,7 @@ def note_written(path: str, parts: Iterable[bytes], head: Optional[bytes] = None
     the parts', is simply not noted."""
     _last.noted = None
     parts = list(parts)
-    size = sum(len(part) for part in parts)
+    size = sum(map(len, parts))
     if size > NOTE_MAX_BYTES:  # before hashing: a big file costs its bytes, never noted
         return
     digest = hashlib.sha256()

@@ -186,8 +186,8 @@ def _entry_bytes(tensor: DumpTensor, is_output: bool) -> bytes:
     """The serialized ``output``/``input`` entry (field tag, length, message) of ``tensor`` in a
     DumpData header: what protobuf serialized for a header of this one tensor, built once per
     distinct set of header fields. Only with exact ints and str in its fields (a float equal to
-    an int would share its key while protobuf refuses it): any other tensor is built each time,
-    and refused or encoded as before."""
+    an int would share its key while protobuf refuses it, see :func:`_exact_fields`): any other
+    tensor is built each time, and refused or encoded as before."""
     original = None
     if is_output and tensor.original_name is not None:
         original = (tensor.original_name, tensor.original_output_index, tensor.original_data_type,
@@ -268,14 +268,14 @@ def _single_entry(tensor: DumpTensor, is_output: bool) -> bytes:
 
 
 def _exact_fields(tensor: DumpTensor, original: Optional[Tuple[Any, ...]]) -> bool:
-    """Every header field of ``tensor`` an exact int (dims: in tuples), its original name a str."""
+    """The header fields of ``tensor`` exact ints, its original name a str, its shapes tuples (of
+    the ints DumpTensor made them: an integral non-int dim put there since would be written as its
+    int value where protobuf refused it)."""
     if original is not None and not (type(original[0]) is str and type(original[1]) is int
                                      and type(original[2]) is int and type(original[3]) is int):
         return False
-    shape, original_shape = tensor.shape, tensor.original_shape
     return (type(tensor.data_type) is int and type(tensor.format) is int and type(tensor.sub_format) is int
-            and type(tensor.address) is int and type(shape) is tuple and type(original_shape) is tuple
-            and all([type(d) is int for d in shape]) and all([type(d) is int for d in original_shape]))
+            and type(tensor.address) is int and type(tensor.shape) is tuple and type(tensor.original_shape) is tuple)
 
 
 #: Byte orders whose arrays hold their bytes as the file does (little-endian): "|" (one byte), "<",
