@@ -434,7 +434,9 @@ def _iterations(node: npu_graph.NpuNode, capture: Any) -> List[Any]:
     """The views one node is dumped from: the capture itself, or one per iteration when the node
     sits in a TF 1.x loop body (GE dumps a loop-body op at every iteration: same name and task id,
     a later timestamp each time)."""
-    per_iteration = getattr(capture, "by_iteration", None) or {}
+    per_iteration = getattr(capture, "by_iteration", None)
+    if not per_iteration:  # no loop body captured (a static graph): the capture itself
+        return [capture]
     counts = [len(per_iteration.get(t.value.tensor) or ()) for t in list(node.outputs) + list(node.inputs)]
     count = max(counts) if counts else 0
     if not count:

@@ -44,8 +44,8 @@ class DumpTensor(object):
         self.array = np.asarray(array)
         self.data_type = _data_type_of(self.array, data_type)
         self.format = _enum_value("format", format, dump_schema.format_value)
-        self.shape = tuple(int(d) for d in (self.array.shape if shape is None else shape))
-        self.original_shape = self.shape if original_shape is None else tuple(int(d) for d in original_shape)
+        self.shape = tuple(map(int, self.array.shape if shape is None else shape))
+        self.original_shape = self.shape if original_shape is None else tuple(map(int, original_shape))
         self.original_name = original_name
         self.original_output_index = original_output_index
         self.original_data_type = (_GE_DATA_TYPE.get(self.data_type, _GE_UNDEFINED)
