@@ -25,7 +25,7 @@ from typing import Any, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ._written import file_identity as _identity, still_noted
+from ._written import file_identity as _identity, just_noted, still_noted
 from .formats.device_format import shape_problem
 from .formats.dump_file import dtype_info
 
@@ -70,14 +70,20 @@ def _tensor_counts(direction: str, tensors: Sequence[Any]) -> Optional[List[Tens
         if logical is None:
             continue  # the reader skips a type numpy cannot hold
         array = tensor.array
-        size = 1
-        for dim in tensor.shape:
-            size *= dim
-        if ((array.dtype != logical and array.dtype.newbyteorder("=") != logical.newbyteorder("="))
-                or array.size != size or shape_problem(tensor.shape, logical.itemsize) is not None):
+        if array.dtype != logical and array.dtype.newbyteorder("=") != logical.newbyteorder("="):
             return None
+        if tensor.shape != array.shape and not _shape_holds(tensor.shape, array, logical):
+            return None  # (the array's own shape, with its dtype, numpy holds already: no check)
         counts.append((direction,) + (slot,) + non_finite_counts(array))  # type: ignore
     return counts
+
+
+def _shape_holds(shape: Sequence[int], array: np.ndarray, logical: np.dtype) -> bool:
+    """A header ``shape`` (not the array's own) that the reader accepts and that counts ``array``'s elements."""
+    size = 1
+    for dim in shape:
+        size *= dim
+    return array.size == size and shape_problem(shape, logical.itemsize) is None
 
 
 def note_dump_file(path: str, inputs: Iterable[Any], outputs: Iterable[Any]) -> None:
@@ -88,7 +94,7 @@ def note_dump_file(path: str, inputs: Iterable[Any], outputs: Iterable[Any]) -> 
     if found is None:
         return
     outs = _tensor_counts("output", list(outputs))
-    identity = _identity(path)
+    identity = just_noted(path) or _identity(path)  # the writer's own note of it: no second lstat
     if outs is None or identity is None:
         return
     with _lock:

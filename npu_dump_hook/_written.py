@@ -25,7 +25,7 @@ import stat
 import threading
 from typing import Any, Iterable, Mapping, Optional, Tuple
 
-__all__ = ["note_written", "file_identity", "still_noted", "written_facts", "forget_all", "NOTE_MAX_BYTES", "MAX_NOTED", "MAX_HEAD_BYTES"]
+__all__ = ["note_written", "file_identity", "fd_identity", "just_noted", "still_noted", "written_facts", "forget_all", "NOTE_MAX_BYTES", "MAX_NOTED", "MAX_HEAD_BYTES"]
 
 #: Files larger than this are not noted: their cost is their bytes (hashed by the bundle's
 #: threads, the GIL released), not the per-file system calls this saves.
@@ -38,6 +38,8 @@ MAX_HEAD_BYTES = 16 << 20
 _noted = collections.OrderedDict()  # type: collections.OrderedDict
 _lock = threading.Lock()
 _head_bytes = [0]
+#: Per thread: (path, identity) of the file this thread noted last (:func:`just_noted`).
+_last = threading.local()
 
 
 def file_identity(path: str) -> Optional[Tuple[int, int, int, int, str]]:
@@ -51,22 +53,42 @@ def file_identity(path: str) -> Optional[Tuple[int, int, int, int, str]]:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, os.path.basename(path)
 
 
-def note_written(path: str, parts: Iterable[bytes], head: Optional[bytes] = None, fields: Any = None) -> None:
+def fd_identity(fd: int, path: str) -> Optional[Tuple[int, int, int, int, str]]:
+    """:func:`file_identity` of the file a writer has open as ``fd`` at ``path``, from one fstat
+    (no path lookup), taken after its last write: the same tuple an lstat of ``path`` gives once
+    it is closed, for a regular file. None when it is not a regular file or fstat fails. A
+    mismatch (e.g. ``path`` a symlink) only makes the lookup answer None: the file is read."""
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, os.path.basename(path)
+
+
+def note_written(path: str, parts: Iterable[bytes], head: Optional[bytes] = None, fields: Any = None,
+                 identity: Optional[Tuple[int, int, int, int, str]] = None) -> None:
     """Record the size and sha256 of the file just written at ``path`` from ``parts``, the
     bytes-like pieces it was written from, in order; ``head``: its first bytes, and ``fields``:
     what a reader decodes from them (a dump file's tensor fields, see
-    :func:`npu_dump_hook.formats.dump_file.quick_tensor_fields`), kept with it. Never raises: a file whose identity cannot be taken, or whose size is not the parts', is
-    simply not noted."""
+    :func:`npu_dump_hook.formats.dump_file.quick_tensor_fields`), kept with it. ``identity``:
+    the file's :func:`fd_identity` taken by the writer after its last write (default: an lstat
+    of ``path`` now). Never raises: a file whose identity cannot be taken, or whose size is not
+    the parts', is simply not noted."""
+    _last.noted = None
     parts = list(parts)
-    size = sum(len(part) for part in parts)
+    size = sum(map(len, parts))
     if size > NOTE_MAX_BYTES:  # before hashing: a big file costs its bytes, never noted
         return
     digest = hashlib.sha256()
     for part in parts:
         digest.update(part)
-    identity = file_identity(path)
+    if identity is None:
+        identity = file_identity(path)
     if identity is None or identity[2] != size:
         return
+    _last.noted = (path, identity)
     with _lock:
         old = _noted.pop(identity[:2], None)
         if old is not None and old[3] is not None:
@@ -77,6 +99,14 @@ def note_written(path: str, parts: Iterable[bytes], head: Optional[bytes] = None
             _key, dropped = _noted.popitem(last=False)
             if dropped[3] is not None:
                 _head_bytes[0] -= len(dropped[3])
+
+
+def just_noted(path: str) -> Optional[Tuple[int, int, int, int, str]]:
+    """The identity :func:`note_written` noted for ``path`` in this thread's last call (None when
+    that call was for another path or noted nothing), so a second note of the same file just
+    written (:func:`npu_dump_hook._ledger.note_dump_file`) need not lstat it again."""
+    last = getattr(_last, "noted", None)
+    return last[1] if last is not None and last[0] == path else None
 
 
 def written_facts(path: str) -> Optional[Tuple[int, str, Optional[bytes], Any]]:

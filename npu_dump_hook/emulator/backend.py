@@ -74,6 +74,7 @@ nodes) is described in :mod:`.npu_graph`. Everything the emulator writes is reco
 ``backend`` is ``"emulated"``, so emulated data is never mistaken for NPU data.
 """
 import datetime
+import functools
 import json
 import logging
 import os
@@ -150,6 +151,7 @@ class EmulatedNpu(object):
         self._tf_graph = None  # type: Any
         self._dumped_iterations = 0
         self._task_ids = {}  # type: Dict[str, int]
+        self._name_prefixes = {}  # type: Dict[Tuple[str, str], str]
         self._last_debug_time = 0  # each Opdebug record gets its own timestamp (its own file)
         self._placed = set()  # type: set
         self.report = {"backend": self.name, "emulate_precision": emulate_precision, "ffts_names": ffts_names,
@@ -322,6 +324,13 @@ class EmulatedNpu(object):
     def _file_name(self, op: npu_graph.NpuNode, timestamp: int, stats: bool = False, op_type: Optional[str] = None,
                    op_name: Optional[str] = None) -> Tuple[str, int]:
         task_id = self._task_ids.setdefault(op.name, _FIRST_TASK_ID + len(self._task_ids))
+        if not (stats or op_type or op_name or self.ffts_names) and type(timestamp) is int and timestamp >= 0:
+            # An op's files differ only in the timestamp: its checked name for timestamp 0, less the 0, once
+            prefix = self._name_prefixes.get((op.type, op.name))
+            if prefix is None:
+                prefix = self._name_prefixes[(op.type, op.name)] = names.format_dump_name(
+                    op.type, op.name, task_id, 0, 0)[:-1]
+            return prefix + str(timestamp), task_id
         ffts = {}  # type: Dict[str, int]
         if self.ffts_names:
             ffts = {"context_id": 0, "thread_id": 0, "device_id": self.device_id}
@@ -425,7 +434,9 @@ def _iterations(node: npu_graph.NpuNode, capture: Any) -> List[Any]:
     """The views one node is dumped from: the capture itself, or one per iteration when the node
     sits in a TF 1.x loop body (GE dumps a loop-body op at every iteration: same name and task id,
     a later timestamp each time)."""
-    per_iteration = getattr(capture, "by_iteration", None) or {}
+    per_iteration = getattr(capture, "by_iteration", None)
+    if not per_iteration:  # no loop body captured (a static graph): the capture itself
+        return [capture]
     counts = [len(per_iteration.get(t.value.tensor) or ()) for t in list(node.outputs) + list(node.inputs)]
     count = max(counts) if counts else 0
     if not count:
@@ -461,8 +472,14 @@ def dump_tensor(tensor: Any, array: Any, original_shape: Tuple[int, ...], output
     return DumpTensor(array, format=held.format if ascend else "ND", original_shape=original_shape,
                       original_name=origin[0] if origin else None,
                       original_output_index=origin[1] if origin else 0,
-                      original_data_type=ge_origin_data_type(ge_model.ge_dtype(tensor.tf_dtype)),
+                      original_data_type=_origin_data_type(tensor.tf_dtype),
                       original_format=held.origin_format if ascend else None)
+
+
+@functools.lru_cache(maxsize=None)
+def _origin_data_type(tf_dtype: str) -> int:
+    """GE's origin data type number of a TF dtype name (:func:`dump_tensor`: once per dtype)."""
+    return ge_origin_data_type(ge_model.ge_dtype(tf_dtype))
 
 
 def _release_arrays(capture: Any) -> None:

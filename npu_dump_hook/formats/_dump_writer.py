@@ -12,7 +12,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .._written import note_written
+from .._written import fd_identity, note_written
 from ..errors import OptionError
 from . import dump_schema
 from ._dump_layout import (DATA_TYPE_NAMES as _DATA_TYPE_NAMES, FORMAT_NAMES as _FORMAT_NAMES, FROM_NUMPY as _FROM_NUMPY,
@@ -44,8 +44,8 @@ class DumpTensor(object):
         self.array = np.asarray(array)
         self.data_type = _data_type_of(self.array, data_type)
         self.format = _enum_value("format", format, dump_schema.format_value)
-        self.shape = tuple(int(d) for d in (self.array.shape if shape is None else shape))
-        self.original_shape = self.shape if original_shape is None else tuple(int(d) for d in original_shape)
+        self.shape = tuple(map(int, self.array.shape if shape is None else shape))
+        self.original_shape = self.shape if original_shape is None else tuple(map(int, original_shape))
         self.original_name = original_name
         self.original_output_index = original_output_index
         self.original_data_type = (_GE_DATA_TYPE.get(self.data_type, _GE_UNDEFINED)
@@ -156,7 +156,140 @@ def encode_header(header: Any) -> bytes:
     return header.SerializeToString(deterministic=True)
 
 
-def _little_endian_bytes(array: np.ndarray) -> memoryview:
+def _tensors_header(op_name: str, outputs: Sequence[DumpTensor], inputs: Sequence[DumpTensor], dump_time: int,
+                    version: str) -> bytes:
+    """``encode_header(build_header(op_name, outputs, inputs, dump_time=dump_time, version=version))``,
+    built from pieces: a message serializes its fields in field-number order and a repeated
+    message field as its elements one after the other, so the header is the encoding of fields
+    1-2 (version, dump_time), each output's and each input's own field-3/field-4 entry, then
+    field 6 (op_name). An entry depends on its tensor's fields only, and a step's tensors share
+    few of them (an unrolled RNN repeats its cell's 20 times): each distinct entry is built
+    with protobuf once (:func:`_entry_bytes`), not a message per tensor per file."""
+    start = dump_schema.DumpData()
+    start.version = version
+    start.dump_time = dump_time
+    end = dump_schema.DumpData()
+    end.op_name = op_name
+    parts = [start.SerializeToString(deterministic=True)]
+    parts.extend([_entry_bytes(t, True) for t in outputs])
+    parts.extend([_entry_bytes(t, False) for t in inputs])
+    parts.append(end.SerializeToString(deterministic=True))
+    return b"".join(parts)
+
+
+#: Serialized header entries of single tensors (:func:`_entry_bytes`), emptied when full.
+_ENTRIES = {}  # type: Dict[Tuple[Any, ...], bytes]
+_MAX_ENTRIES = 1 << 14
+
+
+def _entry_bytes(tensor: DumpTensor, is_output: bool) -> bytes:
+    """The serialized ``output``/``input`` entry (field tag, length, message) of ``tensor`` in a
+    DumpData header: what protobuf serialized for a header of this one tensor, built once per
+    distinct set of header fields. Only with exact ints and str in its fields (a float equal to
+    an int would share its key while protobuf refuses it, see :func:`_exact_fields`): any other
+    tensor is built each time, and refused or encoded as before."""
+    original = None
+    if is_output and tensor.original_name is not None:
+        original = (tensor.original_name, tensor.original_output_index, tensor.original_data_type,
+                    tensor.original_format)
+    if not _exact_fields(tensor, original):
+        return _single_entry(tensor, is_output)
+    if original is not None:  # each op's own name: the entry is put together around it
+        return _entry_with_original(tensor, original)
+    key = (is_output, tensor.data_type, tensor.format, tensor.shape, tensor.array.nbytes, tensor.original_shape,
+           tensor.sub_format, tensor.address, original)
+    found = _ENTRIES.get(key)
+    if found is None:
+        found = _single_entry(tensor, is_output)
+        if len(_ENTRIES) >= _MAX_ENTRIES:
+            _ENTRIES.clear()
+        _ENTRIES[key] = found
+    return found
+
+
+#: (fields 1-3, original_op's fields 2-4, fields 6-9) of an output entry, by its fields but the original name.
+_AROUND_NAMES = {}  # type: Dict[Tuple[Any, ...], Tuple[bytes, bytes, bytes]]
+
+
+def _entry_with_original(tensor: DumpTensor, original: Tuple[Any, ...]) -> bytes:
+    """The output entry of ``tensor`` with its ``original_op`` (field 4), whose name is each op's
+    own: the output's fields before it (1-3) and after it (6-9) and original_op's fields after
+    its name (2-4) are serialized by protobuf once per distinct set of them, set as
+    :func:`_fill_tensor` sets them; the name and the lengths are put in as protobuf writes them
+    (a string field: tag, varint length, UTF-8; omitted when empty)."""
+    key = (tensor.data_type, tensor.format, tensor.shape, tensor.array.nbytes, tensor.original_shape,
+           tensor.sub_format, tensor.address) + original[1:]
+    pieces = _AROUND_NAMES.get(key)
+    if pieces is None:
+        pieces = _pieces_around_name(tensor, original)
+        if len(_AROUND_NAMES) >= _MAX_ENTRIES:
+            _AROUND_NAMES.clear()
+        _AROUND_NAMES[key] = pieces
+    before, original_rest, after = pieces
+    name = original[0].encode("utf-8")
+    original_op = (b"\x0a" + _varint(len(name)) + name if name else b"") + original_rest
+    body = b"".join((before, b"\x22", _varint(len(original_op)), original_op, after))
+    return b"\x1a" + _varint(len(body)) + body
+
+
+def _pieces_around_name(tensor: DumpTensor, original: Tuple[Any, ...]) -> Tuple[bytes, bytes, bytes]:
+    before = dump_schema.OpOutput()
+    before.data_type = tensor.data_type
+    before.format = tensor.format
+    before.shape.dim.extend(tensor.shape)
+    rest = dump_schema.OriginalOp()
+    rest.output_index = original[1] & 0xFFFFFFFF  # GE casts -1 to uint32
+    rest.data_type = original[2]
+    rest.format = original[3]
+    after = dump_schema.OpOutput()
+    after.size = tensor.array.nbytes
+    after.original_shape.dim.extend(tensor.original_shape)
+    after.sub_format = tensor.sub_format
+    after.address = tensor.address
+    return tuple(m.SerializeToString(deterministic=True) for m in (before, rest, after))  # type: ignore
+
+
+def _varint(value: int) -> bytes:
+    """Protobuf's base-128 varint of a non-negative int (a length)."""
+    if value < 0x80:
+        return bytes((value,))
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _single_entry(tensor: DumpTensor, is_output: bool) -> bytes:
+    single = dump_schema.DumpData()
+    _fill_tensor(single.output.add() if is_output else single.input.add(), tensor, is_output)
+    return single.SerializeToString(deterministic=True)
+
+
+def _exact_fields(tensor: DumpTensor, original: Optional[Tuple[Any, ...]]) -> bool:
+    """The header fields of ``tensor`` exact ints, its original name a str, its shapes tuples (of
+    the ints DumpTensor made them: an integral non-int dim put there since would be written as its
+    int value where protobuf refused it)."""
+    if original is not None and not (type(original[0]) is str and type(original[1]) is int
+                                     and type(original[2]) is int and type(original[3]) is int):
+        return False
+    return (type(tensor.data_type) is int and type(tensor.format) is int and type(tensor.sub_format) is int
+            and type(tensor.address) is int and type(tensor.shape) is tuple and type(tensor.original_shape) is tuple)
+
+
+#: Byte orders whose arrays hold their bytes as the file does (little-endian): "|" (one byte), "<",
+#: and "=" on a little-endian machine.
+_FILE_BYTE_ORDERS = frozenset("|<=" if sys.byteorder == "little" else "|<")
+
+
+def _little_endian_bytes(array: np.ndarray) -> Any:
+    """The file's bytes of ``array``: the array itself where a write or ``bytes.join`` can take its
+    buffer as they are (C-contiguous, little-endian, a plain numeric dtype, whose buffer numpy
+    always exports: a step's 1,000s of small tensors, no view made), else a little-endian view."""
+    dtype = array.dtype
+    if array.flags.c_contiguous and dtype.byteorder in _FILE_BYTE_ORDERS and dtype.kind in "biufc":
+        return array
     array = np.ascontiguousarray(array)
     if array.dtype.byteorder == ">" or (array.dtype.byteorder == "=" and sys.byteorder == "big"):
         array = array.astype(array.dtype.newbyteorder("<"))
@@ -202,15 +335,19 @@ def write_dump_file(path: Union[str, "os.PathLike[str]"], op_name: str, outputs:
     input_tensors = [_as_tensor(item) for item in inputs]
     buffer_blobs = [_as_blob(item) for item in buffers]
     space_blobs = [_as_blob(item) for item in workspaces]
-    header = build_header(op_name, output_tensors, input_tensors, buffer_blobs, space_blobs, dump_time, version, attrs)
-    encoded = encode_header(header)
+    dump_time = int(time.time() * 1000000) if dump_time is None else int(dump_time)
+    if buffer_blobs or space_blobs or attrs:
+        encoded = encode_header(build_header(op_name, output_tensors, input_tensors, buffer_blobs, space_blobs,
+                                             dump_time, version, attrs))
+    else:
+        encoded = _tensors_header(op_name, output_tensors, input_tensors, dump_time, version)
     within = _within_limits(encoded, output_tensors + input_tensors, len(buffer_blobs) + len(space_blobs),
                             len(attrs or {}))
     if not within:
         _check_readable(encoded)  # the walk names the limit a large header breaks
     payloads = [t.array for t in input_tensors] + [t.array for t in output_tensors] + buffer_blobs + space_blobs
     if not atomic and not fsync and sum(a.nbytes for a in payloads) <= _ONE_WRITE_BYTES:
-        fields = _decoded_fields(header, encoded, (input_tensors, output_tensors)) if within else None
+        fields = _decoded_fields(version, encoded, (input_tensors, output_tensors)) if within else None
         return _write_in_place(path, [_PREFIX.pack(len(encoded)), encoded] + [_little_endian_bytes(a) for a in payloads],
                                _PREFIX.size + len(encoded), fields)
     if atomic:
@@ -245,15 +382,15 @@ _ONE_WRITE_BYTES = 1 << 20
 _IN_PLACE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)
 
 
-def _decoded_fields(header: Any, encoded: bytes, tensors: Sequence[Sequence[DumpTensor]]) -> Optional[Tuple[Tuple[Any, ...], ...]]:
+def _decoded_fields(version: str, encoded: bytes, tensors: Sequence[Sequence[DumpTensor]]) -> Optional[Tuple[Tuple[Any, ...], ...]]:
     """(inputs, outputs) tensor fields that :func:`.dump_file.quick_tensor_fields` decodes from
-    the file of ``header`` (serialized as ``encoded``, within the reader's limits: its walk
+    the file of a header of ``version`` (serialized as ``encoded``, within the reader's limits: its walk
     passes), taken from the DumpTensors ``tensors`` (inputs, outputs) it was built from
     (:func:`_fill_tensor`: the same numbers) by the rules of :func:`._dump_rules.quick_fields`
     (every name known; each payload's size is what its shape needs, as DumpTensor checked), without
     parsing the bytes back; None where the quick decode would decline (the full reader then
     describes the file)."""
-    if header.version != _V2 or not 1 <= len(encoded) <= MAX_READ_HEADER_LEN or encoded[:4] == _NANO_MAGIC:
+    if version != _V2 or not 1 <= len(encoded) <= MAX_READ_HEADER_LEN or encoded[:4] == _NANO_MAGIC:
         return None
     found = []  # type: List[Tuple[Any, ...]]
     for group in tensors:
@@ -280,11 +417,12 @@ def _write_in_place(path: str, parts: Sequence[Any], header_end: int, fields: An
             done = 0
             while done < len(data):
                 done += os.write(fd, data[done:])
+            identity = fd_identity(fd, path)  # after the last write: no lstat of the path again
         finally:
             os.close(fd)
     except BaseException:
         if os.path.exists(path):
             os.unlink(path)
         raise
-    note_written(path, (data,), bytes(data[:header_end]), fields)
+    note_written(path, (data,), bytes(data[:header_end]), fields, identity)
     return len(data)

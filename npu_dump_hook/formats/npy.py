@@ -27,7 +27,7 @@ from typing import Any, Dict, Iterable, NamedTuple, Optional, Tuple
 
 import numpy as np
 
-from .._written import note_written
+from .._written import fd_identity, note_written
 from ..errors import DumpFileError, FormatError
 from .device_format import shape_problem
 
@@ -143,13 +143,17 @@ def write_npy(array: np.ndarray, target: str) -> Tuple[str, Tuple[int, ...]]:
     the dtype's name come from a small cache, since a step writes many tensors of few shapes."""
     header, dtype_name = _header_of(array.dtype, array.shape)
     data = memoryview(array.reshape(-1).view(np.uint8))
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0), 0o666)
+    fd = os.open(target, _WRITE_FLAGS, 0o666)
     try:
         _write_parts(fd, header, data)
+        identity = fd_identity(fd, target)  # after the last write: no lstat of the path again
     finally:
         os.close(fd)
-    note_written(target, (header, data))  # its sha256 from memory: the bundle need not read it back
+    note_written(target, (header, data), identity=identity)  # its sha256 from memory: the bundle need not read it back
     return dtype_name, array.shape
+
+
+_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)
 
 
 _HEADER_CACHE = {}  # type: Dict[Tuple[np.dtype, Tuple[int, ...]], Tuple[bytes, str]]
@@ -167,10 +171,12 @@ def _header_of(dtype: np.dtype, shape: Tuple[int, ...]) -> Tuple[bytes, str]:
     return known
 
 
+_WRITEV = getattr(os, "writev", None)
+
+
 def _write_parts(fd: int, header: bytes, data: memoryview) -> None:
     """``header`` then ``data`` to ``fd``: one ``writev`` where the OS has it, the rest if it wrote less."""
-    writev = getattr(os, "writev", None)
-    written = writev(fd, [header, data]) if writev is not None and len(data) else 0
+    written = _WRITEV(fd, [header, data]) if _WRITEV is not None and len(data) else 0
     if written < len(header):
         _write_all(fd, header[written:])
         written = len(header)

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from npu_dump_hook import DumpOptions, NpuDumpHook, OptionError
 from npu_dump_hook.emulator.backend import EmulatedNpu
-from npu_dump_hook.formats import ge_graph, names, stats_csv
+from npu_dump_hook.formats import dump_schema, ge_graph, names, stats_csv
 from npu_dump_hook.formats.dump_file import DumpFile
 from npu_dump_hook.formats.mapping_csv import read_mapping
 from npu_dump_hook.formats.opdebug import read_opdebug_file
@@ -43,6 +43,19 @@ def run_model(model, hook, workdir, fetch=()):
     else:
         text_model.train(hook.options, hooks=[hook] + extra, steps=1000)
     return extra[0].values if extra else None
+
+
+def assert_header_is_protobufs(path):
+    """The file's header is byte for byte what protobuf serializes for the message it decodes to
+    (the writer puts headers together from cached pieces), and its payloads fill the rest."""
+    with open(path, "rb") as handle:
+        data = handle.read()
+    length = int.from_bytes(data[:8], "little")
+    header = dump_schema.DumpData()
+    header.ParseFromString(data[8:8 + length])
+    assert header.SerializeToString(deterministic=True) == data[8:8 + length], path
+    sizes = [t.size for t in list(header.input) + list(header.output)]
+    assert len(data) == 8 + length + sum(sizes), path
 
 
 FETCH = {"cnn": ["loss:0", "logits/BiasAdd:0", "conv1/Relu:0"],
@@ -88,6 +101,7 @@ def test_sample_model_produces_graph_dump_and_golden(in_tmp_cwd, model):
             assert parsed.op_name == names.sanitize(dump.op_name)
             assert parsed.op_type == names.sanitize(ops[dump.op_name].type)
             dumped_ops.add(dump.op_name)
+        assert_header_is_protobufs(path)
     # Tensor values equal what TF computed in that very step (fetched independently).
     by_op = {}
     for path in files:
