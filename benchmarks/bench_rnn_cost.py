@@ -17,6 +17,10 @@ Each row also gives the median and the spread (min-max) of its runs. ``--before 
 ``before``: the same dumped run with the package of another checkout ``DIR`` (e.g. a ``git
 archive`` of main), alternating with the others, for a before/after figure from one run.
 
+``--golden`` times the second process of the workflow instead: the ``dumped`` and ``before`` rows
+run ``npu-dump-hook run --golden-for BUNDLE`` (the reference backend) of the bundle an untimed
+emulated run of this checkout made first.
+
 ``--bytecode`` runs every row as an installed package runs: with bytecode. A ``pip install``
 (editable or not) leaves Python free to write ``__pycache__``, so only a first run compiles; a
 machine with ``PYTHONDONTWRITEBYTECODE=1`` (this one) compiles the package from source in both
@@ -29,7 +33,7 @@ run without the flag would read them). Without it the figures include the compil
 (``PYTHONPYCACHEPREFIX`` would leave the checkouts alone, but Python 3.7 does not have it.)
 
 Run: .venv/bin/python benchmarks/bench_rnn_cost.py [--repeat 3] [--python PY] [--script SHAPE] [--before DIR]
-     [--bytecode]
+     [--bytecode] [--golden]
 """
 import argparse
 import os
@@ -61,7 +65,8 @@ def _timed(argv, cwd, env):
 
 
 def _dumped(args, work, env, out):
-    result = _timed([args.python, "-m", "npu_dump_hook", "run", "-q", "--backend", "emulated",
+    flags = ["--golden-for", args.golden_bundle] if args.golden_bundle else ["--backend", "emulated"]
+    result = _timed([args.python, "-m", "npu_dump_hook", "run", "-q"] + flags + [
                      "--output-dir", os.path.join(work, out), "--", args.python, SCRIPT, args.script, work, "1"],
                     work, env)
     if not os.path.isdir(result[2]):
@@ -114,7 +119,11 @@ def main(argv=None):
     parser.add_argument("--before", metavar="DIR", help="also time the dumped run with the package of checkout DIR")
     parser.add_argument("--bytecode", action="store_true",
                         help="every row reads bytecode written by an untimed run of each (module doc)")
+    parser.add_argument("--golden", action="store_true",
+                        help="the dumped and before rows are the golden run (run --golden-for) of the bundle "
+                             "an untimed dumped run of this checkout made first")
     args = parser.parse_args(argv)
+    args.golden_bundle = None
     if os.sep in args.python:  # the runs start in a temporary folder: a relative path would not name it there
         args.python = os.path.abspath(args.python)
     env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
@@ -123,6 +132,8 @@ def main(argv=None):
     plain, dumped, before = [], [], []  # type: ignore[var-annotated]
     caches = _caches(args)
     try:
+        if args.golden:
+            args.golden_bundle = _dumped(args, work, env, "npu")[2]
         if args.bytecode:
             env = _with_bytecode(args, work, env)
         for attempt in range(args.repeat):
@@ -135,6 +146,8 @@ def main(argv=None):
         shutil.rmtree(work, ignore_errors=True)
         for made in _caches(args) - caches if args.bytecode else ():
             shutil.rmtree(made, ignore_errors=True)
+    if args.golden:
+        print("rows dumped/before: the golden run (--golden-for) of {}".format(args.golden_bundle))
     _spread_table(plain, dumped, before)
     best_plain = min(plain, key=lambda r: r[0])
     best_dumped = min(dumped, key=lambda r: r[0])
