@@ -17,6 +17,10 @@ Each row also gives the median and the spread (min-max) of its runs. ``--before 
 ``before``: the same dumped run with the package of another checkout ``DIR`` (e.g. a ``git
 archive`` of main), alternating with the others, for a before/after figure from one run.
 
+``--golden`` times the second process of the workflow instead: the ``dumped`` and ``before`` rows
+run ``npu-dump-hook run --golden-for BUNDLE`` (the reference backend) of the bundle an untimed
+emulated run of this checkout made first.
+
 ``--bytecode`` runs every row as an installed package runs: with bytecode. A ``pip install``
 (editable or not) leaves Python free to write ``__pycache__``, so only a first run compiles; a
 machine with ``PYTHONDONTWRITEBYTECODE=1`` (this one) compiles the package from source in both
@@ -36,7 +40,7 @@ by side with ``--before``'s. It wraps functions, it does not profile: the figure
 costs, give or take a few microseconds per call.
 
 Run: .venv/bin/python benchmarks/bench_rnn_cost.py [--repeat 3] [--python PY] [--script SHAPE] [--before DIR]
-     [--bytecode] [--phases]
+     [--bytecode] [--phases] [--golden]
 """
 import argparse
 import os
@@ -68,7 +72,8 @@ def _timed(argv, cwd, env):
 
 
 def _dumped(args, work, env, out):
-    result = _timed([args.python, "-m", "npu_dump_hook", "run", "-q", "--backend", "emulated",
+    flags = ["--golden-for", args.golden_bundle] if args.golden_bundle else ["--backend", "emulated"]
+    result = _timed([args.python, "-m", "npu_dump_hook", "run", "-q"] + flags + [
                      "--output-dir", os.path.join(work, out), "--", args.python, SCRIPT, args.script, work, "1"],
                     work, env)
     if not os.path.isdir(result[2]):
@@ -149,7 +154,11 @@ def main(argv=None):
                         help="every row reads bytecode written by an untimed run of each (module doc)")
     parser.add_argument("--phases", action="store_true",
                         help="also print the dumped child's phases, timed in one more run of each dumped row")
+    parser.add_argument("--golden", action="store_true",
+                        help="the dumped and before rows are the golden run (run --golden-for) of the bundle "
+                             "an untimed dumped run of this checkout made first")
     args = parser.parse_args(argv)
+    args.golden_bundle = None
     if os.sep in args.python:  # the runs start in a temporary folder: a relative path would not name it there
         args.python = os.path.abspath(args.python)
     env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
@@ -158,6 +167,8 @@ def main(argv=None):
     plain, dumped, before = [], [], []  # type: ignore[var-annotated]
     caches = _caches(args)
     try:
+        if args.golden:
+            args.golden_bundle = _dumped(args, work, env, "npu")[2]
         if args.bytecode:
             env = _with_bytecode(args, work, env)
         for attempt in range(args.repeat):
@@ -175,6 +186,8 @@ def main(argv=None):
         shutil.rmtree(work, ignore_errors=True)
         for made in _caches(args) - caches if args.bytecode else ():
             shutil.rmtree(made, ignore_errors=True)
+    if args.golden:
+        print("rows dumped/before: the golden run (--golden-for) of {}".format(args.golden_bundle))
     _spread_table(plain, dumped, before)
     if args.phases:
         _phase_table(phases)

@@ -10,8 +10,9 @@ Exit codes::
 
     0  EXIT_OK            everything went as asked
     1  EXIT_CHECK_FAILED  a check failed (verify, compare, parse, inspect)
-    1  EXIT_SCRIPT_ERROR  the script the runner ran died of an uncaught exception, or the
-                          runner's own work failed after the script ran (Python's status)
+    1  EXIT_SCRIPT_ERROR  the script the runner ran died of an uncaught exception (the hook's
+                          own NpuDumpError: one line, its traceback with -v), or the runner's
+                          own work failed after the script ran (Python's status)
     2  EXIT_USAGE         bad arguments, option values or variables; a path that does not exist
     3  EXIT_ERROR         anything else
     4  EXIT_NO_BUNDLE     ``run``: the script ended (status 0) without a bundle while dumping was
@@ -38,7 +39,8 @@ EXIT_USAGE = 2
 #: Anything else (one line on stderr; the traceback only with --debug).
 EXIT_ERROR = 3
 #: What Python exits with after an uncaught exception: the runner's status for a script that
-#: died of one, and for its own failures once the script has run.
+#: died of one (an NpuDumpError the injected hook raised is one line, its traceback with -v or
+#: --debug), and for its own failures once the script has run.
 EXIT_SCRIPT_ERROR = 1
 #: ``run``: the script ended with status 0, but no bundle was written while dumping was asked
 #: (a CI job gating on the run must not pass); ``--allow-no-bundle`` keeps the script's status.

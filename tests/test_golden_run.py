@@ -42,6 +42,7 @@ def npu_bundle(tmp_path_factory):
                                      "faults": FAULT}, *FEED)
     assert code == 0 and result["bundle"], err[-3000:]
     assert "computed with NPU numerics (profile ascend, faults on hidden/MatMul)" in err
+    assert result["compare_loaded"] is True  # the golden-free checks ran on its bundle
     return result["bundle"]
 
 
@@ -70,6 +71,7 @@ def test_the_npu_bundle_has_its_checkpoint_and_fingerprints_but_no_golden(npu_bu
 def test_golden_run_matches_the_npu_run_and_names_it(tmp_path, npu_bundle):
     code, result, err = _golden(tmp_path, npu_bundle, *FEED)
     assert code == 0 and result["failures"] == [] and result["warnings"] == [], err[-3000:]
+    assert result["compare_loaded"] is False  # no checks on a golden bundle: the compare package never loads
     golden = result["bundle"]
     npu, doc = read_bundle(npu_bundle), read_bundle(golden)
     assert doc["backend"] == "reference" and verify_bundle(golden) == []

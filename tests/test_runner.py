@@ -323,3 +323,69 @@ def test_faults_round_trip_through_their_variable():
 
 def test_a_bad_variable_exits_with_the_command_lines_usage_status():
     assert runner.EXIT_USAGE == _exit.EXIT_USAGE
+
+
+def _raised(call, error):
+    try:
+        call(error)
+    except BaseException as exc:  # noqa: BLE001 - the test looks at what was raised
+        return exc
+    raise AssertionError("nothing raised")
+
+
+def test_only_an_npu_dump_error_under_the_injected_hooks_methods_is_the_hooks_own():
+    """The rule that makes it one line ``npu-dump-hook: ErrorType: message`` (issue 21 point 9);
+    anything else keeps the traceback Python prints."""
+    from npu_dump_hook.errors import FingerprintMismatchError
+    from npu_dump_hook.runner._hook_error import raised_by_the_hook
+    from npu_dump_hook.runner._inject import Injection
+    from npu_dump_hook.runner._settings import RunSettings
+
+    class Hook(object):
+        def begin(self, error):
+            raise error
+
+    def scripts_own(error):
+        raise error
+
+    injection = Injection(RunSettings())
+    injection.hook = Hook()
+    assert raised_by_the_hook(_raised(injection.hook.begin, FingerprintMismatchError("differs")), injection)
+    assert not raised_by_the_hook(_raised(Hook().begin, FingerprintMismatchError("differs")), injection)
+    assert not raised_by_the_hook(_raised(injection.hook.begin, RuntimeError("not ours")), injection)
+    assert not raised_by_the_hook(_raised(scripts_own, OptionError("faults", "x", "its own check")), injection)
+    injection.hook = None  # the script brought its own hook: nothing the runner made is at work
+    assert not raised_by_the_hook(_raised(Hook().begin, FingerprintMismatchError("differs")), injection)
+
+
+#: Environment-only mode, no TensorFlow: an object standing for the hook the injection handed out
+#: raises the golden run's error in its method ("hook"), or the script raises it itself ("script").
+HOOK_ERROR_SCRIPT = """
+import sys
+from npu_dump_hook.errors import FingerprintMismatchError
+from npu_dump_hook.runner import installed
+
+class Hook(object):
+    def begin(self):
+        raise FingerprintMismatchError("the model differs")
+
+injection = installed()
+injection.hook = Hook()
+if sys.argv[1] == "hook":
+    injection.hook.begin()
+raise FingerprintMismatchError("the script's own")
+"""
+
+
+@pytest.mark.parametrize("level", ["WARNING", "INFO"])
+def test_environment_only_start_tells_the_hooks_own_error_as_one_line(tmp_path, level):
+    script = tmp_path / "train.py"
+    script.write_text(HOOK_ERROR_SCRIPT)
+    pythonpath = os.pathsep.join(p for p in (runner.site_dir(), os.environ.get("PYTHONPATH")) if p)
+    env = clean_env(NPU_DUMP_HOOK_RUN="1", PYTHONPATH=pythonpath, NPU_DUMP_HOOK_LOG_LEVEL=level)
+    code, _lines, err = run([sys.executable, str(script), "hook"], tmp_path, env)
+    assert code == 1 and err.splitlines()[-1] == "npu-dump-hook: FingerprintMismatchError: the model differs", err
+    assert ("Traceback" in err) is (level == "INFO"), err
+    code, _lines, err = run([sys.executable, str(script), "script"], tmp_path, env)
+    assert code == 1 and err.startswith("Traceback (most recent call last):"), err
+    assert "FingerprintMismatchError: the script's own" in err and "npu-dump-hook: FingerprintMismatch" not in err

@@ -26,7 +26,9 @@ from npu_dump_hook.bundle import read_bundle, verify_bundle
 from npu_dump_hook.cli import main
 from npu_dump_hook.cli._demo import DEFAULT_FAULT_OPS, DEFAULT_FAULT_SPEC
 
-from helpers.runs import HELPERS, clean_env, run
+from npu_dump_hook._cli_conventions import EXIT_SCRIPT_ERROR
+
+from helpers.runs import HELPERS, SESSION, clean_env, run
 
 SCRIPT = os.path.join(HELPERS, "unmodified_cnn.py")
 CLI = [sys.executable, "-m", "npu_dump_hook"]
@@ -209,6 +211,26 @@ def test_a_golden_run_fed_another_batch_is_refused_naming_the_inputs(runs):
     assert "FingerprintMismatchError" in err
     assert "batch: 2 input(s) differ in value: IteratorGetNext:0, IteratorGetNext:1" in err
     assert not os.listdir(os.path.join(str(runs["cwd"]), "other_batch_refused", "out", "bundles"))
+    # the hook's own error, not the script's crash: one line, no traceback through our frames (issue 21)
+    assert code == EXIT_SCRIPT_ERROR and "Traceback" not in err, err[-3000:]
+    assert err.splitlines()[-1].startswith("npu-dump-hook: FingerprintMismatchError: fingerprints differ "), err[-3000:]
+
+
+def test_a_golden_run_of_other_model_code_is_one_line_and_its_traceback_comes_with_verbose(runs):
+    """The issue-21 case: ``--golden-for`` with a script whose model differs from the bundle's
+    (the MLP of unmodified_session.py for the CNN's bundle); ``-v`` adds the traceback."""
+    folder = os.path.join(str(runs["cwd"]), "other_model")
+    os.makedirs(folder)
+    argv = CLI + ["run", "-v", "--output-dir", os.path.join(folder, "out"), "--golden-for", runs["healthy"],
+                  "--", SESSION]
+    code, lines, err = run(argv, folder, clean_env(), timeout=600)
+    assert code == EXIT_SCRIPT_ERROR and not [line for line in lines if os.path.isdir(line)], err[-3000:]
+    last = err.splitlines()[-1]
+    assert last.startswith("npu-dump-hook: FingerprintMismatchError: initial_state "), err[-3000:]
+    assert "variable(s) of this graph are not in its checkpoint" in last and "different model code" in last
+    traceback = err[err.index("Traceback (most recent call last):"):]
+    assert os.path.join("train", "golden.py") in traceback and SESSION in traceback
+    assert os.path.join("runner", "_child.py") not in traceback and "runpy" not in traceback
 
 
 def test_two_bundles_fed_different_batches_compare_as_input_inconsistent(runs, tmp_path):

@@ -14,7 +14,8 @@ row of :mod:`npu_dump_hook.settings`), :mod:`._install` installs the injection (
 environment-only :func:`start`), :mod:`._after_import` is the import hook that waits for
 TensorFlow's modules, :mod:`._inject` patches them and hands out the one hook
 (:class:`Injection`), :mod:`._checkpoints` keeps the script's checkpoint folders its own,
-:mod:`._child` runs the script (:func:`main`), :mod:`._bootstrap` makes its argv
+:mod:`._child` runs the script (:func:`main`), :mod:`._hook_error` tells the hook's own errors
+as one line, :mod:`._bootstrap` makes its argv
 (:func:`bootstrap_command`). ``npu-dump-hook run``'s own process imports only that, the settings
 and :mod:`._notice`: the names of the other modules load on first use.
 Program name, exit codes and log format are the command line's (:mod:`npu_dump_hook._cli_conventions`).
@@ -83,7 +84,11 @@ Call order in the child::
       print(bundle path)            the last line on stdout, when a bundle was written
       exit status                   the script's: its SystemExit passes through; an uncaught
                                     exception is printed by sys.excepthook without the
-                                    runner's frames, status 1 (an OptionError about an option
+                                    runner's frames, status 1 (an NpuDumpError the injected
+                                    hook raised -- a method of Injection.parts_at_work() on its
+                                    traceback, e.g. a golden run's FingerprintMismatchError: one
+                                    line npu-dump-hook: ErrorType: message, its traceback with
+                                    -v/--debug; an OptionError about an option
                                     the run was given, e.g. a --fault naming no op of the
                                     graph: one line, status 2); a script that ends with 0 but
                                     without a bundle: EXIT_NO_BUNDLE (4), unless

@@ -12,7 +12,10 @@
       print(bundle path)            the last line on stdout, when a bundle was written
       exit status                   the script's: its SystemExit passes through; an uncaught
                                     exception is printed by sys.excepthook without the
-                                    runner's frames, status 1; an OptionError about an
+                                    runner's frames, status 1; an NpuDumpError the injected
+                                    hook raised (a golden run's FingerprintMismatchError) is
+                                    one line ``npu-dump-hook: ErrorType: message``, status 1
+                                    (with -v/--debug: after its traceback); an OptionError about an
                                     option the run was given (a --fault naming no op of the
                                     graph, raised at the first session run) is one line
                                     ``npu-dump-hook: option ...``, status 2 (EXIT_USAGE), as
@@ -32,6 +35,7 @@ from ..constants import ENV_OPTIONS
 from ..settings import ENV_RUN_ALLOW_NO_BUNDLE
 from ..errors import NpuDumpError, OptionError
 from ._inject import Injection
+from ._hook_error import print_hook_error, raised_by_the_hook
 from ._bootstrap import bootstrap_command  # noqa: F401 - its home before the parent stopped importing this module
 from ._install import install, log_to_stderr, site_dir
 from ._settings import RunSettings, as_given
@@ -92,7 +96,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return EXIT_USAGE
         if shown is not exc:
             shown.__cause__, shown.__suppress_context__ = exc.__cause__, exc.__suppress_context__
-        sys.excepthook(type(shown), shown.with_traceback(tb), tb)
+        if raised_by_the_hook(exc, injection):  # not the script's crash: one line (module _hook_error)
+            print_hook_error(shown, tb, settings.log_level)
+        else:
+            sys.excepthook(type(shown), shown.with_traceback(tb), tb)
         injection.announce(explain=False)
         return EXIT_SCRIPT_ERROR
     return _end(injection)

@@ -294,6 +294,13 @@ class Injection(SessionPatches):
         logger.info("npu_dump_hook: %s gets the NpuDumpHook (run folder %s)", where, hook.run_dir)
         return True
 
+    def parts_at_work(self) -> Tuple[Any, ...]:
+        """The objects whose methods do the runner's work inside the script's calls: this
+        injection, its hook (bound or reserved), the session wrapper and the checkpoint redirect.
+        An error raised below one of their methods is the hook's own (:mod:`._child`)."""
+        parts = (self, self.hook, self._spare, self._wrapper, self._redirect)
+        return tuple(part for part in parts if part is not None)
+
     @property
     def golden(self) -> bool:
         """Whether the process's hook makes a golden run (``initial_state``)."""

@@ -20,6 +20,7 @@ from .._cli_conventions import LogFormatter, print_error
 from ..errors import NpuDumpError, OptionError
 from ._after_import import AfterImport
 from ._checkpoints import SAVER_HOOK_MODULE, SAVER_MODULE
+from ._hook_error import excepthook
 from ._inject import Injection
 from ._settings import RunSettings
 
@@ -84,7 +85,8 @@ def start() -> Optional[Injection]:
 
     Installs the injection from the environment and, at exit, collects what is pending (unless
     the script died of an exception) and prints the bundle path. A bad variable is one line on
-    stderr, and then nothing is injected (start-up cannot stop the interpreter cleanly).
+    stderr, and then nothing is injected (start-up cannot stop the interpreter cleanly). The
+    hook's own errors are one line, as under ``npu-dump-hook run`` (:mod:`._hook_error`).
     """
     try:
         settings = RunSettings.from_env()
@@ -94,6 +96,7 @@ def start() -> Optional[Injection]:
     log_to_stderr(settings.log_level)
     injection = install(settings)
     atexit.register(_at_exit, injection)
+    sys.excepthook = excepthook(injection, settings.log_level, sys.excepthook)  # the hook's own errors: one line
     return injection
 
 

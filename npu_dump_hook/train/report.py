@@ -31,7 +31,6 @@ from typing import Any, Dict, List, Optional
 
 from .._cli_conventions import NOTICE, LogFormatter
 from .._inert import printable
-from ..compare import golden_free_checks
 from ..bundle.selection import chosen_counts
 from .dump_run import numerics_text
 from .guard import HOOK_LOGGER
@@ -106,6 +105,10 @@ def _checks_headline(hook: Any, bundle: Any) -> None:
         logger.info("npu_dump_hook: NaN/Inf origin not checked (the dump is above %d MiB): npu-dump-hook compare %s",
                     HEADLINE_MAX_BYTES >> 20, printable(bundle.location))
         return
+    # Imported here: the compare package (its metrics, HTML, replay, statistics...) loads only in a
+    # process whose bundle gets these checks, never in a golden run's (issue 21 point 5: its cost).
+    from ..compare import golden_free_checks
+
     try:
         found = golden_free_checks(bundle.location)
     except Exception as exc:  # noqa: BLE001 - the headline never fails the training script

@@ -72,7 +72,8 @@ def main(argv):
         print(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
         return 3
     print(json.dumps({"bundle": hook.bundle.location if hook.bundle is not None else None,
-                      "failures": hook.failures, "warnings": hook.warnings, "run_dir": hook.run_dir}))
+                      "failures": hook.failures, "warnings": hook.warnings, "run_dir": hook.run_dir,
+                      "compare_loaded": "npu_dump_hook.compare" in sys.modules}))
     return 0
 
 
