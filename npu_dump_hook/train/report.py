@@ -107,7 +107,7 @@ def _checks_headline(hook: Any, bundle: Any) -> None:
                     HEADLINE_MAX_BYTES >> 20, printable(bundle.location))
         return
     try:
-        found = golden_free_checks(bundle.location)
+        found = golden_free_checks(bundle.location, bundle.listing if bundle.path else None)  # just written here
     except Exception as exc:  # noqa: BLE001 - the headline never fails the training script
         logger.info("npu_dump_hook: the NaN/Inf and overflow checks could not run: %s", printable(exc))
         return
