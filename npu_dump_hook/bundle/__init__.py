@@ -15,6 +15,8 @@ init files::
     _spec.py     names and kinds the format fixes; the one bundle.json reader
     _archive.py  the one archive-suffix rule and tar-member check; pack / extract
     _bagit.py, _fs.py, _progress.py   BagIt files, safe paths + atomic staging, progress
+    _listing.py  DumpListing: what write_bundle placed under data/dump (BundleResult.listing), for
+                 the end-of-run checks in the same process, which check it against the folders
 
 Other packages use the public names below only (never ``bundle._x``): ``open_bundle`` to
 read, ``safe_join``/``safe_relpath``, ``sha256_file``, ``place_file``, ``archive_format``,
