@@ -19,8 +19,9 @@ from ._graph_text import is_compressed
 
 __all__ = ["DumpListing", "LISTING_MAX_FILES"]
 
-#: Dump-folder files above which no listing is kept (memory stays flat in the file count).
-LISTING_MAX_FILES = 1 << 16
+#: Dump-folder files above which no listing is kept (memory stays flat in the file count: ~100
+#: bytes a file, so at most a few MB).
+LISTING_MAX_FILES = 1 << 15
 _DUMP_PREFIX = "dump/"
 
 
