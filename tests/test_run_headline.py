@@ -5,6 +5,7 @@ Real TensorFlow, emulated NPU (ascend profile)."""
 import logging
 import sys
 
+import npu_dump_hook.compare as compare_package
 from npu_dump_hook import DumpOptions, NpuDumpHook
 from npu_dump_hook._cli_conventions import NOTICE
 from npu_dump_hook.sample_models import mlp_session
@@ -52,8 +53,10 @@ def test_overflow_fault_the_summary_names_the_first_overflow_with_its_tf_op(in_t
     assert "first: {} (MatMulV2), original ops: {}".format(FAULTED, FAULTED) in headline
 
 
-def test_a_finite_run_adds_no_notice(in_tmp_cwd, caplog):
+def test_a_finite_run_adds_no_notice(in_tmp_cwd, caplog, monkeypatch):
     caplog.set_level(logging.INFO, logger="npu_dump_hook")
+    reread = []  # the bundle opened again: the headline did not take the writer's listing
+    monkeypatch.setattr(compare_package, "load_npu", lambda *args, **kwargs: reread.append(args))
     hook = NpuDumpHook(DumpOptions(enable_dump=True, dump_path="dump"), output_dir="out", backend="emulated")
     mlp_session.train(hook.options, hooks=[hook])
     checked = [r for r in caplog.records if "NaN/Inf" in r.getMessage()]
@@ -61,6 +64,7 @@ def test_a_finite_run_adds_no_notice(in_tmp_cwd, caplog):
         "npu_dump_hook: NaN/Inf: 0 of {} dumped ops non-finite (tensors)".format(hook.bundle.coverage["dumped"])]
     assert checked[0].levelno == logging.INFO and not getattr(checked[0], NOTICE, False)  # logged, not shown
     assert [r for r in caplog.records if getattr(r, NOTICE, False)][0].getMessage().startswith("npu_dump_hook: bundle ")
+    assert reread == [] and hook.bundle.listing is None  # the listing served, then was let go
 
 
 def test_a_plain_script_shows_the_headline_on_stderr(tmp_path):

@@ -15,10 +15,13 @@ init files::
     _spec.py     names and kinds the format fixes; the one bundle.json reader
     _archive.py  the one archive-suffix rule and tar-member check; pack / extract
     _bagit.py, _fs.py, _progress.py   BagIt files, safe paths + atomic staging, progress
+    _listing.py  DumpListing: what write_bundle placed under data/dump (BundleResult.listing), for
+                 the end-of-run checks in the same process, which check it against the folders
 
 Other packages use the public names below only (never ``bundle._x``): ``open_bundle`` to
 read, ``safe_join``/``safe_relpath``, ``sha256_file``, ``place_file``, ``archive_format``,
-``looks_like_tar``; ``walk_files``/``is_within`` (a tree's regular files, links out of it and special files
+``looks_like_tar``, ``DumpListing`` (what a writer placed under data/dump, for a reader in
+the same process, which checks it against the folders); ``walk_files``/``is_within`` (a tree's regular files, links out of it and special files
 skipped and reported) and ``open_regular`` (open without following a link or blocking on a
 FIFO) for readers of dump and golden folders.
 
@@ -27,6 +30,7 @@ Several processes (one per rank) may share one root: :func:`write_rank_bundle` w
 """
 from ._archive import archive_format, looks_like_tar
 from ._bagit import Problem
+from ._listing import DumpListing
 from ._fs import is_within, place_file, safe_join, safe_relpath, sha256_file, walk_files
 from ._rules import open_regular
 from ._spec import BACKENDS, BUNDLE_JSON, DATA_DIR, FILE_KINDS, GOLDEN_MANIFEST, INDEX_JSON, INDEX_SCHEMA
@@ -40,6 +44,7 @@ from .write import BundleResult, write_bundle
 
 __all__ = [
     "BundleResult",
+    "DumpListing",
     "Problem",
     "archive_format",
     "looks_like_tar",

@@ -34,6 +34,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from .._forked import ForkedCall, fork_is_safe, usable_cores
 from ..formats.names import base_op_name
 from . import _fs
+from ._listing import DumpListing
 from ._spec import BUNDLE_JSON, DATA_DIR
 from .describe import (CoverageTally, GraphOps, control_flow_coverage, coverage, describe_dump_folder_file,
                        not_applicable_coverage)
@@ -56,13 +57,16 @@ class FileError(OSError):
 
 
 class Tally(object):
-    """What placement accumulates: BagIt payload rows, link/copy counts, the dumped op names' coverage."""
+    """What placement accumulates: BagIt payload rows, link/copy counts, the dumped op names' coverage,
+    and ``listing``: the dump-folder files placed in this process (:class:`._listing.DumpListing`; None
+    when there is none to hand over)."""
 
-    def __init__(self, dumped: Any = None) -> None:
+    def __init__(self, dumped: Any = None, listing: Optional[DumpListing] = None) -> None:
         self.payload = []  # type: List[Tuple[str, int, str]]
         self.counts = {"hardlink": 0, "copy": 0, "staged": 0}
         self.dumped = dumped if dumped is not None else CoverageTally(None)
         self.coverage = {}  # type: Dict[str, Any]
+        self.listing = listing
 
 
 class _HashingWriter(object):
@@ -141,7 +145,7 @@ def write_payload_and_json(stage: str, head: Dict[str, Any], plan: List[Any], op
     data = os.path.join(stage, DATA_DIR)
     for rel_dir in sorted({p.rel.rpartition("/")[0] for p in plan}):
         os.makedirs(_fs.safe_join(data, rel_dir), exist_ok=True)
-    tally = Tally(CoverageTally(ops))
+    tally = Tally(CoverageTally(ops), DumpListing.of_head(head))
     out = _HashingWriter(os.path.join(data, BUNDLE_JSON))
     try:
         out.write("{\n")
@@ -184,6 +188,8 @@ class _Shares(object):
     def write(self, out: _HashingWriter, tally: Tally) -> None:
         """Place every share, writing their lines to ``out`` in plan order."""
         children = self._fork()
+        if children:  # the children's files are not listed here: no listing to hand over
+            tally.listing = None
         collecting = gc.isenabled()
         if children:  # one thread (fork_is_safe): pausing the collector affects nothing else
             gc.disable()
@@ -222,6 +228,8 @@ class _Shares(object):
                                         self.workers, inline=lambda p: p.size < _fs.INLINE_BYTES)
         for done, (item, placed, entry) in enumerate(placed_items, 1):
             tally_one(tally, item.rel, placed, entry, self.warnings)
+            if tally.listing is not None and not tally.listing.add(item.rel, placed.size):
+                tally.listing = None
             out.write((",\n  " if out.entries else "\n  ") + json.dumps(entry))
             out.entries += 1
             files, nbytes = self.counts.news() if done % _COUNT_EVERY == 0 else (0, 0)

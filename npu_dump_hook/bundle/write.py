@@ -40,6 +40,7 @@ from . import _bagit, _fs
 from ._placing import FileError, write_payload_and_json
 from ._archive import archive_format, pack_archive, strip_archive_ext
 from ._graph_text import stage_compressed_graph
+from ._listing import DumpListing
 from ._progress import ProgressFn, make_progress
 from ._staging import Staging, is_nonempty
 from ._spec import BACKENDS, BUNDLE_JSON_PATH, DATA_DIR, GOLDEN_BACKEND, MAPPING_FILE
@@ -52,7 +53,8 @@ __all__ = ["BundleResult", "write_bundle"]
 @dataclasses.dataclass
 class BundleResult:
     """What :func:`write_bundle` produced: the bundle folder (None when only an archive was
-    asked for), the archive (or None), counts, bytes, coverage and warnings."""
+    asked for), the archive (or None), counts, bytes, coverage and warnings; ``listing``: what it
+    placed under the folder's data/dump, for a reader in this process (:mod:`._listing`), or None."""
 
     path: Optional[str]
     archive: Optional[str]
@@ -64,6 +66,7 @@ class BundleResult:
     coverage: Dict[str, Any]
     warnings: List[str]
     backend: str
+    listing: Optional[DumpListing] = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def location(self) -> str:
@@ -258,7 +261,7 @@ def _write(dest: str, located: Any, doing: _Doing, archive_only: bool, archive_p
             folder = stage.commit()
     return BundleResult(folder, archive_path, len(tally.payload), sum(size for _, size, _ in tally.payload),
                         tally.counts["hardlink"], tally.counts["copy"], head["dump"]["steps"],
-                        tally.coverage, warnings, backend)
+                        tally.coverage, warnings, backend, tally.listing if folder is not None else None)
 
 
 def _check_choice(name: str, value: Any, allowed: Tuple[str, ...]) -> None:
@@ -289,7 +292,7 @@ def _plan(located: Any, tf_graph: Optional[str], golden_dir: Optional[str], init
         link = _linked_folder(step.path, dump_path)
         if link is not None:
             _fs.warn(warnings, "skipped dump step folder {}: {} is a symlink to {} (symlinks on the dump "
-                               "chain are never followed)".format(step.path, link, _readlink(link)))
+                               "chain are never followed)".format(step.path, link, _fs._readlink(link)))
             continue
         plan.extend(_dump_files(_fs.safe_relpath(prefix), step.path, warnings))
     for folder, top, kind in ((golden_dir, "golden", "golden"), (init_dir, "init", "init"),
@@ -315,13 +318,6 @@ def _linked_folder(step_path: str, dump_path: Optional[str]) -> Optional[str]:
         if os.path.islink(folder):
             return folder
     return None
-
-
-def _readlink(path: str) -> str:
-    try:
-        return os.readlink(path)
-    except OSError:
-        return "?"
 
 
 def _single(rel: str, src: str, kind: str) -> _Planned:

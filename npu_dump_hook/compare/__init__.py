@@ -51,7 +51,7 @@ from ._loops import nested_loops
 from ._html import render_html
 from .._inert import printable
 from ._match import build_plan
-from ._npu import NpuSide, load_npu
+from ._npu import NpuSide, load_npu, load_written
 from ._report import SCHEMA, csv_text, first_divergence_doc, row_doc, summary_doc, terminal_summary
 from ._rows import Row, build_rows
 from ._thresholds import DEFAULT_THRESHOLDS, PRECISION_CLASSES, Thresholds, make_thresholds, op_precision
@@ -197,12 +197,17 @@ def _golden_free(npu_side: NpuSide, limits: Thresholds, started: float, allow_un
     return _with_suspects(CompareResult(doc, [], [], limits), the_graph, suspects)
 
 
-def golden_free_checks(npu: str) -> Dict[str, Any]:
+def golden_free_checks(npu: str, listing: Any = None) -> Dict[str, Any]:
     """Only the checks that need no golden (NaN/Inf origin, overflow report) on the NPU bundle or
     archive ``npu``, whatever golden it holds: ``{"checks": ..., "headline": [lines]}`` (the run
     summary's headline, :func:`.checks.checks_headline`). Errors as :func:`compare`'s; the graph is
-    parsed only when a finding needs it (:func:`.checks.run_checks_loading_graph`)."""
-    npu_side = load_npu(npu, golden=False)  # no golden tensor is read here
+    parsed only when a finding needs it (:func:`.checks.run_checks_loading_graph`). ``listing``:
+    the :class:`~npu_dump_hook.bundle.DumpListing` of the bundle folder ``npu`` when this process
+    has just written it (``BundleResult.listing``): used when the folders on disk agree with it
+    (:func:`._npu.load_written`), so the bundle is not re-opened and re-walked; the same result."""
+    npu_side = load_written(npu, listing) if listing is not None else None
+    if npu_side is None:
+        npu_side = load_npu(npu, golden=False)  # no golden tensor is read here
     try:
         checks = run_checks_loading_graph(lambda: load_graph(npu_side.graph_path or ""), npu_side)
     finally:

@@ -31,15 +31,15 @@ A chosen step folder holding
 import collections
 import logging
 import os
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
-from ..bundle import BUNDLE_JSON, DATA_DIR, BundleView, looks_like_tar, open_bundle, walk_files
+from ..bundle import BUNDLE_JSON, DATA_DIR, BundleView, DumpListing, looks_like_tar, open_bundle, walk_files
 from ..constants import INCOMPLETE_STEP_MARKER
 from ..errors import CompareError, NameFormatError
 from ..formats.mapping_csv import MAPPING_FILE_NAME, read_mapping
 from ..formats.names import KIND_DUMP, KIND_OPDEBUG, KIND_STATS, DumpName, parse_dump_name
 
-__all__ = ["DumpRef", "NpuSide", "load_npu"]
+__all__ = ["DumpRef", "NpuSide", "load_npu", "load_written"]
 
 logger = logging.getLogger(__name__)
 
@@ -149,6 +149,73 @@ def _read_bundle(side: NpuSide, view: BundleView, graph: Optional[str], step: Op
     _pick_step(side, dump_root, step, preferred, in_tree_links=False)
 
 
+def load_written(path: str, listing: DumpListing) -> Optional[NpuSide]:
+    """:func:`load_npu` ``(path, golden=False)`` of the bundle folder this process has just written
+    at ``path``, from its writer's ``listing`` (:class:`~npu_dump_hook.bundle.DumpListing`) instead
+    of re-opening it and walking its dump tree; None (read it with :func:`load_npu`) unless the
+    folders under its data/dump hold exactly the folders and regular files (of the sizes) listed, and it names
+    an uncompressed graph file. The dump files' contents are not vouched for: their readers check
+    each against its write-time note and read a changed one again (:mod:`npu_dump_hook._ledger`)."""
+    if listing.graph is None:
+        return None
+    data = os.path.join(os.path.abspath(path), DATA_DIR)
+    dump_root = os.path.join(data, "dump")
+    by_folder = _listed_folders(dump_root, listing)
+    if by_folder is None:
+        return None
+    side = NpuSide(path, "bundle")
+    side.root = path
+    side.graph_path = side.graph_shown = os.path.join(data, *listing.graph.split("/"))
+    captured = listing.captured_step
+    preferred = str(captured) if isinstance(captured, int) and not isinstance(captured, bool) else None
+    _choose_step(side, dump_root, _parsed_folders(dump_root, by_folder), None, preferred)
+    return side
+
+
+def _listed_folders(dump_root: str, listing: DumpListing) -> Optional[Dict[str, Dict[str, str]]]:
+    """Folder (relative to ``dump_root``) -> {file name: path} of ``listing``, looked at on disk:
+    None when any folder under ``dump_root`` holds another entry than the listed folders and
+    regular files of the listed sizes (a symlink, a special file, an added, missing or resized one)."""
+    wanted = {}  # type: Dict[str, Dict[str, int]]
+    for folder, sizes in listing.folders.items():
+        if not folder.startswith("dump/"):
+            return None
+        wanted[folder[len("dump/"):]] = sizes
+    if os.path.islink(dump_root):
+        return None
+    dirs = {""}
+    for folder in wanted:
+        parts = folder.split("/")
+        dirs.update("/".join(parts[:depth]) for depth in range(1, len(parts) + 1))
+    by_folder = collections.OrderedDict()  # type: Dict[str, Dict[str, str]]
+    for folder in sorted(dirs):
+        files = _listed_files(dump_root, folder, wanted.get(folder, {}), dirs)
+        if files is None:
+            return None
+        if files:
+            by_folder[folder] = files
+    return by_folder
+
+
+def _listed_files(dump_root: str, folder: str, sizes: Dict[str, int], dirs: Set[str]) -> Optional[Dict[str, str]]:
+    """{file name: path} of ``folder`` (under ``dump_root``) when it holds exactly the files of
+    ``sizes`` (name -> size), regular, and no other entry than the folders of ``dirs``; else None."""
+    files = {}  # type: Dict[str, str]
+    try:
+        with os.scandir(os.path.join(dump_root, *folder.split("/")) if folder else dump_root) as entries:
+            for entry in entries:
+                if entry.is_file(follow_symlinks=False):
+                    if entry.stat(follow_symlinks=False).st_size != sizes.get(entry.name):
+                        return None
+                    files[entry.name] = entry.path
+                elif not (entry.is_dir(follow_symlinks=False)
+                          and (folder + "/" + entry.name if folder else entry.name) in dirs):
+                    return None
+    except OSError:
+        return None
+    return files if len(files) == len(sizes) else None  # each one found is listed: the same names
+
+
 def _step_folders(root: str, warnings: List[str], skipped: List[str],
                   in_tree_links: bool) -> List[Tuple[str, List[DumpRef]]]:
     """(folder, its dump, stats and Opdebug files) of every folder under ``root`` holding any. Only regular
@@ -159,6 +226,12 @@ def _step_folders(root: str, warnings: List[str], skipped: List[str],
     for found in walk_files(root, warnings, in_tree_links=in_tree_links, skipped=skipped):
         folder, _, name = found.rel.rpartition("/")
         by_folder.setdefault(folder, {})[name] = found.path
+    return _parsed_folders(root, by_folder)
+
+
+def _parsed_folders(root: str, by_folder: Dict[str, Dict[str, str]]) -> List[Tuple[str, List[DumpRef]]]:
+    """(folder, its files with a dump, stats or Opdebug name) of every folder of ``by_folder``
+    (folder relative to ``root`` -> {file name: path}) holding any."""
     folders = []
     for folder, files in by_folder.items():
         mapping = read_mapping(files[MAPPING_FILE_NAME]) if MAPPING_FILE_NAME in files else None
@@ -181,7 +254,12 @@ def _step_number(folder: str) -> Tuple[int, str]:
 
 def _pick_step(side: NpuSide, root: str, step: Optional[int], preferred: Optional[str] = None,
                in_tree_links: bool = True) -> None:
-    folders = _step_folders(root, side.warnings, side.skipped, in_tree_links)
+    _choose_step(side, root, _step_folders(root, side.warnings, side.skipped, in_tree_links), step, preferred)
+
+
+def _choose_step(side: NpuSide, root: str, folders: List[Tuple[str, List[DumpRef]]], step: Optional[int],
+                 preferred: Optional[str]) -> None:
+    """Take the step folder of ``folders`` (the module doc's rule) and its dump, stats and Opdebug files."""
     if not folders:
         raise CompareError("NPU {}: no dump file found under {}".format(side.path, root), side.path)
     if step is not None:

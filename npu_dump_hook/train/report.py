@@ -101,6 +101,7 @@ def _checks_headline(hook: Any, bundle: Any) -> None:
     INFO line. A tensor dump above :data:`HEADLINE_MAX_BYTES` is not read (the run summary names the
     command instead); a failing check never fails the run."""
     options = hook.options
+    listing, bundle.listing = bundle.listing, None  # for this reader only: the hook keeps its result, not it
     if not options.enable_dump_debug and options.dump_data != "stats" and bundle.bytes > HEADLINE_MAX_BYTES:
         logger.info("npu_dump_hook: NaN/Inf origin not checked (the dump is above %d MiB): npu-dump-hook compare %s",
                     HEADLINE_MAX_BYTES >> 20, printable(bundle.location))
@@ -110,7 +111,7 @@ def _checks_headline(hook: Any, bundle: Any) -> None:
     from ..compare import golden_free_checks
 
     try:
-        found = golden_free_checks(bundle.location)
+        found = golden_free_checks(bundle.location, listing if bundle.path else None)  # just written here
     except Exception as exc:  # noqa: BLE001 - the headline never fails the training script
         logger.info("npu_dump_hook: the NaN/Inf and overflow checks could not run: %s", printable(exc))
         return

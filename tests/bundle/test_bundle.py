@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from npu_dump_hook import bundle
-from npu_dump_hook.bundle import _archive, _bagit, _fs, _staging
+from npu_dump_hook.bundle import _archive, _bagit, _fs, _listing, _staging
 from npu_dump_hook.constants import BUNDLE_SCHEMA
 from npu_dump_hook.errors import BundleError, BundleExistsError, UnsafePathError
 from npu_dump_hook.formats.dump_file import write_dump_file
@@ -558,6 +558,27 @@ def test_verify_not_a_bundle(tmp_path):
     assert [p.kind for p in bundle.verify_bundle(str(tmp_path / "nope"))] == ["missing"]
 
 
+def test_listing_names_every_file_of_the_dump_tree_the_graph_and_the_captured_step(tmp_path, run):
+    result = write(tmp_path / "b", run, run={"captured_step": 7})
+    data = str(tmp_path / "b" / "data")
+    on_disk = sorted(os.path.relpath(os.path.join(top, name), data).replace(os.sep, "/")
+                     for top, _, names in os.walk(os.path.join(data, "dump")) for name in names)
+    listed = sorted(folder + "/" + name for folder, names in result.listing.folders.items() for name in names)
+    assert listed == on_disk and len(listed) == result.listing.files > 3
+    assert all(size == os.path.getsize(os.path.join(data, folder, name))
+               for folder, names in result.listing.folders.items() for name, size in names.items())
+    graph = json.load(open(os.path.join(data, "bundle.json")))["graph"]["file"]
+    assert result.listing.graph == graph and result.listing.captured_step == 7
+
+
+def test_listing_over_its_cap_is_dropped(tmp_path, run, monkeypatch):
+    monkeypatch.setattr(_listing, "LISTING_MAX_FILES", 2)
+    assert write(tmp_path / "b", run).listing is None
+    listing = _listing.DumpListing("graph/g.txt", 1)
+    assert [listing.add(rel, 1) for rel in ("graph/g.txt", "dump/s/a", "dump/s/b", "dump/s/c")] == [True, True, True, False]
+    assert _listing.DumpListing.of_head({"graph": {"file": "graph/g.txt.gz"}, "run": {}}).graph is None
+
+
 # -- archives ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("fmt", ["tar", "tar.gz"])
 def test_archive_round_trip(tmp_path, run, fmt):
@@ -567,6 +588,7 @@ def test_archive_round_trip(tmp_path, run, fmt):
     assert bundle.read_bundle(result.archive) == bundle.read_bundle(result.path)
     only = write(tmp_path / ("only." + fmt), run, archive=fmt)
     assert only.path is None and os.path.isfile(only.archive)
+    assert result.listing is not None and only.listing is None  # a listing describes a folder only
     assert sorted(os.listdir(str(tmp_path))) == sorted(["b", "b." + fmt, "only." + fmt, "src"])
     with tarfile.open(only.archive) as tar:
         names = tar.getnames()

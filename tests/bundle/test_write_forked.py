@@ -76,6 +76,7 @@ def test_forked_shares_write_the_single_process_bundle(tmp_path, run, cuts, monk
     assert taken == [True, True]  # both children's shares were used
     assert _bundle(tmp_path / "shared") == _bundle(tmp_path / "alone")
     assert _result(shared) == _result(alone)
+    assert shared.listing is None and alone.listing is not None  # children's files are not listed here
     assert any(ZERO in w for w in shared.warnings) and any("123456789012" in w for w in shared.warnings)
     assert bundle.verify_bundle(str(tmp_path / "shared")) == []
     assert not [name for name in os.listdir(str(tmp_path / "shared")) if name.endswith(".part")]

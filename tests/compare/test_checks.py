@@ -3,15 +3,19 @@ stats CSVs, and the overflow report of an enable_dump_debug run; on synthetic ru
 emulated NPU with its ``nan`` / ``overflow`` faults (real TF)."""
 import json
 import os
+import time
 
 import numpy as np
 import pytest
 
 from npu_dump_hook import DumpOptions, NpuDumpHook, _ledger
+from npu_dump_hook.bundle import write_bundle
 from npu_dump_hook.cli import main
-from npu_dump_hook.compare import compare, render_html
+from npu_dump_hook.errors import UnsafePathError
+from npu_dump_hook.compare import compare, golden_free_checks, render_html
 from npu_dump_hook.compare._graph import load_graph
-from npu_dump_hook.compare._npu import load_npu
+from npu_dump_hook.compare._npu import load_npu, load_written
+from npu_dump_hook.locate import locate_run
 from npu_dump_hook.compare.checks import run_checks, run_checks_loading_graph
 from npu_dump_hook.sample_models import mlp_session
 
@@ -181,3 +185,72 @@ def test_golden_free_checks_load_the_graph_when_a_finding_names_ops(tmp_path, da
             handle.truncate(20)
     lazy, loads, eager = _lazily_and_eagerly(step, graph)
     assert loads == 1 and lazy == eager and [o["npu_op"] for o in lazy["nan_inf"]["origins"]][-2:] == ["e", "g"]
+
+
+def _written_bundle(tmp_path):
+    """The NaN run of :func:`_synthetic` as a bundle this process has just written (its listing kept)."""
+    graph, step = _synthetic(tmp_path / "src")
+    located = locate_run(str(tmp_path / "src" / "dump"), graph_dirs=[os.path.dirname(graph)])
+    return write_bundle(str(tmp_path / "bundle"), located, backend="emulated", run={"captured_step": 0})
+
+
+def _side_facts(side):
+    return (side.root, side.graph_path, side.graph_shown, side.step_dir, side.step, side.golden_dir, side.warnings,
+            [(ref.path, ref.name) for ref in side.dumps + side.stats + side.opdebug])
+
+
+def test_golden_free_checks_of_a_bundle_just_written_take_its_listing_and_say_the_same(tmp_path):
+    result = _written_bundle(tmp_path)
+    listed = load_written(result.path, result.listing)
+    assert listed is not None and _side_facts(listed) == _side_facts(load_npu(result.path, golden=False))
+    found = golden_free_checks(result.path, result.listing)
+    assert found == golden_free_checks(result.path)
+    assert [o["npu_op"] for o in found["checks"]["nan_inf"]["origins"]] == ["b", "e", "g"]
+
+
+def _add_file(step):
+    open(os.path.join(step, "Relu.late.9.0.1700000000000999"), "wb").close()
+
+
+def _add_folder(step):
+    os.mkdir(os.path.join(os.path.dirname(step), "late"))
+
+
+def _add_symlink(step):
+    os.symlink(os.path.join(step, sorted(os.listdir(step))[0]), os.path.join(step, "Relu.link.9.0.1700000000000999"))
+
+
+def _remove_file(step):
+    os.unlink(os.path.join(step, sorted(os.listdir(step))[0]))
+
+
+@pytest.mark.parametrize("change", [_add_file, _add_folder, _add_symlink, _remove_file])
+def test_a_dump_tree_changed_after_writing_is_read_again_not_taken_from_the_listing(tmp_path, change):
+    result = _written_bundle(tmp_path)
+    change(load_written(result.path, result.listing).step_dir)
+    assert load_written(result.path, result.listing) is None
+    assert golden_free_checks(result.path, result.listing) == golden_free_checks(result.path)
+
+
+def test_a_dump_file_rewritten_after_writing_is_read_again_through_the_listing(tmp_path):
+    result = _written_bundle(tmp_path)
+    step = load_written(result.path, result.listing).step_dir
+    victim = os.path.join(step, [n for n in os.listdir(step) if n.startswith("Mul.a.")][0])
+    time.sleep(0.01)  # a new modification time, whatever the file system's clock tick
+    with open(victim, "r+b") as handle:  # the same size; its last output value becomes NaN
+        handle.seek(-4, os.SEEK_END)
+        handle.write(np.float32("nan").tobytes())
+    assert load_written(result.path, result.listing) is not None  # the same names and sizes: the listing holds
+    found = golden_free_checks(result.path, result.listing)
+    assert found == golden_free_checks(result.path)
+    assert [o["npu_op"] for o in found["checks"]["nan_inf"]["origins"]] == ["a", "e", "g"]
+
+
+def test_a_dump_file_resized_after_writing_meets_the_bundle_reading_rules(tmp_path):
+    result = _written_bundle(tmp_path)
+    step = load_written(result.path, result.listing).step_dir
+    with open(os.path.join(step, [n for n in os.listdir(step) if n.startswith("Mul.a.")][0]), "r+b") as handle:
+        handle.truncate(20)
+    assert load_written(result.path, result.listing) is None
+    with pytest.raises(UnsafePathError, match="size 20 but bundle.json says"):
+        golden_free_checks(result.path, result.listing)
