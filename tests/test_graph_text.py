@@ -70,13 +70,17 @@ def test_a_failed_write_names_the_path(tmp_path):
 
 def test_node_fields_the_fast_printer_does_not_write_itself(tmp_path):
     """Hand-edited nodes: an empty attribute value, a device, names that need escapes, a node with
-    debug info (printed whole), the deprecated ``version`` field; same bytes as write_graph."""
+    debug info and a full type (printed after the skeleton), the deprecated ``version`` field; same bytes as write_graph."""
     graph_def = _tricky_graph()
     graph_def.node[0].attr["empty"].CopyFrom(v1.AttrValue())
     graph_def.node[0].device = "/job:localhost/replica:0/task:0/device:CPU:0"
     graph_def.node[1].name = u"quote\" back\\ \u00e9t\u00e9\n"
     graph_def.node[1].input.append(u"tab\there:0")
     graph_def.node[2].experimental_debug_info.original_node_names.append("origin")
+    # full types (TF 2.x's If/While carry one): after debug info, and on a node of its own
+    for number in (2, 3) if "experimental_type" in v1.NodeDef.DESCRIPTOR.fields_by_name else ():  # TF 2.x
+        graph_def.node[number].experimental_type.type_id = 10001
+        graph_def.node[number].experimental_type.args.add(type_id=1000 + number)
     graph_def.version = 7
     v1.train.write_graph(graph_def, str(tmp_path), "expected.pbtxt")
     ours = str(tmp_path / "graph.pbtxt")

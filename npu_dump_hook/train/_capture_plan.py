@@ -8,7 +8,7 @@ every tensor of a graph and makes the dump ops a step may stream to (see
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Set, Tuple
 
 import numpy as np
 
@@ -115,42 +115,67 @@ def reference_variable(tensor: Any) -> Any:
 
 def dtype_reason(tensor: Any) -> str:
     """Why this tensor cannot be captured as an array, judged from its dtype and static shape, or ``""``."""
-    base = tensor.dtype.base_dtype
+    return _dtype_reason(tensor.dtype.base_dtype, _dims(tensor))
+
+
+def _dims(tensor: Any) -> Optional[List[Optional[int]]]:
+    """The static shape as a list (None: unknown rank; a None entry: an unknown dimension)."""
+    shape = tensor.get_shape()
+    return None if shape.ndims is None else shape.as_list()
+
+
+def _count(dims: List[int]) -> int:
+    count = 1
+    for dim in dims:
+        count *= dim
+    return count
+
+
+def _dtype_reason(base: Any, dims: Optional[List[Optional[int]]]) -> str:
     if base.name in _NO_ARRAY_DTYPES:
         return _NO_ARRAY_DTYPES[base.name]
     if base.as_datatype_enum not in NUMPY_OF_TF_ENUM:
         return "dtype {} has no numpy equivalent".format(base.name)
-    shape = tensor.get_shape()
-    if shape.is_fully_defined() and shape.num_elements() * base.size >= _MAX_PROTO_BYTES:
-        return "{} bytes: over the 2 GiB a protobuf can hold".format(shape.num_elements() * base.size)
+    if dims is not None and None not in dims and _count(dims) * base.size >= _MAX_PROTO_BYTES:  # type: ignore
+        return "{} bytes: over the 2 GiB a protobuf can hold".format(_count(dims) * base.size)  # type: ignore
     return ""
 
 
 def static_nbytes(tensor: Any) -> Optional[int]:
     """Static byte size; an upper bound for shape vectors of unknown length; None when unbounded."""
-    shape = tensor.get_shape()
-    if not shape.is_fully_defined():
-        if tensor.op.type in _SHAPE_VECTOR_TYPES and shape.ndims == 1:
+    return _static_nbytes(tensor.op.type, tensor.dtype.base_dtype, _dims(tensor))
+
+
+def _static_nbytes(op_type: str, base: Any, dims: Optional[List[Optional[int]]]) -> Optional[int]:
+    if dims is None or None in dims:
+        if dims is not None and len(dims) == 1 and op_type in _SHAPE_VECTOR_TYPES:
             # One entry per dimension of some tensor: at most TensorShape's 254. TF 1.15's gradients
             # put BroadcastGradientArgs (length unknown statically) into nearly every training step;
             # without the bound every such step would stream.
-            return _MAX_RANK * tensor.dtype.base_dtype.size
+            return _MAX_RANK * base.size
         return None
-    return int(shape.num_elements()) * tensor.dtype.base_dtype.size
+    return _count(dims) * base.size  # type: ignore
 
 
 def floor_nbytes(tensor: Any) -> int:
     """A lower bound of the byte size of a tensor whose static size is unknown: its known
     dimensions times its item size, each unknown dimension counted as 1 (an unknown rank as one
     item); 0 for types without a fixed item size (strings, variants)."""
-    shape = tensor.get_shape()
     try:
-        size = tensor.dtype.base_dtype.size
+        base = tensor.dtype.base_dtype
     except (AttributeError, TypeError, ValueError):
         return 0
-    if shape.ndims is None:
+    return _floor_nbytes(base, _dims(tensor))
+
+
+def _floor_nbytes(base: Any, dims: Optional[List[Optional[int]]]) -> int:
+    try:
+        size = base.size
+    except (AttributeError, TypeError, ValueError):
+        return 0
+    if dims is None:
         return size
-    for dim in shape.as_list():
+    for dim in dims:
         size *= dim if dim is not None else 1
     return int(size)
 
@@ -206,10 +231,13 @@ def as_stored_array(value: Any, tensor: Any) -> np.ndarray:
 
 
 def static_shape(tensor: Any) -> Optional[Tuple[int, ...]]:
-    shape = tensor.get_shape()
-    if shape.ndims is None:
+    return _static_shape(_dims(tensor))
+
+
+def _static_shape(dims: Optional[List[Optional[int]]]) -> Optional[Tuple[int, ...]]:
+    if dims is None:
         return None
-    return tuple(-1 if d is None else int(d) for d in shape.as_list())
+    return tuple(-1 if d is None else int(d) for d in dims)
 
 
 def cpu_device(device: str, cache: Dict[str, str]) -> str:
@@ -263,11 +291,17 @@ def plan_graph(graph: Any, index: Any, can_fetch: bool, memory_budget: int, dump
     plans, outputs = {}, {}  # type: Dict[str, Plan], Dict[str, Any]
     number, fetchable_bytes, unknown = first, 0, False
     for op in ops:
-        flow = while_or_cond(op)
-        outputs[op.name] = ([t.dtype.base_dtype.name for t in op.outputs], [static_shape(t) for t in op.outputs])
-        for tensor in op.outputs:
-            plan = _plan_tensor(graph, op, tensor, flow, op.name in dead or not can_fetch, number)
-            plans[tensor.name] = plan
+        flow, op_name, op_type = while_or_cond(op), op.name, op.type
+        dtypes, shapes = [], []  # type: List[str], List[Optional[Tuple[int, ...]]]
+        outputs[op_name] = (dtypes, shapes)
+        for number_in_op, tensor in enumerate(op.outputs):
+            # each TF accessor read once per tensor (they cost microseconds each, 2,000 tensors a model)
+            dtype, dims = tensor.dtype, _dims(tensor)
+            facts = _Facts(op_type, dtype.base_dtype, dims, dtype != dtype.base_dtype)
+            dtypes.append(facts.base.name)
+            shapes.append(_static_shape(dims))
+            plan = _plan_tensor(graph, op, tensor, flow, op_name in dead or not can_fetch, number, facts)
+            plans["{}:{}".format(op_name, number_in_op)] = plan  # tensor.name
             if plan.reason:
                 continue
             number += 1
@@ -292,25 +326,38 @@ _LOOP_ENTRIES = ("Enter", "RefEnter")
 LOOP_ENTRY_REASON = "a TF 1.x loop Enter: it forwards its input's value into the loop (captured outside it)"
 
 
-def _plan_tensor(graph: Any, op: Any, tensor: Any, flow: str, may_be_dead: bool, number: int) -> Plan:
-    reason = dtype_reason(tensor)
+class _Facts(NamedTuple):
+    """What the plan reads of a tensor: its op's type, base dtype, static dims, reference dtype."""
+
+    op_type: str
+    base: Any
+    dims: Optional[List[Optional[int]]]
+    is_ref: bool
+
+
+def _plan_tensor(graph: Any, op: Any, tensor: Any, flow: str, may_be_dead: bool, number: int,
+                 facts: _Facts) -> Plan:
+    reason = _dtype_reason(facts.base, facts.dims)
     if reason:
         return Plan(reason=reason)
-    if flow == "while" and op.type in _LOOP_ENTRIES:
+    if flow == "while" and facts.op_type in _LOOP_ENTRIES:
         return Plan(reason=LOOP_ENTRY_REASON)
     if flow == "while":  # fetching a loop-body tensor fails; a graph dump op would fire once per loop
-        return Plan(number=number, nbytes=None, floor=floor_nbytes(tensor), stream_only=True, per_iteration=True)
+        return Plan(number=number, nbytes=None, floor=_floor_nbytes(facts.base, facts.dims), stream_only=True,
+                    per_iteration=True)
     # TF 2 If/While ops are marked unfetchable (cond_v2 prevent_fetching); their outputs are
     # read by a dump op instead.
-    stream_only = (may_be_dead or flow == "cond" or tensor.dtype != tensor.dtype.base_dtype
-                   or not graph.is_fetchable(op))
-    plan = Plan(number=number, nbytes=static_nbytes(tensor), stream_only=stream_only)
+    stream_only = may_be_dead or flow == "cond" or facts.is_ref or not graph.is_fetchable(op)
+    plan = Plan(number=number, nbytes=_static_nbytes(facts.op_type, facts.base, facts.dims), stream_only=stream_only)
     if plan.nbytes is None:
-        plan.floor = floor_nbytes(tensor)
-    plan.variable = None if flow else reference_variable(tensor)
+        plan.floor = _floor_nbytes(facts.base, facts.dims)
+    # reference_variable answers None at once for any other op type
+    aliases = facts.op_type in _REF_VARIABLE_TYPES or facts.op_type in _ALIASING_TYPES
+    plan.variable = None if flow or not aliases else reference_variable(tensor)
     if plan.variable is not None:
         plan.stream_only = False  # read before the step (run_args), never fetched or dumped
-    plan.after_update = not (flow or may_be_dead) and updated_reference_output(op, tensor)
+    plan.after_update = not (flow or may_be_dead) and facts.is_ref and is_update_type(facts.op_type) and \
+        updated_reference_output(op, tensor)
     return plan
 
 

@@ -5,8 +5,10 @@ The generic printer walks every field of every node through descriptors and esca
 character by character. A GraphDef is thousands of nodes of one shape: here the NodeDef skeleton
 (``name``, ``op``, ``input``, ``device``, the ``attr`` map in sorted key order, as ``PrintMessage``
 prints a map) is written directly, and each attribute value is printed by ``text_format`` itself,
-once per distinct value (the same ``T: DT_FLOAT`` recurs on most nodes). A node with any other
-field and everything after the nodes (``library``, ``versions``) go through ``text_format`` whole.
+once per distinct value (the same ``T: DT_FLOAT`` recurs on most nodes). A node's other fields
+(``experimental_type``, debug info: numbered after ``attr``, so printed after it) go through
+``text_format`` after the skeleton, also once per distinct value; everything after the nodes
+(``library``, ``versions``) goes through ``text_format`` whole.
 tests/test_graph_text.py checks the bytes against ``tf.io.write_graph``.
 """
 import re
@@ -16,7 +18,7 @@ __all__ = ["graph_def_text"]
 
 #: Printable ASCII without ``"``, ``'``, ``\\``: what ``text_encoding.CEscape`` leaves as it is.
 _PLAIN = re.compile(r"[ !#-&(-\[\]-~]*\Z")
-#: The NodeDef fields written here; a node with any other (debug info, full type) is printed whole.
+#: The NodeDef fields written here; any other (debug info, full type) is printed by text_format after them.
 _SKELETON = frozenset(("name", "op", "input", "device", "attr"))
 
 
@@ -25,13 +27,10 @@ def graph_def_text(graph_def: Any) -> str:
     float_format='')`` prints it."""
     from google.protobuf import text_format
 
-    values = {}  # type: Dict[bytes, str]
+    values = {}  # type: Dict[Any, str]
     parts = []  # type: List[str]
     for node in graph_def.node:
-        if any(field.name not in _SKELETON for field, _value in node.ListFields()):
-            parts.append("node {\n" + text_format.MessageToString(node, float_format="", indent=2) + "}\n")
-        else:
-            _node_text(node, values, parts)
+        _node_text(node, values, parts)
     rest = type(graph_def)()
     for field, value in graph_def.ListFields():
         if field.name == "node":
@@ -44,7 +43,7 @@ def graph_def_text(graph_def: Any) -> str:
     return "".join(parts)
 
 
-def _node_text(node: Any, values: Dict[bytes, str], parts: List[str]) -> None:
+def _node_text(node: Any, values: Dict[Any, str], parts: List[str]) -> None:
     """Append one NodeDef of the skeleton's fields; ``values`` caches attribute value texts by
     their serialized bytes (equal bytes, equal message, equal text)."""
     from google.protobuf import text_format
@@ -67,7 +66,26 @@ def _node_text(node: Any, values: Dict[bytes, str], parts: List[str]) -> None:
         if text is None:
             text = values[serialized] = text_format.MessageToString(value, float_format="", indent=6)
         add("  attr {\n    key: " + _quoted(key) + "\n    value {\n" + text + "    }\n  }\n")
+    extra = [field.name for field, _value in node.ListFields() if field.name not in _SKELETON]
+    if extra:
+        add(_extra_text(node, extra, values))
     add("}\n")
+
+
+def _extra_text(node: Any, fields: List[str], values: Dict[Any, str]) -> str:
+    """The NodeDef fields after ``attr`` (``experimental_type``: TF 2.x gives one to each ``If``/``While``
+    and its gradient ops), printed by ``text_format`` once per distinct value. Their field numbers
+    all follow ``attr``'s, so the printer writes them last, after the skeleton, at the node's indent."""
+    from google.protobuf import text_format
+
+    rest = type(node)()
+    for name in fields:
+        getattr(rest, name).CopyFrom(getattr(node, name))
+    key = ("extra", rest.SerializeToString(deterministic=True))  # a tuple: never an attribute's key
+    text = values.get(key)
+    if text is None:
+        text = values[key] = text_format.MessageToString(rest, float_format="", indent=2)
+    return text
 
 
 def _quoted(text: str) -> str:

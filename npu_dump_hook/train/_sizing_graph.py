@@ -29,6 +29,7 @@ from ..formats.stats_csv import STATS_HEADER, StatsRow, format_stats_csv
 from ._capture_plan import is_update_type, needs_handle_reader, reference_variable, variable_handle, while_or_cond
 from ._capture_results import ExecutedOp
 from ._sizing_loops import LoopCounts
+from .walk import GraphIndex
 
 __all__ = ["FP16_PRECISION_MODES", "DEFAULT_PRECISION_MODE", "StaticValue", "StaticCapture", "StaticPlan",
            "static_capture", "static_plan", "build_static_nodes", "DeviceModel", "DumpMeasure", "measure_dump",
@@ -123,41 +124,49 @@ def _update_variables(op: Any, inputs: Sequence[Any], by_name: Dict[str, StaticV
 
 
 def static_capture(executed: Sequence[Tuple[Any, bool]], dims: Dims, edges: Optional[Edges] = None,
-                   loops: Optional[LoopCounts] = None) -> StaticCapture:
+                   loops: Optional[LoopCounts] = None, index: Any = None) -> StaticCapture:
     """The capture one step would give, from static shapes: ``dims(tensor)`` the shape with unknown
-    dimensions taken as the batch (None: unknown rank); ``loops`` counts TF 1.x loop iterations."""
-    edges, loops = edges or _plain_edges, loops or LoopCounts()
+    dimensions taken as the batch (None: unknown rank); ``loops`` counts TF 1.x loop iterations;
+    ``index``: the walk's :class:`~npu_dump_hook.train.walk.GraphIndex` (names read once; None: a
+    new one), whose ``edges`` are the default ``edges``."""
+    graph_index = index if index is not None else GraphIndex(None)
+    edges, loops = edges or (graph_index.edges if index is not None else _plain_edges), loops or LoopCounts()
+    name = graph_index.name
     ops, by_name, updates = [], {}, {}  # type: List[ExecutedOp], Dict[str, StaticValue], Dict[str, List[str]]
     iterations = {}  # type: Dict[str, int]
     folded = {}  # type: Dict[str, bool]
     for order, (op, _fed_only) in enumerate(executed):
         dtypes, shapes = [], []  # type: List[str], List[Optional[Tuple[int, ...]]]
         in_loop = while_or_cond(op) == "while"
-        for tensor in op.outputs:
+        op_name = name(op)
+        for number, tensor in enumerate(op.outputs):
             dtype, shape = tensor.dtype.base_dtype.name, dims(tensor)
             dtypes.append(dtype)
             shapes.append(shape)
             value = _variable_value(tensor) if dtype == "resource" else None
             if in_loop and unwatched_in_loop(op, folded):
                 continue  # TF's per-iteration watches see no value of these (capture: LOOP_ENTRY_REASON)
+            tensor_name = "{}:{}".format(op_name, number)  # tensor.name, without TF's accessors
             if value is not None:
-                by_name[tensor.name] = value
+                by_name[tensor_name] = value
             elif dtype not in _NO_VALUE_DTYPES:
-                by_name[tensor.name] = StaticValue(dtype, shape or ())
-            if in_loop and tensor.name in by_name:
-                iterations[tensor.name] = loops.of(op)
+                by_name[tensor_name] = StaticValue(dtype, shape or ())
+            if in_loop and tensor_name in by_name:
+                iterations[tensor_name] = loops.of(op)
         inputs, controls = edges(op)
-        ops.append(ExecutedOp(name=op.name, type=op.type, inputs=[t.name for t in inputs],
-                              control_inputs=[c.name for c in controls], order=order,
+        input_names = graph_index.input_names(op) if edges == graph_index.edges else [t.name for t in inputs]
+        ops.append(ExecutedOp(name=op_name, type=graph_index.type(op), inputs=list(input_names),
+                              control_inputs=[name(c) for c in controls], order=order,
                               output_dtypes=dtypes, output_shapes=shapes))
-    for op, fed_only in executed:
-        if fed_only or not is_update_type(op.type):
+    for record, (op, fed_only) in zip(ops, executed):
+        if fed_only or not is_update_type(record.type):
             continue
         variables = _update_variables(op, edges(op)[0], by_name)
         if variables:
-            updates[op.name] = variables
-            for index, name in enumerate(variables):  # output k: the k-th variable after the step
-                by_name.setdefault("{}:{}".format(op.name, index), by_name.get(name) or _ref_value(name, by_name))
+            updates[record.name] = variables
+            for number, variable in enumerate(variables):  # output k: the k-th variable after the step
+                by_name.setdefault("{}:{}".format(record.name, number),
+                                   by_name.get(variable) or _ref_value(variable, by_name))
     return StaticCapture(ops, by_name, updates, iterations)
 
 
@@ -201,13 +210,13 @@ def static_plan(executed: Sequence[Tuple[Any, bool]], fp16: bool) -> StaticPlan:
 
 
 def build_static_nodes(executed: Sequence[Tuple[Any, bool]], dims: Dims, plan: Any, ascend: bool,
-                       edges: Optional[Edges] = None, loops: Optional[LoopCounts] = None
+                       edges: Optional[Edges] = None, loops: Optional[LoopCounts] = None, index: Any = None
                        ) -> Tuple[List[Any], StaticCapture]:
     """``(Build-graph nodes, static capture)`` of the step: :func:`~npu_dump_hook.emulator.npu_graph.build_nodes`
     over the static capture (``plan``: the backend's numerics plan or a :class:`StaticPlan`;
-    ``ascend``: fusion and device formats)."""
-    capture = static_capture(executed, dims, edges, loops)
-    graph_ops = {op.name: op for op, _ in executed}
+    ``ascend``: fusion and device formats; ``index`` as :func:`static_capture`'s)."""
+    capture = static_capture(executed, dims, edges, loops, index)
+    graph_ops = {record.name: op for record, (op, _) in zip(capture.executed_ops, executed)}  # one per executed op
 
     def is_training(name: str) -> Optional[bool]:
         op = graph_ops.get(name)
@@ -316,6 +325,7 @@ class _Sizer(object):
         self.empty_header = len(encode_header(build_header("", dump_time=_DUMP_TIME)))
         self._entries = {}  # type: Dict[Any, int]
         self._rows = {}  # type: Dict[Any, int]
+        self._tensors = {}  # type: Dict[Any, Tuple[int, int, int]]
 
     def payload(self, tensor: Any) -> Tuple[int, Tuple[int, ...]]:
         dims = _device_dims(tensor, self.ascend)
@@ -363,9 +373,17 @@ class _Sizer(object):
         return len(format_stats_csv([row])) - STATS_HEADER_BYTES + 3 * cell + len(str(count)) + 3
 
     def tensor(self, tensor: Any, output: bool, index: int) -> Tuple[int, int, int]:
-        """``(header entry, payload, stats row)`` bytes of one tensor."""
-        return (self.entry(tensor, output), self.payload(tensor)[0],
-                self.stats_row("Output" if output else "Input", index, tensor))
+        """``(header entry, payload, stats row)`` bytes of one tensor, measured once per key (the
+        union of :meth:`entry`'s and :meth:`stats_row`'s keys, which decide all three)."""
+        value = tensor.value
+        origin = tensor.origin if output else None
+        key = (value.held, value.shape, tensor.tf_dtype, output, index,
+               (len(origin[0].encode("utf-8")), origin[1]) if origin else None)
+        found = self._tensors.get(key)
+        if found is None:
+            found = self._tensors[key] = (self.entry(tensor, output), self.payload(tensor)[0],
+                                          self.stats_row("Output" if output else "Input", index, tensor))
+        return found
 
 
 def _elements(dims: Sequence[int]) -> int:
@@ -398,11 +416,12 @@ def _runs(node: Any, capture: StaticCapture) -> int:
 
 
 def measure_dump(executed: Sequence[Tuple[Any, bool]], dims: Dims, options: Any, device: DeviceModel,
-                 edges: Optional[Edges] = None, loops: Optional[LoopCounts] = None) -> DumpMeasure:
-    """The bytes GE (or the emulator) writes for one step of ``executed`` under ``options``."""
+                 edges: Optional[Edges] = None, loops: Optional[LoopCounts] = None, index: Any = None) -> DumpMeasure:
+    """The bytes GE (or the emulator) writes for one step of ``executed`` under ``options``
+    (``index`` as :func:`static_capture`'s)."""
     plan = device.plan if device.plan is not None else static_plan(executed, device.ascend and device.fp16)
     with npu_graph.cyclic_gc_paused():
-        nodes, capture = build_static_nodes(executed, dims, plan, device.ascend, edges, loops)
+        nodes, capture = build_static_nodes(executed, dims, plan, device.ascend, edges, loops, index)
     mode = "all" if options.enable_dump_debug else options.dump_mode
     sizer = _Sizer(device.ascend)
     tensor_bytes = all_bytes = stats = files = tensors = ops = 0

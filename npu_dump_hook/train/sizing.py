@@ -53,7 +53,7 @@ TensorFlow objects are received, never imported.
 import logging
 import os
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .. import _tf
 from ..constants import COMPLETE_STEP_MARKER, INCOMPLETE_STEP_MARKER
@@ -131,8 +131,10 @@ class SizeEstimate:
 class _Shapes(object):
     """Static byte sizes, with unknown dimensions taken as the batch size (module doc)."""
 
-    def __init__(self, batch: int, source: str) -> None:
+    def __init__(self, batch: int, source: str, op_type: Optional[Callable[[Any], str]] = None) -> None:
         self.batch, self.source = batch, source
+        #: ``op.type`` (a graph index's, read once per op; TF 1.15's accessor costs microseconds).
+        self.op_type = op_type or _type_of
         self.unknown = set()  # type: set
         #: ``{id(tensor): (tensor, dims)}``: the Build graph and the golden sizes both ask for every
         #: executed tensor (TF's shape accessors are slow); the tensor is kept so its id stays its own.
@@ -152,7 +154,7 @@ class _Shapes(object):
                 self.unknown.add(tensor.name)
             return None
         dims = shape.as_list()
-        if tensor.op.type in _SHAPE_VECTOR_TYPES and len(dims) == 1 and dims[0] is None:
+        if len(dims) == 1 and dims[0] is None and self.op_type(tensor.op) in _SHAPE_VECTOR_TYPES:
             return (4,)
         if None in dims and tensor.dtype.base_dtype.name not in _NO_BYTES_DTYPES:
             self.unknown.add(tensor.name)
@@ -183,6 +185,10 @@ class _Shapes(object):
         for dim in dims:
             count *= max(int(dim.size), 0)
         return count * dtype.size
+
+
+def _type_of(op: Any) -> str:
+    return op.type
 
 
 def batch_guess(graph: Any, feed_dict: Optional[Mapping[Any, Any]]) -> Tuple[int, str]:
@@ -223,7 +229,7 @@ def _captured_sizes(executed: Sequence[Tuple[Any, bool]], shapes: _Shapes, loops
     for op, fed_only in executed:
         if fed_only:
             continue
-        if is_update_type(op.type):
+        if is_update_type(shapes.op_type(op)):
             sizes.extend(_op_tensors(op, shapes))
             continue
         runs = loops.of(op)
@@ -242,20 +248,21 @@ def _captured_sizes(executed: Sequence[Tuple[Any, bool]], shapes: _Shapes, loops
 
 def estimate(executed: Sequence[Tuple[Any, bool]], graph: Any, options: Any, steps: int, golden: bool,
              scratch: bool, feed_dict: Optional[Mapping[Any, Any]] = None, added: Any = (),
-             device: Optional[DeviceModel] = None, edges: Any = None) -> SizeEstimate:
+             device: Optional[DeviceModel] = None, edges: Any = None, index: Any = None) -> SizeEstimate:
     """The size of this run's dump (module doc). ``executed``: the walk's ``[(op, fed_only)]``;
     ``steps``: the dumped steps; ``golden``: this run captures golden tensors; ``scratch``: an
     emulating backend captures the step's tensors to scratch first; ``added``: names of ops the
     emulator added to the graph for its numerics (no GE ops, no dump files); ``device``: what GE
     does to the graph (:class:`DeviceModel`; None: every TF op one GE op, TF dtypes and layouts);
-    ``edges(op)``: ``(input tensors, control ops)`` (the walk's graph index)."""
+    ``edges(op)``: ``(input tensors, control ops)`` (the walk's graph index); ``index``: that
+    :class:`~npu_dump_hook.train.walk.GraphIndex` itself, whose op names are read once."""
     batch, source = batch_guess(graph, feed_dict)
-    shapes = _Shapes(batch, source)
+    shapes = _Shapes(batch, source, index.type if index is not None else None)
     device = device or DeviceModel()
     if device.plan is None and added:
         raise ValueError("estimate: ops added to the graph need the numerics plan that added them")
     loops = LoopCounts()
-    dump = measure_dump(executed, shapes.dims, options, device, edges, loops)
+    dump = measure_dump(executed, shapes.dims, options, device, edges, loops, index)
     golden_files = golden_bytes = scratch_bytes = 0
     if golden or scratch:
         outputs = _captured_sizes(executed, shapes, loops)
@@ -449,7 +456,7 @@ class SizeCheck(object):
         device = device_model(dump.backend, _tf.session_config_of(getattr(run_context, "session", None)))
         added = getattr(device.plan, "added_ops", ())
         self.estimate = estimate(walk.executed(), walk.index.graph, options, count, dump.reference, scratch, feeds,
-                                 added, device, walk.index.edges)
+                                 added, device, walk.index.edges, walk.index)
 
     def section(self, dump: Any) -> Optional[Dict[str, Any]]:
         """``{"estimate", "actual", "refused"}``: bytes estimated before the step and written."""

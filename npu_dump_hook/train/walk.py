@@ -41,34 +41,61 @@ def graph_elements(graph: Any, structure: Any) -> List[Any]:
 
 
 class GraphIndex(object):
-    """A graph's edges and creation order, read once: TF's accessors build new lists on each call."""
+    """A graph's edges, op names and creation order, read once: TF's accessors build new lists
+    (and, on TF 1.15, new name strings through the C API) on each call."""
 
     def __init__(self, graph: Any) -> None:
         self.graph = graph
-        self._edges = {}  # type: Dict[str, Tuple[List[Any], List[Any]]]
+        #: Keyed by the op object (identity hash: no TF accessor call to find an entry).
+        self._edges = {}  # type: Dict[Any, Tuple[List[Any], List[Any]]]
+        self._input_names = {}  # type: Dict[Any, List[str]]
+        self._names = {}  # type: Dict[Any, str]
+        self._types = {}  # type: Dict[Any, str]
         self._creation = {}  # type: Dict[str, int]
 
     def edges(self, op: Any) -> Tuple[List[Any], List[Any]]:
         """``(input tensors, control-input ops)`` of ``op``."""
-        found = self._edges.get(op.name)
+        found = self._edges.get(op)
         if found is None:
-            found = self._edges[op.name] = (list(op.inputs), list(op.control_inputs))
+            found = self._edges[op] = (list(op.inputs), list(op.control_inputs))
+        return found
+
+    def name(self, op: Any) -> str:
+        """``op.name``, read once (an op's name never changes)."""
+        found = self._names.get(op)
+        if found is None:
+            found = self._names[op] = op.name
+        return found
+
+    def type(self, op: Any) -> str:
+        """``op.type``, read once."""
+        found = self._types.get(op)
+        if found is None:
+            found = self._types[op] = op.type
+        return found
+
+    def input_names(self, op: Any) -> List[str]:
+        """The names of ``op``'s input tensors, in :meth:`edges` order."""
+        found = self._input_names.get(op)
+        if found is None:
+            name = self.name
+            found = self._input_names[op] = ["{}:{}".format(name(t.op), t.value_index) for t in self.edges(op)[0]]
         return found
 
     def read_all(self, ops: List[Any]) -> None:
         """Read every op's edges now (outside a training step) and note the creation order."""
-        self._creation = {op.name: i for i, op in enumerate(ops)}
+        self._creation = {self.name(op): i for i, op in enumerate(ops)}
         for op in ops:
             self.edges(op)
 
     def forget_if_editable(self) -> None:
         """An editable graph may gain ops and edges between steps: read them again."""
         if not self.graph.finalized:
-            self._edges = {}
+            self._edges, self._input_names = {}, {}
 
     def creation_order(self, names: Any) -> Dict[str, int]:
         if any(name not in self._creation for name in names):
-            self._creation = {op.name: i for i, op in enumerate(self.graph.get_operations())}
+            self._creation = {self.name(op): i for i, op in enumerate(self.graph.get_operations())}
         return self._creation
 
     def topological(self, ops: Dict[str, Any]) -> List[Any]:
@@ -76,9 +103,10 @@ class GraphIndex(object):
         index = self.creation_order(ops)
         indegree = dict.fromkeys(ops, 0)
         consumers = {name: [] for name in ops}  # type: Dict[str, List[str]]
+        op_name = self.name
         for name, op in ops.items():
             inputs, controls = self.edges(op)
-            for producer in {t.op.name for t in inputs} | {c.name for c in controls}:
+            for producer in {op_name(t.op) for t in inputs} | {op_name(c) for c in controls}:
                 if producer in ops and producer != name:
                     indegree[name] += 1
                     consumers[producer].append(name)
@@ -134,11 +162,12 @@ class StepWalk(object):
             ran = self.ran
             ops = dict(self._fed_only)
             ops.update(ran)
-            self._executed = [(op, op.name not in ran) for op in self.index.topological(ops)]
+            name = self.index.name
+            self._executed = [(op, name(op) not in ran) for op in self.index.topological(ops)]
         return self._executed
 
     def _walk(self) -> None:
-        fed, edges = self.fed, self.index.edges
+        fed, edges, name, input_names = self.fed, self.index.edges, self.index.name, self.index.input_names
         ran = {}  # type: Dict[str, Any]
         stack = []  # type: List[Any]
         for element in self.elements:
@@ -148,14 +177,15 @@ class StepWalk(object):
                 stack.append(getattr(element, "op", element))
         while stack:
             op = stack.pop()
-            if op.name in ran:
+            op_name = name(op)
+            if op_name in ran:
                 continue
-            ran[op.name] = op
+            ran[op_name] = op
             inputs, controls = edges(op)
-            for tensor in inputs:
-                if tensor.name in fed:
-                    self._fed_only.setdefault(tensor.op.name, tensor.op)
-                elif tensor.op.name not in ran:
+            for tensor, tensor_name in zip(inputs, input_names(op)):
+                if tensor_name in fed:
+                    self._fed_only.setdefault(name(tensor.op), tensor.op)
+                elif name(tensor.op) not in ran:
                     stack.append(tensor.op)
-            stack.extend(control for control in controls if control.name not in ran)
+            stack.extend(control for control in controls if name(control) not in ran)
         self._ran = ran
