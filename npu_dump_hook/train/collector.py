@@ -10,8 +10,10 @@ graph's collection inside the captured step, at random.
 
 :class:`CollectorPause` disables the collector for the captured step only (from its ``before_run``
 to the end of its ``after_run``; used by :class:`~npu_dump_hook.train.golden_capture.ReferenceCapture`
-and by the hook's golden step, :class:`~npu_dump_hook.train.dump_run.DumpRun`) and then restores the caller's state: enabled again only if it
-was enabled when paused (a caller that runs with ``gc.disable()`` keeps it disabled). Nothing is
+and by the hook's captured steps, golden or emulated, :class:`~npu_dump_hook.train.dump_run.DumpRun`),
+and for the hook's ``end()`` (the bundle: one record per file), and then restores the caller's
+state: enabled again only if it was enabled when paused (a caller that runs with ``gc.disable()``
+keeps it disabled). Nothing is
 lost: reference counting still frees every object that is not in a cycle, and the collection that
 was due runs at the first allocation threshold after :meth:`CollectorPause.resume`, in the code
 that runs next (the next step), as it would have without the capture. A step that raises before

@@ -134,8 +134,9 @@ class DumpRun(object):
         # From a capture's fetches to its last file: an interruption (Ctrl-C, SIGTERM, a TF error)
         # leaves no scratch and no golden folder that looks complete (undone at exit).
         self._in_flight = InFlight(self.abandon_capture)
-        # Python's cyclic collector off for the golden step's window, as ReferenceCapture has it
-        # (train/collector.py: the graph's full collection would otherwise fall inside the step)
+        # Python's cyclic collector off for a captured step's window (golden or emulated), as
+        # ReferenceCapture has it (train/collector.py: the graph's full collection would otherwise
+        # fall inside the step)
         self._collector = CollectorPause()
 
     def begin(self, variables: List[Any]) -> None:
@@ -228,8 +229,7 @@ class DumpRun(object):
         if not self._capturing:
             return self._warm_args(run_context, step, captured_step, walk, guard)
         args = None
-        if self._golden_step(step, captured_step):
-            self._collector.pause()
+        self._collector.pause()  # golden or emulated: either allocates a file's worth per tensor
         with guard("preparing the capture of step {}".format(step), self.abandon_capture):
             self.capture.use(walk, also_read)
             args = self.capture.run_args(run_context)
