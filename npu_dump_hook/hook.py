@@ -113,7 +113,7 @@ from .errors import NpuDumpError
 from .options import DumpOptions
 from .run_record import RunRecord, rank_and_device
 from .train.assembly import DEFAULT_OUTPUT_DIR, assemble
-from .train.collector import CollectorPause
+from .train.collector import collector_paused
 from .train.golden_layer import golden_of_dump_layer
 from .train.golden_stats import golden_statistics
 from .train.late import LateGraph
@@ -363,12 +363,8 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self.steps.end_run(run_context)
 
     def end(self, session: Any) -> None:
-        collector = CollectorPause()  # the bundle's per-file records (train/collector.py), then as it was
-        collector.pause()
-        try:
+        with collector_paused():  # the bundle's per-file records (train/collector.py), then as it was
             self._end(session)
-        finally:
-            collector.resume()
 
     def _end(self, session: Any) -> None:
         with self.guard("unmarking the dump folder {}".format(self.options.dump_path)):

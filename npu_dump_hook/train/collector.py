@@ -20,10 +20,12 @@ that runs next (the next step), as it would have without the capture. A step tha
 ``after_run`` leaves the collector paused until :meth:`CollectorPause.resume` is called (the
 owner's next ``before_run`` or ``end``).
 """
+import contextlib
 import gc
 import logging
+from typing import Iterator
 
-__all__ = ["CollectorPause"]
+__all__ = ["CollectorPause", "collector_paused"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,3 +48,14 @@ class CollectorPause(object):
             self.paused = False
             gc.enable()
             logger.debug("capture: garbage collector enabled again after the captured step")
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """The collector paused for the ``with`` block (a :class:`CollectorPause`), however it ends."""
+    pause = CollectorPause()
+    pause.pause()
+    try:
+        yield
+    finally:
+        pause.resume()
