@@ -15,27 +15,21 @@ fit (an empty name or type, which the JSON leaves out) gives None: the text is t
 """
 import json
 import re
-import types
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..formats import ge_ir_schema
 from ..formats.ge_handover import HandedOp, note_graph
 from ..formats.ge_json import item_json
 from ..formats.ge_text import c_escape
-from .ge_model import _desc_origin, _fill_desc, _fill_op, _head
+from .ge_model import _desc_origin, _fill_desc, _head, _mark, escaped_all, marked_op, op_format, op_shape, op_strings
 
 __all__ = ["graph_json", "hand_over_graph_json"]
 
 _OP_DEPTH, _OP_LEVEL = 2, 4  # a graph's op items in the model's JSON
 _DESC_DEPTH, _DESC_LEVEL = 3, 6  # an op's desc items
-_ID_MARK = 2147483641  # stands for a nonzero op id (only marks and constants are in a marked op)
 _MARK = re.compile(r"\\u0001(\d+)\\u0001")  # a mark as json.dumps writes it inside a string
 _ORIGIN_MARK = "\x01origin\x01"
 _encode = json.encoder.encode_basestring  # what json.dumps(ensure_ascii=False) uses for a str
-
-
-def _mark(index: int) -> str:
-    return "\x01{}\x01".format(index)
 
 
 def _escaped(text: str) -> str:
@@ -51,71 +45,25 @@ def _escaped_bytes(text: str) -> str:
 _ORIGIN_JSON = _escaped_bytes(_ORIGIN_MARK)
 
 
-class _OpTemplates(object):
-    """Per op shape: the JSON of the op's own fields split at its marks, as (literal, value
-    index) pairs (index -1: the id) and the literal after the last value."""
+class _OpJson(object):
+    """The JSON of each op's own fields from a %-format made once per op shape (ge_model.op_shape)."""
 
     def __init__(self) -> None:
-        self.templates = {}  # type: Dict[Tuple[Any, ...], Tuple[List[Tuple[str, int]], str]]
+        self.formats = {}  # type: Dict[Tuple[Any, ...], str]
 
-    def text(self, node: Any, no_task: bool, order: int, values: List[str]) -> str:
-        """The op's own-field JSON without its closing ``}`` (its descs follow); ``values``: its
-        strings as inside JSON strings, in :func:`_template`'s order."""
-        originals = node.original_names
-        key = (len(node.inputs), len(node.control_inputs), no_task, order == 0,
-               None if originals is None else (len(originals), len(node.original_types or [""])))
-        template = self.templates.get(key)
-        if template is None:
-            template = self.templates[key] = _template(key)
-        parts = []  # type: List[str]
-        for literal, index in template[0]:
-            parts.append(literal)
-            parts.append(values[index] if index >= 0 else str(order))
-        parts.append(template[1])
-        return "".join(parts)
-
-
-def _op_values(node: Any) -> List[str]:
-    """The strings of an op's own fields, as inside JSON strings, in :func:`_template`'s order."""
-    values = [node.name, node.type]
-    values.extend(node.input_names)
-    values.extend(node.control_inputs)
-    if node.original_names is not None:
-        values.extend(node.original_names)
-        values.extend(node.original_types or [""])
-    joined = "\x00".join(values)
-    if "\\" in joined or joined.count("\x00") != len(values) - 1:  # (an escape could then hide a separator)
-        return [_escaped(value) for value in values]
-    return _escaped(joined).split("\\u0000")  # one escape call for all: they are char by char
-
-
-def _template(key: Tuple[Any, ...]) -> Tuple[List[Tuple[str, int]], str]:
-    """Print an op of shape ``key`` whose strings are marks (_OpTemplates)."""
-    inputs, controls, no_task, first, originals = key
-    count = iter(range(1 << 30))
-    marked = types.SimpleNamespace(
-        name=_mark(next(count)), type=_mark(next(count)),
-        input_names=[_mark(next(count)) for _ in range(inputs)],
-        control_inputs=[_mark(next(count)) for _ in range(controls)], no_task=no_task,
-        original_names=None if originals is None else [_mark(next(count)) for _ in range(originals[0])],
-        original_types=None if originals is None else [_mark(next(count)) for _ in range(originals[1])])
-    op = ge_ir_schema.OpDef()
-    _fill_op(op, 0 if first else _ID_MARK, marked)
-    text = item_json(op, _OP_DEPTH, _OP_LEVEL)
-    if not text.endswith(_OP_CLOSING) or text.count(str(_ID_MARK)) != (0 if first else 1):
-        raise ValueError("unexpected op JSON layout: {!r}".format(text))
-    pairs, literal = [], ""  # type: List[Tuple[str, int]], str
-    for number, piece in enumerate(_MARK.split(text[:-len(_OP_CLOSING)])):
-        if number % 2:
-            pairs.append((literal, int(piece)))
-            literal = ""
-        elif str(_ID_MARK) in piece:
-            before, _id, after = piece.partition(str(_ID_MARK))
-            pairs.append((literal + before, -1))
-            literal = after
-        else:
-            literal += piece
-    return pairs, literal
+    def text(self, node: Any, no_task: bool, order: int) -> str:
+        """The op's own-field JSON without its closing ``}`` (its descs follow)."""
+        shape = op_shape(node, no_task, order)
+        form = self.formats.get(shape)
+        if form is None:
+            text = item_json(marked_op(shape), _OP_DEPTH, _OP_LEVEL)
+            if not text.endswith(_OP_CLOSING):
+                raise ValueError("unexpected op JSON layout: {!r}".format(text))
+            form = self.formats[shape] = op_format(text[:-len(_OP_CLOSING)], _MARK, order == 0)
+        values = escaped_all(op_strings(node), _escaped, "\\u0000")  # type: List[Any]
+        if order:
+            values.append(order)
+        return form % tuple(values)
 
 
 class _DescJson(object):
@@ -175,7 +123,7 @@ def graph_json(graph_name: str, nodes: Sequence[Any], input_descs: bool = False)
 def _graph_json_and_ops(graph_name: str, nodes: Sequence[Any],
                         input_descs: bool) -> Tuple[Optional[str], List[HandedOp]]:
     """(:func:`graph_json`, the ops as the bundle's op scan reads them from the text)."""
-    ops, templates, descs = [], _OpTemplates(), _DescJson()  # type: List[HandedOp], _OpTemplates, _DescJson
+    ops, templates, descs = [], _OpJson(), _DescJson()  # type: List[HandedOp], _OpJson, _DescJson
     items = []  # type: Optional[List[str]]
     for order, node in enumerate(nodes):
         no_task = node.no_task
@@ -186,7 +134,7 @@ def _graph_json_and_ops(graph_name: str, nodes: Sequence[Any],
         if not node.name or not node.type:  # (the JSON leaves an empty string out)
             items = None
             continue
-        parts = [templates.text(node, no_task, order, _op_values(node))]
+        parts = [templates.text(node, no_task, order)]
         if input_descs and node.inputs:
             parts.append(descs.field("input_desc", node.inputs, False))
         if node.outputs:

@@ -47,8 +47,9 @@ def _nodes():
 
 
 @pytest.mark.parametrize("input_descs", [False, True])
-def test_graph_text_is_the_model_printed_whole(input_descs):
-    nodes = _nodes()
+@pytest.mark.parametrize("make", ["_nodes", "_odd_nodes"])
+def test_graph_text_is_the_model_printed_whole(input_descs, make):
+    nodes = globals()[make]()
     whole = ge_model.model_text(ge_model.build_model("ge_default_20260101000000_1", nodes, input_descs))
     parts = ge_model.graph_text("ge_default_20260101000000_1", nodes, input_descs)
     assert parts == whole
