@@ -271,12 +271,18 @@ def op_format(text: str, mark: Any, first: bool) -> str:
 
 def escaped_all(values: List[str], escape: Any, separator: str) -> List[str]:
     """``[escape(value) for value in values]`` with one call of ``escape`` (a char-by-char escape
-    whose form of NUL is ``separator``) when no value holds a backslash or NUL (the escape of which
-    could hold the separator's)."""
+    whose form of NUL is ``separator``, which leaves :data:`_PLAIN` text as it is) when no value
+    holds a backslash or NUL (the escape of which could hold the separator's), none if all are plain."""
     joined = "\x00".join(values)
-    if "\\" in joined or joined.count("\x00") != len(values) - 1:
+    if joined.count("\x00") != len(values) - 1 or "\\" in joined:
         return [escape(value) for value in values]
+    if _PLAIN.match(joined):  # (most names)
+        return values
     return escape(joined).split(separator)
+
+
+#: Text both escapes (C and JSON) leave as it is, NUL apart: printable ASCII without " ' \
+_PLAIN = re.compile("[ !#-&(-\\[\\]-~\x00]*\\Z")
 
 
 def _c_escaped(text: str) -> str:

@@ -39,7 +39,12 @@ def _escaped(text: str) -> str:
 
 def _escaped_bytes(text: str) -> str:
     """``text`` as a single bytes field (an attr's ``s``) is inside a JSON string: C-escaped UTF-8."""
+    if _PLAIN.match(text):  # (most names)
+        return text
     return _escaped(c_escape(text.encode("utf-8")))
+
+
+_PLAIN = re.compile(r"[ !#-&(-\[\]-~]*\Z")  # printable ASCII without " ' \: as it is in both escapes
 
 
 _ORIGIN_JSON = _escaped_bytes(_ORIGIN_MARK)
@@ -68,37 +73,53 @@ class _OpJson(object):
 
 class _DescJson(object):
     """The JSON of each distinct tensor desc of one graph (keyed as ge_model._DescTexts keys
-    their text), the origin name put in."""
+    their text), as the text before and after its origin name (None: it has none)."""
 
     def __init__(self) -> None:
-        self.texts = {}  # type: Dict[Tuple[Any, ...], str]
+        self.texts = {}  # type: Dict[Tuple[Any, ...], Tuple[str, Optional[str]]]
 
-    def text(self, tensor: Any, output: bool) -> str:
+    def put(self, out: List[str], tensor: Any, output: bool) -> None:
+        """Append the desc's JSON to ``out``."""
         origin = _desc_origin(tensor, output)
         value = tensor.value
         key = (output, value.held, value.shape, tensor.tf_dtype, origin[1] if origin is not None else None)
-        text = self.texts.get(key)
-        if text is None:
-            desc = ge_ir_schema.TensorDescriptor()
-            _fill_desc(desc, value.held, value.shape, tensor.tf_dtype,
-                       (_ORIGIN_MARK, origin[1]) if origin is not None else None)
-            text = self.texts[key] = item_json(desc, _DESC_DEPTH, _DESC_LEVEL)
-            if text.count(_ORIGIN_JSON) != (0 if origin is None else 1):
-                raise ValueError("unexpected desc JSON layout: {!r}".format(text))
-        if origin is None:
-            return text
-        return text.replace(_ORIGIN_JSON, _escaped_bytes(origin[0]), 1)
+        split = self.texts.get(key)
+        if split is None:
+            split = self.texts[key] = _desc_json(tensor, origin)
+        out.append(split[0])
+        if split[1] is not None:
+            out.append(_escaped_bytes(origin[0]))
+            out.append(split[1])
 
-    def field(self, name: str, tensors: Sequence[Any], output: bool) -> str:
-        """The op's entry of its ``name`` descs (after its own fields)."""
-        inner = _INDENTS[_DESC_LEVEL]
-        return (",{}\"{}\": [{}".format(_INDENTS[_OP_LEVEL + 1], name, inner)
-                + ("," + inner).join(self.text(tensor, output) for tensor in tensors)
-                + _INDENTS[_OP_LEVEL + 1] + "]")
+    def put_field(self, out: List[str], name: str, tensors: Sequence[Any], output: bool) -> None:
+        """Append the op's entry of its ``name`` descs (after its own fields) to ``out``."""
+        out.append(",{}\"{}\": [{}".format(_INDENTS[_OP_LEVEL + 1], name, _INDENTS[_DESC_LEVEL]))
+        for number, tensor in enumerate(tensors):
+            if number:
+                out.append(_DESC_SEPARATOR)
+            self.put(out, tensor, output)
+        out.append(_FIELD_CLOSING)
+
+
+def _desc_json(tensor: Any, origin: Optional[Tuple[str, int]]) -> Tuple[str, Optional[str]]:
+    """The JSON of a desc like ``tensor``'s, split where its origin name goes (_DescJson)."""
+    value = tensor.value
+    desc = ge_ir_schema.TensorDescriptor()
+    _fill_desc(desc, value.held, value.shape, tensor.tf_dtype, (_ORIGIN_MARK, origin[1]) if origin is not None else None)
+    text = item_json(desc, _DESC_DEPTH, _DESC_LEVEL)
+    if text.count(_ORIGIN_JSON) != (0 if origin is None else 1):
+        raise ValueError("unexpected desc JSON layout: {!r}".format(text))
+    if origin is None:
+        return text, None
+    before, _mark_text, after = text.partition(_ORIGIN_JSON)
+    return before, after
 
 
 _INDENTS = ["\n" + " " * (4 * level) for level in range(8)]
 _OP_CLOSING = _INDENTS[_OP_LEVEL] + "}"
+_OP_SEPARATOR = "," + _INDENTS[_OP_LEVEL]
+_DESC_SEPARATOR = "," + _INDENTS[_DESC_LEVEL]
+_FIELD_CLOSING = _INDENTS[_OP_LEVEL + 1] + "]"
 
 
 def _document(graph_name: str) -> Tuple[str, str]:
@@ -124,27 +145,28 @@ def _graph_json_and_ops(graph_name: str, nodes: Sequence[Any],
                         input_descs: bool) -> Tuple[Optional[str], List[HandedOp]]:
     """(:func:`graph_json`, the ops as the bundle's op scan reads them from the text)."""
     ops, templates, descs = [], _OpJson(), _DescJson()  # type: List[HandedOp], _OpJson, _DescJson
-    items = []  # type: Optional[List[str]]
+    out = []  # type: Optional[List[str]]  # the op items' pieces
     for order, node in enumerate(nodes):
         no_task = node.no_task
         originals = node.original_names
         ops.append(HandedOp(node.name, no_task, None if originals is None else tuple(originals)))
-        if items is None:
+        if out is None:
             continue
         if not node.name or not node.type:  # (the JSON leaves an empty string out)
-            items = None
+            out = None
             continue
-        parts = [templates.text(node, no_task, order)]
+        if order:
+            out.append(_OP_SEPARATOR)
+        out.append(templates.text(node, no_task, order))
         if input_descs and node.inputs:
-            parts.append(descs.field("input_desc", node.inputs, False))
+            descs.put_field(out, "input_desc", node.inputs, False)
         if node.outputs:
-            parts.append(descs.field("output_desc", node.outputs, True))
-        parts.append(_OP_CLOSING)
-        items.append("".join(parts))
-    if not items:
+            descs.put_field(out, "output_desc", node.outputs, True)
+        out.append(_OP_CLOSING)
+    if not out:
         return None, ops
     before, after = _document(graph_name)
-    return before + ("," + _INDENTS[_OP_LEVEL]).join(items) + after + "\n", ops
+    return before + "".join(out) + after + "\n", ops
 
 
 def hand_over_graph_json(path: str, graph_name: str, nodes: Sequence[Any], input_descs: bool = False) -> None:
