@@ -242,7 +242,8 @@ class EmulatedNpu(object):
         with open(tmp, "w", encoding="utf-8") as handle:
             handle.write(text)
         os.replace(tmp, path)
-        graph_json.hand_over_graph_json(path, self.graph_name, ge_ops, self.profile == "ascend")  # for the bundle
+        # its JSON form and ops, for the bundle writer (which then need not convert nor scan it)
+        graph_json.hand_over_graph_json(path, self.graph_name, ge_ops, self.profile == "ascend", len(text))
         self.graph_file = path
         self.report["graph"] = {
             "nodes": len(ge_ops),

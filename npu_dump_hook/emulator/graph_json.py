@@ -1,24 +1,24 @@
-"""The msaccucmp JSON form of the emulator's Build graph, made from its nodes when the text is
-written, so the bundle writer need not convert the text back, and the ops its op scan reads, so it need
-not scan it (:mod:`npu_dump_hook.formats.ge_handover`).
+"""The msaccucmp JSON form of the emulator's Build graph and the ops the bundle's op scan reads,
+made from its nodes when the text is written, so the bundle writer need neither convert nor scan
+the text (:mod:`npu_dump_hook.formats.ge_handover`).
 
 Converting the text back line by line cost 0.32 s (TF 2.15) / 0.49 s (TF 1.15) CPU for an
-unrolled 20-step RNN's 2.5 MB graph, scanning it for its ops 0.07 / 0.08 s. Here the JSON is put together from pieces made once per distinct shape of op:
-an op's own fields (name, type, inputs, task attrs, id) are printed once per shape, with
-control-character marks standing for its strings and id, through :func:`.ge_json.item_json`
-(the same walk and ``json`` call as the converter's parse path), and each distinct tensor desc
-once (as :class:`.ge_model._DescTexts` prints its text), the origin name put in. A shape is
-(input, control input and original name counts, no task or not, id 0 or not). The pieces are
+unrolled 20-step RNN's 2.5 MB graph, scanning it 0.07 / 0.08 s. Here the JSON is put together
+from pieces made once: an op's own fields (name, type, inputs, task attrs, id) once per op shape
+(:func:`.ge_model.op_shape`), through :func:`.ge_json.item_json` (the converter's parse-path walk
+and ``json`` call) of an op whose strings and id are marks (:func:`.ge_model.marked_op`), made a
+%-format of the escaped values; each distinct tensor desc once (keyed as
+:class:`.ge_model._DescTexts` keys its text), split where the origin name goes. The pieces are
 the converter's own output for a marked op, so the result is its output for the real one byte
-for byte (tests compare both on hand-made, RNN and fused ascend graphs). An op that does not
-fit (an empty name or type, which the JSON leaves out) gives None: the text is then converted.
+for byte (tests compare both on hand-made, RNN and fused ascend graphs). An op without a name or
+type (which the JSON leaves out) gives None: the text is then converted.
 """
 import json
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..formats import ge_ir_schema
-from ..formats.ge_handover import HandedOp, note_graph
+from ..formats.ge_handover import MAX_JSON_CHARS, HandedOp, note_graph
 from ..formats.ge_json import item_json
 from ..formats.ge_text import c_escape
 from .ge_model import _desc_origin, _fill_desc, _head, _mark, escaped_all, marked_op, op_format, op_shape, op_strings
@@ -105,7 +105,8 @@ def _desc_json(tensor: Any, origin: Optional[Tuple[str, int]]) -> Tuple[str, Opt
     """The JSON of a desc like ``tensor``'s, split where its origin name goes (_DescJson)."""
     value = tensor.value
     desc = ge_ir_schema.TensorDescriptor()
-    _fill_desc(desc, value.held, value.shape, tensor.tf_dtype, (_ORIGIN_MARK, origin[1]) if origin is not None else None)
+    _fill_desc(desc, value.held, value.shape, tensor.tf_dtype,
+               (_ORIGIN_MARK, origin[1]) if origin is not None else None)
     text = item_json(desc, _DESC_DEPTH, _DESC_LEVEL)
     if text.count(_ORIGIN_JSON) != (0 if origin is None else 1):
         raise ValueError("unexpected desc JSON layout: {!r}".format(text))
@@ -141,11 +142,12 @@ def graph_json(graph_name: str, nodes: Sequence[Any], input_descs: bool = False)
     return _graph_json_and_ops(graph_name, nodes, input_descs)[0]
 
 
-def _graph_json_and_ops(graph_name: str, nodes: Sequence[Any],
-                        input_descs: bool) -> Tuple[Optional[str], List[HandedOp]]:
-    """(:func:`graph_json`, the ops as the bundle's op scan reads them from the text)."""
+def _graph_json_and_ops(graph_name: str, nodes: Sequence[Any], input_descs: bool,
+                        json_form: bool = True) -> Tuple[Optional[str], List[HandedOp]]:
+    """(:func:`graph_json` (None without ``json_form``), the ops as the bundle's op scan reads
+    them from the text)."""
     ops, templates, descs = [], _OpJson(), _DescJson()  # type: List[HandedOp], _OpJson, _DescJson
-    out = []  # type: Optional[List[str]]  # the op items' pieces
+    out = [] if json_form else None  # type: Optional[List[str]]  # the op items' pieces
     for order, node in enumerate(nodes):
         no_task = node.no_task
         originals = node.original_names
@@ -169,8 +171,11 @@ def _graph_json_and_ops(graph_name: str, nodes: Sequence[Any],
     return before + "".join(out) + after + "\n", ops
 
 
-def hand_over_graph_json(path: str, graph_name: str, nodes: Sequence[Any], input_descs: bool = False) -> None:
+def hand_over_graph_json(path: str, graph_name: str, nodes: Sequence[Any], input_descs: bool = False,
+                         text_chars: int = 0) -> None:
     """Note the JSON form and the ops of the Build graph just written at ``path`` from ``nodes``
-    for the bundle writer (:func:`.ge_handover.note_graph`)."""
-    text, ops = _graph_json_and_ops(graph_name, nodes, input_descs)
+    for the bundle writer (:func:`.ge_handover.note_graph`); ``text_chars``: the graph text's
+    length, when its JSON form (~3x) would be over ge_handover.MAX_JSON_CHARS only the ops are."""
+    text, ops = _graph_json_and_ops(graph_name, nodes, input_descs,
+                                    json_form=3 * text_chars <= MAX_JSON_CHARS)
     note_graph(path, text, ops)

@@ -19,6 +19,9 @@ __all__ = ["HandedOp", "note_graph", "handed_json", "handed_ops", "forget_graphs
 
 #: Graphs kept, the oldest forgotten first (the JSON of one is ~3x its text): a run writes one.
 MAX_GRAPHS = 2
+#: A longer JSON form is not kept (its memory would stay for the rest of the run): the file is
+#: converted, the converter's memory bounded (ge_json). The 20-step RNN's is 7M characters.
+MAX_JSON_CHARS = 1 << 25
 
 _noted = collections.OrderedDict()  # type: collections.OrderedDict
 _lock = threading.Lock()
@@ -36,11 +39,14 @@ class HandedOp(NamedTuple):
 def note_graph(path: str, json_text: Optional[str], ops: Optional[Sequence[HandedOp]]) -> None:
     """Note, for the ge_proto text file just written at ``path``: ``json_text``, its msaccucmp
     JSON form as :func:`.ge_json.write_msaccucmp_json` writes it (final newline included), and
-    ``ops``, every op of the file in file order (None: not known). Never raises: a file whose
-    identity cannot be taken is not noted (it is then read)."""
+    ``ops``, every op of the file in file order (None: not known); a JSON text over
+    :data:`MAX_JSON_CHARS` is not kept. Never raises: a file whose identity cannot be taken is
+    not noted (it is then read)."""
     identity = file_identity(path)
     if identity is None:
         return
+    if json_text is not None and len(json_text) > MAX_JSON_CHARS:
+        json_text = None
     with _lock:
         _noted.pop(identity[:2], None)
         _noted[identity[:2]] = (identity, json_text, None if ops is None else tuple(ops))

@@ -15,6 +15,10 @@ graph or of the model), a 1 MiB output buffer, and its memos of fixed size: up t
 per message type, 8 MB of block text with its JSON, 4,096 leaf layouts (about 30 MB at most
 in all; 40 MB over the file's size for a 50 MB Build graph, 4 MB for 100,000 small ops). Time: linear in the input (each byte is read by a few C scans and one
 Python step per line, or per leaf block or repeated block).
+
+A file whose writer noted its JSON form (:mod:`.ge_handover`: the emulator's Build graph, made
+from its nodes by :mod:`npu_dump_hook.emulator.graph_json`) gets that text while it is the very
+file noted, unchanged; :func:`item_json` gives such a writer the pieces it is made of.
 """
 import gc
 import json

@@ -114,3 +114,14 @@ def test_graph_json_declines_what_it_does_not_make(tmp_path):
     with open(path + ".again", encoding="utf-8") as handle:
         assert handle.read() == converted
     ge_handover.forget_graphs()
+
+
+def test_a_graph_whose_json_would_be_over_the_cap_hands_its_ops_only(tmp_path):
+    nodes = _nodes()
+    text = ge_model.graph_text("g", nodes)
+    path, _converted_json = _converted(tmp_path, text)
+    graph_json.hand_over_graph_json(path, "g", nodes, False, ge_handover.MAX_JSON_CHARS // 3 + 1)
+    assert ge_handover.handed_json(path) is None and len(ge_handover.handed_ops(path)) == len(nodes)
+    graph_json.hand_over_graph_json(path, "g", nodes, False, len(text))
+    assert ge_handover.handed_json(path) is not None
+    ge_handover.forget_graphs()

@@ -87,3 +87,11 @@ def test_only_the_latest_graphs_are_kept(tmp_path):
     assert all(ge_handover.handed_json(path) == NOTED for path in paths[1:])
     assert ge_handover.handed_ops(paths[-1]) is None
     ge_handover.forget_graphs()
+
+
+def test_a_json_form_over_the_cap_is_not_kept(graph, tmp_path, monkeypatch):
+    converted = _json(graph, str(tmp_path / "converted.json"))
+    monkeypatch.setattr(ge_handover, "MAX_JSON_CHARS", len(NOTED) - 1)
+    ge_handover.note_graph(graph, NOTED, OPS)
+    assert ge_handover.handed_json(graph) is None and ge_handover.handed_ops(graph) == OPS
+    assert _json(graph, str(tmp_path / "after.json")) == converted
