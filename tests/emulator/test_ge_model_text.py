@@ -74,12 +74,14 @@ def _converted(tmp_path, text):
 
 
 def _odd_nodes():
-    """_nodes with names the batched escape must not take (a backslash-u text, a NUL), an op
-    with no outputs and one of no originals' types."""
+    """_nodes with names the batched escape must not take (a backslash-u text, a NUL), one it
+    takes (quote, non-ASCII, tab), an op with no outputs and one of no originals' types."""
     nodes = _nodes()
     nodes.append(NpuNode("lit\\u0000eral", "Relu", "Relu", [_in("x:0", None)], ["lit\\u0000eral"],
                          [_out("lit\\u0000eral", 0, (1,))]))
     nodes.append(NpuNode("nul\x00name", "NoOp", "NoOp", [], ["x", "nul\x00name"], []))
+    nodes.append(NpuNode("quote\"é'\ttab", "Relu", "Relu", [_in("x:0", (1,))], ["x"],
+                         [_out("quote\"é'\ttab", 0, (1,))]))  # escaped, in one call for all its strings
     nodes.append(NpuNode("f2/Add", "Add", "Add", [_in("x:0", (1,))], [], [_out("f2/Add", 0, (1,))], kind="fused",
                          original_names=["f2/Add"], original_types=None))
     return nodes
