@@ -14,6 +14,7 @@ for byte (tests compare both on hand-made, RNN and fused ascend graphs). An op w
 type (which the JSON leaves out) gives None: the text is then converted.
 """
 import json
+import logging
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -24,6 +25,8 @@ from ..formats.ge_text import c_escape
 from .ge_model import _desc_origin, _fill_desc, _head, _mark, escaped_all, marked_op, op_format, op_shape, op_strings
 
 __all__ = ["graph_json", "hand_over_graph_json"]
+
+_LOG = logging.getLogger(__name__)
 
 _OP_DEPTH, _OP_LEVEL = 2, 4  # a graph's op items in the model's JSON
 _DESC_DEPTH, _DESC_LEVEL = 3, 6  # an op's desc items
@@ -176,6 +179,11 @@ def hand_over_graph_json(path: str, graph_name: str, nodes: Sequence[Any], input
     """Note the JSON form and the ops of the Build graph just written at ``path`` from ``nodes``
     for the bundle writer (:func:`.ge_handover.note_graph`); ``text_chars``: the graph text's
     length, when its JSON form (~3x) would be over ge_handover.MAX_JSON_CHARS only the ops are."""
-    text, ops = _graph_json_and_ops(graph_name, nodes, input_descs,
-                                    json_form=3 * text_chars <= MAX_JSON_CHARS)
+    try:
+        text, ops = _graph_json_and_ops(graph_name, nodes, input_descs,
+                                        json_form=3 * text_chars <= MAX_JSON_CHARS)
+    except ValueError as exc:  # a printed form not as expected: the bundle writer reads the file
+        _LOG.warning("Build graph %s: its JSON form and ops are not handed over (%s); they are read from the file",
+                     path, exc)
+        return
     note_graph(path, text, ops)

@@ -127,3 +127,14 @@ def test_a_graph_whose_json_would_be_over_the_cap_hands_its_ops_only(tmp_path):
     graph_json.hand_over_graph_json(path, "g", nodes, False, len(text))
     assert ge_handover.handed_json(path) is not None
     ge_handover.forget_graphs()
+
+
+def test_a_form_not_as_expected_hands_nothing_over(tmp_path, monkeypatch, caplog):
+    """A marked op printed otherwise than expected (a layout this module does not know) is not
+    guessed at: nothing is handed over, with a warning, and the bundle writer reads the file."""
+    nodes = _nodes()
+    path, _json_text = _converted(tmp_path, ge_model.graph_text("g", nodes))
+    monkeypatch.setattr(graph_json, "item_json", lambda message, depth, level: "{}")
+    graph_json.hand_over_graph_json(path, "g", nodes)
+    assert ge_handover.handed_json(path) is None and ge_handover.handed_ops(path) is None
+    assert "not handed over" in caplog.text
