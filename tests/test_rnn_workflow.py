@@ -18,6 +18,8 @@ import pytest
 import tensorflow as tf
 
 from npu_dump_hook.bundle import read_bundle, verify_bundle
+from npu_dump_hook.bundle.describe import graph_ops
+from npu_dump_hook.formats import ge_json
 
 from helpers.runs import HELPERS, clean_env, run
 
@@ -51,6 +53,18 @@ def _workflow(cwd, shape, fault=None):
         return npu, golden, code, "\n".join(lines), json.load(handle)
 
 
+def _assert_graph_forms_are_the_read_ones(bundle, doc):
+    """The emulated run's graph JSON and op count (handed over in its process, ge_handover) are
+    what converting and scanning the bundle's graph text give here (nothing noted in this process)."""
+    text = os.path.join(bundle, "data", *doc["graph"]["file"].split("/"))
+    ge_json.write_msaccucmp_json(text, text + ".converted")
+    with open(os.path.join(bundle, "data", *doc["graph"]["json"].split("/")), "rb") as handed, \
+            open(text + ".converted", "rb") as converted:
+        assert handed.read() == converted.read()
+    os.remove(text + ".converted")
+    assert doc["graph"]["op_count"] == graph_ops(text).count
+
+
 def _dump_files(doc, op_name):
     return sorted((f for f in doc["files"] if f["kind"] == "dump" and f["op_name"] == op_name.replace("/", "_")),
                   key=lambda f: f["timestamp"])
@@ -67,6 +81,7 @@ def test_loop_body_is_dumped_and_captured_per_iteration(v1_flow):
     assert verify_bundle(npu) == [] and verify_bundle(golden) == []
     npu_doc, golden_doc = read_bundle(npu), read_bundle(golden)
     assert golden_doc["golden_for"]["match"] is True
+    _assert_graph_forms_are_the_read_ones(npu, npu_doc)
     assert golden_doc["fingerprints"] == npu_doc["fingerprints"]
     files = _dump_files(npu_doc, LOOP_OP)
     assert len(files) == TIME, [f["path"] for f in files]  # one per iteration, GE's name, later timestamps

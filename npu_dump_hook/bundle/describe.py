@@ -10,7 +10,7 @@ unresolved hashed name there is ``other`` (:func:`dump_folder_kind`, the bundle.
 Graph files are summarised as the ops coverage counts (:func:`graph_ops`).
 """
 import bisect
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set
+from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Set
 
 from ..errors import FormatError
 from ..formats import ge_graph
@@ -155,13 +155,14 @@ class GraphOps(NamedTuple):
     fused: Optional[Dict[str, str]] = None
 
 
-def graph_ops(path: str, layers: Sequence[str] = ()) -> GraphOps:
+def graph_ops(path: str, layers: Sequence[str] = (), ops: Optional[Iterable[Any]] = None) -> GraphOps:
     """Ops of every graph in the file (main graph and subgraphs), names sanitized as in dump names;
-    ``layers``: the ``dump_layer`` names the dump was made with (empty: every op)."""
+    ``layers``: the ``dump_layer`` names the dump was made with (empty: every op); ``ops``: the
+    file's ops as its writer handed them over (formats.ge_handover), else the file is scanned."""
     expected, names, count, selected = set(), set(), 0, set()
     fused = {}  # type: Dict[str, str]
     chosen = frozenset(layers)
-    for op in ge_graph.iter_ops(path):  # (not a graph's 100,000 summaries at once)
+    for op in ge_graph.iter_ops(path) if ops is None else ops:  # (not a graph's 100,000 summaries at once)
         name = sanitize(op.name)
         names.add(name)
         count += 1

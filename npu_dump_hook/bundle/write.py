@@ -32,6 +32,7 @@ from ..constants import ARCHIVES, BUNDLE_SCHEMA, CHECKSUMS, COMPLETE_STEP_MARKER
 from ..errors import BundleError, BundleExistsError, FormatError, NpuDumpError
 from .._forked import ForkedCall, fork_is_safe, usable_cores
 from .._signals import test_pause
+from ..formats.ge_handover import handed_ops
 from ..formats.ge_json import write_msaccucmp_json
 from ..formats.mapping_csv import read_mapping
 from ..formats.names import parse_graph_file_name
@@ -440,7 +441,7 @@ def _read_graph(graph_file: str, rel: str, data: str, layers: Sequence[str] = ()
     ``json_form``, write its msaccucmp JSON form (what ``atc --mode=5`` writes) under ``data``,
     the bundle's data folder (or a child's scratch folder)."""
     try:
-        ops = graph_ops(graph_file, layers)
+        ops = graph_ops(graph_file, layers, handed_ops(graph_file))  # (the emulator's graph: not scanned)
     except FormatError as exc:
         return _GraphRead(exc.rule, None, None, ["graph not scannable, coverage unknown: {}".format(exc)])
     if not json_form:

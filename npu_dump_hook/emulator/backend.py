@@ -92,7 +92,7 @@ from ..formats.dump_file import DumpTensor, ge_origin_data_type, write_dump_file
 from ..formats.npy import read_npy
 from ..options import DumpOptions
 from ..bundle.selection import is_selected
-from . import ge_model, hccl, layout, npu_graph, numerics
+from . import ge_model, graph_json, hccl, layout, npu_graph, numerics
 
 __all__ = ["EmulatedNpu", "PRECISIONS", "PROFILES", "MAX_FILE_NAME_BYTES", "NUMERICS_NOTE", "dump_tensor",
            "dumped_nodes"]
@@ -244,6 +244,8 @@ class EmulatedNpu(object):
         with open(tmp, "w", encoding="utf-8") as handle:
             handle.write(text)
         os.replace(tmp, path)
+        # its JSON form and ops, for the bundle writer (which then need not convert nor scan it)
+        graph_json.hand_over_graph_json(path, self.graph_name, ge_ops, self.profile == "ascend", len(text))
         self.graph_file = path
         self.report["graph"] = {
             "nodes": len(ge_ops),

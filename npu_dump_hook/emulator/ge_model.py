@@ -15,14 +15,17 @@ With ``input_descs`` (the ``ascend`` profile) every op also gets its input descs
 device formats it reads (NC1HWC0, FRACTAL_Z, FRACTAL_NZ) are in the graph.
 See docs/reference/ascend-dump-formats.md §2.3-2.5.
 """
-from typing import Any, Dict, Iterable, Optional, Sequence, Tuple
+import re
+import types
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..formats import ge_ir_schema
 from ..formats.ge_text import c_escape, forget_entry_texts, format_fields, format_model
 from .layout import device_shape
 
 __all__ = ["EMULATED_MARK", "is_emulated_graph", "GE_TYPE_OF", "NO_TASK_TYPES", "ge_type", "is_no_task",
-           "build_model", "model_text", "graph_text", "ge_dtype"]
+           "build_model", "model_text", "graph_text", "ge_dtype", "ID_MARK", "op_shape", "op_strings", "marked_op",
+           "op_format", "escaped_all"]
 
 #: ModelDef.custom_version of every graph the emulator writes, so post-hoc collection can
 #: label emulated data as such (GE leaves the field empty in graph dumps).
@@ -209,19 +212,116 @@ class _DescTexts(object):
         return text.replace(_QUOTED_MARK, '"' + c_escape(origin[0].encode("utf-8")) + '"', 1)
 
 
+#: Stands for a nonzero op id in a marked op (only marks and constants are in it).
+ID_MARK = 2147483641
+
+
+def _mark(index: int) -> str:
+    return "\x01{}\x01".format(index)
+
+
+def op_shape(node: Any, no_task: bool, order: int) -> Tuple[Any, ...]:
+    """What the layout of an op's own fields depends on (its strings and id apart): input, control
+    input and original name and type counts, no task or not, id 0 or not."""
+    originals = node.original_names
+    return (len(node.inputs), len(node.control_inputs), no_task, order == 0,
+            None if originals is None else (len(originals), len(node.original_types or [""])))
+
+
+def op_strings(node: Any) -> List[str]:
+    """An op's strings in the order :func:`marked_op` numbers its marks (the order both printed
+    forms take them in: name, type, inputs, control inputs, original names and types)."""
+    values = [node.name, node.type]
+    values.extend(node.input_names)
+    values.extend(node.control_inputs)
+    if node.original_names is not None:
+        values.extend(node.original_names)
+        values.extend(node.original_types or [""])
+    return values
+
+
+def marked_op(shape: Tuple[Any, ...]) -> Any:
+    """The OpDef (own fields) of an op of ``shape`` whose strings are marks ``\\x01N\\x01`` numbered
+    in :func:`op_strings` order, and whose id is :data:`ID_MARK` (0 for a first op)."""
+    inputs, controls, no_task, first, originals = shape
+    count = iter(range(1 << 30))
+    marked = types.SimpleNamespace(
+        name=_mark(next(count)), type=_mark(next(count)),
+        input_names=[_mark(next(count)) for _ in range(inputs)],
+        control_inputs=[_mark(next(count)) for _ in range(controls)], no_task=no_task,
+        original_names=None if originals is None else [_mark(next(count)) for _ in range(originals[0])],
+        original_types=None if originals is None else [_mark(next(count)) for _ in range(originals[1])])
+    op = ge_ir_schema.OpDef()
+    _fill_op(op, 0 if first else ID_MARK, marked)
+    return op
+
+
+def op_format(text: str, mark: Any, first: bool) -> str:
+    """The printed form ``text`` of a :func:`marked_op` as a %-format of the op's escaped strings
+    in order, then its id when not 0; ``mark``: the regex of a printed mark (group 1: its number).
+    ValueError when the text is not of that form (the marks out of order, the id not once)."""
+    pieces = mark.split(text)
+    if [int(number) for number in pieces[1::2]] != list(range(len(pieces) // 2)) \
+            or text.count(str(ID_MARK)) != (0 if first else 1):
+        raise ValueError("unexpected marked op form: {!r}".format(text))
+    pieces[0::2] = [piece.replace("%", "%%").replace(str(ID_MARK), "%d") for piece in pieces[0::2]]
+    pieces[1::2] = ["%s"] * (len(pieces) // 2)
+    return "".join(pieces)
+
+
+def escaped_all(values: List[str], escape: Any, separator: str) -> List[str]:
+    """``[escape(value) for value in values]`` with one call of ``escape`` (a char-by-char escape
+    whose form of NUL is ``separator``, which leaves :data:`_PLAIN` text as it is) when no value
+    holds a backslash or NUL (the escape of which could hold the separator's), none if all are plain."""
+    joined = "\x00".join(values)
+    if joined.count("\x00") != len(values) - 1 or "\\" in joined:
+        return [escape(value) for value in values]
+    if _PLAIN.match(joined):  # (most names)
+        return values
+    return escape(joined).split(separator)
+
+
+#: Text both escapes (C and JSON) leave as it is, NUL apart: printable ASCII without " ' \
+_PLAIN = re.compile("[ !#-&(-\\[\\]-~\x00]*\\Z")
+
+
+def _c_escaped(text: str) -> str:
+    return c_escape(text.encode("utf-8"))
+
+
+_TEXT_MARK = re.compile(r"\\001(\d+)\\001")  # a mark as c_escape prints it
+
+
+class _OpTexts(object):
+    """The text of each op's own fields from a %-format made once per :func:`op_shape`
+    (protobuf prints a marked op once, instead of every op)."""
+
+    def __init__(self) -> None:
+        self.formats = {}  # type: Dict[Tuple[Any, ...], str]
+
+    def text(self, node: Any, order: int) -> str:
+        shape = op_shape(node, node.no_task, order)
+        form = self.formats.get(shape)
+        if form is None:
+            form = self.formats[shape] = op_format(format_fields(marked_op(shape), _DESC_INDENT), _TEXT_MARK,
+                                                   order == 0)
+        values = escaped_all(op_strings(node), _c_escaped, "\\000")  # type: List[Any]
+        if order:
+            values.append(order)
+        return form % tuple(values)
+
+
 def graph_text(graph_name: str, nodes: Sequence[Any], input_descs: bool = False) -> str:
     """``model_text(build_model(graph_name, nodes, input_descs))``, the same text made in parts:
-    each op's own fields through protobuf, its descs from :class:`_DescTexts`."""
+    each op's own fields from :class:`_OpTexts`, its descs from :class:`_DescTexts`."""
     head = format_fields(_head(graph_name))
     closing = "}\n"  # the graph is the model's last field and its ops the graph's last: they go before it
     parts = [head[:-len(closing)]]
-    descs = _DescTexts()
+    ops, descs = _OpTexts(), _DescTexts()
     try:
         for order, node in enumerate(nodes):
-            ge_op = ge_ir_schema.OpDef()
-            _fill_op(ge_op, order, node)
             parts.append("  op {\n")
-            parts.append(format_fields(ge_op, _DESC_INDENT))
+            parts.append(ops.text(node, order))
             if input_descs:
                 parts.extend(descs.text(tensor, False) for tensor in node.inputs)
             parts.extend(descs.text(tensor, True) for tensor in node.outputs)

@@ -15,6 +15,10 @@ graph or of the model), a 1 MiB output buffer, and its memos of fixed size: up t
 per message type, 8 MB of block text with its JSON, 4,096 leaf layouts (about 30 MB at most
 in all; 40 MB over the file's size for a 50 MB Build graph, 4 MB for 100,000 small ops). Time: linear in the input (each byte is read by a few C scans and one
 Python step per line, or per leaf block or repeated block).
+
+A file whose writer noted its JSON form (:mod:`.ge_handover`: the emulator's Build graph, made
+from its nodes by :mod:`npu_dump_hook.emulator.graph_json`) gets that text while it is the very
+file noted, unchanged; :func:`item_json` gives such a writer the pieces it is made of.
 """
 import gc
 import json
@@ -27,11 +31,12 @@ from google.protobuf.descriptor import FieldDescriptor as _FD
 # the direct text -> JSON path, in modules of its own: _ge_json_lines (lines), _ge_json_frames
 # (open messages), _ge_json_values (scalar values and field tables)
 from ._ge_json_lines import convert_lines as _convert_lines
-from ._ge_json_values import JSON_BLACK_FIELDS, JSON_MAX_DEPTH as _JSON_MAX_DEPTH
+from .ge_handover import handed_json as _handed_json
+from ._ge_json_values import INDENT as _INDENT, JSON_BLACK_FIELDS, JSON_MAX_DEPTH as _JSON_MAX_DEPTH
 from ._ge_text_wire import Decline as _Decline
 from .ge_text import is_repeated as _is_repeated, c_escape as _c_escape, parse_model, parse_model_text
 
-__all__ = ["to_msaccucmp_json", "write_msaccucmp_json", "JSON_BLACK_FIELDS"]
+__all__ = ["to_msaccucmp_json", "write_msaccucmp_json", "JSON_BLACK_FIELDS", "item_json"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 _LOG = logging.getLogger(__name__)
@@ -132,6 +137,16 @@ def to_msaccucmp_json(path_or_model: Any) -> Dict[str, Any]:
     return _json_message(model, 0) or {}
 
 
+def item_json(message: Any, depth: int, level: int) -> str:
+    """The JSON text :func:`write_msaccucmp_json` writes for ``message`` as an item of a
+    repeated message field, at JSON ``depth`` (the model is 0, a graph 1, an op 2, a tensor
+    desc 3) and indentation ``level`` (a graph's op items are at 4): a writer that prints a
+    graph in parts (the emulator's) assembles the file's JSON form from these."""
+    value = _json_message(message, depth) if message.ByteSize() else None
+    # json.dumps escapes a newline inside a string: every newline of the text is layout
+    return json.dumps(value, indent=4, ensure_ascii=False).replace("\n", _INDENT[level])
+
+
 # --------------------------------------------------------------------------- direct text -> JSON
 #
 # See _ge_json_lines. Here: the buffered output it writes to, and the fallback to the parse.
@@ -195,6 +210,11 @@ def write_msaccucmp_json(path_or_model: Any, json_path: PathLike) -> None:
         _write_parsed(path_or_model, json_path)
         return
     path = os.fspath(path_or_model)
+    handed = _handed_json(path)  # (the file its writer noted, unchanged: ge_handover)
+    if handed is not None:
+        _LOG.debug("msaccucmp JSON of %s: the form its writer noted", path)
+        _write_text(handed, json_path)
+        return
     with open(path, "rb") as handle:
         data = handle.read()
     if _write_direct(data, json_path + ".tmp"):
@@ -203,6 +223,13 @@ def write_msaccucmp_json(path_or_model: Any, json_path: PathLike) -> None:
     model = parse_model_text(data, path)
     del data
     _write_parsed(model, json_path)
+
+
+def _write_text(text: str, json_path: str) -> None:
+    tmp_path = json_path + ".tmp"
+    with open(tmp_path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(tmp_path, json_path)
 
 
 def _write_parsed(model: Any, json_path: str) -> None:

@@ -11,7 +11,8 @@ import tensorflow as tf
 from npu_dump_hook import DumpOptions, NpuDumpHook, OptionError
 from npu_dump_hook.emulator import fusion, layout
 from npu_dump_hook.emulator.backend import NUMERICS_NOTE, PROFILES, EmulatedNpu
-from npu_dump_hook.formats import device_format, ge_graph
+from npu_dump_hook.bundle.describe import graph_ops
+from npu_dump_hook.formats import device_format, ge_graph, ge_handover, ge_json
 from npu_dump_hook.formats.dump_file import DumpFile
 
 from helpers.hooks import FetchHook, VariablesAtEndHook
@@ -85,6 +86,21 @@ def _dumps(hook):
 def _graph_ops(hook):
     model = ge_graph.parse_model(hook.summary["emulator"]["graph_file"])
     return {op.name: op for op in model.graph[0].op}
+
+
+def _assert_handed_graph_forms_are_the_read_ones(hook):
+    """The bundle's graph JSON, handed over by the emulator (ge_handover), is the converter's
+    output for the graph text, and the handed ops give the scanned coverage (a fused graph)."""
+    graph = hook.summary["emulator"]["graph_file"]
+    handed = ge_handover.handed_ops(graph)
+    assert handed is not None and ge_handover.handed_json(graph) is not None  # (else nothing is tested)
+    assert graph_ops(graph, (), handed) == graph_ops(graph)
+    (bundled,) = glob.glob(os.path.join(hook.bundle.path, "data", "graph", "*_Build.json"))
+    ge_handover.forget_graphs()
+    ge_json.write_msaccucmp_json(graph, bundled + ".converted")
+    with open(bundled, "rb") as handed_json, open(bundled + ".converted", "rb") as converted:
+        assert handed_json.read() == converted.read()
+    os.remove(bundled + ".converted")
 
 
 def _strings(attr):
@@ -183,6 +199,7 @@ def test_fused_conv_and_matmul_nodes_device_formats_updates_and_coverage(in_tmp_
     # Nothing the graph runs as a task is missing from the dump; the summary says why values differ.
     coverage = hook.bundle.coverage
     assert coverage["missing"] == [] and coverage["dumped"] == coverage["expected"] > 40
+    _assert_handed_graph_forms_are_the_read_ones(hook)
     emulated = hook.summary["emulator"]
     assert emulated["profile"] == "ascend" and emulated["note"] == NUMERICS_NOTE
     assert emulated["numerics"]["fp16_op_types"]["Conv2D"] == 1
