@@ -45,12 +45,9 @@ _last = threading.local()
 def file_identity(path: str) -> Optional[Tuple[int, int, int, int, str]]:
     """(device, inode, size, mtime ns, file name) of the regular file ``path``, from one lstat."""
     try:
-        st = os.lstat(path)
+        return _identity(os.lstat(path), path)
     except OSError:
         return None
-    if not stat.S_ISREG(st.st_mode):
-        return None
-    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, os.path.basename(path)
 
 
 def fd_identity(fd: int, path: str) -> Optional[Tuple[int, int, int, int, str]]:
@@ -59,9 +56,13 @@ def fd_identity(fd: int, path: str) -> Optional[Tuple[int, int, int, int, str]]:
     it is closed, for a regular file. None when it is not a regular file or fstat fails. A
     mismatch (e.g. ``path`` a symlink) only makes the lookup answer None: the file is read."""
     try:
-        st = os.fstat(fd)
+        return _identity(os.fstat(fd), path)
     except OSError:
         return None
+
+
+def _identity(st: os.stat_result, path: str) -> Optional[Tuple[int, int, int, int, str]]:
+    """The identity tuple of stat result ``st`` of ``path``, or None when it is not a regular file."""
     if not stat.S_ISREG(st.st_mode):
         return None
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, os.path.basename(path)

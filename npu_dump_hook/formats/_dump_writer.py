@@ -200,11 +200,16 @@ def _entry_bytes(tensor: DumpTensor, is_output: bool) -> bytes:
            tensor.sub_format, tensor.address, original)
     found = _ENTRIES.get(key)
     if found is None:
-        found = _single_entry(tensor, is_output)
-        if len(_ENTRIES) >= _MAX_ENTRIES:
-            _ENTRIES.clear()
-        _ENTRIES[key] = found
+        found = _remember(_ENTRIES, key, _single_entry(tensor, is_output))
     return found
+
+
+def _remember(cache: Dict[Tuple[Any, ...], Any], key: Tuple[Any, ...], value: Any) -> Any:
+    """``value``, kept in ``cache`` under ``key`` (emptied first when it holds _MAX_ENTRIES)."""
+    if len(cache) >= _MAX_ENTRIES:
+        cache.clear()
+    cache[key] = value
+    return value
 
 
 #: (fields 1-3, original_op's fields 2-4, fields 6-9) of an output entry, by its fields but the original name.
@@ -221,10 +226,7 @@ def _entry_with_original(tensor: DumpTensor, original: Tuple[Any, ...]) -> bytes
            tensor.sub_format, tensor.address) + original[1:]
     pieces = _AROUND_NAMES.get(key)
     if pieces is None:
-        pieces = _pieces_around_name(tensor, original)
-        if len(_AROUND_NAMES) >= _MAX_ENTRIES:
-            _AROUND_NAMES.clear()
-        _AROUND_NAMES[key] = pieces
+        pieces = _remember(_AROUND_NAMES, key, _pieces_around_name(tensor, original))
     before, original_rest, after = pieces
     name = original[0].encode("utf-8")
     original_op = (b"\x0a" + _varint(len(name)) + name if name else b"") + original_rest
