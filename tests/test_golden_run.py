@@ -339,3 +339,11 @@ def test_golden_run_log_lines_escape_control_characters():
     hostile = "bundle\x1b[2J\x9b\udc80"
     assert "\x1b" not in printable(hostile) and "\x9b" not in printable(hostile)
     assert printable(OSError(2, "No such file", hostile)).count("\\x1b") == 1
+
+
+def test_the_variables_message_says_which_side_holds_each_variable():
+    from npu_dump_hook.train.golden import _variables_message
+    message = _variables_message("B", {"missing": ["here_only"], "extra": ["bundle_only"], "mismatched": ["w"]})
+    assert "1 variable(s) of this graph are not in its checkpoint: here_only" in message
+    assert "1 variable(s) of its checkpoint are not in this graph: bundle_only" in message
+    assert "1 variable(s) of this graph have another shape there: w" in message

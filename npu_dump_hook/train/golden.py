@@ -227,11 +227,12 @@ def golden_backend(backend: Any, initial_state: Any) -> Any:
 
 def _variables_message(target: str, diff: Mapping[str, Sequence[str]]) -> str:
     parts = []
-    for key, words in (("missing", "are not in its checkpoint"), ("extra", "are in its checkpoint only"),
-                       ("mismatched", "have another shape there")):
+    for key, words in (("missing", "of this graph are not in its checkpoint"),
+                       ("extra", "of its checkpoint are not in this graph"),
+                       ("mismatched", "of this graph have another shape there")):
         if diff[key]:
             names = list(diff[key])
-            parts.append("{} variable(s) of this graph {}: {}{}".format(
+            parts.append("{} variable(s) {}: {}{}".format(
                 len(names), words, ", ".join(names[:10]), " ..." if len(names) > 10 else ""))
     return ("initial_state {}: the NPU bundle's checkpoint does not hold this graph's variables: {}. Likely cause: "
             "{}".format(target, "; ".join(parts), CAUSES["state_variables"]))
