@@ -76,19 +76,30 @@ def test_collector_paused_for_the_captured_step_only_and_restored(tmp_path, enab
     assert after is enabled
 
 
+@pytest.mark.parametrize("backend", ["reference", "emulated"])
 @pytest.mark.parametrize("enabled", [True, False])
-def test_the_hooks_golden_run_pauses_the_collector_for_its_captured_step(tmp_path, enabled):
+def test_the_hooks_captured_step_and_end_pause_the_collector(tmp_path, monkeypatch, enabled, backend):
+    from npu_dump_hook.train.output import BundleOutput
+    in_write = []
+    write = BundleOutput.write
+
+    def probed_write(self, *args, **kwargs):
+        in_write.append(gc.isenabled())
+        return write(self, *args, **kwargs)
+    monkeypatch.setattr(BundleOutput, "write", probed_write)
     was = gc.isenabled()
     (gc.enable if enabled else gc.disable)()
     try:
-        hook = NpuDumpHook(output_dir=str(tmp_path / "out"), backend="reference")
+        hook = NpuDumpHook(output_dir=str(tmp_path / "out"), backend=backend)
         hook, seen = _train(tmp_path, step=0, steps=3, hook=hook)
         after = gc.isenabled()
     finally:
         (gc.enable if was else gc.disable)()
     assert hook.bundle is not None and hook.failures == []
-    # Step 0 is the golden step, after which the hook stops the training: paused inside, restored after.
+    # Step 0 is the golden or emulated dump step, after which the hook stops the training: paused
+    # inside it and while end() writes the bundle, restored after.
     assert seen == [("before", False), ("after", enabled)]
+    assert in_write == [False]
     assert after is enabled
 
 
@@ -124,27 +135,3 @@ def test_a_failed_capture_step_gives_the_collector_back_at_end(tmp_path):
     finally:
         (gc.enable if was else gc.disable)()
 
-
-@pytest.mark.parametrize("enabled", [True, False])
-def test_the_hooks_emulated_step_and_end_pause_the_collector(tmp_path, monkeypatch, enabled):
-    from npu_dump_hook.train.output import BundleOutput
-    in_write = []
-    write = BundleOutput.write
-
-    def probed_write(self, *args, **kwargs):
-        in_write.append(gc.isenabled())
-        return write(self, *args, **kwargs)
-    monkeypatch.setattr(BundleOutput, "write", probed_write)
-    was = gc.isenabled()
-    (gc.enable if enabled else gc.disable)()
-    try:
-        hook = NpuDumpHook(output_dir=str(tmp_path / "out"), backend="emulated")
-        hook, seen = _train(tmp_path, step=0, steps=3, hook=hook)
-        after = gc.isenabled()
-    finally:
-        (gc.enable if was else gc.disable)()
-    assert hook.bundle is not None and hook.failures == []
-    # Step 0 is the dumped step: paused inside it and while end() writes the bundle, restored after.
-    assert seen == [("before", False), ("after", enabled)]
-    assert in_write == [False]
-    assert after is enabled
