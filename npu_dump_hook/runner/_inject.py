@@ -45,6 +45,7 @@ from ..errors import NpuDumpError, OptionError
 from ..options import DumpOptions
 from ._notice import BundleNotice
 from ._infer import estimator_entry, wants_inference
+from ._heap import HeapFreeze
 from ._checkpoints import SAVER_HOOK_MODULE, SAVER_MODULE, CheckpointRedirect, redirecting_begin, redirecting_save
 from ._sessions import SessionPatches, set_patch, trains
 from ._settings import RunSettings, as_given
@@ -149,6 +150,8 @@ class Injection(SessionPatches):
         self._lock = threading.RLock()
         self._local = threading.local()
         self.notice = BundleNotice()  # the bundle path printed when written (module _notice)
+        #: The objects made before the hook, out of the collector's walks until the script ends (module _heap).
+        self.heap = HeapFreeze()
 
     # -- what the script ends with ---------------------------------------------------------
     @property
@@ -160,6 +163,12 @@ class Injection(SessionPatches):
     def finish(self) -> None:
         """Collect what the script left pending: a wrapped session whose steps did not end the
         run, or a monitored session left open (its hook's ``end()``)."""
+        try:
+            self._finish()
+        finally:
+            self.heap.thaw()
+
+    def _finish(self) -> None:
         hook = self.hook
         if hook is None:
             self._drop_unused_spare()
@@ -262,6 +271,7 @@ class Injection(SessionPatches):
             own = _script_dump_options(config)
             if self._spare is None:
                 self._hook_module_is_ours = True
+                self.heap.freeze()  # before the package's training modules load: TF and the graph are made
                 from ..hook import NpuDumpHook  # TensorFlow is loaded: the script is training
                 from ..train.report import RERUN_COMMAND
 
