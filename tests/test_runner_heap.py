@@ -26,13 +26,18 @@ def thawed():
 
 def test_freeze_keeps_older_objects_out_of_collections_and_thaw_gives_them_back(thawed):
     heap = HeapFreeze()
-    gc.disable()  # no collection between the cycle's making and the freeze
-    garbage = _Cycle()
-    gone = weakref.ref(garbage)
-    del garbage  # an unreachable cycle made before the freeze
+    old = _Cycle()
+    gone = weakref.ref(old)
+    gc.collect()  # still referenced: it survives into the oldest generation
+    gc.disable()  # no collection between the cycles' making and the freeze
+    del old  # now an unreachable cycle of the oldest generation
+    young = _Cycle()
+    young_gone = weakref.ref(young)
+    del young  # an unreachable cycle of the youngest generation
     gc.enable()
     heap.freeze()
     assert heap.frozen and gc.get_freeze_count() > 0
+    assert young_gone() is None  # the young generations' garbage is freed, not frozen
     gc.collect()
     assert gone() is not None  # frozen: no collection walks it
     heap.freeze()  # once only
