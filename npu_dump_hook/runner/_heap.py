@@ -10,7 +10,9 @@ two more of those than the plain script pays.
 
 :class:`HeapFreeze` moves the objects alive when the hook is made into Python's permanent
 generation (``gc.freeze``) so that the collections that follow walk only what was made after,
-and gives them back to the oldest generation (``gc.unfreeze``) when the script has ended
+and gives them back to the oldest generation (``gc.unfreeze``) as soon as the hook's ``end()``
+has written the bundle (so the training that goes on after the dumped step collects as without the
+runner: a graph the script drops later is freed at once), else when the script has ended
 (:meth:`~npu_dump_hook.runner._inject.Injection.finish`), or at interpreter exit whatever ended it
 (an exception, ``sys.exit`` in the script: an ``atexit`` callback, before the interpreter's
 finalization, whose own collection thus walks every object as without the runner). Nothing

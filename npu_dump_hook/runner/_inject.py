@@ -115,13 +115,17 @@ def _script_dump_options(config: Any) -> Optional[DumpOptions]:
     return DumpOptions(**kwargs)
 
 
-def _notice_after_end(hook: Any, notice: BundleNotice) -> None:
+def _notice_after_end(hook: Any, notice: BundleNotice, heap: HeapFreeze) -> None:
     """The hook's ``end()`` (which writes the bundle) then the path printed at once, so a script
-    leaving by ``os._exit`` after training still shows it."""
+    leaving by ``os._exit`` after training still shows it; the heap frozen for the dump's window
+    is thawed then (module _heap), whether ``end()`` succeeded or not."""
     end = hook.end
 
     def end_then_notice(*args: Any, **kwargs: Any) -> None:
-        end(*args, **kwargs)
+        try:
+            end(*args, **kwargs)
+        finally:
+            heap.thaw()
         bundle = getattr(hook, "bundle", None)
         notice.written(bundle.location if bundle is not None else None)
 
@@ -150,7 +154,7 @@ class Injection(SessionPatches):
         self._lock = threading.RLock()
         self._local = threading.local()
         self.notice = BundleNotice()  # the bundle path printed when written (module _notice)
-        #: The objects made before the hook, out of the collector's walks until the script ends (module _heap).
+        #: The objects made before the hook, out of the collector's walks until its end() (module _heap).
         self.heap = HeapFreeze()
 
     # -- what the script ends with ---------------------------------------------------------
@@ -282,7 +286,7 @@ class Injection(SessionPatches):
                     print_error(as_given(exc))
                     raise SystemExit(EXIT_USAGE if isinstance(exc, OptionError) else EXIT_SCRIPT_ERROR)
                 setattr(hook, RERUN_COMMAND, _script_words())  # the golden-run hint names the CLI command
-                _notice_after_end(hook, self.notice)
+                _notice_after_end(hook, self.notice, self.heap)
                 hook.warn_if_never_began = False  # _report says it when no training was seen
                 self._spare, self._spare_pid = hook, os.getpid()
             hook = self._spare
