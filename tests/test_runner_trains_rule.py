@@ -48,3 +48,36 @@ def test_a_graph_without_updates_still_does_not_train():
         x = v1.placeholder(tf.bool, [])
         tf.cond(x, lambda: tf.constant(1.0), lambda: tf.constant(2.0))
     assert not trains(graph)
+
+
+def _graphs_with_and_without_training():
+    """(name, graph): an optimizer step, a global-step increment, a load of fed weights, an
+    initializer and a Saver restore only (the last three update no variable by the rule)."""
+    made = []
+    for kind in ("optimizer", "global_step", "load", "initializer_and_restore"):
+        graph = tf.Graph()
+        with graph.as_default():
+            w = v1.get_variable("w", initializer=np.ones((2, 1), np.float32))
+            if kind == "optimizer":
+                x = v1.placeholder(tf.float32, [None, 2])
+                v1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_sum(tf.matmul(x, w)))
+            elif kind == "global_step":
+                v1.assign_add(v1.train.get_or_create_global_step(), 1)
+            elif kind == "load":
+                v1.assign(w, v1.placeholder(tf.float32, [2, 1]))
+            else:
+                v1.global_variables_initializer()
+                v1.train.Saver([w])
+        made.append((kind, graph))
+    return made
+
+
+def test_trains_asks_each_op_what_the_walk_of_every_op_would_find():
+    # trains() asks the update rule of every op directly; a run of all the graph's ops walks
+    # exactly those ops, so both must agree whatever the graph holds.
+    answers = {}
+    for kind, graph in _graphs_with_and_without_training():
+        walked = TrainingStepDetector(graph).verdict(graph.get_operations()).training
+        assert trains(graph) is walked, kind
+        answers[kind] = walked
+    assert answers == {"optimizer": True, "global_step": True, "load": False, "initializer_and_restore": False}

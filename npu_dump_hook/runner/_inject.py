@@ -45,6 +45,7 @@ from ..errors import NpuDumpError, OptionError
 from ..options import DumpOptions
 from ._notice import BundleNotice
 from ._infer import estimator_entry, wants_inference
+from ._heap import HeapFreeze
 from ._checkpoints import SAVER_HOOK_MODULE, SAVER_MODULE, CheckpointRedirect, redirecting_begin, redirecting_save
 from ._sessions import SessionPatches, set_patch, trains
 from ._settings import RunSettings, as_given
@@ -114,13 +115,17 @@ def _script_dump_options(config: Any) -> Optional[DumpOptions]:
     return DumpOptions(**kwargs)
 
 
-def _notice_after_end(hook: Any, notice: BundleNotice) -> None:
+def _notice_after_end(hook: Any, notice: BundleNotice, heap: HeapFreeze) -> None:
     """The hook's ``end()`` (which writes the bundle) then the path printed at once, so a script
-    leaving by ``os._exit`` after training still shows it."""
+    leaving by ``os._exit`` after training still shows it; the heap frozen for the dump's window
+    is thawed then (module _heap), whether ``end()`` succeeded or not."""
     end = hook.end
 
     def end_then_notice(*args: Any, **kwargs: Any) -> None:
-        end(*args, **kwargs)
+        try:
+            end(*args, **kwargs)
+        finally:
+            heap.thaw()
         bundle = getattr(hook, "bundle", None)
         notice.written(bundle.location if bundle is not None else None)
 
@@ -149,6 +154,8 @@ class Injection(SessionPatches):
         self._lock = threading.RLock()
         self._local = threading.local()
         self.notice = BundleNotice()  # the bundle path printed when written (module _notice)
+        #: The objects made before the hook, out of the collector's walks until its end() (module _heap).
+        self.heap = HeapFreeze()
 
     # -- what the script ends with ---------------------------------------------------------
     @property
@@ -160,6 +167,12 @@ class Injection(SessionPatches):
     def finish(self) -> None:
         """Collect what the script left pending: a wrapped session whose steps did not end the
         run, or a monitored session left open (its hook's ``end()``)."""
+        try:
+            self._finish()
+        finally:
+            self.heap.thaw()
+
+    def _finish(self) -> None:
         hook = self.hook
         if hook is None:
             self._drop_unused_spare()
@@ -262,6 +275,7 @@ class Injection(SessionPatches):
             own = _script_dump_options(config)
             if self._spare is None:
                 self._hook_module_is_ours = True
+                self.heap.freeze()  # before the package's training modules load: TF and the graph are made
                 from ..hook import NpuDumpHook  # TensorFlow is loaded: the script is training
                 from ..train.report import RERUN_COMMAND
 
@@ -272,7 +286,7 @@ class Injection(SessionPatches):
                     print_error(as_given(exc))
                     raise SystemExit(EXIT_USAGE if isinstance(exc, OptionError) else EXIT_SCRIPT_ERROR)
                 setattr(hook, RERUN_COMMAND, _script_words())  # the golden-run hint names the CLI command
-                _notice_after_end(hook, self.notice)
+                _notice_after_end(hook, self.notice, self.heap)
                 hook.warn_if_never_began = False  # _report says it when no training was seen
                 self._spare, self._spare_pid = hook, os.getpid()
             hook = self._spare

@@ -63,13 +63,16 @@ def trains(graph: Any) -> bool:
     applies its gradients in a ``cond`` on their being finite)."""
     from ..train.training_step import TrainingStepDetector
 
-    return TrainingStepDetector(graph).verdict(graph.get_operations()).training or _updates_in_functions(graph)
+    # A run of every op executes every op: the update rule asked of each op directly, not through a
+    # walk of the whole graph from all its ops (which only finds them all again: ~65 ms on TF 2.15).
+    ops = graph.get_operations()
+    return bool(TrainingStepDetector(graph).update_ops(ops)) or _updates_in_functions(graph, ops)
 
 
-def _updates_in_functions(graph: Any) -> bool:
+def _updates_in_functions(graph: Any, ops: List[Any]) -> bool:
     from ..train.training_step import OPTIMIZER_UPDATE
 
-    if not any(op.type in _FUNCTIONAL_CONTROL_FLOW for op in graph.get_operations()):
+    if not any(op.type in _FUNCTIONAL_CONTROL_FLOW for op in ops):
         return False  # no function body can run: spare serializing the graph
     library = graph.as_graph_def(add_shapes=False).library.function
     return any(OPTIMIZER_UPDATE.match(node.op) for function in library for node in function.node_def)
