@@ -371,9 +371,14 @@ def place_one(data: str, item: Any, link: str, checksum: str) -> Tuple[Any, _fs.
         action = "copying" if link == "copy" else "linking or copying"
         raise FileError(exc, "{} {} to".format(action, item.src), target) from exc
     entry = {"path": item.rel, "size": placed.size, "sha256": placed.sha256 if checksum == "sha256" else None}
-    entry.update(_describe(item, target, placed.head, placed.size, placed.fields))
-    if placed.head is not None or placed.fields is not None:  # results wait in a window: keep no file bytes there
-        placed = placed._replace(head=None, fields=None)
+    if item.kind == "dump":
+        entry.update(describe_dump_folder_file(item.rel, target, item.mapping, placed.head, placed.size, placed.fields))
+        if placed.head is not None or placed.fields is not None:  # results wait in a window: keep no file bytes there
+            placed = _fs.PlacedFile(placed.size, placed.sha256, placed.how)
+    else:
+        entry["kind"] = item.kind
+    if item.parse_error is not None:
+        entry["parse_error"] = item.parse_error
     return item, placed, entry
 
 
@@ -381,22 +386,9 @@ def tally_one(tally: Tally, rel: str, placed: _fs.PlacedFile, entry: Dict[str, A
     """Count one placed file: its manifest row, how it was placed, its warning, its op name."""
     tally.payload.append((rel, placed.size, placed.sha256 or ""))
     tally.counts[placed.how] += 1
-    warning = entry.pop("_warning", None)
-    if warning:
-        warnings.append(warning)
-    if entry.get("kind") in ("dump", "stats") and entry.get("op_name"):
+    if "_warning" in entry:
+        warning = entry.pop("_warning")
+        if warning:
+            warnings.append(warning)
+    if entry["kind"] in ("dump", "stats") and entry.get("op_name"):
         tally.dumped.add(base_op_name(entry["op_name"]))
-
-
-def _describe(item: Any, placed_path: str, head: Optional[bytes] = None, size: Optional[int] = None,
-              fields: Optional[Any] = None) -> Dict[str, Any]:
-    """``kind`` plus, for dump-folder files, the parsed name and header summary (from ``fields``,
-    its tensor fields noted when this process wrote it, else decoded from ``head``, the file's
-    first bytes, when it holds the header)."""
-    if item.kind != "dump":
-        entry = {"kind": item.kind}  # type: Dict[str, Any]
-    else:
-        entry = describe_dump_folder_file(item.rel, placed_path, item.mapping, head, size, fields)
-    if item.parse_error is not None:
-        entry["parse_error"] = item.parse_error
-    return entry
