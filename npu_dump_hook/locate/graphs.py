@@ -187,6 +187,7 @@ def _graph_facts(path: str, graph_name: str, ops: Iterable[Tuple[str, str, Optio
     iterator_ops = []  # type: List[str]
     training_ops = []  # type: List[str]
     training_count = 0
+    by_type = {}  # type: Dict[str, Tuple[bool, bool]]  # op type -> (iterator type, training type): few types
     for name, op_type, original_names in ops:
         op_count += 1
         originals = [o for o in original_names or () if o]
@@ -195,23 +196,27 @@ def _graph_facts(path: str, graph_name: str, ops: Iterable[Tuple[str, str, Optio
         names.extend(originals)
         sanitized.add(sanitize(name))
         sanitized.update(sanitize(o) for o in originals)
-        label = "{} ({})".format(name, op_type)
-        if _ITERATOR.search(op_type) or _ITERATOR.search(name):
-            iterator_ops.append(label)
-        if _is_training_op(name, op_type, originals):
+        known = by_type.get(op_type)
+        if known is None:
+            known = by_type[op_type] = (bool(_ITERATOR.search(op_type)), _is_training_type(op_type))
+        if known[0] or _ITERATOR.search(name):
+            iterator_ops.append("{} ({})".format(name, op_type))
+        if known[1] or _in_gradient_scope(name, originals):
             training_count += 1
             if len(training_ops) < _EXAMPLES:
-                training_ops.append(label)
+                training_ops.append("{} ({})".format(name, op_type))
     return _GraphFacts(
         path, graph_name, op_count, os.stat(path).st_mtime, names, sanitized,
         iterator_ops, training_ops, training_count,
     )
 
 
-def _is_training_op(name: str, op_type: str, originals: Sequence[str]) -> bool:
-    if _OPTIMIZER_TYPE.search(op_type) or _GRADIENT_TYPE.search(op_type):
-        return True
-    return any(_GRADIENT_SCOPE.search(n) for n in [name] + list(originals))
+def _is_training_type(op_type: str) -> bool:
+    return bool(_OPTIMIZER_TYPE.search(op_type) or _GRADIENT_TYPE.search(op_type))
+
+
+def _in_gradient_scope(name: str, originals: Sequence[str]) -> bool:
+    return bool(_GRADIENT_SCOPE.search(name)) or any(_GRADIENT_SCOPE.search(n) for n in originals)
 
 
 def _keyword_hit(facts: _GraphFacts, keyword: str) -> bool:
