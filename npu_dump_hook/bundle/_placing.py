@@ -241,8 +241,12 @@ class _Shares(object):
         ``counted``: how many of its first files progress already has (placed by a failed child)."""
         start, stop = self.cuts[share], self.cuts[share + 1]
         data, link, checksum = self.data, self.link, self.checksum
-        placed_items = _fs.parallel_map(lambda p: place_one(data, p, link, checksum), self.plan[start:stop],
-                                        self.workers, inline=lambda p: p.size < _fs.INLINE_BYTES)
+        share_plan = self.plan[start:stop]
+        if all(p.size < _fs.INLINE_BYTES for p in share_plan):  # all run here anyway: no pool to start and feed
+            placed_items = (place_one(data, p, link, checksum) for p in share_plan)  # type: Any
+        else:
+            placed_items = _fs.parallel_map(lambda p: place_one(data, p, link, checksum), share_plan,
+                                            self.workers, inline=lambda p: p.size < _fs.INLINE_BYTES)
         lines = []  # type: List[str]  # written every _LINES_FLUSH files: one encode and hash
         try:
             self._place_here(placed_items, out, tally, counted, lines)
@@ -391,4 +395,6 @@ def tally_one(tally: Tally, rel: str, placed: _fs.PlacedFile, entry: Dict[str, A
         if warning:
             warnings.append(warning)
     if entry["kind"] in ("dump", "stats") and entry.get("op_name"):
-        tally.dumped.add(base_op_name(entry["op_name"]))
+        name = entry["op_name"]
+        # base_op_name strips only a "_lxslice{N}" suffix and a "..._sgt_graph_{N}_" prefix
+        tally.dumped.add(base_op_name(name) if "_lxslice" in name or "sgt_graph_" in name else name)
