@@ -9,7 +9,8 @@ without importing anything not yet loaded (TensorFlow's version comes from the c
     versions   python, npu_dump_hook, tensorflow, numpy, protobuf (as loaded), npu_bridge
                (installed distribution), cann (toolkit version.cfg/version.info), driver
     packages   {"count", "sha256"}: the installed distributions "name==version", sorted, hashed
-               (what ``pip freeze`` lists, read from importlib.metadata / pkg_resources)
+               (what ``pip freeze`` lists, read from importlib.metadata; on Python 3.7 from
+               sys.path's metadata folders as pkg_resources reads them, else from pkg_resources)
     env        ASCEND_*, HCCL_*, TF_*, DUMP_GE_GRAPH*, NPU_DUMP_* variables (values as set; a name
                with TOKEN, SECRET, PASSWORD, CREDENTIAL, AUTH, _KEY or PRIVATE shows <redacted>;
                Terraform's TF_VAR_*, TF_TOKEN_*, TF_CLI_* are left out: bundles are shared)

@@ -2,9 +2,10 @@
 
 The emulated NPU writes its Build graph moments before the bundle writer, in the same process,
 scans it for its ops and converts it to msaccucmp's JSON form (0.4-0.6 s for an unrolled 20-step
-RNN's 2.5 MB graph). The writer had both at hand: :func:`note_graph` keeps the JSON text and the
-ops' (name, no task, original op names), and :func:`handed_json` / :func:`handed_ops` give them
-back for a path that is still the very file noted, by the one matching rule of
+RNN's 2.5 MB graph), and the Build graph choice (``locate.graphs``) scans it again. The writer had
+all at hand: :func:`note_graph` keeps the JSON text, the graph's name and the ops' (name, no task,
+original op names, type), and :func:`handed_json` / :func:`handed_ops` / :func:`handed_graph` give
+them back for a path that is still the very file noted, by the one matching rule of
 :mod:`npu_dump_hook._written` (``still_noted``: same device, inode, size, mtime to the nanosecond
 and name, a regular file). A changed, replaced or copied file answers None and is read as
 before; so does a file of a real NPU, which nobody noted. Stdlib only.
