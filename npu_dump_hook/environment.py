@@ -9,7 +9,8 @@ without importing anything not yet loaded (TensorFlow's version comes from the c
     versions   python, npu_dump_hook, tensorflow, numpy, protobuf (as loaded), npu_bridge
                (installed distribution), cann (toolkit version.cfg/version.info), driver
     packages   {"count", "sha256"}: the installed distributions "name==version", sorted, hashed
-               (what ``pip freeze`` lists, read from importlib.metadata / pkg_resources)
+               (what ``pip freeze`` lists, read from importlib.metadata; on Python 3.7 from
+               sys.path's metadata folders as pkg_resources reads them, else from pkg_resources)
     env        ASCEND_*, HCCL_*, TF_*, DUMP_GE_GRAPH*, NPU_DUMP_* variables (values as set; a name
                with TOKEN, SECRET, PASSWORD, CREDENTIAL, AUTH, _KEY or PRIVATE shows <redacted>;
                Terraform's TF_VAR_*, TF_TOKEN_*, TF_CLI_* are left out: bundles are shared)
@@ -21,6 +22,7 @@ import email
 import hashlib
 import os
 import platform
+import re
 import sys
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
@@ -92,12 +94,108 @@ def _distributions() -> List[str]:
         from importlib import metadata  # novermin (Python >= 3.8; 3.7 takes the except branch)
         found = {_name_version(d) for d in metadata.distributions()}
     except ImportError:  # Python 3.7
+        listed = None if "pkg_resources" in sys.modules else _metadata_folders_listing()
+        if listed is not None:
+            return listed
         try:
             import pkg_resources
         except ImportError:
             return []
         found = {"{}=={}".format(d.project_name.lower(), d.version) for d in pkg_resources.working_set}
     return sorted(found)
+
+
+# Python 3.7: importing pkg_resources costs ~0.1 s of CPU (it builds its working set and more).
+# What its working set lists of a plain installation (sys.path folders of *.dist-info and
+# *.egg-info entries) is read here by the same rules (setuptools' ``find_on_path``,
+# ``Distribution.from_location``): the entry's "name-version" file name gives the name (runs of
+# characters other than letters, digits and "." made "-"), the version is the file name's, or an
+# egg-info's own "Version:" line, or a dist-info's when its name has none; the first folder of
+# sys.path to hold a name wins; an empty metadata folder, and a dist-info that is not a folder,
+# are no distribution. Anything else (an egg, a zip, a name twice in one folder, a version
+# pkg_resources would rewrite, an unreadable file, ``__main__.__requires__``): None, and
+# pkg_resources is asked.
+_META_SUFFIXES = (".dist-info", ".egg-info")
+_NUMBER = "(?:0|[1-9][0-9]*)"
+_LOCAL_PART = "(?:[0-9]*[a-z][a-z0-9]*|" + _NUMBER + ")"
+#: A version that packaging's normalization (setuptools' safe_version) leaves as it is.
+_NORMAL_VERSION = re.compile(r"{n}(?:\.{n})*(?:(?:a|b|rc){n})?(?:\.post{n})?(?:\.dev{n})?"
+                             r"(?:\+{l}(?:\.{l})*)?\Z".format(n=_NUMBER, l=_LOCAL_PART))
+_NOT_NAME_CHARS = re.compile("[^A-Za-z0-9.]+")
+
+
+def _metadata_folders_listing() -> Optional[List[str]]:
+    """``"name==version"`` of pkg_resources' working set read from sys.path (see above), sorted;
+    None when it cannot be read so."""
+    main = sys.modules.get("__main__")
+    if getattr(main, "__requires__", None) is not None:
+        return None
+    found = {}  # type: Dict[str, str]
+    for entry in sys.path:
+        if not isinstance(entry, str) or entry.lower().endswith(".egg"):
+            return None
+        folder = os.path.normcase(os.path.realpath(entry))
+        if os.path.isfile(folder):  # a zip on sys.path
+            return None
+        listed = _folder_distributions(folder)
+        if listed is None:
+            return None
+        for key, version in listed.items():
+            found.setdefault(key, version)
+    return sorted("{}=={}".format(key, version) for key, version in found.items())
+
+
+def _folder_distributions(folder: str) -> Optional[Dict[str, str]]:
+    """{lowercase name: version} of the metadata entries of one sys.path folder, or None."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return {}
+    found = {}  # type: Dict[str, str]
+    for name in names:
+        suffix = next((s for s in _META_SUFFIXES if name.lower().endswith(s)), None)
+        if suffix is None:
+            continue
+        path = os.path.join(folder, name)
+        is_folder = os.path.isdir(path)
+        if (suffix == ".dist-info" and not is_folder) or (is_folder and not os.listdir(path)):
+            continue
+        named = _named_version(path, name[:-len(suffix)], suffix, is_folder)
+        if named is None or named[0] in found:
+            return None
+        found[named[0]] = named[1]
+    return found
+
+
+def _named_version(path: str, stem: str, suffix: str, is_folder: bool) -> Optional[Tuple[str, str]]:
+    """(lowercase name, version) of one metadata entry, or None when pkg_resources would read more."""
+    name, _, rest = stem.partition("-")
+    version = rest.partition("-")[0] or None
+    if suffix == ".egg-info" or version is None:
+        own = _metadata_version(path, suffix, is_folder)
+        version = own or version
+    if not name or version is None or not _NORMAL_VERSION.match(version):
+        return None
+    return _NOT_NAME_CHARS.sub("-", name).lower(), version
+
+
+def _metadata_version(path: str, suffix: str, is_folder: bool) -> Optional[str]:
+    """The value of the first "Version:" line of the entry's metadata file ("" when none); None
+    when it cannot be read (pkg_resources decides then)."""
+    if is_folder:
+        path = os.path.join(path, "METADATA" if suffix == ".dist-info" else "PKG-INFO")
+    try:
+        with open(path, "rb") as handle:
+            lines = handle.read().decode("utf-8").splitlines()
+    except FileNotFoundError:
+        return ""
+    except (OSError, ValueError):
+        return None
+    for line in lines:
+        line = line.strip()  # (as pkg_resources reads metadata lines)
+        if line.lower().startswith("version:"):
+            return line.partition(":")[2].strip()
+    return ""
 
 
 def _name_version(distribution: Any) -> str:

@@ -3,6 +3,7 @@ compare prints what differs between its two sides before any metric (a changed
 precision_mode first of all)."""
 import json
 import os
+import sys
 
 import pytest
 
@@ -136,3 +137,59 @@ def test_the_installed_distributions_read_as_importlib_reads_them():
     expected = sorted({"{}=={}".format((d.metadata["Name"] or "").lower(), d.version)
                        for d in metadata.distributions()})
     assert environment._distributions() == expected and len(expected) > 10
+
+
+def _working_set(entries):
+    """pkg_resources' listing of sys.path ``entries`` (Python 3.7's source of the packages)."""
+    pkg_resources = pytest.importorskip("pkg_resources")
+    return sorted({"{}=={}".format(d.project_name.lower(), d.version) for d in pkg_resources.WorkingSet(entries)})
+
+
+def test_the_installed_distributions_read_as_pkg_resources_reads_them(monkeypatch):
+    """Python 3.7 lists the installed distributions from the metadata folders, as pkg_resources
+    (0.1 s to import) does, from this sys.path."""
+    expected = _working_set(None)
+    assert environment._metadata_folders_listing() == expected and len(expected) > 10
+    if sys.version_info < (3, 8):  # the listing Python 3.7 records, without importing pkg_resources
+        monkeypatch.delitem(sys.modules, "pkg_resources")
+        assert environment._distributions() == expected and "pkg_resources" not in sys.modules
+
+
+_ENTRIES = {  # name in a sys.path folder: {file: text} (a folder), a text (a file), None (empty folder)
+    "plain_name-1.2.3.dist-info": {"METADATA": "Name: plain-name\nVersion: 9\n"},
+    "No.Version.dist-info": {"METADATA": "Name: x\n  Version: 2.0.post1\n"},
+    "empty-1.0.dist-info": None,
+    "egg_dir-0.1-py3.7.egg-info": {"PKG-INFO": "Name: egg\nVersion: 0.2rc1\n"},
+    "egg_file-3.0.egg-info": "Metadata-Version: 1.0\nName: egg-file\n",
+    "egg_without-4.0+local.1.egg-info": {"SOURCES.txt": "x\n"},
+    "not_metadata-1.0.txt": "x",
+}
+
+
+def _folder(path, entries):
+    for name, content in entries.items():
+        if isinstance(content, str):
+            (path / name).write_text(content)
+        else:
+            (path / name).mkdir()
+            for file_name, text in (content or {}).items():
+                (path / name / file_name).write_text(text)
+
+
+def test_metadata_entries_read_as_pkg_resources_reads_them(tmp_path):
+    _folder(tmp_path, _ENTRIES)
+    expected = _working_set([str(tmp_path)])
+    assert len(expected) == 5 and "empty==1.0" not in expected
+    found = environment._folder_distributions(str(tmp_path))
+    assert sorted("{}=={}".format(k, v) for k, v in found.items()) == expected
+
+
+@pytest.mark.parametrize("odd", [{"odd-1.0.dist-info": {"METADATA": ""}, "Odd-2.0.dist-info": {"METADATA": ""}},
+                                 {"padded-01.0.dist-info": {"METADATA": ""}},
+                                 {"-1.0.dist-info": {"METADATA": ""}},
+                                 {"unversioned.dist-info": {"METADATA": "Name: u\n"}}])
+def test_what_pkg_resources_reads_otherwise_is_left_to_it(tmp_path, odd):
+    """A name twice in a folder (pkg_resources keeps the newest), a version it would rewrite, no
+    name, no version: not read here."""
+    _folder(tmp_path, odd)
+    assert environment._folder_distributions(str(tmp_path)) is None

@@ -46,6 +46,7 @@ _FORK_MAX_MEAN_BYTES = _fs.INLINE_BYTES  # larger files: the thread pool already
 _PART_CHUNK = 1 << 20
 _COUNT_EVERY = 64  # files between two progress counts (a child's, and the parent's look at them)
 _NEVER = 1 << 64  # more files and bytes than a child's count can say
+_LINES_FLUSH = 256  # bundle.json lines joined, encoded and hashed at once
 
 
 class FileError(OSError):
@@ -166,6 +167,22 @@ def write_payload_and_json(stage: str, head: Dict[str, Any], plan: List[Any], op
     return tally
 
 
+def _json_encoder() -> Any:
+    """``json.dumps(entry)`` for an entry of plain dicts, lists, strings, numbers and None: the C
+    encoder json.dumps itself builds on every call, with its default arguments, built once (half
+    the cost of a file's line). Without a circular check: an entry is built here, never circular.
+    Where the C encoder is missing, json.dumps."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return json.dumps
+    encode = make(None, json.JSONEncoder().default, json.encoder.encode_basestring_ascii, None,
+                  ": ", ", ", False, False, True)  # as json.dumps: ensure_ascii, allow_nan, unsorted keys
+    return lambda entry: "".join(encode(entry, 0))
+
+
+_entry_json = _json_encoder()
+
+
 def _share_cuts(plan: List[Any], workers: Optional[int]) -> List[int]:
     """Where the plan is cut into shares: ``[0, ..., len(plan)]``; one share unless forking
     pays (many files, small on average, forking safe, more than one core and worker)."""
@@ -224,14 +241,30 @@ class _Shares(object):
         ``counted``: how many of its first files progress already has (placed by a failed child)."""
         start, stop = self.cuts[share], self.cuts[share + 1]
         data, link, checksum = self.data, self.link, self.checksum
-        placed_items = _fs.parallel_map(lambda p: place_one(data, p, link, checksum), self.plan[start:stop],
-                                        self.workers, inline=lambda p: p.size < _fs.INLINE_BYTES)
+        share_plan = self.plan[start:stop]
+        if all(p.size < _fs.INLINE_BYTES for p in share_plan):  # all run here anyway: no pool to start and feed
+            placed_items = (place_one(data, p, link, checksum) for p in share_plan)  # type: Any
+        else:
+            placed_items = _fs.parallel_map(lambda p: place_one(data, p, link, checksum), share_plan,
+                                            self.workers, inline=lambda p: p.size < _fs.INLINE_BYTES)
+        lines = []  # type: List[str]  # written every _LINES_FLUSH files: one encode and hash
+        try:
+            self._place_here(placed_items, out, tally, counted, lines)
+        finally:  # (a FileError: the lines before it are written, as one by one)
+            out.write("".join(lines))
+
+    def _place_here(self, placed_items: Any, out: _HashingWriter, tally: Tally, counted: int,
+                    lines: List[str]) -> None:
         for done, (item, placed, entry) in enumerate(placed_items, 1):
-            tally_one(tally, item.rel, placed, entry, self.warnings)
-            if tally.listing is not None and not tally.listing.add(item.rel, placed.size):
+            rel = item.rel
+            tally_one(tally, rel, placed, entry, self.warnings)
+            if tally.listing is not None and not tally.listing.add(rel, placed.size):
                 tally.listing = None
-            out.write((",\n  " if out.entries else "\n  ") + json.dumps(entry))
+            lines.append((",\n  " if out.entries else "\n  ") + _entry_json(entry))
             out.entries += 1
+            if len(lines) >= _LINES_FLUSH:
+                out.write("".join(lines))
+                del lines[:]
             files, nbytes = self.counts.news() if done % _COUNT_EVERY == 0 else (0, 0)
             if done > counted:
                 files, nbytes = files + 1, nbytes + placed.size
@@ -253,7 +286,7 @@ class _Shares(object):
             for index in range(start, stop):
                 item, placed, entry = place_one(self.data, self.plan[index], self.link, self.checksum)
                 tally_one(tally, item.rel, placed, entry, warnings)
-                lines.write(",\n  " + json.dumps(entry))  # the first share is never empty
+                lines.write(",\n  " + _entry_json(entry))  # the first share is never empty
                 nbytes += placed.size
                 if (index - start + 1) % _COUNT_EVERY == 0:
                     self.counts.store(child, index - start + 1, nbytes)
@@ -342,9 +375,14 @@ def place_one(data: str, item: Any, link: str, checksum: str) -> Tuple[Any, _fs.
         action = "copying" if link == "copy" else "linking or copying"
         raise FileError(exc, "{} {} to".format(action, item.src), target) from exc
     entry = {"path": item.rel, "size": placed.size, "sha256": placed.sha256 if checksum == "sha256" else None}
-    entry.update(_describe(item, target, placed.head, placed.size, placed.fields))
-    if placed.head is not None or placed.fields is not None:  # results wait in a window: keep no file bytes there
-        placed = placed._replace(head=None, fields=None)
+    if item.kind == "dump":
+        entry.update(describe_dump_folder_file(item.rel, target, item.mapping, placed.head, placed.size, placed.fields))
+        if placed.head is not None or placed.fields is not None:  # results wait in a window: keep no file bytes there
+            placed = _fs.PlacedFile(placed.size, placed.sha256, placed.how)
+    else:
+        entry["kind"] = item.kind
+    if item.parse_error is not None:
+        entry["parse_error"] = item.parse_error
     return item, placed, entry
 
 
@@ -352,22 +390,11 @@ def tally_one(tally: Tally, rel: str, placed: _fs.PlacedFile, entry: Dict[str, A
     """Count one placed file: its manifest row, how it was placed, its warning, its op name."""
     tally.payload.append((rel, placed.size, placed.sha256 or ""))
     tally.counts[placed.how] += 1
-    warning = entry.pop("_warning", None)
-    if warning:
-        warnings.append(warning)
-    if entry.get("kind") in ("dump", "stats") and entry.get("op_name"):
-        tally.dumped.add(base_op_name(entry["op_name"]))
-
-
-def _describe(item: Any, placed_path: str, head: Optional[bytes] = None, size: Optional[int] = None,
-              fields: Optional[Any] = None) -> Dict[str, Any]:
-    """``kind`` plus, for dump-folder files, the parsed name and header summary (from ``fields``,
-    its tensor fields noted when this process wrote it, else decoded from ``head``, the file's
-    first bytes, when it holds the header)."""
-    if item.kind != "dump":
-        entry = {"kind": item.kind}  # type: Dict[str, Any]
-    else:
-        entry = describe_dump_folder_file(item.rel, placed_path, item.mapping, head, size, fields)
-    if item.parse_error is not None:
-        entry["parse_error"] = item.parse_error
-    return entry
+    if "_warning" in entry:
+        warning = entry.pop("_warning")
+        if warning:
+            warnings.append(warning)
+    if entry["kind"] in ("dump", "stats") and entry.get("op_name"):
+        name = entry["op_name"]
+        # base_op_name strips only a "_lxslice{N}" suffix and a "..._sgt_graph_{N}_" prefix
+        tally.dumped.add(base_op_name(name) if "_lxslice" in name or "sgt_graph_" in name else name)

@@ -154,7 +154,7 @@ def _graph_json_and_ops(graph_name: str, nodes: Sequence[Any], input_descs: bool
     for order, node in enumerate(nodes):
         no_task = node.no_task
         originals = node.original_names
-        ops.append(HandedOp(node.name, no_task, None if originals is None else tuple(originals)))
+        ops.append(HandedOp(node.name, no_task, None if originals is None else tuple(originals), node.type or ""))
         if out is None:
             continue
         if not node.name or not node.type:  # (the JSON leaves an empty string out)
@@ -186,4 +186,4 @@ def hand_over_graph_json(path: str, graph_name: str, nodes: Sequence[Any], input
         _LOG.warning("Build graph %s: its JSON form and ops are not handed over (%s); they are read from the file",
                      path, exc)
         return
-    note_graph(path, text, ops)
+    note_graph(path, text, ops, graph_name)

@@ -36,6 +36,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 from ..constants import ENV_ASCEND_WORK_PATH, ENV_DUMP_GRAPH_PATH, ENV_NPU_COLLECT_PATH
 from ..errors import AmbiguousGraphError, GraphFormatError, LocateError
 from ..formats import ge_graph
+from ..formats.ge_handover import handed_graph
 from ..formats.names import parse_graph_file_name, sanitize
 from ._walk import LOG, PathLike, link_note, not_older, scandir, subdirs, unique, warn
 
@@ -160,44 +161,62 @@ class _GraphFacts:
 
 
 def _scan_graph(path: str) -> _GraphFacts:
-    """Read one Build graph with the streaming scanner (raises GraphFormatError)."""
+    """Read one Build graph with the streaming scanner (raises GraphFormatError); the emulator's
+    graph, still the very file it wrote, from what it handed over (formats.ge_handover), unread."""
+    handed = handed_graph(path)
+    if handed is not None:
+        graph_name, ops = handed
+        return _graph_facts(path, graph_name, ((op.name, op.type, op.original_op_names) for op in ops))
     graph_name = None
+    scanned = []  # type: List[Iterable[Any]]
+    for graph in ge_graph.iter_graphs(path):
+        if graph_name is None:
+            graph_name = graph.name
+        scanned.append(graph.ops)
+    if graph_name is None:
+        raise GraphFormatError(path, "no graph { name: ... } block")
+    return _graph_facts(path, graph_name, ((op.name, op.type, op.original_op_names)
+                                           for ops in scanned for op in ops))
+
+
+def _graph_facts(path: str, graph_name: str, ops: Iterable[Tuple[str, str, Optional[Sequence[str]]]]) -> _GraphFacts:
+    """The facts of graph file ``path`` from its ops' (name, type, original op names or None)."""
     op_count = 0
     names = []  # type: List[str]
     sanitized = set()
     iterator_ops = []  # type: List[str]
     training_ops = []  # type: List[str]
     training_count = 0
-    for graph in ge_graph.iter_graphs(path):
-        if graph_name is None:
-            graph_name = graph.name
-        for op in graph.ops:
-            op_count += 1
-            originals = [o for o in op.original_op_names or () if o]
-            names.append(op.name)
-            names.append(op.type)
-            names.extend(originals)
-            sanitized.add(sanitize(op.name))
-            sanitized.update(sanitize(o) for o in originals)
-            label = "{} ({})".format(op.name, op.type)
-            if _ITERATOR.search(op.type) or _ITERATOR.search(op.name):
-                iterator_ops.append(label)
-            if _is_training_op(op.name, op.type, originals):
-                training_count += 1
-                if len(training_ops) < _EXAMPLES:
-                    training_ops.append(label)
-    if graph_name is None:
-        raise GraphFormatError(path, "no graph { name: ... } block")
+    by_type = {}  # type: Dict[str, Tuple[bool, bool]]  # op type -> (iterator type, training type): few types
+    for name, op_type, original_names in ops:
+        op_count += 1
+        originals = [o for o in original_names or () if o]
+        names.append(name)
+        names.append(op_type)
+        names.extend(originals)
+        sanitized.add(sanitize(name))
+        sanitized.update(sanitize(o) for o in originals)
+        known = by_type.get(op_type)
+        if known is None:
+            known = by_type[op_type] = (bool(_ITERATOR.search(op_type)), _is_training_type(op_type))
+        if known[0] or _ITERATOR.search(name):
+            iterator_ops.append("{} ({})".format(name, op_type))
+        if known[1] or _in_gradient_scope(name, originals):
+            training_count += 1
+            if len(training_ops) < _EXAMPLES:
+                training_ops.append("{} ({})".format(name, op_type))
     return _GraphFacts(
         path, graph_name, op_count, os.stat(path).st_mtime, names, sanitized,
         iterator_ops, training_ops, training_count,
     )
 
 
-def _is_training_op(name: str, op_type: str, originals: Sequence[str]) -> bool:
-    if _OPTIMIZER_TYPE.search(op_type) or _GRADIENT_TYPE.search(op_type):
-        return True
-    return any(_GRADIENT_SCOPE.search(n) for n in [name] + list(originals))
+def _is_training_type(op_type: str) -> bool:
+    return bool(_OPTIMIZER_TYPE.search(op_type) or _GRADIENT_TYPE.search(op_type))
+
+
+def _in_gradient_scope(name: str, originals: Sequence[str]) -> bool:
+    return bool(_GRADIENT_SCOPE.search(name)) or any(_GRADIENT_SCOPE.search(n) for n in originals)
 
 
 def _keyword_hit(facts: _GraphFacts, keyword: str) -> bool:

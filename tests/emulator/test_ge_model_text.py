@@ -8,6 +8,7 @@ from npu_dump_hook.bundle.describe import graph_ops
 from npu_dump_hook.emulator import ge_model, graph_json, layout
 from npu_dump_hook.emulator.npu_graph import NodeTensor, NpuNode, Value
 from npu_dump_hook.formats import ge_handover, ge_json, ge_text
+from npu_dump_hook.locate import graphs as locate_graphs
 
 ND = layout.Held("float32", "ND", "ND")
 HALF_5HD = layout.Held("float16", "NC1HWC0", "NHWC")
@@ -100,7 +101,17 @@ def test_graph_json_is_the_converted_text_and_ops_the_scanned(tmp_path, input_de
     assert len(handed) == len(nodes) and ge_handover.handed_json(path) == converted
     for layers in ((), ("fused/MatMul", "rnn/cell_1/MatMul", "k")):
         assert graph_ops(path, layers, handed) == graph_ops(path, layers)
+    _assert_graph_choice_reads_the_handed_graph(path)
+
+
+def _assert_graph_choice_reads_the_handed_graph(path):
+    """The Build graph choice's facts (locate.graphs) from the handed graph name and ops are the
+    scanned file's; then the notes are forgotten."""
+    assert ge_handover.handed_graph(path) is not None
+    handed = locate_graphs._scan_graph(path)
     ge_handover.forget_graphs()
+    assert ge_handover.handed_graph(path) is None
+    assert handed == locate_graphs._scan_graph(path)
 
 
 def test_graph_json_declines_what_it_does_not_make(tmp_path):
@@ -115,7 +126,7 @@ def test_graph_json_declines_what_it_does_not_make(tmp_path):
     ge_json.write_msaccucmp_json(path, path + ".again")
     with open(path + ".again", encoding="utf-8") as handle:
         assert handle.read() == converted
-    ge_handover.forget_graphs()
+    _assert_graph_choice_reads_the_handed_graph(path)
 
 
 def test_a_graph_whose_json_would_be_over_the_cap_hands_its_ops_only(tmp_path):

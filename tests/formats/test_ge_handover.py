@@ -95,3 +95,16 @@ def test_a_json_form_over_the_cap_is_not_kept(graph, tmp_path, monkeypatch):
     ge_handover.note_graph(graph, NOTED, OPS)
     assert ge_handover.handed_json(graph) is None and ge_handover.handed_ops(graph) == OPS
     assert _json(graph, str(tmp_path / "after.json")) == converted
+
+
+def test_the_graph_is_handed_only_with_its_name_and_every_op_type(graph):
+    typed = tuple(op._replace(type="Add") for op in OPS)
+    ge_handover.note_graph(graph, NOTED, OPS, "g")  # op types not known
+    assert ge_handover.handed_graph(graph) is None
+    ge_handover.note_graph(graph, NOTED, typed)  # graph name not known
+    assert ge_handover.handed_graph(graph) is None
+    ge_handover.note_graph(graph, NOTED, typed, "g")
+    assert ge_handover.handed_graph(graph) == ("g", typed)
+    stat = os.stat(graph)
+    os.utime(graph, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1000))  # no longer the file noted
+    assert ge_handover.handed_graph(graph) is None
