@@ -68,18 +68,21 @@ def _identity(st: os.stat_result, path: str) -> Optional[Tuple[int, int, int, in
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, os.path.basename(path)
 
 
-def note_written(path: str, parts: Iterable[bytes], head: Optional[bytes] = None, fields: Any = None,
-                 identity: Optional[Tuple[int, int, int, int, str]] = None) -> None:
+def note_written(path: str, parts: Iterable[Any], head: Optional[bytes] = None, fields: Any = None,
+                 identity: Optional[Tuple[int, int, int, int, str]] = None, size: Optional[int] = None) -> None:
     """Record the size and sha256 of the file just written at ``path`` from ``parts``, the
     bytes-like pieces it was written from, in order; ``head``: its first bytes, and ``fields``:
     what a reader decodes from them (a dump file's tensor fields, see
     :func:`npu_dump_hook.formats.dump_file.quick_tensor_fields`), kept with it. ``identity``:
     the file's :func:`fd_identity` taken by the writer after its last write (default: an lstat
-    of ``path`` now). Never raises: a file whose identity cannot be taken, or whose size is not
-    the parts', is simply not noted."""
+    of ``path`` now). ``size``: the parts' total bytes, when the writer knows it (then a part may
+    be any C-contiguous buffer, e.g. a numpy array, whose ``len`` is not its byte count). Never
+    raises: a file whose identity cannot be taken, or whose size is not the parts', is simply not
+    noted (the identity's size, from the file system, is checked against it)."""
     _last.noted = None
-    parts = list(parts)
-    size = sum(map(len, parts))
+    if size is None:
+        parts = list(parts)
+        size = sum(map(len, parts))
     if size > NOTE_MAX_BYTES:  # before hashing: a big file costs its bytes, never noted
         return
     digest = hashlib.sha256()

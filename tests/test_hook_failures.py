@@ -11,6 +11,7 @@ from npu_dump_hook import BundleError, DumpOptions, NpuDumpHook
 from npu_dump_hook.bundle import _fs
 from npu_dump_hook.constants import INCOMPLETE_STEP_MARKER
 from npu_dump_hook.emulator import backend as emulator_backend
+from npu_dump_hook.train import _capture_write as capture_write
 from npu_dump_hook.train import capture
 from npu_dump_hook.sample_models import mlp_session
 
@@ -79,8 +80,8 @@ def test_a_failed_golden_capture_never_looks_complete(in_tmp_cwd, monkeypatch):
     # Only writes into the golden folder count: the capture also writes scratch files first (TF 1.15
     # variable snapshots, the values of in-place updates), which must not be the ones that fail.
     seen = []
-    _disk_full_after(monkeypatch, capture, "_convert", 20, seen, only_into=os.sep + "golden" + os.sep)
-    _disk_full_after(monkeypatch, capture, "write_npy", 20, seen, only_into=os.sep + "golden" + os.sep)
+    _disk_full_after(monkeypatch, capture_write, "convert", 20, seen, only_into=os.sep + "golden" + os.sep)
+    _disk_full_after(monkeypatch, capture_write, "write_npy", 20, seen, only_into=os.sep + "golden" + os.sep)
     hook = _hook(strict=False)
     mlp_session.train(hook.options, hooks=[hook])
     assert hook.failures and hook.failures[0]["doing"] == "writing the dump of step 0"

@@ -137,3 +137,18 @@ def test_parts_that_are_not_the_file_are_not_noted(tmp_path):
         handle.write(b"abc")
     _written.note_written(path, (b"abcd",))
     assert _written.written_facts(path) is None
+
+
+def test_parts_of_a_given_size_are_hashed_as_buffers(tmp_path):
+    # A writer that knows the size may pass arrays (len() is not their byte count); a wrong size notes nothing.
+    array = np.arange(6, dtype=np.float32).reshape(2, 3)
+    path = str(tmp_path / "f")
+    with open(path, "wb") as handle:
+        handle.write(b"head" + array.tobytes())
+    _written.note_written(path, (b"head", array), size=4 + array.nbytes)
+    with open(path, "rb") as handle:
+        data = handle.read()
+    assert _written.written_facts(path)[:2] == (len(data), hashlib.sha256(data).hexdigest())
+    _written.forget_all()
+    _written.note_written(path, (b"head", array), size=4 + len(array))
+    assert _written.written_facts(path) is None

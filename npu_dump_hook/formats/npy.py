@@ -139,33 +139,43 @@ def _shape(head: bytes, start: int, end: int, path: str) -> Tuple[int, ...]:
 def write_npy(array: np.ndarray, target: str) -> Tuple[str, Tuple[int, ...]]:
     """Write a C-contiguous array as an ``.npy`` (v1.0, header padded to 64 bytes, as ``np.save``).
 
-    One ``writev`` of the header and the array's own buffer (no copy of either); the header and
-    the dtype's name come from a small cache, since a step writes many tensors of few shapes."""
-    header, dtype_name = _header_of(array.dtype, array.shape)
-    data = memoryview(array.reshape(-1).view(np.uint8))
+    One ``writev`` of the header and the array's own buffer (no copy of either; an array that is
+    not C-contiguous is copied first); the header and the dtype's name come from a small cache,
+    since a step writes many tensors of few shapes. The array itself is the buffer written and
+    hashed: per file, each numpy call (a reshape, a view, a memoryview) cost more than the hash."""
+    if not array.flags.c_contiguous:
+        array = np.ascontiguousarray(array)
+    header, dtype_name, plain = _header_of(array.dtype, array.shape)
+    data = array if plain else array.reshape(-1).view(np.uint8)  # (an object array raises here)
+    size = len(header) + array.nbytes
     fd = os.open(target, _WRITE_FLAGS, 0o666)
     try:
-        _write_parts(fd, header, data)
+        _write_parts(fd, header, data, size)
         identity = fd_identity(fd, target)  # after the last write: no lstat of the path again
     finally:
         os.close(fd)
-    note_written(target, (header, data), identity=identity)  # its sha256 from memory: the bundle need not read it back
+    # its sha256 from memory: the bundle need not read it back
+    note_written(target, (header, data) if size > len(header) else (header,), identity=identity, size=size)
     return dtype_name, array.shape
 
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)
 
 
-_HEADER_CACHE = {}  # type: Dict[Tuple[np.dtype, Tuple[int, ...]], Tuple[bytes, str]]
+_HEADER_CACHE = {}  # type: Dict[Tuple[np.dtype, Tuple[int, ...]], Tuple[bytes, str, bool]]
 _HEADER_CACHE_SIZE = 4096  # distinct (dtype, shape) pairs kept; beyond it headers are made each time
+# Kinds whose arrays export their bytes through the buffer protocol as they are (bool, integers,
+# floats, complex); the others (datetimes, structured, object) go through a uint8 view.
+_PLAIN_KINDS = frozenset("biufc")
 
 
-def _header_of(dtype: np.dtype, shape: Tuple[int, ...]) -> Tuple[bytes, str]:
-    """``(.npy header, dtype name)``: both cost more than the write of a small tensor to make."""
+def _header_of(dtype: np.dtype, shape: Tuple[int, ...]) -> Tuple[bytes, str, bool]:
+    """``(.npy header, dtype name, plain)``: both cost more than the write of a small tensor to make;
+    ``plain``: the array itself can be written and hashed (a kind of :data:`_PLAIN_KINDS`)."""
     key = (dtype, shape)
     known = _HEADER_CACHE.get(key)
     if known is None:
-        known = (_npy_header(dtype, shape, None), dtype.name)
+        known = (_npy_header(dtype, shape, None), dtype.name, dtype.kind in _PLAIN_KINDS)
         if len(_HEADER_CACHE) < _HEADER_CACHE_SIZE:
             _HEADER_CACHE[key] = known
     return known
@@ -174,13 +184,19 @@ def _header_of(dtype: np.dtype, shape: Tuple[int, ...]) -> Tuple[bytes, str]:
 _WRITEV = getattr(os, "writev", None)
 
 
-def _write_parts(fd: int, header: bytes, data: memoryview) -> None:
-    """``header`` then ``data`` to ``fd``: one ``writev`` where the OS has it, the rest if it wrote less."""
-    written = _WRITEV(fd, [header, data]) if _WRITEV is not None and len(data) else 0
+def _write_parts(fd: int, header: bytes, data: np.ndarray, size: int) -> None:
+    """``header`` then the C-contiguous array ``data``'s bytes (``size`` in all) to ``fd``: one
+    ``writev`` where the OS has it; the rest, if it wrote less, through a byte view of the array."""
+    if _WRITEV is None or size == len(header):
+        written = 0
+    else:
+        written = _WRITEV(fd, (header, data))
+    if written == size:
+        return
     if written < len(header):
         _write_all(fd, header[written:])
         written = len(header)
-    _write_all(fd, data[written - len(header):])
+    _write_all(fd, memoryview(data.reshape(-1).view(np.uint8))[written - len(header):])
 
 
 def read_npy(path: str) -> np.ndarray:

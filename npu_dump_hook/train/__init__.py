@@ -11,7 +11,7 @@
     guard.py           FailureGuard: strict / not strict, the failures list (run.json)
     capture.py         TensorCapture: the tensor capture engine (fetch or stream); its graph plan
                        (_capture_plan.py), variable reads (_capture_reads.py), results (_capture_results.py),
-                       loop iterations (_capture_loops.py)
+                       loop iterations (_capture_loops.py), the step's file writes (_capture_write.py)
     golden_capture.py  ReferenceCapture, golden_report: the golden .npy folder and its manifest
     collector.py       CollectorPause: Python's cyclic collector paused for a captured step's window
     fingerprints.py    state and batch fingerprints (sha256 per variable / input) and their comparison

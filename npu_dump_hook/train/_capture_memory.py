@@ -44,7 +44,7 @@ def hold_written(tensors: List[CapturedTensor], jobs: List[Tuple[Any, str]], bud
         if held + source.nbytes > budget:
             logger.debug("capture: in-memory budget of %d bytes reached; the emulator reads the rest", budget)
             break
-        copy = np.array(source, order="C", copy=True)
+        copy = source.copy()  # C order (the default), as the file holds it
         copy.setflags(write=False)
         tensor.in_memory = copy
         held += source.nbytes

@@ -222,12 +222,20 @@ def resolve_memory_budget(value: Optional[int]) -> int:
 
 def as_stored_array(value: Any, tensor: Any) -> np.ndarray:
     """A fetched value as the ``.npy`` stores it: bfloat16 widened to float32, quantized as integers."""
-    enum = tensor.dtype.base_dtype.as_datatype_enum
+    stored = _STORED_DTYPES.get(tensor.dtype)
+    if stored is None:  # the TF dtype's enum costs more than the write of a small tensor: once per dtype
+        enum = tensor.dtype.base_dtype.as_datatype_enum
+        stored = _BFLOAT16 if enum == TF_DT_BFLOAT16 else np.dtype(NUMPY_OF_TF_ENUM[enum])
+        _STORED_DTYPES[tensor.dtype] = stored
     array = np.asarray(value, order="C")  # (ascontiguousarray would make a scalar 1-d)
-    if enum == TF_DT_BFLOAT16:
+    if stored is _BFLOAT16:
         bits = array.reshape(-1).view(np.uint16).astype(np.uint32) << 16
         return bits.view(np.float32).reshape(array.shape)
-    return array.view(np.dtype(NUMPY_OF_TF_ENUM[enum]))
+    return array.view(stored)
+
+
+_BFLOAT16 = "bfloat16"  # widened to float32 by as_stored_array
+_STORED_DTYPES = {}  # type: Dict[Any, Any]   TF dtype -> numpy dtype of its .npy (or _BFLOAT16); ~30 at most
 
 
 def static_shape(tensor: Any) -> Optional[Tuple[int, ...]]:

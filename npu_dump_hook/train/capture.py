@@ -98,7 +98,8 @@ budget (``TFDBG_DISK_BYTES_LIMIT``, 100 GB by default).
 Where the parts live: the per-tensor plan and dump ops in :mod:`npu_dump_hook.train._capture_plan`, the variable
 reads before and after the step in :mod:`npu_dump_hook.train._capture_reads`, the fetch conversion in
 :mod:`npu_dump_hook.train._capture_fetch`, the result records in :mod:`npu_dump_hook.train._capture_results` (the
-written arrays kept for the emulator: :mod:`npu_dump_hook.train._capture_memory`), the walk of the executed ops in
+written arrays kept for the emulator: :mod:`npu_dump_hook.train._capture_memory`), the writes of the step's files in
+:mod:`npu_dump_hook.train._capture_write`, the walk of the executed ops in
 :mod:`npu_dump_hook.train.walk` (``run_args`` takes a ready :class:`~npu_dump_hook.train.walk.StepWalk` so a hook
 walks a step once); this module runs the step's capture and writes the files.
 
@@ -115,16 +116,13 @@ import logging
 import os
 import re
 import shutil
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import wait
 from typing import Any, Dict, List, Optional, Set, Tuple
-
-import numpy as np
 
 from .. import _tf
 from .._golden_marker import begin_golden
 from ..errors import BackendError
 from ..formats.names import golden_npy_name
-from ..formats.npy import debug_event_to_npy, write_npy
 from ._capture_fetch import FetchedValues, register_fetch_conversion
 from ._capture_loops import execution_ranks, watch_files
 from ._capture_memory import hold_written
@@ -133,6 +131,7 @@ from ._capture_plan import (BUDGET_ENV, DEFAULT_MEMORY_BUDGET, OWN_OPS_PREFIX, W
 from ._capture_reads import VariableReads, worker
 from ._capture_results import CapturedTensor, CaptureResult, ExecutedOp, SkippedTensor
 from ._capture_sizes import FedSizes, fetch_sizes
+from ._capture_write import StepFiles, write_jobs
 from ._space import check_room
 from .walk import GraphIndex, StepWalk
 
@@ -149,7 +148,6 @@ __all__ = [
 
 logger = logging.getLogger("npu_dump_hook._capture")  # its name before it moved into train/
 
-_CONVERT_THREADS = 4
 # DebugIdentity file dumps: {root}/_tfdbg_device_{device}/{node}_{slot}_DebugIdentity_{wall µs}
 _DUMP_FILE = re.compile(r"t([0-9]+)_+0_DebugIdentity_[0-9]+\Z")
 # Run-option watches (loop bodies): {root}/_tfdbg_device_{device}/{op name as folders}_{slot}_DebugIdentity_{wall µs}
@@ -379,7 +377,7 @@ class TensorCapture(object):
         # The read after the step runs in TF (GIL released) while this thread writes the step's files.
         reading = worker("read").submit(self._reads.after, session, updates)
         golden = bool(self.npy_dir) and not to_scratch
-        files = _StepFiles(self.npy_dir if golden else self.scratch_dir, golden)
+        files = StepFiles(self.npy_dir if golden else self.scratch_dir, golden)
         try:
             if golden:
                 begin_golden(files.target_dir)  # before the first file: a killed capture leaves it
@@ -403,7 +401,7 @@ class TensorCapture(object):
         return CaptureResult(tensors=files.tensors, skipped=files.skipped, executed_ops=executed_ops,
                              updates={op.name: [name for name, _ in variables] for op, variables in updates})
 
-    def _write_outputs(self, files: "_StepFiles", executed: List[Tuple[Any, bool]], timestamp_us: int,
+    def _write_outputs(self, files: StepFiles, executed: List[Tuple[Any, bool]], timestamp_us: int,
                        snapshots: Dict[str, Any], found: Tuple[Dict[int, str], Dict[str, List[str]]],
                        fetched: Dict[str, Any]) -> List[ExecutedOp]:
         """Every executed op's own outputs into ``files`` (written; ``fetched`` is emptied as they are
@@ -411,14 +409,17 @@ class TensorCapture(object):
         dumped, watched = found
         for order, (op, fed_only) in enumerate(executed):
             stamp = timestamp_us + self._ranks[(order, 0)]
+            op_name, op_type = op.name, op.type  # each a call into TF: once per op, not per output
             for index, tensor in enumerate(op.outputs):
-                plan = self._plans.get(tensor.name)
+                name = "%s:%d" % (op_name, index)  # tensor.name, as TF makes it
+                plan = self._plans.get(name)
                 if plan is not None and plan.per_iteration and not fed_only:
-                    self._add_iterations(files, op, index, (order, timestamp_us), watched.pop(tensor.name, []))
+                    self._add_iterations(files, op, index, (order, timestamp_us), watched.pop(name, []))
                     continue
-                self._add_output(files, op, index, tensor, fed_only, (order, stamp), snapshots, dumped, fetched)
+                self._add_output(files, (op, op_name, op_type), (index, tensor, name, plan), fed_only,
+                                 (order, stamp), snapshots, (dumped, fetched))
         fetched.clear()
-        self._write([t for t in files.tensors if not t.dtype], files.jobs)
+        write_jobs([t for t in files.tensors if not t.dtype], files.jobs)
         hold_written(files.tensors, files.jobs, self.in_memory_bytes)  # for an emulated NPU
         files.jobs = []
         records, self._records = self._records, None
@@ -450,38 +451,43 @@ class TensorCapture(object):
                           control_inputs=[c.name for c in controls], order=order,
                           output_dtypes=list(dtypes), output_shapes=list(shapes))
 
-    def _add_output(self, files: "_StepFiles", op: Any, index: int, tensor: Any, fed_only: bool,
-                    when: Tuple[int, int], snapshots: Dict[str, Any], dumped: Dict[int, str],
-                    fetched: Dict[str, Any]) -> None:
-        """One output of an executed op: skipped (with the reason), moved from its snapshot, or queued."""
+    def _add_output(self, files: StepFiles, of: Tuple[Any, str, str], output: Tuple[int, Any, str, Optional[Plan]],
+                    fed_only: bool, when: Tuple[int, int], snapshots: Dict[str, Any],
+                    values: Tuple[Dict[int, str], Dict[str, Any]]) -> None:
+        """One output of an executed op (``of``: the op, its name and type; ``output``: its index,
+        tensor, tensor name and plan): skipped (with the reason), moved from its snapshot, or queued.
+        ``values``: the dump ops' files and the fetched values."""
+        (op, op_name, op_type), (index, tensor, name, plan) = of, output
         order, stamp = when
-        plan = self._plans.get(tensor.name)
+        dumped, fetched = values
         if plan is not None and self._after_update(op, plan, fed_only, self._fed):
             return  # written by _add_updated from the read after the step
-        snapshot = snapshots.get(tensor.name)
+        snapshot = snapshots.get(name)
         reason = snapshot if isinstance(snapshot, str) else (
-            "" if snapshot else self._skip_reason(op, tensor, fed_only, dumped, fetched))
+            "" if snapshot else self._skip_reason(op, name, plan, fed_only, dumped, fetched))
         if reason:
-            files.skipped.append(SkippedTensor(tensor.name, op.type, reason))
+            files.skipped.append(SkippedTensor(name, op_type, reason))
             return
-        target = os.path.join(files.target_dir, self._npy_name(op.name, index, stamp, files.golden))
         if snapshot and not files.golden:  # a handle has no plan number: the scratch name is unique
-            target = os.path.join(files.target_dir, "s" + os.path.basename(snapshot[0]))
+            target = files.prefix + "s" + os.path.basename(snapshot[0])
+        else:
+            target = files.prefix + (golden_npy_name(op_name, index, stamp) if files.golden
+                                     else "t{}.npy".format(plan.number))
         if snapshot:
             os.replace(snapshot[0], target)
-            files.tensors.append(CapturedTensor(op_name=op.name, op_type=op.type, output_index=index,
+            files.tensors.append(CapturedTensor(op_name=op_name, op_type=op_type, output_index=index,
                                                 dtype=snapshot[1], shape=snapshot[2], path=target,
                                                 order=order, timestamp_us=stamp))
             return
-        if tensor.name in fetched:
+        if name in fetched:
             # Released as soon as it is queued: the values dict must not outlive its writes.
-            files.jobs.append((as_stored_array(fetched.pop(tensor.name), tensor), target))
+            files.jobs.append((as_stored_array(fetched.pop(name), tensor), target))
         else:
-            files.jobs.append((dumped.pop(self._plans[tensor.name].number), target))
-        files.tensors.append(CapturedTensor(op_name=op.name, op_type=op.type, output_index=index, dtype="",
+            files.jobs.append((dumped.pop(plan.number), target))
+        files.tensors.append(CapturedTensor(op_name=op_name, op_type=op_type, output_index=index, dtype="",
                                             shape=(), path=target, order=order, timestamp_us=stamp))
 
-    def _add_iterations(self, files: "_StepFiles", op: Any, index: int, when: Tuple[int, int],
+    def _add_iterations(self, files: StepFiles, op: Any, index: int, when: Tuple[int, int],
                         paths: List[str]) -> None:
         """One output of a TF 1.x loop-body op: one file per iteration its watch wrote (in the order
         they were written), timestamped by :func:`._capture_loops.execution_ranks`; none: skipped."""
@@ -524,20 +530,6 @@ class TensorCapture(object):
         """A TF 1.x update's reference output 0 whose variable (input 0) is read after the step."""
         return plan.after_update and not fed_only and self.index.edges(op)[0][0].name not in fed
 
-    @staticmethod
-    def _write(tensors: List[CapturedTensor], jobs: List[Tuple[Any, str]]) -> None:
-        """Write each job's ``.npy`` and fill in its tensor's dtype and shape."""
-        if all(isinstance(source, np.ndarray) for source, _ in jobs):
-            # In-memory arrays: two system calls per file; threads only add lock hand-offs here.
-            for tensor, (array, target) in zip(tensors, jobs):
-                tensor.dtype, tensor.shape = write_npy(array, target)
-            return
-        # Dump files (open, header parse, rewrite, rename, unlink) release the GIL: a few threads
-        # overlap that work; each converts one tensor at a time, so memory stays bounded.
-        with ThreadPoolExecutor(max_workers=_CONVERT_THREADS) as pool:
-            for tensor, (dtype, shape) in zip(tensors, pool.map(_convert, jobs)):
-                tensor.dtype, tensor.shape = dtype, shape
-
     def _dump_files(self) -> Dict[int, str]:
         """``{dump op number: file}`` of the files the dump ops wrote in this step."""
         found = {}  # type: Dict[int, str]
@@ -548,25 +540,19 @@ class TensorCapture(object):
                     found[int(match.group(1))] = os.path.join(folder, name)
         return found
 
-    def _skip_reason(self, op: Any, tensor: Any, fed_only: bool, dumped: Dict[int, str],
+    def _skip_reason(self, op: Any, name: str, plan: Optional[Plan], fed_only: bool, dumped: Dict[int, str],
                      fetched: Dict[str, Any]) -> str:
-        plan = self._plans.get(tensor.name)
         if plan is None:
             return "op created after the capture was set up (no dump op)"
         if plan.reason:
             return plan.reason
-        if fed_only and tensor.name not in self._fed:
+        if fed_only and name not in self._fed:
             return "not computed: the op was replaced by a feed"
-        if tensor.name not in fetched and plan.number not in dumped:
+        if name not in fetched and plan.number not in dumped:
             if while_or_cond(op) == "cond":
                 return "no value in this step (untaken TF 1.x tf.cond branch)"
             return "no value in this step (dead output, e.g. the untaken side of a Switch)"
         return ""
-
-    def _npy_name(self, op_name: str, index: int, stamp: int, golden: bool) -> str:
-        if not golden:
-            return "t{}.npy".format(self._plans["{}:{}".format(op_name, index)].number)
-        return golden_npy_name(op_name, index, stamp)
 
     def _remove_scratch_dir_if_empty(self) -> None:
         try:
@@ -577,23 +563,3 @@ class TensorCapture(object):
     def cleanup(self) -> None:
         """Remove the scratch folder and everything in it (the .npy files too when no npy_dir)."""
         shutil.rmtree(self.scratch_dir, ignore_errors=True)
-
-
-class _StepFiles(object):
-    """What ``finish`` assembles for one step: the tensors captured, those skipped, the writes to do."""
-
-    def __init__(self, target_dir: str, golden: bool) -> None:
-        self.target_dir = target_dir
-        self.golden = golden
-        self.tensors = []  # type: List[CapturedTensor]
-        self.skipped = []  # type: List[SkippedTensor]
-        self.jobs = []  # type: List[Tuple[Any, str]]
-
-
-def _convert(job: Tuple[Any, str]) -> Tuple[str, Tuple[int, ...]]:
-    source, target = job
-    if isinstance(source, np.ndarray):
-        return write_npy(source, target)
-    return debug_event_to_npy(source, target, move=True)
-
-

@@ -15,6 +15,7 @@ from npu_dump_hook.formats.names import (
     format_dump_name,
     format_npy_name,
     format_time_dir,
+    golden_npy_name,
     is_build_graph_file,
     is_hashed_name,
     match_tf_names,
@@ -328,3 +329,18 @@ def test_time_dirs():
     assert parse_time_dir("20240101000000\n") is None
     assert parse_time_dir("0") is None
     assert format_time_dir(datetime.datetime(2024, 3, 5, 7, 8, 9)) == "20240305070809"
+
+
+@pytest.mark.parametrize("op_name", ["rnn/lstm/add_3", "a.b/c", "weird name:x"])
+def test_golden_npy_name_of_an_op_named_before_is_the_checked_name(op_name):
+    # The second and later names of an op come from its remembered stem: the same names as checked ones,
+    # and fields the pattern rejects still raise (no remembered stem lets a bad name through).
+    first = golden_npy_name(op_name, 0, 1700000000000000)
+    assert NUMPY_DUMP_PATTERN.fullmatch(first)
+    for index, stamp in ((0, 1700000000000000), (7, 1799999999999999), (12, 1000000000000000)):
+        name = golden_npy_name(op_name, index, stamp)
+        assert name == format_npy_name(op_name.replace(" ", "_").replace(":", "_"), index, stamp)
+    for index, stamp in ((True, 1700000000000000), (-1, 1700000000000000), (0, 170000000000000),
+                         (0, -170000000000000), (0, 17000000000000000)):
+        with pytest.raises(NameFormatError):
+            golden_npy_name(op_name, index, stamp)

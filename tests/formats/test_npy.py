@@ -1,9 +1,11 @@
 """formats.npy: DebugIdentity file dumps (hand-encoded Event protobufs) to .npy, in place or copied."""
+import hashlib
 import os
 
 import numpy as np
 import pytest
 
+from npu_dump_hook import _written
 from npu_dump_hook.errors import DumpFileError
 from npu_dump_hook.formats.npy import debug_event_to_npy, read_npy, write_npy
 
@@ -152,3 +154,28 @@ def test_read_npy_leaves_a_file_whose_size_disagrees_to_np_load(tmp_path):
     with open(path, "wb") as handle:
         handle.write(data + b"tail")  # trailing bytes: what np.load makes of them
     np.testing.assert_array_equal(read_npy(path), np.load(path, mmap_mode="r"))
+
+
+@pytest.mark.parametrize("array", [np.array([True, False, True]), np.arange(6, dtype=np.uint8).reshape(3, 2),
+                                   np.arange(4, dtype=np.float16), np.arange(3, dtype=np.complex64) * 1j,
+                                   np.arange(6, dtype=np.int64).reshape(2, 3).T,
+                                   np.array(["2020-01-01", "2021-06-30"], dtype="datetime64[D]"),
+                                   np.zeros(2, dtype=[("a", "<i4"), ("b", "<f8")]), np.float64(-0.5).reshape(())],
+                         ids=["bool", "uint8", "float16", "complex64", "not-contiguous", "datetime", "structured",
+                              "scalar"])
+def test_write_npy_notes_the_sha256_of_the_bytes_it_wrote(tmp_path, array):
+    # The array itself is written and hashed where its buffer is its bytes; other kinds through a byte view.
+    _written.forget_all()
+    ours, theirs = str(tmp_path / "ours.npy"), str(tmp_path / "theirs.npy")
+    assert write_npy(array, ours) == (array.dtype.name, array.shape)
+    np.save(theirs, np.array(array, order="C"))  # always written in C order
+    with open(ours, "rb") as a, open(theirs, "rb") as b:
+        data = a.read()
+        assert data == b.read()
+    assert _written.written_facts(ours)[:2] == (len(data), hashlib.sha256(data).hexdigest())
+    _written.forget_all()
+
+
+def test_write_npy_refuses_an_object_array(tmp_path):
+    with pytest.raises(TypeError):
+        write_npy(np.array([1, "a"], dtype=object), str(tmp_path / "o.npy"))
