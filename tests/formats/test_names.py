@@ -328,3 +328,19 @@ def test_time_dirs():
     assert parse_time_dir("20240101000000\n") is None
     assert parse_time_dir("0") is None
     assert format_time_dir(datetime.datetime(2024, 3, 5, 7, 8, 9)) == "20240305070809"
+
+
+@pytest.mark.parametrize("args", [("Add", "a\tb", 1, 2, 3), ("Add", "x", True, 2, 3), ("Add", "x", 1, False, 3),
+                                  ("Add", "x", 1, 2, -3), ("Add", "x", 1, -2, 3), ("", "x", 1, 2, 3),
+                                  ("Add", "x", 1, 2, 3.0)])
+def test_the_common_name_checks_as_every_name(args):
+    """The plain name of a dump file (no FFTS+ field, a stream id) is built without the general
+    loop; it refuses what that loop refuses."""
+    with pytest.raises(NameFormatError):
+        format_dump_name(*args)
+
+
+def test_the_common_name_is_the_general_form():
+    big = 10 ** 40
+    assert format_dump_name("A b", "c/d", big, 0, big, stats=True) == "A_b.c_d.{0}.0.{0}.csv".format(big)
+    assert format_dump_name("MatMul", "\u00fc/n", 0, 0, 0) == "MatMul.\u00fc_n.0.0.0"
