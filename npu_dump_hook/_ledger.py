@@ -70,11 +70,12 @@ def _tensor_counts(direction: str, tensors: Sequence[Any]) -> Optional[List[Tens
         if logical is None:
             continue  # the reader skips a type numpy cannot hold
         array = tensor.array
-        if array.dtype != logical and array.dtype.newbyteorder("=") != logical.newbyteorder("="):
+        dtype = array.dtype  # (numpy's own dtype object for a plain array: the same one, no comparison)
+        if dtype is not logical and dtype != logical and dtype.newbyteorder("=") != logical.newbyteorder("="):
             return None
         if tensor.shape != array.shape and not _shape_holds(tensor.shape, array, logical):
             return None  # (the array's own shape, with its dtype, numpy holds already: no check)
-        counts.append((direction,) + (slot,) + non_finite_counts(array))  # type: ignore
+        counts.append((direction, slot) + non_finite_counts(array))  # type: ignore
     return counts
 
 

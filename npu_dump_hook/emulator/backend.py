@@ -300,8 +300,9 @@ class EmulatedNpu(object):
             outputs = []
         if not inputs and not outputs:
             return None
-        stamps = [captured.timestamp_us for _, captured in outputs + inputs]
-        return inputs, outputs, int(max(stamps) if node.kind == "trans" else (outputs or inputs)[0][1].timestamp_us)
+        if node.kind == "trans":
+            return inputs, outputs, int(max(captured.timestamp_us for _, captured in outputs + inputs))
+        return inputs, outputs, int((outputs or inputs)[0][1].timestamp_us)
 
     def _device_array(self, tensor: Any, captured: Any) -> np.ndarray:
         """The payload of one dumped tensor: the captured array as the device holds it."""

@@ -41,18 +41,22 @@ class DumpTensor(object):
                  original_name: Optional[str] = None, original_output_index: int = 0,
                  original_data_type: Optional[int] = None, original_format: Union[None, str, int] = None,
                  sub_format: int = 0, address: int = 0) -> None:
-        self.array = np.asarray(array)
+        self.array = array if type(array) is np.ndarray else np.asarray(array)
         self.data_type = _data_type_of(self.array, data_type)
-        self.format = _enum_value("format", format, dump_schema.format_value)
-        self.shape = tuple(map(int, self.array.shape if shape is None else shape))
+        self.format = _format_value("format", format)
+        # an ndarray's own shape is a tuple of ints already
+        self.shape = self.array.shape if shape is None else tuple(map(int, shape))
         self.original_shape = self.shape if original_shape is None else tuple(map(int, original_shape))
         self.original_name = original_name
         self.original_output_index = original_output_index
         self.original_data_type = (_GE_DATA_TYPE.get(self.data_type, _GE_UNDEFINED)
                                    if original_data_type is None else original_data_type)
-        if original_format is None:
-            original_format = self.format if dump_schema.format_name(self.format) in _PLAIN_FORMATS else "ND"
-        self.original_format = _enum_value("original_format", original_format, dump_schema.format_value)
+        if original_format is None and type(self.format) is int:
+            self.original_format = _default_original_format(self.format)
+        else:
+            if original_format is None:
+                original_format = self.format if dump_schema.format_name(self.format) in _PLAIN_FORMATS else "ND"
+            self.original_format = _format_value("original_format", original_format)
         self.sub_format = sub_format
         self.address = address
         self._check_size()
@@ -74,6 +78,38 @@ def ge_origin_data_type(data_type: Union[str, int]) -> int:
     into ``original_op.data_type`` (reference §1.4: FLOAT 0, FLOAT16 1, ...; 28 when GE has none)."""
     value = _enum_value("data_type", data_type, dump_schema.data_type_value)
     return _GE_DATA_TYPE.get(value, _GE_UNDEFINED)
+
+
+#: Format values by the name or int given (``dump_schema.format_value``'s answers, each looked up once).
+_FORMAT_VALUES = {}  # type: Dict[Tuple[type, Union[str, int]], int]
+
+
+def _format_value(option: str, value: Union[str, int]) -> int:
+    """``_enum_value(option, value, dump_schema.format_value)``, remembered per (type, value): a
+    step's 1,000s of tensors name a handful of formats."""
+    key = (type(value), value)
+    try:
+        return _FORMAT_VALUES[key]
+    except (KeyError, TypeError):  # not seen yet, or not hashable
+        pass
+    found = _enum_value(option, value, dump_schema.format_value)
+    if type(value) in (str, int) and len(_FORMAT_VALUES) < 1024:
+        _FORMAT_VALUES[key] = found
+    return found
+
+
+#: The default original format of each format value met: itself for a plain layout, else ND.
+_DEFAULT_ORIGINAL_FORMATS = {}  # type: Dict[int, int]
+
+
+def _default_original_format(format_value: int) -> int:
+    found = _DEFAULT_ORIGINAL_FORMATS.get(format_value)
+    if found is None:
+        plain = dump_schema.format_name(format_value) in _PLAIN_FORMATS
+        found = format_value if plain else _format_value("original_format", "ND")
+        if len(_DEFAULT_ORIGINAL_FORMATS) < 1024:
+            _DEFAULT_ORIGINAL_FORMATS[format_value] = found
+    return found
 
 
 def _enum_value(option: str, value: Union[str, int], lookup: Any) -> int:
@@ -164,17 +200,48 @@ def _tensors_header(op_name: str, outputs: Sequence[DumpTensor], inputs: Sequenc
     1-2 (version, dump_time), each output's and each input's own field-3/field-4 entry, then
     field 6 (op_name). An entry depends on its tensor's fields only, and a step's tensors share
     few of them (an unrolled RNN repeats its cell's 20 times): each distinct entry is built
-    with protobuf once (:func:`_entry_bytes`), not a message per tensor per file."""
-    start = dump_schema.DumpData()
-    start.version = version
-    start.dump_time = dump_time
-    end = dump_schema.DumpData()
-    end.op_name = op_name
-    parts = [start.SerializeToString(deterministic=True)]
+    with protobuf once (:func:`_entry_bytes`), not a message per tensor per file; fields 1-2 and
+    6 likewise (:func:`_start_and_end`)."""
+    start, end = _start_and_end(version, dump_time, op_name)
+    parts = [start]
     parts.extend([_entry_bytes(t, True) for t in outputs])
     parts.extend([_entry_bytes(t, False) for t in inputs])
-    parts.append(end.SerializeToString(deterministic=True))
+    parts.append(end)
     return b"".join(parts)
+
+
+#: Serialized field 1 (version) of a DumpData header, by version string (a handful at most).
+_VERSION_FIELDS = {}  # type: Dict[str, bytes]
+_UINT64_END = 1 << 64
+
+
+def _start_and_end(version: str, dump_time: int, op_name: str) -> Tuple[bytes, bytes]:
+    """Fields 1-2 (version, dump_time) and field 6 (op_name) of a header as protobuf serializes
+    them: the version's field as protobuf wrote it once per version; dump_time (uint64) and
+    op_name (string) as protobuf writes a proto3 scalar (omitted when 0 or empty; else tag, then
+    the varint, or the varint length and UTF-8). Anything protobuf might refuse or encode
+    otherwise (not an exact int in range, not a str, text UTF-8 cannot encode) goes through a
+    message as before, which refuses it as before."""
+    found = _VERSION_FIELDS.get(version) if type(version) is str else None
+    if found is not None and type(dump_time) is int and 0 <= dump_time < _UINT64_END and type(op_name) is str:
+        try:
+            name = op_name.encode("utf-8")
+        except UnicodeEncodeError:
+            name = None
+        if name is not None:
+            start = found + b"\x10" + _varint(dump_time) if dump_time else found
+            size = len(name)
+            return start, (b"\x32" + (_ONE_BYTE[size] if size < 0x80 else _varint(size)) + name if name else b"")
+    start_message = dump_schema.DumpData()
+    start_message.version = version
+    start_message.dump_time = dump_time
+    end_message = dump_schema.DumpData()
+    end_message.op_name = op_name
+    if type(version) is str and len(_VERSION_FIELDS) < 64:
+        only_version = dump_schema.DumpData()
+        only_version.version = version
+        _VERSION_FIELDS[version] = only_version.SerializeToString(deterministic=True)
+    return start_message.SerializeToString(deterministic=True), end_message.SerializeToString(deterministic=True)
 
 
 #: Serialized header entries of single tensors (:func:`_entry_bytes`), emptied when full.
@@ -229,9 +296,12 @@ def _entry_with_original(tensor: DumpTensor, original: Tuple[Any, ...]) -> bytes
         pieces = _remember(_AROUND_NAMES, key, _pieces_around_name(tensor, original))
     before, original_rest, after = pieces
     name = original[0].encode("utf-8")
-    original_op = (b"\x0a" + _varint(len(name)) + name if name else b"") + original_rest
-    body = b"".join((before, b"\x22", _varint(len(original_op)), original_op, after))
-    return b"\x1a" + _varint(len(body)) + body
+    size = len(name)  # lengths under 128 (most): their one-byte varint without a call
+    original_op = (b"\x0a" + (_ONE_BYTE[size] if size < 0x80 else _varint(size)) + name if name else b"") + original_rest
+    size = len(original_op)
+    body = b"".join((before, b"\x22", _ONE_BYTE[size] if size < 0x80 else _varint(size), original_op, after))
+    size = len(body)
+    return b"\x1a" + (_ONE_BYTE[size] if size < 0x80 else _varint(size)) + body
 
 
 def _pieces_around_name(tensor: DumpTensor, original: Tuple[Any, ...]) -> Tuple[bytes, bytes, bytes]:
@@ -251,10 +321,13 @@ def _pieces_around_name(tensor: DumpTensor, original: Tuple[Any, ...]) -> Tuple[
     return tuple(m.SerializeToString(deterministic=True) for m in (before, rest, after))  # type: ignore
 
 
+_ONE_BYTE = [bytes((value,)) for value in range(0x80)]
+
+
 def _varint(value: int) -> bytes:
     """Protobuf's base-128 varint of a non-negative int (a length)."""
     if value < 0x80:
-        return bytes((value,))
+        return _ONE_BYTE[value]
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
@@ -338,6 +411,10 @@ def write_dump_file(path: Union[str, "os.PathLike[str]"], op_name: str, outputs:
     buffer_blobs = [_as_blob(item) for item in buffers]
     space_blobs = [_as_blob(item) for item in workspaces]
     dump_time = int(time.time() * 1000000) if dump_time is None else int(dump_time)
+    if not (buffer_blobs or space_blobs or attrs or atomic or fsync):
+        written = _tensors_in_place(path, op_name, output_tensors, input_tensors, dump_time, version)
+        if written is not None:
+            return written
     if buffer_blobs or space_blobs or attrs:
         encoded = encode_header(build_header(op_name, output_tensors, input_tensors, buffer_blobs, space_blobs,
                                              dump_time, version, attrs))
@@ -382,6 +459,30 @@ def write_dump_file(path: Union[str, "os.PathLike[str]"], op_name: str, outputs:
 #: buffer and its per-payload writes cost more than a small tensor's bytes); larger ones stream.
 _ONE_WRITE_BYTES = 1 << 20
 _IN_PLACE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)
+
+
+def _tensors_in_place(path: str, op_name: str, outputs: Sequence[DumpTensor], inputs: Sequence[DumpTensor],
+                      dump_time: int, version: str) -> Optional[int]:
+    """:func:`write_dump_file`'s in-place write of a file of tensors only (no buffer, workspace or
+    attr: an emulated step's 1,000s of files), its checks and payloads taken in one pass over its
+    tensors; the same bytes and notes as the general path. None, nothing written, where that path
+    would do more (payloads over _ONE_WRITE_BYTES, a header not certainly within the reader's
+    limits, see :func:`_within_limits`): the caller then takes it."""
+    encoded = _tensors_header(op_name, outputs, inputs, dump_time, version)
+    if len(encoded) > MAX_HEADER_ITEMS // 2 or len(outputs) + len(inputs) > MAX_TENSORS:
+        return None
+    parts = [_PREFIX.pack(len(encoded)), encoded]
+    size = 0
+    for group in (inputs, outputs):
+        for tensor in group:
+            if len(tensor.shape) > MAX_DIMS or len(tensor.original_shape) > MAX_DIMS:
+                return None
+            array = tensor.array
+            size += array.nbytes
+            parts.append(_little_endian_bytes(array))
+    if size > _ONE_WRITE_BYTES:
+        return None
+    return _write_in_place(path, parts, _PREFIX.size + len(encoded), _decoded_fields(version, encoded, (inputs, outputs)))
 
 
 def _decoded_fields(version: str, encoded: bytes, tensors: Sequence[Sequence[DumpTensor]]) -> Optional[Tuple[Tuple[Any, ...], ...]]:

@@ -313,6 +313,12 @@ def format_dump_name(
     defaults to 4); ``stats=True`` appends ``.csv``. ``stream_id=None`` gives the old form.
     """
     op_type, op_name = sanitize(op_type), sanitize(op_name)
+    if (task_type is None and context_id is None and thread_id is None and device_id is None and stream_id is not None
+            and type(task_id) is int and type(stream_id) is int and type(timestamp) is int
+            and task_id >= 0 and stream_id >= 0 and timestamp >= 0 and op_type and op_name
+            and not _BAD_FIELD_CHAR.search(op_type) and not _BAD_FIELD_CHAR.search(op_name)):
+        # the common name (a dump file per op of a step): what the checks below accept, put together at once
+        return "{}.{}.{}.{}.{}{}".format(op_type, op_name, task_id, stream_id, timestamp, _STATS_SUFFIX if stats else "")
     ident = "{}.{}".format(op_type, op_name)
     for label, text in (("op_type", op_type), ("op_name", op_name)):
         _check_name_field(ident, label, text)

@@ -102,3 +102,23 @@ def test_header_entries_decode_as_the_schema_says():
     fast = dump_schema.DumpData()
     fast.ParseFromString(_dump_writer._tensors_header("op", [tensor], [], T0, "2.0"))
     assert fast == header and list(fast.output[0].shape.dim) == [2, 3] and fast.output[0].original_op.output_index == 1
+
+
+@pytest.mark.parametrize("version", ["2.0", "1.0", "", "\u00fc"])
+def test_header_start_and_end_fields_are_protobufs_for_any_time_name_and_version(version):
+    tensor = DumpTensor(np.zeros(3, np.float32))
+    # each twice: the first call of a version goes through a message and keeps its field, the second not
+    for dump_time in (T0, 0, 1, 127, 128, (1 << 64) - 1, T0, 0):
+        for op_name in ("op", "", "\u00fc/\u4e2d", "x" * 200):
+            expected = encode_header(build_header(op_name, outputs=[tensor], dump_time=dump_time, version=version))
+            assert _dump_writer._tensors_header(op_name, [tensor], [], dump_time, version) == expected
+
+
+@pytest.mark.parametrize("dump_time, op_name", [(-1, "op"), (1 << 64, "op"), (T0, "\ud800")])
+def test_header_fields_protobuf_refuses_are_refused_after_the_version_is_known(dump_time, op_name):
+    tensor = DumpTensor(np.zeros(3, np.float32))
+    _dump_writer._tensors_header("op", [tensor], [], T0, "2.0")  # the version's field is kept by now
+    with pytest.raises((ValueError, TypeError, UnicodeError)):
+        build_header(op_name, outputs=[tensor], dump_time=dump_time)
+    with pytest.raises((ValueError, TypeError, UnicodeError)):
+        _dump_writer._tensors_header(op_name, [tensor], [], dump_time, "2.0")

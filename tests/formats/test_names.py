@@ -344,3 +344,19 @@ def test_golden_npy_name_of_an_op_named_before_is_the_checked_name(op_name):
                          (0, -170000000000000), (0, 17000000000000000)):
         with pytest.raises(NameFormatError):
             golden_npy_name(op_name, index, stamp)
+
+
+@pytest.mark.parametrize("args", [("Add", "a\tb", 1, 2, 3), ("Add", "x", True, 2, 3), ("Add", "x", 1, False, 3),
+                                  ("Add", "x", 1, 2, -3), ("Add", "x", 1, -2, 3), ("", "x", 1, 2, 3),
+                                  ("Add", "x", 1, 2, 3.0)])
+def test_the_common_name_checks_as_every_name(args):
+    """The plain name of a dump file (no FFTS+ field, a stream id) is built without the general
+    loop; it refuses what that loop refuses."""
+    with pytest.raises(NameFormatError):
+        format_dump_name(*args)
+
+
+def test_the_common_name_is_the_general_form():
+    big = 10 ** 40
+    assert format_dump_name("A b", "c/d", big, 0, big, stats=True) == "A_b.c_d.{0}.0.{0}.csv".format(big)
+    assert format_dump_name("MatMul", "\u00fc/n", 0, 0, 0) == "MatMul.\u00fc_n.0.0.0"

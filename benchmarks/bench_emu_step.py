@@ -1,0 +1,122 @@
+"""The emulated NPU's writing of one captured step's dump files, this tree vs another checkout
+(issue 21, RNN cost): ``EmulatedNpu._write_ops`` of the 20-step static RNN (~1,330 GE dump files),
+replayed on the very tensors of a real dumped run.
+
+One untimed ``npu-dump-hook run --backend emulated`` of ``tests/helpers/rnn_scripts.py static``
+(with this tree) pickles what ``_write_ops`` is called with (``_emu_step_capture/sitecustomize.py``);
+then fresh processes alternate between ``--before DIR`` and this tree, each replaying the step
+``--inner`` times into new folders (under ``--dir``, default a temporary folder in /tmp; fresh
+emulator state each time, notes forgotten, cyclic GC off as in ``write_step``), and print the
+median user, system and total CPU and wall seconds of a replay; the summary gives the medians over
+the processes and the ratio after/before. The first replay's files and write-time notes of both
+trees are compared (must be byte-identical: same capture, same timestamps). TensorFlow is imported
+by the recording run only; the Build graph's nodes are those of the recording tree.
+
+Run: .venv/bin/python benchmarks/bench_emu_step.py --before DIR [--repeat 3] [--inner 5] [--python PY]
+"""
+import argparse
+import filecmp
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, "tests", "helpers", "rnn_scripts.py")
+
+_CHILD = r"""
+import copy, gc, hashlib, json, os, pickle, resource, sys, tempfile, time, types
+from npu_dump_hook.emulator.backend import EmulatedNpu
+from npu_dump_hook import _ledger, _written
+state_file, parent, inner = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with open(state_file, "rb") as handle:
+    saved = pickle.load(handle)
+capture = types.SimpleNamespace(**saved["capture"])
+rows, first = [], None
+gc.disable()
+for _ in range(inner):
+    npu = EmulatedNpu.__new__(EmulatedNpu)
+    npu.__dict__.update(copy.deepcopy(saved["state"]))
+    npu._task_ids, npu._name_prefixes, npu._placed = {}, {}, set()
+    step_dir = tempfile.mkdtemp(dir=parent)
+    _written.forget_all(); _ledger.forget_all()
+    before, wall = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    files = npu._write_ops(saved["nodes"], capture, step_dir)
+    after, wall = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter() - wall
+    rows.append((after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime, wall))
+    if first is None:
+        first, notes = step_dir, hashlib.sha256()
+        for name in sorted(os.listdir(step_dir)):
+            path = os.path.join(step_dir, name)
+            notes.update(repr((name, _ledger.dump_health(path), _written.written_facts(path))).encode())
+rows.sort(key=lambda r: r[0] + r[1])
+print(json.dumps({"files": files, "row": rows[len(rows) // 2], "first": first, "notes": notes.hexdigest()}))
+"""
+
+
+def _record(python: str, work: str) -> str:
+    state = os.path.join(work, "step.pkl")
+    out = os.path.join(work, "recording")
+    env = dict(os.environ, NPU_BENCH_EMU_STEP_OUT=state,
+               PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "benchmarks", "_emu_step_capture"), ROOT]))
+    subprocess.run([python, "-m", "npu_dump_hook", "run", "-q", "--backend", "emulated", "--output-dir", out, "--",
+                    python, SCRIPT, "static", out, "1"], cwd=ROOT, env=env, check=True,
+                   stdout=subprocess.DEVNULL)
+    return state
+
+
+def _replay(python: str, root: str, state: str, parent: str, inner: int) -> dict:
+    env = dict(os.environ, PYTHONPATH=root)
+    out = subprocess.run([python, "-c", _CHILD, state, parent, str(inner)], env=env, check=True,
+                         stdout=subprocess.PIPE, universal_newlines=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _same_tree(left: str, right: str) -> bool:
+    names = sorted(os.listdir(left))
+    if names != sorted(os.listdir(right)):
+        return False
+    _match, mismatch, errors = filecmp.cmpfiles(left, right, names, shallow=False)
+    return not mismatch and not errors
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--before", required=True, help="another checkout's root (its npu_dump_hook package)")
+    parser.add_argument("--repeat", type=int, default=3, help="processes per tree, alternating")
+    parser.add_argument("--inner", type=int, default=5, help="replays per process (its median is kept)")
+    parser.add_argument("--python", default=sys.executable)
+    parser.add_argument("--dir", default=None, help="folder for the replays' files (default: a new one in /tmp)")
+    args = parser.parse_args()
+    work = tempfile.mkdtemp(prefix="bench_emu_step_", dir=args.dir)
+    try:
+        state = _record(args.python, work)
+        rows = {"before": [], "after": []}  # type: dict
+        for _ in range(args.repeat):
+            for side, root in (("before", os.path.abspath(args.before)), ("after", ROOT)):
+                rows[side].append(_replay(args.python, root, state, work, args.inner))
+        print("EmulatedNpu._write_ops, {} files; medians of {} alternating processes x median of {} replays; "
+              "load {}".format(rows["after"][0]["files"], args.repeat, args.inner,
+                               " ".join("{:.1f}".format(x) for x in os.getloadavg())))
+        medians = {}
+        for side in ("before", "after"):
+            user, system, wall = (statistics.median(r["row"][i] for r in rows[side]) for i in range(3))
+            cpus = [r["row"][0] + r["row"][1] for r in rows[side]]
+            medians[side] = statistics.median(cpus)
+            print("{:6}  user {:.3f}  sys {:.3f}  cpu {:.3f} [{:.3f}-{:.3f}]  wall {:.3f}  ({:.0f} us CPU a file)".format(
+                side, user, system, medians[side], min(cpus), max(cpus), wall,
+                medians[side] / rows[side][0]["files"] * 1e6))
+        print("after/before CPU {:.2f}x".format(medians["after"] / medians["before"]))
+        same = (_same_tree(rows["before"][0]["first"], rows["after"][0]["first"])
+                and rows["before"][0]["notes"] == rows["after"][0]["notes"])
+        print("files and write-time notes identical: {}".format("yes" if same else "NO"))
+        return 0 if same else 1
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
