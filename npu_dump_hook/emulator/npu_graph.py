@@ -41,13 +41,13 @@ held (:class:`~.layout.Held`), so the writer lays the array out without knowing 
 """
 import contextlib
 import gc
-from typing import Any, Callable, Iterator, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from . import fusion, layout
 from .ge_model import ge_type, is_no_task
 from .hccl import ge_collective_type
 
-__all__ = ["Value", "NodeTensor", "NpuNode", "build_nodes", "cyclic_gc_paused", "TRANS_TYPES"]
+__all__ = ["Value", "NodeTensor", "NpuNode", "build_nodes", "SharedBuild", "cyclic_gc_paused", "TRANS_TYPES"]
 
 TRANS_TYPES = ("Cast", "TransData")
 
@@ -159,13 +159,12 @@ def _split_handles(inputs: List[str], handle_of: Set[str], by_name: Any) -> Tupl
 
 
 class _Builder(object):
-    def __init__(self, capture: Any, plan: Any, ascend: bool) -> None:
-        self.capture = capture
+    def __init__(self, updates: Any, plan: Any, ascend: bool) -> None:
         self.plan = plan
         self.ascend = ascend
         self.fp16_tensors = plan.fp16_tensors if (plan is not None and ascend) else frozenset()
         self.fp16_ops = plan.fp16_ops if (plan is not None and ascend) else frozenset()
-        self.updates = getattr(capture, "updates", {}) or {}
+        self.updates = updates
         self.nodes = []  # type: List[NpuNode]
         self.owner = {}  # type: Dict[str, str]  # logical tensor -> Build-graph output "node:i"
         self.trans = {}  # type: Dict[Tuple[str, layout.Held], str]
@@ -301,7 +300,18 @@ def build_nodes(capture: Any, plan: Any = None, ascend: bool = False,
     """The Build-graph nodes of one captured step (module doc). ``ascend``: fusion and device
     formats; ``is_training(op name)``: a BatchNorm's ``is_training`` attr, for fusion."""
     ops = _logical_ops(capture, plan)
-    builder = _Builder(capture, plan, ascend)
+    return _build(ops, _updates(capture), plan, ascend, is_training or (lambda name: None)).nodes
+
+
+def _updates(capture: Any) -> Dict[str, Any]:
+    return getattr(capture, "updates", {}) or {}
+
+
+def _build(ops: List[_Logical], updates: Dict[str, Any], plan: Any, ascend: bool,
+           is_training: Callable[[str], Optional[bool]]) -> "_Builder":
+    """The builder that made the nodes of ``ops`` (:func:`_logical_ops`): the Build graph depends on
+    nothing else but ``updates``' op names, ``plan``, ``ascend`` and the answers of ``is_training``."""
+    builder = _Builder(updates, plan, ascend)
     for op in ops:
         for index, dtype in enumerate(op.output_dtypes):
             tensor = "{}:{}".format(op.name, index)
@@ -315,7 +325,7 @@ def build_nodes(capture: Any, plan: Any = None, ascend: bool = False,
             for tensor in op.inputs:
                 consumers.setdefault(tensor, []).append(op.name)
         faulted = set(plan.faults) if plan is not None else set()  # type: Set[str]
-        groups = fusion.find_groups(ops, consumers, faulted, is_training or (lambda name: None))
+        groups = fusion.find_groups(ops, consumers, faulted, is_training)
     last_of = {g.last: g for g in groups}
     member_of = {m for g in groups for m in g.members}
     by_name = {op.name: op for op in ops}
@@ -325,7 +335,103 @@ def build_nodes(capture: Any, plan: Any = None, ascend: bool = False,
             builder.add_group(group, [by_name[m] for m in group.members])
         elif op.name not in member_of:
             builder.add_op(op)
-    return builder.nodes
+    return builder
+
+
+class _Built(NamedTuple):
+    ops: List[_Logical]
+    updated: FrozenSet[str]
+    plan: Any
+    ascend: bool
+    answers: Dict[str, Optional[bool]]
+    nodes: List[NpuNode]
+    #: The builder's ``{(logical tensor, held): Value}``: every Value of ``nodes``.
+    values: Dict[Tuple[str, layout.Held], Value]
+
+
+class SharedBuild(object):
+    """The Build graph built once and handed on: the size estimate builds it before the dumped step
+    from static shapes (:mod:`npu_dump_hook.train._sizing_graph`), the emulator writes that step
+    (and the next dumped ones) from it. :meth:`nodes` is :func:`build_nodes`, answered from the last
+    build when everything it was built from is equal -- the logical ops (names, types, inputs,
+    control inputs, output dtypes), the updates' op names, the same ``plan`` object, ``ascend`` and
+    every ``is_training`` answer the fusion asked for -- and every output shape has the same rank
+    (known or not): the held forms, fusion and Cast/TransData nodes depend on nothing else. Shapes
+    that differ in their dimensions (a static shape's batch guess, a dynamic ``Shape``'s length)
+    get new :class:`Value` objects and the nodes that show them new node objects; anything else
+    that changed (a changed graph) is built again, never reused. The nodes are read, never changed,
+    by their users."""
+
+    def __init__(self) -> None:
+        self._last = None  # type: Optional[_Built]
+        #: How many :meth:`nodes` calls were answered from the last build (for tests and logs).
+        self.reused = 0
+
+    def nodes(self, capture: Any, plan: Any = None, ascend: bool = False,
+              is_training: Optional[Callable[[str], Optional[bool]]] = None) -> List[NpuNode]:
+        ask = is_training or (lambda name: None)
+        ops, updated = _logical_ops(capture, plan), frozenset(_updates(capture))
+        last = self._last
+        if (last is not None and last.plan is plan and last.ascend == ascend and last.updated == updated
+                and all(ask(name) == answer for name, answer in last.answers.items())):
+            reshaped = _reshaped(last.ops, ops)
+            if reshaped is not None:
+                self.reused += 1
+                self._last = _reshape(last, ops, reshaped) if reshaped else last
+                return self._last.nodes
+        answers = {}  # type: Dict[str, Optional[bool]]
+
+        def noted(name: str) -> Optional[bool]:
+            found = answers[name] = ask(name)
+            return found
+
+        builder = _build(ops, _updates(capture), plan, ascend, noted)
+        self._last = _Built(ops, updated, plan, ascend, answers, builder.nodes, builder._values)
+        return builder.nodes
+
+
+def _reshaped(old: List[_Logical], new: List[_Logical]) -> Optional[Dict[str, Optional[Tuple[int, ...]]]]:
+    """``{logical tensor: new shape}`` of the outputs whose shape changed with its rank kept, when
+    nothing else differs between ``old`` and ``new``; None when anything else does."""
+    if len(old) != len(new):
+        return None
+    changed = {}  # type: Dict[str, Optional[Tuple[int, ...]]]
+    for was, now in zip(old, new):
+        if was == now:
+            continue
+        if was[:5] != now[:5]:  # all but output_shapes
+            return None
+        for index, (before, after) in enumerate(zip(was.output_shapes, now.output_shapes)):
+            if before == after:
+                continue
+            if before is None or after is None or len(before) != len(after):
+                return None
+            changed["{}:{}".format(now.name, index)] = after
+    return changed
+
+
+def _reshape(last: _Built, ops: List[_Logical], shapes: Dict[str, Optional[Tuple[int, ...]]]) -> _Built:
+    """``last`` with the Values of the logical tensors in ``shapes`` showing their new shapes."""
+    values = dict(last.values)
+    replaced = {}  # type: Dict[int, Value]  # id(old Value) -> new Value
+    for key, value in last.values.items():
+        if key[0] in shapes:
+            replaced[id(value)] = values[key] = value._replace(shape=shapes[key[0]])
+    nodes = [_with_values(node, replaced) for node in last.nodes]
+    return last._replace(ops=ops, nodes=nodes, values=values)
+
+
+def _with_values(node: NpuNode, replaced: Dict[int, Value]) -> NpuNode:
+    """``node`` itself, or a copy whose tensors show the ``replaced`` Values."""
+    if not any(id(t.value) in replaced for t in node.inputs) and not any(
+            id(t.value) in replaced for t in node.outputs):
+        return node
+
+    def swap(tensors: List[NodeTensor]) -> List[NodeTensor]:
+        return [t._replace(value=replaced[id(t.value)]) if id(t.value) in replaced else t for t in tensors]
+
+    return NpuNode(node.name, node.type, node.tf_type, swap(node.inputs), list(node.control_inputs),
+                   swap(node.outputs), node.kind, node.original_names, node.original_types)
 
 
 @contextlib.contextmanager

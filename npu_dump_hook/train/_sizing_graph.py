@@ -210,11 +210,13 @@ def static_plan(executed: Sequence[Tuple[Any, bool]], fp16: bool) -> StaticPlan:
 
 
 def build_static_nodes(executed: Sequence[Tuple[Any, bool]], dims: Dims, plan: Any, ascend: bool,
-                       edges: Optional[Edges] = None, loops: Optional[LoopCounts] = None, index: Any = None
-                       ) -> Tuple[List[Any], StaticCapture]:
+                       edges: Optional[Edges] = None, loops: Optional[LoopCounts] = None, index: Any = None,
+                       shared: Any = None) -> Tuple[List[Any], StaticCapture]:
     """``(Build-graph nodes, static capture)`` of the step: :func:`~npu_dump_hook.emulator.npu_graph.build_nodes`
     over the static capture (``plan``: the backend's numerics plan or a :class:`StaticPlan`;
-    ``ascend``: fusion and device formats; ``index`` as :func:`static_capture`'s)."""
+    ``ascend``: fusion and device formats; ``index`` as :func:`static_capture`'s); ``shared``: the
+    emulating backend's :class:`~npu_dump_hook.emulator.npu_graph.SharedBuild`, which then builds
+    them and hands them on to the emulator's write of the step when its capture gives the same graph."""
     capture = static_capture(executed, dims, edges, loops, index)
     graph_ops = {record.name: op for record, (op, _) in zip(capture.executed_ops, executed)}  # one per executed op
 
@@ -225,7 +227,11 @@ def build_static_nodes(executed: Sequence[Tuple[Any, bool]], dims: Dims, plan: A
         except (ValueError, KeyError):
             return None
 
-    return npu_graph.build_nodes(capture, plan, ascend, is_training), capture
+    if shared is None:
+        return npu_graph.build_nodes(capture, plan, ascend, is_training), capture
+    if isinstance(plan, StaticPlan) and not plan.fp16_ops:
+        plan = None  # a plan that changes nothing builds what the emulator's None builds (its key)
+    return shared.nodes(capture, plan, ascend, is_training), capture
 
 
 # --------------------------------------------------------------------------- what the dump files take
@@ -240,6 +246,8 @@ class DeviceModel(NamedTuple):
     ascend: bool = False
     precision_mode: str = ""
     note: str = ""
+    #: The emulating backend's :class:`~npu_dump_hook.emulator.npu_graph.SharedBuild` (None: no emulator).
+    shared: Any = None
 
     def describe(self) -> str:
         if not self.ascend:
@@ -421,7 +429,7 @@ def measure_dump(executed: Sequence[Tuple[Any, bool]], dims: Dims, options: Any,
     (``index`` as :func:`static_capture`'s)."""
     plan = device.plan if device.plan is not None else static_plan(executed, device.ascend and device.fp16)
     with npu_graph.cyclic_gc_paused():
-        nodes, capture = build_static_nodes(executed, dims, plan, device.ascend, edges, loops, index)
+        nodes, capture = build_static_nodes(executed, dims, plan, device.ascend, edges, loops, index, device.shared)
     mode = "all" if options.enable_dump_debug else options.dump_mode
     sizer = _Sizer(device.ascend)
     tensor_bytes = all_bytes = stats = files = tensors = ops = 0

@@ -295,7 +295,8 @@ def device_model(backend: Any, session_config: Any = None) -> DeviceModel:
     training default when the session sets none); else (no NPU) nothing."""
     name = getattr(backend, "name", None)
     if name == "emulated":
-        return DeviceModel(plan=getattr(backend, "plan", None), ascend=getattr(backend, "profile", "") == "ascend")
+        return DeviceModel(plan=getattr(backend, "plan", None), ascend=getattr(backend, "profile", "") == "ascend",
+                           shared=getattr(backend, "shared_build", None))
     if name == "npu":
         mode = session_options(session_config).get("precision_mode")
         note = "" if mode else "the session sets no precision_mode: GE's training default {} assumed".format(
