@@ -116,7 +116,6 @@ def _logical_ops(capture: Any, plan: Any) -> List[_Logical]:
     """Executed ops minus the numerics rewrite's, inputs read from the original tensors; update ops
     get one output per variable they update."""
     added = plan.added_ops if plan is not None else frozenset()
-    original = plan.original_of if plan is not None else (lambda name: name)
     by_name = capture.by_name
     updates = getattr(capture, "updates", {}) or {}
     handle_of = {"{}:{}".format(op.name, index) for op in capture.executed_ops
@@ -130,17 +129,22 @@ def _logical_ops(capture: Any, plan: Any) -> List[_Logical]:
             captured = by_name.get("{}:{}".format(op.name, index))
             dtypes.append(captured.dtype if captured is not None else "float32")
             shapes.append(None)
+        prefix = op.name + ":"  # the op's tensor names, "op:i", as "{}:{}".format(name, i) makes them
         for index in range(len(shapes)):
-            captured = by_name.get("{}:{}".format(op.name, index))
+            captured = by_name.get(prefix + str(index))
             if captured is not None:
                 shapes[index] = tuple(captured.shape)
                 if dtypes[index] == "resource":  # a variable's handle, captured as its value before the step
                     dtypes[index] = captured.dtype
         op_type = ge_collective_type(op.name, op.type) or op.type  # an emulated HCCL py_func: GE's Hcom* type
-        inputs, handles = _split_handles([original(name) for name in op.inputs], handle_of, by_name)
-        controls = [c for c in op.control_inputs if c not in added]
-        result.append(_Logical(op.name, op_type, inputs, controls + [h for h in handles if h not in controls],
-                               dtypes, shapes))
+        inputs = list(op.inputs) if plan is None else [plan.original_of(name) for name in op.inputs]
+        handles = []  # type: List[str]
+        if handle_of and not handle_of.isdisjoint(inputs):
+            inputs, handles = _split_handles(inputs, handle_of, by_name)
+        controls = [c for c in op.control_inputs if c not in added] if added else list(op.control_inputs)
+        if handles:
+            controls += [h for h in handles if h not in controls]
+        result.append(_Logical(op.name, op_type, inputs, controls, dtypes, shapes))
     return result
 
 
@@ -197,9 +201,9 @@ class _Builder(object):
 
     def read_as(self, op: _Logical, index: int) -> layout.Held:
         tensor = op.inputs[index]
-        dtype, shape = self.dtype_of.get(tensor, "float32"), self.shape_of.get(tensor)
         if not self.ascend:
-            return layout.plain(dtype, shape)
+            return self.produced(tensor)  # both plain(dtype, shape) of the tensor: made once
+        dtype, shape = self.dtype_of.get(tensor, "float32"), self.shape_of.get(tensor)
         return layout.input_held(op.type, index, dtype, shape, op.name in self.fp16_ops)
 
     def value(self, tensor: str, held: layout.Held) -> Value:
@@ -217,11 +221,11 @@ class _Builder(object):
     # -- nodes ----------------------------------------------------------------------
     def add_outputs(self, node_name: str, op: _Logical, origin_op: str) -> List[NodeTensor]:
         outputs = []
+        prefix, node_prefix = op.name + ":", node_name + ":"  # "{}:{}" names, made by concatenation
         for index, dtype in enumerate(op.output_dtypes):
-            tensor = "{}:{}".format(op.name, index)
-            self.owner[tensor] = "{}:{}".format(node_name, index)
-            outputs.append(NodeTensor(self.owner[tensor], self.value(tensor, self.produced(tensor)), dtype,
-                                      (origin_op, index)))
+            tensor, owner = prefix + str(index), node_prefix + str(index)
+            self.owner[tensor] = owner
+            outputs.append(NodeTensor(owner, self.value(tensor, self.produced(tensor)), dtype, (origin_op, index)))
         return outputs
 
     def input_for(self, op: _Logical, index: int) -> NodeTensor:
@@ -312,12 +316,14 @@ def _build(ops: List[_Logical], updates: Dict[str, Any], plan: Any, ascend: bool
     """The builder that made the nodes of ``ops`` (:func:`_logical_ops`): the Build graph depends on
     nothing else but ``updates``' op names, ``plan``, ``ascend`` and the answers of ``is_training``."""
     builder = _Builder(updates, plan, ascend)
+    dtype_of, shape_of, type_of = builder.dtype_of, builder.shape_of, builder.type_of
     for op in ops:
+        prefix = op.name + ":"
         for index, dtype in enumerate(op.output_dtypes):
-            tensor = "{}:{}".format(op.name, index)
-            builder.dtype_of[tensor] = dtype
-            builder.shape_of[tensor] = op.output_shapes[index]
-            builder.type_of[tensor] = op.type
+            tensor = prefix + str(index)
+            dtype_of[tensor] = dtype
+            shape_of[tensor] = op.output_shapes[index]
+            type_of[tensor] = op.type
     groups = []  # type: List[fusion.FusedGroup]
     if ascend:
         consumers = {}  # type: Dict[str, List[str]]
@@ -423,8 +429,14 @@ def _reshape(last: _Built, ops: List[_Logical], shapes: Dict[str, Optional[Tuple
 
 def _with_values(node: NpuNode, replaced: Dict[int, Value]) -> NpuNode:
     """``node`` itself, or a copy whose tensors show the ``replaced`` Values."""
-    if not any(id(t.value) in replaced for t in node.inputs) and not any(
-            id(t.value) in replaced for t in node.outputs):
+    for tensors in (node.outputs, node.inputs):
+        for tensor in tensors:
+            if id(tensor.value) in replaced:
+                break
+        else:
+            continue
+        break
+    else:
         return node
 
     def swap(tensors: List[NodeTensor]) -> List[NodeTensor]:
