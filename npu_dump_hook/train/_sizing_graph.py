@@ -236,9 +236,11 @@ def build_static_nodes(executed: Sequence[Tuple[Any, bool]], dims: Dims, plan: A
     them and hands them on to the emulator's write of the step when its capture gives the same graph;
     ``capture``: the step's :func:`static_capture` when already made."""
     capture = capture if capture is not None else static_capture(executed, dims, edges, loops, index)
-    graph_ops = {record.name: op for record, (op, _) in zip(capture.executed_ops, executed)}  # one per executed op
+    graph_ops = {}  # type: Dict[str, Any]  # one per executed op, made when fusion first asks (a BatchNorm)
 
     def is_training(name: str) -> Optional[bool]:
+        if not graph_ops:
+            graph_ops.update((record.name, op) for record, (op, _) in zip(capture.executed_ops, executed))
         op = graph_ops.get(name)
         try:
             return bool(op.get_attr("is_training")) if op is not None else None
@@ -351,6 +353,15 @@ class _Sizer(object):
             found = self._entries[key] = len(encode_header(header)) - self.empty_header
         return found
 
+    def group(self, tensors: Sequence[Any], output: bool) -> Tuple[int, int]:
+        """``(header entries + payloads, stats rows)`` bytes of a node's inputs or outputs."""
+        files = rows = 0
+        for index, tensor in enumerate(tensors):
+            entry, payload, row = self.tensor(tensor, output, index)
+            files += entry + payload
+            rows += row
+        return files, rows
+
     def name_part(self, name: str) -> int:
         """A dump file's bytes besides its tensors' entries and payloads: length prefix, header, op name."""
         name_bytes = len(name.encode("utf-8"))  # the op_name field: tag, length varint, the name
@@ -437,29 +448,23 @@ def measure_dump(executed: Sequence[Tuple[Any, bool]], dims: Dims, options: Any,
         outs, ins, missing = present.tensors(node)
         runs = _runs(node, capture)
         name_bytes = sizer.name_part(node.name)
-        measured_outs = measured_ins = None  # type: Optional[List[Tuple[int, int, int]]]
+        measured_outs = measured_ins = None  # type: Optional[Tuple[int, int]]
         if not any(missing) and (ins or outs):  # everything (dump_mode "all") is dumped
-            measured_outs = [sizer.tensor(t, True, i) for i, t in enumerate(outs)]
-            measured_ins = [sizer.tensor(t, False, i) for i, t in enumerate(ins)]
-            all_bytes += runs * (name_bytes + _entries_and_payloads(measured_ins) + _entries_and_payloads(measured_outs))
+            measured_outs, measured_ins = sizer.group(outs, True), sizer.group(ins, False)
+            all_bytes += runs * (name_bytes + measured_ins[0] + measured_outs[0])
         chosen = _chosen_groups(mode, ins, outs, missing)
         if chosen is None:
             continue
         chosen_ins, chosen_outs = chosen
         if measured_outs is None or measured_ins is None:
-            measured_outs = [sizer.tensor(t, True, i) for i, t in enumerate(chosen_outs)]
-            measured_ins = [sizer.tensor(t, False, i) for i, t in enumerate(chosen_ins)]
-        # the chosen groups are each the whole present group or empty (_chosen_groups)
-        measured_ins = measured_ins if chosen_ins else []
-        measured_outs = measured_outs if chosen_outs else []
-        ops, files, tensors = ops + 1, files + runs, tensors + runs * (len(measured_ins) + len(measured_outs))
-        tensor_bytes += runs * (name_bytes + _entries_and_payloads(measured_ins) + _entries_and_payloads(measured_outs))
-        stats += runs * (STATS_HEADER_BYTES + sum(t[2] for t in measured_ins) + sum(t[2] for t in measured_outs))
+            measured_outs, measured_ins = sizer.group(chosen_outs, True), sizer.group(chosen_ins, False)
+        # the chosen groups are each the whole group held or empty (_chosen_groups)
+        measured_ins = measured_ins if chosen_ins else (0, 0)
+        measured_outs = measured_outs if chosen_outs else (0, 0)
+        ops, files, tensors = ops + 1, files + runs, tensors + runs * (len(chosen_ins) + len(chosen_outs))
+        tensor_bytes += runs * (name_bytes + measured_ins[0] + measured_outs[0])
+        stats += runs * (STATS_HEADER_BYTES + measured_ins[1] + measured_outs[1])
     return DumpMeasure(tensor_bytes, all_bytes, stats, files, tensors, ops)
-
-
-def _entries_and_payloads(measured: Sequence[Tuple[int, int, int]]) -> int:
-    return sum(entry + payload for entry, payload, _ in measured)
 
 
 class _Present(object):
