@@ -231,10 +231,13 @@ class _Builder(object):
     def input_for(self, op: _Logical, index: int) -> NodeTensor:
         """Input ``index`` of ``op``, through Cast/TransData nodes where the held form changes."""
         tensor = op.inputs[index]
-        wanted = self.read_as(op, index)
         have = self.produced(tensor)
+        if not self.ascend:  # read as produced: no Cast/TransData
+            return NodeTensor(self.owner.get(tensor, tensor), self.value(tensor, have),
+                              self.dtype_of.get(tensor, "float32"))
+        wanted = self.read_as(op, index)
         source = self.owner.get(tensor, tensor)
-        if self.ascend and have != wanted:
+        if have != wanted:
             source = self.trans_chain(tensor, source, have, wanted)
         return NodeTensor(source, self.value(tensor, wanted), self.dtype_of.get(tensor, "float32"))
 

@@ -391,13 +391,17 @@ class _Sizer(object):
         union of :meth:`entry`'s and :meth:`stats_row`'s keys, which decide all three)."""
         value = tensor.value
         origin = tensor.origin if output else None
-        key = (value.held, value.shape, tensor.tf_dtype, output, index,
-               (len(origin[0].encode("utf-8")), origin[1]) if origin else None)
+        key = (value.held, value.shape, tensor.tf_dtype, output, index, (_utf8_length(origin[0]), origin[1])
+               if origin else None)
         found = self._tensors.get(key)
         if found is None:
             found = self._tensors[key] = (self.entry(tensor, output), self.payload(tensor)[0],
                                           self.stats_row("Output" if output else "Input", index, tensor))
         return found
+
+
+def _utf8_length(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
 
 
 def _elements(dims: Sequence[int]) -> int:
