@@ -364,9 +364,9 @@ class SharedBuild(object):
     (and the next dumped ones) from it. :meth:`nodes` is :func:`build_nodes`, answered from the last
     build when everything it was built from is equal -- the logical ops (names, types, inputs,
     control inputs, output dtypes), the updates' op names, the same ``plan`` object, ``ascend`` and
-    every ``is_training`` answer the fusion asked for -- and every output shape has the same rank
-    (known or not): the held forms, fusion and Cast/TransData nodes depend on nothing else. Shapes
-    that differ in their dimensions (a static shape's batch guess, a dynamic ``Shape``'s length)
+    every ``is_training`` answer the fusion asked for -- and no output shape changed the held forms
+    (:func:`_reshaped`): fusion and Cast/TransData nodes depend on nothing else. Shapes that differ
+    otherwise (a static shape's batch guess, a dynamic ``Shape``'s length, an unknown static rank)
     get new :class:`Value` objects and the nodes that show them new node objects; anything else
     that changed (a changed graph) is built again, never reused. The nodes are read, never changed,
     by their users."""
@@ -383,7 +383,7 @@ class SharedBuild(object):
         last = self._last
         if (last is not None and last.plan is plan and last.ascend == ascend and last.updated == updated
                 and all(ask(name) == answer for name, answer in last.answers.items())):
-            reshaped = _reshaped(last.ops, ops)
+            reshaped = _reshaped(last.ops, ops, ascend)
             if reshaped is not None:
                 self.reused += 1
                 self._last = _reshape(last, ops, reshaped) if reshaped else last
@@ -399,9 +399,13 @@ class SharedBuild(object):
         return builder.nodes
 
 
-def _reshaped(old: List[_Logical], new: List[_Logical]) -> Optional[Dict[str, Optional[Tuple[int, ...]]]]:
-    """``{logical tensor: new shape}`` of the outputs whose shape changed with its rank kept, when
-    nothing else differs between ``old`` and ``new``; None when anything else does."""
+def _reshaped(old: List[_Logical], new: List[_Logical], ascend: bool
+              ) -> Optional[Dict[str, Optional[Tuple[int, ...]]]]:
+    """``{logical tensor: new shape}`` of the outputs whose shape changed but not the held forms it
+    decides, when nothing else differs between ``old`` and ``new``; None when anything else does.
+    The forms depend on the rank only: under ``ascend`` any rank (or its being known) counts, else
+    only whether the tensor is 4-D (its NHWC origin format; TF 1.15 gives some gradients no static
+    rank at all)."""
     if len(old) != len(new):
         return None
     changed = {}  # type: Dict[str, Optional[Tuple[int, ...]]]
@@ -413,10 +417,14 @@ def _reshaped(old: List[_Logical], new: List[_Logical]) -> Optional[Dict[str, Op
         for index, (before, after) in enumerate(zip(was.output_shapes, now.output_shapes)):
             if before == after:
                 continue
-            if before is None or after is None or len(before) != len(after):
+            if _rank(before) != _rank(after) and (ascend or (_rank(before) == 4) != (_rank(after) == 4)):
                 return None
             changed["{}:{}".format(now.name, index)] = after
     return changed
+
+
+def _rank(shape: Optional[Tuple[int, ...]]) -> int:
+    return -1 if shape is None else len(shape)
 
 
 def _reshape(last: _Built, ops: List[_Logical], shapes: Dict[str, Optional[Tuple[int, ...]]]) -> _Built:

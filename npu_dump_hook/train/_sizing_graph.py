@@ -178,12 +178,13 @@ def static_capture(executed: Sequence[Tuple[Any, bool]], dims: Dims, edges: Opti
 
 
 def _dtype_name(dtype: Any, seen: Dict[int, Tuple[Any, str, int]]) -> str:
-    """``dtype.base_dtype.name``, read once per TF dtype object (kept in ``seen`` with its size, so
-    that its id stays its own)."""
-    found = seen.get(id(dtype))
+    """``dtype.base_dtype.name``, read once per TF dtype (by its enum: TF 1.15 makes a dtype object
+    per tensor), kept in ``seen`` with its size."""
+    enum = dtype.as_datatype_enum
+    found = seen.get(enum)
     if found is None:
         base = dtype.base_dtype
-        found = seen[id(dtype)] = (dtype, base.name, 0 if base.name in _NO_VALUE_DTYPES else base.size)
+        found = seen[enum] = (dtype, base.name, 0 if base.name in _NO_VALUE_DTYPES else base.size)
     return found[1]
 
 

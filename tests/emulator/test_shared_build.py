@@ -80,15 +80,30 @@ def test_a_changed_graph_plan_or_profile_is_built_again_never_reused():
     assert _described(plain) == _described(npu_graph.build_nodes(changed, same_plan, False))
 
 
-def test_a_rank_change_builds_again():
+def _reranked(graph, train_op, shape):
+    """The static capture with ``x`` given another static shape, as a step of another rank would."""
+    capture, _ = _capture(graph, train_op, 4)
+    record = next(op for op in capture.executed_ops if op.name == "x")
+    record.output_shapes[0] = shape
+    capture.by_name["x:0"] = capture.by_name["x:0"]._replace(shape=shape)
+    return capture
+
+
+def test_a_rank_change_that_changes_a_held_form_builds_again():
     graph, train_op = _graph()
     estimated, executed = _capture(graph, train_op, 4)
+    plan = static_plan(executed, True)
     shared = npu_graph.SharedBuild()
     shared.nodes(estimated)
-    reranked, _ = _capture(graph, train_op, 4)
-    record = next(op for op in reranked.executed_ops if op.name == "x")
-    record.output_shapes[0] = (2, 2, 2, 4)  # as a capture of another rank would give
-    reranked.by_name["x:0"] = reranked.by_name["x:0"]._replace(shape=(2, 2, 2, 4))
-    built = shared.nodes(reranked)
-    assert shared.reused == 0
-    assert _described(built) == _described(npu_graph.build_nodes(reranked))
+    three_d = _reranked(graph, train_op, (4, 4, 1))  # ND as the 2-D one: the nodes are kept, the shape new
+    again = shared.nodes(three_d)
+    assert shared.reused == 1
+    assert _described(again) == _described(npu_graph.build_nodes(three_d))
+    four_d = _reranked(graph, train_op, (2, 2, 2, 4))  # 4-D: its origin format is NHWC
+    built = shared.nodes(four_d)
+    assert shared.reused == 1
+    assert _described(built) == _described(npu_graph.build_nodes(four_d))
+    shared.nodes(estimated, plan, True)
+    ascend = shared.nodes(three_d, plan, True)  # ascend: any rank change counts
+    assert shared.reused == 1
+    assert _described(ascend) == _described(npu_graph.build_nodes(three_d, plan, True))
