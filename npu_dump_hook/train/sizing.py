@@ -58,6 +58,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 from .. import _tf
 from ..constants import COMPLETE_STEP_MARKER, INCOMPLETE_STEP_MARKER
 from ..environment import session_options
+from ..emulator.npu_graph import cyclic_gc_paused
 from ..errors import DumpSizeError
 from ._capture_plan import is_update_type, while_or_cond
 from ._sizing_graph import (DEFAULT_PRECISION_MODE, LENGTH_PREFIX, STATS_FLOAT_CELL, STATS_HEADER_BYTES,
@@ -273,11 +274,12 @@ def estimate(executed: Sequence[Tuple[Any, bool]], graph: Any, options: Any, ste
     if device.plan is None and added:
         raise ValueError("estimate: ops added to the graph need the numerics plan that added them")
     loops = LoopCounts()
-    capture = static_capture(executed, shapes.dims, edges, loops, index)  # the Build graph's and the golden's
-    dump = measure_dump(executed, shapes.dims, options, device, edges, loops, index, capture)
+    with cyclic_gc_paused():  # 10,000s of short-lived objects: no collection walking TF's graph meanwhile
+        capture = static_capture(executed, shapes.dims, edges, loops, index)  # the Build graph's and the golden's
+        dump = measure_dump(executed, shapes.dims, options, device, edges, loops, index, capture)
+        outputs = _captured_sizes(executed, capture, shapes, loops) if golden or scratch else []
     golden_files = golden_bytes = scratch_bytes = 0
     if golden or scratch:
-        outputs = _captured_sizes(executed, capture, shapes, loops)
         if golden:
             golden_files, golden_bytes = len(outputs), sum(outputs) + GOLDEN_PER_FILE * len(outputs)
         if scratch:
