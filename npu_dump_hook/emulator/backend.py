@@ -149,6 +149,8 @@ class EmulatedNpu(object):
         self.graph_name = None  # type: Optional[str]
         self.time_dir = None  # type: Optional[str]
         self._tf_graph = None  # type: Any
+        #: The Build graph, built once: by the size estimate before the dumped step or by write_step.
+        self.shared_build = npu_graph.SharedBuild()
         self._dumped_iterations = 0
         self._task_ids = {}  # type: Dict[str, int]
         self._name_prefixes = {}  # type: Dict[Tuple[str, str], str]
@@ -189,7 +191,7 @@ class EmulatedNpu(object):
         if self.time_dir is None:
             self.session_started()
         with npu_graph.cyclic_gc_paused():
-            ge_ops = npu_graph.build_nodes(capture, self.plan, self.profile == "ascend", self._is_training)
+            ge_ops = self.shared_build.nodes(capture, self.plan, self.profile == "ascend", self._is_training)
             if self.graph_file is None:
                 self._write_graph(ge_ops)
         data_index = step if options.dump_step is not None else self._dumped_iterations

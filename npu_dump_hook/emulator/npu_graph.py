@@ -41,13 +41,13 @@ held (:class:`~.layout.Held`), so the writer lays the array out without knowing 
 """
 import contextlib
 import gc
-from typing import Any, Callable, Iterator, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from . import fusion, layout
 from .ge_model import ge_type, is_no_task
 from .hccl import ge_collective_type
 
-__all__ = ["Value", "NodeTensor", "NpuNode", "build_nodes", "cyclic_gc_paused", "TRANS_TYPES"]
+__all__ = ["Value", "NodeTensor", "NpuNode", "build_nodes", "SharedBuild", "cyclic_gc_paused", "TRANS_TYPES"]
 
 TRANS_TYPES = ("Cast", "TransData")
 
@@ -116,7 +116,6 @@ def _logical_ops(capture: Any, plan: Any) -> List[_Logical]:
     """Executed ops minus the numerics rewrite's, inputs read from the original tensors; update ops
     get one output per variable they update."""
     added = plan.added_ops if plan is not None else frozenset()
-    original = plan.original_of if plan is not None else (lambda name: name)
     by_name = capture.by_name
     updates = getattr(capture, "updates", {}) or {}
     handle_of = {"{}:{}".format(op.name, index) for op in capture.executed_ops
@@ -130,17 +129,22 @@ def _logical_ops(capture: Any, plan: Any) -> List[_Logical]:
             captured = by_name.get("{}:{}".format(op.name, index))
             dtypes.append(captured.dtype if captured is not None else "float32")
             shapes.append(None)
+        prefix = op.name + ":"  # the op's tensor names, "op:i", as "{}:{}".format(name, i) makes them
         for index in range(len(shapes)):
-            captured = by_name.get("{}:{}".format(op.name, index))
+            captured = by_name.get(prefix + str(index))
             if captured is not None:
                 shapes[index] = tuple(captured.shape)
                 if dtypes[index] == "resource":  # a variable's handle, captured as its value before the step
                     dtypes[index] = captured.dtype
         op_type = ge_collective_type(op.name, op.type) or op.type  # an emulated HCCL py_func: GE's Hcom* type
-        inputs, handles = _split_handles([original(name) for name in op.inputs], handle_of, by_name)
-        controls = [c for c in op.control_inputs if c not in added]
-        result.append(_Logical(op.name, op_type, inputs, controls + [h for h in handles if h not in controls],
-                               dtypes, shapes))
+        inputs = list(op.inputs) if plan is None else [plan.original_of(name) for name in op.inputs]
+        handles = []  # type: List[str]
+        if handle_of and not handle_of.isdisjoint(inputs):
+            inputs, handles = _split_handles(inputs, handle_of, by_name)
+        controls = [c for c in op.control_inputs if c not in added] if added else list(op.control_inputs)
+        if handles:
+            controls += [h for h in handles if h not in controls]
+        result.append(_Logical(op.name, op_type, inputs, controls, dtypes, shapes))
     return result
 
 
@@ -159,13 +163,12 @@ def _split_handles(inputs: List[str], handle_of: Set[str], by_name: Any) -> Tupl
 
 
 class _Builder(object):
-    def __init__(self, capture: Any, plan: Any, ascend: bool) -> None:
-        self.capture = capture
+    def __init__(self, updates: Any, plan: Any, ascend: bool) -> None:
         self.plan = plan
         self.ascend = ascend
         self.fp16_tensors = plan.fp16_tensors if (plan is not None and ascend) else frozenset()
         self.fp16_ops = plan.fp16_ops if (plan is not None and ascend) else frozenset()
-        self.updates = getattr(capture, "updates", {}) or {}
+        self.updates = updates
         self.nodes = []  # type: List[NpuNode]
         self.owner = {}  # type: Dict[str, str]  # logical tensor -> Build-graph output "node:i"
         self.trans = {}  # type: Dict[Tuple[str, layout.Held], str]
@@ -198,9 +201,9 @@ class _Builder(object):
 
     def read_as(self, op: _Logical, index: int) -> layout.Held:
         tensor = op.inputs[index]
-        dtype, shape = self.dtype_of.get(tensor, "float32"), self.shape_of.get(tensor)
         if not self.ascend:
-            return layout.plain(dtype, shape)
+            return self.produced(tensor)  # both plain(dtype, shape) of the tensor: made once
+        dtype, shape = self.dtype_of.get(tensor, "float32"), self.shape_of.get(tensor)
         return layout.input_held(op.type, index, dtype, shape, op.name in self.fp16_ops)
 
     def value(self, tensor: str, held: layout.Held) -> Value:
@@ -218,20 +221,23 @@ class _Builder(object):
     # -- nodes ----------------------------------------------------------------------
     def add_outputs(self, node_name: str, op: _Logical, origin_op: str) -> List[NodeTensor]:
         outputs = []
+        prefix, node_prefix = op.name + ":", node_name + ":"  # "{}:{}" names, made by concatenation
         for index, dtype in enumerate(op.output_dtypes):
-            tensor = "{}:{}".format(op.name, index)
-            self.owner[tensor] = "{}:{}".format(node_name, index)
-            outputs.append(NodeTensor(self.owner[tensor], self.value(tensor, self.produced(tensor)), dtype,
-                                      (origin_op, index)))
+            tensor, owner = prefix + str(index), node_prefix + str(index)
+            self.owner[tensor] = owner
+            outputs.append(NodeTensor(owner, self.value(tensor, self.produced(tensor)), dtype, (origin_op, index)))
         return outputs
 
     def input_for(self, op: _Logical, index: int) -> NodeTensor:
         """Input ``index`` of ``op``, through Cast/TransData nodes where the held form changes."""
         tensor = op.inputs[index]
-        wanted = self.read_as(op, index)
         have = self.produced(tensor)
+        if not self.ascend:  # read as produced: no Cast/TransData
+            return NodeTensor(self.owner.get(tensor, tensor), self.value(tensor, have),
+                              self.dtype_of.get(tensor, "float32"))
+        wanted = self.read_as(op, index)
         source = self.owner.get(tensor, tensor)
-        if self.ascend and have != wanted:
+        if have != wanted:
             source = self.trans_chain(tensor, source, have, wanted)
         return NodeTensor(source, self.value(tensor, wanted), self.dtype_of.get(tensor, "float32"))
 
@@ -301,13 +307,26 @@ def build_nodes(capture: Any, plan: Any = None, ascend: bool = False,
     """The Build-graph nodes of one captured step (module doc). ``ascend``: fusion and device
     formats; ``is_training(op name)``: a BatchNorm's ``is_training`` attr, for fusion."""
     ops = _logical_ops(capture, plan)
-    builder = _Builder(capture, plan, ascend)
+    return _build(ops, _updates(capture), plan, ascend, is_training or (lambda name: None)).nodes
+
+
+def _updates(capture: Any) -> Dict[str, Any]:
+    return getattr(capture, "updates", {}) or {}
+
+
+def _build(ops: List[_Logical], updates: Dict[str, Any], plan: Any, ascend: bool,
+           is_training: Callable[[str], Optional[bool]]) -> "_Builder":
+    """The builder that made the nodes of ``ops`` (:func:`_logical_ops`): the Build graph depends on
+    nothing else but ``updates``' op names, ``plan``, ``ascend`` and the answers of ``is_training``."""
+    builder = _Builder(updates, plan, ascend)
+    dtype_of, shape_of, type_of = builder.dtype_of, builder.shape_of, builder.type_of
     for op in ops:
+        prefix = op.name + ":"
         for index, dtype in enumerate(op.output_dtypes):
-            tensor = "{}:{}".format(op.name, index)
-            builder.dtype_of[tensor] = dtype
-            builder.shape_of[tensor] = op.output_shapes[index]
-            builder.type_of[tensor] = op.type
+            tensor = prefix + str(index)
+            dtype_of[tensor] = dtype
+            shape_of[tensor] = op.output_shapes[index]
+            type_of[tensor] = op.type
     groups = []  # type: List[fusion.FusedGroup]
     if ascend:
         consumers = {}  # type: Dict[str, List[str]]
@@ -315,7 +334,7 @@ def build_nodes(capture: Any, plan: Any = None, ascend: bool = False,
             for tensor in op.inputs:
                 consumers.setdefault(tensor, []).append(op.name)
         faulted = set(plan.faults) if plan is not None else set()  # type: Set[str]
-        groups = fusion.find_groups(ops, consumers, faulted, is_training or (lambda name: None))
+        groups = fusion.find_groups(ops, consumers, faulted, is_training)
     last_of = {g.last: g for g in groups}
     member_of = {m for g in groups for m in g.members}
     by_name = {op.name: op for op in ops}
@@ -325,7 +344,117 @@ def build_nodes(capture: Any, plan: Any = None, ascend: bool = False,
             builder.add_group(group, [by_name[m] for m in group.members])
         elif op.name not in member_of:
             builder.add_op(op)
-    return builder.nodes
+    return builder
+
+
+class _Built(NamedTuple):
+    ops: List[_Logical]
+    updated: FrozenSet[str]
+    plan: Any
+    ascend: bool
+    answers: Dict[str, Optional[bool]]
+    nodes: List[NpuNode]
+    #: The builder's ``{(logical tensor, held): Value}``: every Value of ``nodes``.
+    values: Dict[Tuple[str, layout.Held], Value]
+
+
+class SharedBuild(object):
+    """The Build graph built once and handed on: the size estimate builds it before the dumped step
+    from static shapes (:mod:`npu_dump_hook.train._sizing_graph`), the emulator writes that step
+    (and the next dumped ones) from it. :meth:`nodes` is :func:`build_nodes`, answered from the last
+    build when everything it was built from is equal -- the logical ops (names, types, inputs,
+    control inputs, output dtypes), the updates' op names, the same ``plan`` object, ``ascend`` and
+    every ``is_training`` answer the fusion asked for -- and no output shape changed the held forms
+    (:func:`_reshaped`): fusion and Cast/TransData nodes depend on nothing else. Shapes that differ
+    otherwise (a static shape's batch guess, a dynamic ``Shape``'s length, an unknown static rank)
+    get new :class:`Value` objects and the nodes that show them new node objects; anything else
+    that changed (a changed graph) is built again, never reused. The nodes are read, never changed,
+    by their users."""
+
+    def __init__(self) -> None:
+        self._last = None  # type: Optional[_Built]
+        #: How many :meth:`nodes` calls were answered from the last build (for tests and logs).
+        self.reused = 0
+
+    def nodes(self, capture: Any, plan: Any = None, ascend: bool = False,
+              is_training: Optional[Callable[[str], Optional[bool]]] = None) -> List[NpuNode]:
+        ask = is_training or (lambda name: None)
+        ops, updated = _logical_ops(capture, plan), frozenset(_updates(capture))
+        last = self._last
+        if (last is not None and last.plan is plan and last.ascend == ascend and last.updated == updated
+                and all(ask(name) == answer for name, answer in last.answers.items())):
+            reshaped = _reshaped(last.ops, ops, ascend)
+            if reshaped is not None:
+                self.reused += 1
+                self._last = _reshape(last, ops, reshaped) if reshaped else last
+                return self._last.nodes
+        answers = {}  # type: Dict[str, Optional[bool]]
+
+        def noted(name: str) -> Optional[bool]:
+            found = answers[name] = ask(name)
+            return found
+
+        builder = _build(ops, _updates(capture), plan, ascend, noted)
+        self._last = _Built(ops, updated, plan, ascend, answers, builder.nodes, builder._values)
+        return builder.nodes
+
+
+def _reshaped(old: List[_Logical], new: List[_Logical], ascend: bool
+              ) -> Optional[Dict[str, Optional[Tuple[int, ...]]]]:
+    """``{logical tensor: new shape}`` of the outputs whose shape changed but not the held forms it
+    decides, when nothing else differs between ``old`` and ``new``; None when anything else does.
+    The forms depend on the rank only: under ``ascend`` any rank (or its being known) counts, else
+    only whether the tensor is 4-D (its NHWC origin format; TF 1.15 gives some gradients no static
+    rank at all)."""
+    if len(old) != len(new):
+        return None
+    changed = {}  # type: Dict[str, Optional[Tuple[int, ...]]]
+    for was, now in zip(old, new):
+        if was == now:
+            continue
+        if was[:5] != now[:5]:  # all but output_shapes
+            return None
+        for index, (before, after) in enumerate(zip(was.output_shapes, now.output_shapes)):
+            if before == after:
+                continue
+            if _rank(before) != _rank(after) and (ascend or (_rank(before) == 4) != (_rank(after) == 4)):
+                return None
+            changed["{}:{}".format(now.name, index)] = after
+    return changed
+
+
+def _rank(shape: Optional[Tuple[int, ...]]) -> int:
+    return -1 if shape is None else len(shape)
+
+
+def _reshape(last: _Built, ops: List[_Logical], shapes: Dict[str, Optional[Tuple[int, ...]]]) -> _Built:
+    """``last`` with the Values of the logical tensors in ``shapes`` showing their new shapes."""
+    values = dict(last.values)
+    replaced = {}  # type: Dict[int, Value]  # id(old Value) -> new Value
+    for key, value in last.values.items():
+        if key[0] in shapes:
+            replaced[id(value)] = values[key] = value._replace(shape=shapes[key[0]])
+    nodes = [_with_values(node, replaced) for node in last.nodes]
+    return last._replace(ops=ops, nodes=nodes, values=values)
+
+
+def _with_values(node: NpuNode, replaced: Dict[int, Value]) -> NpuNode:
+    """``node`` itself, or a copy whose tensors show the ``replaced`` Values."""
+    for tensors in (node.outputs, node.inputs):
+        for tensor in tensors:
+            if id(tensor.value) in replaced:
+                break
+        else:
+            continue
+        break
+    else:
+        return node
+
+    def swap(tensors: List[NodeTensor]) -> List[NodeTensor]:
+        return [t._replace(value=replaced[id(t.value)]) if id(t.value) in replaced else t for t in tensors]
+
+    return NpuNode(node.name, node.type, node.tf_type, swap(node.inputs), list(node.control_inputs),
+                   swap(node.outputs), node.kind, node.original_names, node.original_types)
 
 
 @contextlib.contextmanager

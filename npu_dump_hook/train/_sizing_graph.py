@@ -62,12 +62,15 @@ class StaticCapture(object):
     """The part of a :class:`~npu_dump_hook.train.capture.CaptureResult` the graph builder reads."""
 
     def __init__(self, executed_ops: List[ExecutedOp], by_name: Dict[str, StaticValue],
-                 updates: Dict[str, List[str]], iterations: Dict[str, int]) -> None:
+                 updates: Dict[str, List[str]], iterations: Dict[str, int],
+                 itemsizes: Optional[Dict[str, int]] = None) -> None:
         self.executed_ops = executed_ops
         self.by_name = by_name
         self.updates = updates
         #: ``{tensor name: values in the step}`` of the TF 1.x loop-body tensors (one per iteration).
         self.iterations = iterations
+        #: ``{dtype name: bytes per element}`` (TF's ``DType.size``) of the executed ops' output dtypes.
+        self.itemsizes = itemsizes or {}
 
 
 class StaticPlan(object):
@@ -131,31 +134,34 @@ def static_capture(executed: Sequence[Tuple[Any, bool]], dims: Dims, edges: Opti
     new one), whose ``edges`` are the default ``edges``."""
     graph_index = index if index is not None else GraphIndex(None)
     edges, loops = edges or (graph_index.edges if index is not None else _plain_edges), loops or LoopCounts()
-    name = graph_index.name
+    name, op_type, own_edges = graph_index.name, graph_index.type, edges == graph_index.edges
     ops, by_name, updates = [], {}, {}  # type: List[ExecutedOp], Dict[str, StaticValue], Dict[str, List[str]]
     iterations = {}  # type: Dict[str, int]
     folded = {}  # type: Dict[str, bool]
+    dtypes_seen = {}  # type: Dict[int, Tuple[Any, str, int]]
     for order, (op, _fed_only) in enumerate(executed):
         dtypes, shapes = [], []  # type: List[str], List[Optional[Tuple[int, ...]]]
         in_loop = while_or_cond(op) == "while"
         op_name = name(op)
+        prefix = op_name + ":"  # tensor names "op:i" without TF's accessors
         for number, tensor in enumerate(op.outputs):
-            dtype, shape = tensor.dtype.base_dtype.name, dims(tensor)
+            dtype, shape = _dtype_name(tensor.dtype, dtypes_seen), dims(tensor)
             dtypes.append(dtype)
             shapes.append(shape)
-            value = _variable_value(tensor) if dtype == "resource" else None
             if in_loop and unwatched_in_loop(op, folded):
                 continue  # TF's per-iteration watches see no value of these (capture: LOOP_ENTRY_REASON)
-            tensor_name = "{}:{}".format(op_name, number)  # tensor.name, without TF's accessors
-            if value is not None:
-                by_name[tensor_name] = value
+            tensor_name = prefix + str(number)
+            if dtype == "resource":
+                value = _variable_value(tensor)
+                if value is not None:
+                    by_name[tensor_name] = value
             elif dtype not in _NO_VALUE_DTYPES:
                 by_name[tensor_name] = StaticValue(dtype, shape or ())
             if in_loop and tensor_name in by_name:
                 iterations[tensor_name] = loops.of(op)
         inputs, controls = edges(op)
-        input_names = graph_index.input_names(op) if edges == graph_index.edges else [t.name for t in inputs]
-        ops.append(ExecutedOp(name=op_name, type=graph_index.type(op), inputs=list(input_names),
+        input_names = graph_index.input_names(op) if own_edges else [t.name for t in inputs]
+        ops.append(ExecutedOp(name=op_name, type=op_type(op), inputs=list(input_names),
                               control_inputs=[name(c) for c in controls], order=order,
                               output_dtypes=dtypes, output_shapes=shapes))
     for record, (op, fed_only) in zip(ops, executed):
@@ -167,7 +173,19 @@ def static_capture(executed: Sequence[Tuple[Any, bool]], dims: Dims, edges: Opti
             for number, variable in enumerate(variables):  # output k: the k-th variable after the step
                 by_name.setdefault("{}:{}".format(record.name, number),
                                    by_name.get(variable) or _ref_value(variable, by_name))
-    return StaticCapture(ops, by_name, updates, iterations)
+    itemsizes = {dtype_name: size for _, dtype_name, size in dtypes_seen.values()}
+    return StaticCapture(ops, by_name, updates, iterations, itemsizes)
+
+
+def _dtype_name(dtype: Any, seen: Dict[int, Tuple[Any, str, int]]) -> str:
+    """``dtype.base_dtype.name``, read once per TF dtype (by its enum: TF 1.15 makes a dtype object
+    per tensor), kept in ``seen`` with its size."""
+    enum = dtype.as_datatype_enum
+    found = seen.get(enum)
+    if found is None:
+        base = dtype.base_dtype
+        found = seen[enum] = (dtype, base.name, 0 if base.name in _NO_VALUE_DTYPES else base.size)
+    return found[1]
 
 
 def unwatched_in_loop(op: Any, memo: Dict[str, bool]) -> bool:
@@ -210,22 +228,31 @@ def static_plan(executed: Sequence[Tuple[Any, bool]], fp16: bool) -> StaticPlan:
 
 
 def build_static_nodes(executed: Sequence[Tuple[Any, bool]], dims: Dims, plan: Any, ascend: bool,
-                       edges: Optional[Edges] = None, loops: Optional[LoopCounts] = None, index: Any = None
-                       ) -> Tuple[List[Any], StaticCapture]:
+                       edges: Optional[Edges] = None, loops: Optional[LoopCounts] = None, index: Any = None,
+                       shared: Any = None, capture: Optional[StaticCapture] = None) -> Tuple[List[Any], StaticCapture]:
     """``(Build-graph nodes, static capture)`` of the step: :func:`~npu_dump_hook.emulator.npu_graph.build_nodes`
     over the static capture (``plan``: the backend's numerics plan or a :class:`StaticPlan`;
-    ``ascend``: fusion and device formats; ``index`` as :func:`static_capture`'s)."""
-    capture = static_capture(executed, dims, edges, loops, index)
-    graph_ops = {record.name: op for record, (op, _) in zip(capture.executed_ops, executed)}  # one per executed op
+    ``ascend``: fusion and device formats; ``index`` as :func:`static_capture`'s); ``shared``: the
+    emulating backend's :class:`~npu_dump_hook.emulator.npu_graph.SharedBuild`, which then builds
+    them and hands them on to the emulator's write of the step when its capture gives the same graph;
+    ``capture``: the step's :func:`static_capture` when already made."""
+    capture = capture if capture is not None else static_capture(executed, dims, edges, loops, index)
+    graph_ops = {}  # type: Dict[str, Any]  # one per executed op, made when fusion first asks (a BatchNorm)
 
     def is_training(name: str) -> Optional[bool]:
+        if not graph_ops:
+            graph_ops.update((record.name, op) for record, (op, _) in zip(capture.executed_ops, executed))
         op = graph_ops.get(name)
         try:
             return bool(op.get_attr("is_training")) if op is not None else None
         except (ValueError, KeyError):
             return None
 
-    return npu_graph.build_nodes(capture, plan, ascend, is_training), capture
+    if shared is None:
+        return npu_graph.build_nodes(capture, plan, ascend, is_training), capture
+    if isinstance(plan, StaticPlan) and not plan.fp16_ops:
+        plan = None  # a plan that changes nothing builds what the emulator's None builds (its key)
+    return shared.nodes(capture, plan, ascend, is_training), capture
 
 
 # --------------------------------------------------------------------------- what the dump files take
@@ -240,6 +267,8 @@ class DeviceModel(NamedTuple):
     ascend: bool = False
     precision_mode: str = ""
     note: str = ""
+    #: The emulating backend's :class:`~npu_dump_hook.emulator.npu_graph.SharedBuild` (None: no emulator).
+    shared: Any = None
 
     def describe(self) -> str:
         if not self.ascend:
@@ -280,28 +309,6 @@ def _value(capture: StaticCapture, tensor: Any) -> Optional[StaticValue]:
     if found is None and value.fallback is not None:
         found = capture.by_name.get(value.fallback)
     return found
-
-
-def _node_tensors(node: Any, capture: StaticCapture, mode: str) -> Optional[Tuple[list, list]]:
-    """``(inputs, outputs)`` a node's file holds under ``mode``, each ``[(NodeTensor, StaticValue)]``,
-    or None when the emulator writes no file (the same rules as its writer)."""
-    outs = [(t, _value(capture, t)) for t in node.outputs]
-    ins = [(t, _value(capture, t)) for t in node.inputs] if mode in ("input", "all") else []
-    return _chosen_tensors(ins, outs, mode)
-
-
-def _chosen_tensors(ins: list, outs: list, mode: str) -> Optional[Tuple[list, list]]:
-    """:func:`_node_tensors` from the node's ``[(NodeTensor, value)]`` (inputs read under
-    ``"input"``/``"all"`` only)."""
-    if mode not in ("input", "all"):
-        ins = []
-    missing = any(v is None for _, v in outs + ins)
-    outs, ins = [p for p in outs if p[1] is not None], [p for p in ins if p[1] is not None]
-    if missing and (mode != "output" or not outs):
-        return None
-    if mode == "input":
-        outs = []
-    return (ins, outs) if ins or outs else None
 
 
 def _itemsize(dtype: str) -> int:
@@ -347,11 +354,19 @@ class _Sizer(object):
             found = self._entries[key] = len(encode_header(header)) - self.empty_header
         return found
 
-    def file(self, name: str, ins: Sequence[Tuple[int, int]], outs: Sequence[Tuple[int, int]]) -> int:
-        """One dump file: length prefix, header (op name, entries) and payloads; each tensor ``(entry, payload)``."""
+    def group(self, tensors: Sequence[Any], output: bool) -> Tuple[int, int]:
+        """``(header entries + payloads, stats rows)`` bytes of a node's inputs or outputs."""
+        files = rows = 0
+        for index, tensor in enumerate(tensors):
+            entry, payload, row = self.tensor(tensor, output, index)
+            files += entry + payload
+            rows += row
+        return files, rows
+
+    def name_part(self, name: str) -> int:
+        """A dump file's bytes besides its tensors' entries and payloads: length prefix, header, op name."""
         name_bytes = len(name.encode("utf-8"))  # the op_name field: tag, length varint, the name
-        header = self.empty_header + 1 + _varint_bytes(name_bytes) + name_bytes
-        return LENGTH_PREFIX + header + sum(e + p for e, p in ins) + sum(e + p for e, p in outs)
+        return LENGTH_PREFIX + self.empty_header + 1 + _varint_bytes(name_bytes) + name_bytes
 
     def stats_row(self, direction: str, index: int, tensor: Any) -> int:
         key = (direction, index, tensor.value.held, tensor.value.shape)
@@ -377,13 +392,17 @@ class _Sizer(object):
         union of :meth:`entry`'s and :meth:`stats_row`'s keys, which decide all three)."""
         value = tensor.value
         origin = tensor.origin if output else None
-        key = (value.held, value.shape, tensor.tf_dtype, output, index,
-               (len(origin[0].encode("utf-8")), origin[1]) if origin else None)
+        key = (value.held, value.shape, tensor.tf_dtype, output, index, (_utf8_length(origin[0]), origin[1])
+               if origin else None)
         found = self._tensors.get(key)
         if found is None:
             found = self._tensors[key] = (self.entry(tensor, output), self.payload(tensor)[0],
                                           self.stats_row("Output" if output else "Input", index, tensor))
         return found
+
+
+def _utf8_length(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
 
 
 def _elements(dims: Sequence[int]) -> int:
@@ -411,45 +430,80 @@ def _storage(dtype: str) -> str:
 
 def _runs(node: Any, capture: StaticCapture) -> int:
     """How many files the node gets in a step: one per iteration of the loop its tensors sit in."""
+    if not capture.iterations:
+        return 1
     counts = [capture.iterations.get(t.value.tensor, 0) for t in list(node.outputs) + list(node.inputs)]
     return max(counts + [1])
 
 
 def measure_dump(executed: Sequence[Tuple[Any, bool]], dims: Dims, options: Any, device: DeviceModel,
-                 edges: Optional[Edges] = None, loops: Optional[LoopCounts] = None, index: Any = None) -> DumpMeasure:
+                 edges: Optional[Edges] = None, loops: Optional[LoopCounts] = None, index: Any = None,
+                 capture: Optional[StaticCapture] = None) -> DumpMeasure:
     """The bytes GE (or the emulator) writes for one step of ``executed`` under ``options``
-    (``index`` as :func:`static_capture`'s)."""
+    (``index`` as :func:`static_capture`'s; ``capture``: the step's static capture when already made)."""
     plan = device.plan if device.plan is not None else static_plan(executed, device.ascend and device.fp16)
     with npu_graph.cyclic_gc_paused():
-        nodes, capture = build_static_nodes(executed, dims, plan, device.ascend, edges, loops, index)
+        nodes, capture = build_static_nodes(executed, dims, plan, device.ascend, edges, loops, index, device.shared,
+                                            capture)
     mode = "all" if options.enable_dump_debug else options.dump_mode
     sizer = _Sizer(device.ascend)
+    present = _Present(capture)
     tensor_bytes = all_bytes = stats = files = tensors = ops = 0
     for node in dumped_nodes(nodes, options.layers):
-        # each tensor's value looked up and measured once, for "all" and for the chosen mode
-        outs_ = [(t, _value(capture, t)) for t in node.outputs]
-        ins_ = [(t, _value(capture, t)) for t in node.inputs]
-        everything = _chosen_tensors(ins_, outs_, "all")
-        chosen = everything if mode == "all" else _chosen_tensors(ins_, outs_, mode)
+        outs, ins, missing = present.tensors(node)
         runs = _runs(node, capture)
-        measured = {}  # type: Dict[Tuple[int, bool, int], Tuple[int, int, int]]
-
-        def measure(tensor: Any, out: bool, index: int) -> Tuple[int, int, int]:
-            key = (id(tensor), out, index)
-            found = measured.get(key)
-            if found is None:
-                found = measured[key] = sizer.tensor(tensor, out, index)
-            return found
-
-        if everything is not None:
-            sizes = [[measure(t, out, i)[:2] for i, (t, _) in enumerate(group)]
-                     for group, out in zip(everything, (False, True))]
-            all_bytes += runs * sizer.file(node.name, sizes[0], sizes[1])
+        name_bytes = sizer.name_part(node.name)
+        measured_outs = measured_ins = None  # type: Optional[Tuple[int, int]]
+        if not any(missing) and (ins or outs):  # everything (dump_mode "all") is dumped
+            measured_outs, measured_ins = sizer.group(outs, True), sizer.group(ins, False)
+            all_bytes += runs * (name_bytes + measured_ins[0] + measured_outs[0])
+        chosen = _chosen_groups(mode, ins, outs, missing)
         if chosen is None:
             continue
-        ins, outs = ([measure(t, out, i) for i, (t, _) in enumerate(group)]
-                     for group, out in zip(chosen, (False, True)))
-        ops, files, tensors = ops + 1, files + runs, tensors + runs * (len(ins) + len(outs))
-        tensor_bytes += runs * sizer.file(node.name, [t[:2] for t in ins], [t[:2] for t in outs])
-        stats += runs * (STATS_HEADER_BYTES + sum(t[2] for t in ins) + sum(t[2] for t in outs))
+        chosen_ins, chosen_outs = chosen
+        if measured_outs is None or measured_ins is None:
+            measured_outs, measured_ins = sizer.group(chosen_outs, True), sizer.group(chosen_ins, False)
+        # the chosen groups are each the whole group held or empty (_chosen_groups)
+        measured_ins = measured_ins if chosen_ins else (0, 0)
+        measured_outs = measured_outs if chosen_outs else (0, 0)
+        ops, files, tensors = ops + 1, files + runs, tensors + runs * (len(chosen_ins) + len(chosen_outs))
+        tensor_bytes += runs * (name_bytes + measured_ins[0] + measured_outs[0])
+        stats += runs * (STATS_HEADER_BYTES + measured_ins[1] + measured_outs[1])
     return DumpMeasure(tensor_bytes, all_bytes, stats, files, tensors, ops)
+
+
+class _Present(object):
+    """Which of a node's tensors the static capture holds (:func:`_value`, once per :class:`Value`)."""
+
+    def __init__(self, capture: StaticCapture) -> None:
+        self.capture = capture
+        self._found = {}  # type: Dict[int, Tuple[Any, bool]]  # id(Value) -> (Value, captured)
+
+    def has(self, tensor: Any) -> bool:
+        value = tensor.value
+        found = self._found.get(id(value))
+        if found is None:
+            found = self._found[id(value)] = (value, _value(self.capture, tensor) is not None)
+        return found[1]
+
+    def tensors(self, node: Any) -> Tuple[list, list, Tuple[bool, bool]]:
+        """``(outputs held, inputs held, (an output missing, an input missing))``."""
+        has = self.has
+        outs = [t for t in node.outputs if has(t)]
+        ins = [t for t in node.inputs if has(t)]
+        return outs, ins, (len(outs) != len(node.outputs), len(ins) != len(node.inputs))
+
+
+def _chosen_groups(mode: str, ins: list, outs: list, missing: Tuple[bool, bool]) -> Optional[Tuple[list, list]]:
+    """``(inputs, outputs)`` a node's file holds under ``mode`` from the tensors held (``missing``: an
+    output, an input not held), or None when the emulator writes no file: its writer's rules
+    (:meth:`~npu_dump_hook.emulator.backend.EmulatedNpu._op_tensors`). Each group is the whole
+    group held or empty."""
+    missing_out, missing_in = missing
+    if mode not in ("input", "all"):
+        ins, missing_in = [], False
+    if (missing_out or missing_in) and (mode != "output" or not outs):
+        return None
+    if mode == "input":
+        outs = []
+    return (ins, outs) if ins or outs else None

@@ -58,10 +58,11 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 from .. import _tf
 from ..constants import COMPLETE_STEP_MARKER, INCOMPLETE_STEP_MARKER
 from ..environment import session_options
+from ..emulator.npu_graph import cyclic_gc_paused
 from ..errors import DumpSizeError
 from ._capture_plan import is_update_type, while_or_cond
 from ._sizing_graph import (DEFAULT_PRECISION_MODE, LENGTH_PREFIX, STATS_FLOAT_CELL, STATS_HEADER_BYTES,
-                            DeviceModel, measure_dump, unwatched_in_loop)
+                            DeviceModel, StaticCapture, measure_dump, static_capture, unwatched_in_loop)
 from ._sizing_loops import LoopCounts, const_ints
 from ._space import free_bytes
 
@@ -135,6 +136,7 @@ class _Shapes(object):
         self.batch, self.source = batch, source
         #: ``op.type`` (a graph index's, read once per op; TF 1.15's accessor costs microseconds).
         self.op_type = op_type or _type_of
+        #: ``id`` of each tensor of unknown static shape (its count is reported; kept alive by ``_dims``).
         self.unknown = set()  # type: set
         #: ``{id(tensor): (tensor, dims)}``: the Build graph and the golden sizes both ask for every
         #: executed tensor (TF's shape accessors are slow); the tensor is kept so its id stays its own.
@@ -151,13 +153,13 @@ class _Shapes(object):
         shape = tensor.get_shape()
         if shape.ndims is None:
             if tensor.dtype.base_dtype.name not in _NO_BYTES_DTYPES:
-                self.unknown.add(tensor.name)
+                self.unknown.add(id(tensor))
             return None
         dims = shape.as_list()
         if len(dims) == 1 and dims[0] is None and self.op_type(tensor.op) in _SHAPE_VECTOR_TYPES:
             return (4,)
         if None in dims and tensor.dtype.base_dtype.name not in _NO_BYTES_DTYPES:
-            self.unknown.add(tensor.name)
+            self.unknown.add(id(tensor))  # (TF 1.15's tensor.name costs microseconds)
         return tuple(self.batch if dim is None else dim for dim in dims)
 
     def nbytes(self, tensor: Any) -> int:
@@ -221,29 +223,39 @@ def _op_tensors(op: Any, shapes: _Shapes) -> List[int]:
     return [shapes.nbytes(t) for t in op.outputs]
 
 
-def _captured_sizes(executed: Sequence[Tuple[Any, bool]], shapes: _Shapes, loops: LoopCounts) -> List[int]:
+def _captured_sizes(executed: Sequence[Tuple[Any, bool]], capture: StaticCapture, shapes: _Shapes,
+                    loops: LoopCounts) -> List[int]:
     """What the capture writes for the step: every output of the ops that run, a variable handle
     as the variable's value, a variable update as the variables it updates; a TF 1.x loop body's
-    once per iteration (its Enter ops not: their inputs are captured outside the loop)."""
+    once per iteration (its Enter ops not: their inputs are captured outside the loop). Dtypes and
+    static dims are read from the step's static ``capture`` (the Build graph's), not from TF again."""
     sizes, folded = [], {}  # type: List[int], Dict[str, bool]
-    for op, fed_only in executed:
+    itemsizes = capture.itemsizes
+    for record, (op, fed_only) in zip(capture.executed_ops, executed):
         if fed_only:
             continue
-        if is_update_type(shapes.op_type(op)):
+        if is_update_type(record.type):
             sizes.extend(_op_tensors(op, shapes))
             continue
-        runs = loops.of(op)
-        if while_or_cond(op) == "while" and unwatched_in_loop(op, folded):
+        in_loop = while_or_cond(op) == "while"
+        runs = loops.of(op) if in_loop else 1
+        if in_loop and unwatched_in_loop(op, folded):
             continue
-        for tensor in op.outputs:
-            name = tensor.dtype.base_dtype.name
+        for number, (name, dims) in enumerate(zip(record.output_dtypes, record.output_shapes)):
             if name == "resource":
-                size = shapes.variable_bytes(tensor)
+                size = shapes.variable_bytes(op.outputs[number])
                 if size:
                     sizes.append(size)
             elif name not in _NO_BYTES_DTYPES:
-                sizes.extend([shapes.nbytes(tensor)] * runs)
+                sizes.extend([_elements(dims) * itemsizes[name] if dims is not None else 0] * runs)
     return sizes
+
+
+def _elements(dims: Sequence[int]) -> int:
+    count = 1
+    for dim in dims:
+        count *= dim
+    return count
 
 
 def estimate(executed: Sequence[Tuple[Any, bool]], graph: Any, options: Any, steps: int, golden: bool,
@@ -262,10 +274,12 @@ def estimate(executed: Sequence[Tuple[Any, bool]], graph: Any, options: Any, ste
     if device.plan is None and added:
         raise ValueError("estimate: ops added to the graph need the numerics plan that added them")
     loops = LoopCounts()
-    dump = measure_dump(executed, shapes.dims, options, device, edges, loops, index)
+    with cyclic_gc_paused():  # 10,000s of short-lived objects: no collection walking TF's graph meanwhile
+        capture = static_capture(executed, shapes.dims, edges, loops, index)  # the Build graph's and the golden's
+        dump = measure_dump(executed, shapes.dims, options, device, edges, loops, index, capture)
+        outputs = _captured_sizes(executed, capture, shapes, loops) if golden or scratch else []
     golden_files = golden_bytes = scratch_bytes = 0
     if golden or scratch:
-        outputs = _captured_sizes(executed, shapes, loops)
         if golden:
             golden_files, golden_bytes = len(outputs), sum(outputs) + GOLDEN_PER_FILE * len(outputs)
         if scratch:
@@ -295,7 +309,8 @@ def device_model(backend: Any, session_config: Any = None) -> DeviceModel:
     training default when the session sets none); else (no NPU) nothing."""
     name = getattr(backend, "name", None)
     if name == "emulated":
-        return DeviceModel(plan=getattr(backend, "plan", None), ascend=getattr(backend, "profile", "") == "ascend")
+        return DeviceModel(plan=getattr(backend, "plan", None), ascend=getattr(backend, "profile", "") == "ascend",
+                           shared=getattr(backend, "shared_build", None))
     if name == "npu":
         mode = session_options(session_config).get("precision_mode")
         note = "" if mode else "the session sets no precision_mode: GE's training default {} assumed".format(
