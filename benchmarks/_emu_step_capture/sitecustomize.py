@@ -2,10 +2,9 @@
 ``EmulatedNpu._write_ops`` is called with (the emulator's state but its TF graph, the Build-graph
 nodes, the capture's tensors with their in-memory arrays) to ``NPU_BENCH_EMU_STEP_OUT``, then let
 it run. Active only when that variable is set."""
-import importlib.abc
-import importlib.machinery
 import os
 import pickle
+import runpy
 import sys
 
 _OUT = os.environ.get("NPU_BENCH_EMU_STEP_OUT")
@@ -24,22 +23,10 @@ def _wrap(module):
         return write_ops(self, nodes, capture, step_dir)
     cls._write_ops = saving_write_ops
 
-
-class _Finder(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):
-        if name != _MODULE:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None or spec.loader is None:
-            return spec
-        execute = spec.loader.exec_module
-
-        def exec_module(module):
-            execute(module)
-            _wrap(module)
-        spec.loader.exec_module = exec_module
-        return spec
+def _after_import():
+    """The globals of benchmarks/_after_import.py, run from its path (the child's sys.path gains nothing)."""
+    return runpy.run_path(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_after_import.py"))
 
 
 if _OUT and sys.argv and sys.argv[0] == "-c":
-    sys.meta_path.insert(0, _Finder())
+    _after_import()["install"]([_MODULE], _wrap)

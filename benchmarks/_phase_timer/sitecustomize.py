@@ -10,9 +10,8 @@ process's (all its threads); the first line, ``child``, is the whole process so 
 """
 import atexit
 import functools
-import importlib.abc
-import importlib.machinery
 import os
+import runpy
 import sys
 import time
 
@@ -68,21 +67,9 @@ def _wrap(module):
 def _label(module, dotted):
     return module.rsplit(".", 1)[-1] + ":" + dotted
 
-
-class _Finder(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):
-        if name not in PHASES:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None or spec.loader is None:
-            return spec
-        execute = spec.loader.exec_module
-
-        def exec_module(module):
-            execute(module)
-            _wrap(module)
-        spec.loader.exec_module = exec_module
-        return spec
+def _after_import():
+    """The globals of benchmarks/_after_import.py, run from its path (the child's sys.path gains nothing)."""
+    return runpy.run_path(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_after_import.py"))
 
 
 def _write():
@@ -98,5 +85,5 @@ def _write():
 
 if _OUT and sys.argv and sys.argv[0] == "-c":
     _START = time.perf_counter()
-    sys.meta_path.insert(0, _Finder())
+    _after_import()["install"](PHASES, _wrap)
     atexit.register(_write)
