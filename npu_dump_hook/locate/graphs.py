@@ -166,21 +166,24 @@ def _scan_graph(path: str) -> _GraphFacts:
     handed = handed_graph(path)
     if handed is not None:
         graph_name, ops = handed
-        return _graph_facts(path, graph_name, ((op.name, op.type, op.original_op_names) for op in ops))
-    graph_name = None
-    scanned = []  # type: List[Iterable[Any]]
-    for graph in ge_graph.iter_graphs(path):
-        if graph_name is None:
-            graph_name = graph.name
-        scanned.append(graph.ops)
-    if graph_name is None:
-        raise GraphFormatError(path, "no graph { name: ... } block")
-    return _graph_facts(path, graph_name, ((op.name, op.type, op.original_op_names)
-                                           for ops in scanned for op in ops))
+        return _graph_facts(path, [graph_name], ((op.name, op.type, op.original_op_names) for op in ops))
+    graph_names = []  # type: List[str]
+
+    def scanned() -> Iterable[Tuple[str, str, Optional[Sequence[str]]]]:
+        # one graph's ops held at a time, as the scanner yields them; the first graph names the file
+        for graph in ge_graph.iter_graphs(path):
+            graph_names.append(graph.name)
+            for op in graph.ops:
+                yield op.name, op.type, op.original_op_names
+
+    return _graph_facts(path, graph_names, scanned())
 
 
-def _graph_facts(path: str, graph_name: str, ops: Iterable[Tuple[str, str, Optional[Sequence[str]]]]) -> _GraphFacts:
-    """The facts of graph file ``path`` from its ops' (name, type, original op names or None)."""
+def _graph_facts(path: str, graph_names: List[str], ops: Iterable[Tuple[str, str, Optional[Sequence[str]]]]
+                 ) -> _GraphFacts:
+    """The facts of graph file ``path`` from its ops' (name, type, original op names or None), read
+    once; ``graph_names``: its graphs' names, filled by the time ``ops`` are read (the first names
+    the file; none: no graph block, a GraphFormatError)."""
     op_count = 0
     names = []  # type: List[str]
     sanitized = set()
@@ -205,8 +208,10 @@ def _graph_facts(path: str, graph_name: str, ops: Iterable[Tuple[str, str, Optio
             training_count += 1
             if len(training_ops) < _EXAMPLES:
                 training_ops.append("{} ({})".format(name, op_type))
+    if not graph_names:
+        raise GraphFormatError(path, "no graph { name: ... } block")
     return _GraphFacts(
-        path, graph_name, op_count, os.stat(path).st_mtime, names, sanitized,
+        path, graph_names[0], op_count, os.stat(path).st_mtime, names, sanitized,
         iterator_ops, training_ops, training_count,
     )
 
