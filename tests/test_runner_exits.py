@@ -61,3 +61,15 @@ def test_a_bundle_written_by_a_forked_child_is_reported_by_the_runner(tmp_path):
     assert lines[-1] == bundle, lines[-5:]
     assert "child exit 0" in lines
     assert "nothing was dumped" not in err and "no training was seen" not in err, err[-3000:]
+
+
+def test_a_script_exiting_non_zero_without_a_bundle_keeps_its_status_and_is_not_told_status_4(tmp_path):
+    # The line "no bundle was written: exit status 4" is printed only when 4 is the status the run
+    # ends with: a script's own non-zero status (sys.exit(3), 143 after a SIGTERM) is kept as it is.
+    for status, says_4 in ((3, False), (0, True)):
+        script = tmp_path / "exits_{}.py".format(status)
+        script.write_text("import sys\nsys.exit({})\n".format(status))
+        argv = CLI + ["--output-dir", str(tmp_path / "out"), "--", str(script)]
+        code, _, err = run(argv, tmp_path, clean_env(), timeout=120)
+        assert code == (4 if says_4 else status), err[-3000:]
+        assert ("no bundle was written: exit status 4" in err) is says_4, err[-3000:]

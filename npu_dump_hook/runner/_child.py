@@ -79,8 +79,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             sys.argv = [script] + rest
             _run_script(script)
     except SystemExit as exc:
-        status = _end(injection)
-        if status and exc.code in (None, 0):
+        ended_ok = exc.code in (None, 0)
+        status = _end(injection, ended_ok)
+        if status and ended_ok:
             raise SystemExit(status)
         raise
     except KeyboardInterrupt as exc:
@@ -172,8 +173,10 @@ def _source(path: str) -> str:
     return path[:-1] if path.endswith(".pyc") else path
 
 
-def _end(injection: Injection) -> int:
-    """After the script: pending collection, then the bundle path as the last line."""
+def _end(injection: Injection, ended_ok: bool = True) -> int:
+    """After the script: pending collection, then the bundle path as the last line. ``ended_ok``:
+    the script ends with status 0 (a missing bundle then sets the status; a script's own non-zero
+    status, e.g. 143 after a SIGTERM, is kept, so the line naming status 4 is not printed)."""
     status = 0
     try:
         injection.finish()
@@ -181,7 +184,7 @@ def _end(injection: Injection) -> int:
         print_error(exc)
         status = EXIT_SCRIPT_ERROR
     injection.announce()
-    if not status and injection.bundle_missing:
+    if not status and ended_ok and injection.bundle_missing:
         print_error("no bundle was written: exit status {} ({}=1 or --allow-no-bundle keeps the script's "
                     "status)".format(EXIT_NO_BUNDLE, ENV_RUN_ALLOW_NO_BUNDLE))
         status = EXIT_NO_BUNDLE
