@@ -313,11 +313,9 @@ class EmulatedNpu(object):
         array = np.asarray(read_npy(captured.path)) if array is None else array
         if self.profile == "ascend":
             return layout.device_array(array, tensor.value.held)
-        return np.ascontiguousarray(self._device_precision(array))
-
-    def _device_tensor(self, tensor: Any, captured: Any, output: bool) -> DumpTensor:
-        return dump_tensor(tensor, self._device_array(tensor, captured), tuple(captured.shape), output,
-                           self.profile == "ascend")
+        array = self._device_precision(array)
+        # what ascontiguousarray answers for the common array (itself), without its call; it makes a 0-d array 1-D
+        return array if type(array) is np.ndarray and array.ndim and array.flags.c_contiguous else np.ascontiguousarray(array)
 
     def _device_precision(self, array: np.ndarray) -> np.ndarray:
         """Floating tensors as an NPU in mixed precision holds them (fp16 mode), else unchanged."""
@@ -350,7 +348,7 @@ class EmulatedNpu(object):
             test_pause("dump")  # two files of the step written (test-only, see npu_dump_hook._phases)
         if len(name.encode("utf-8")) <= MAX_FILE_NAME_BYTES:
             self._placed.add(name)
-            return os.path.join(step_dir, name)
+            return _folder_prefix(step_dir) + name  # os.path.join(step_dir, name): a plain name, joined once per step
         hashed = mapping_csv.std_hash_name(name)
         mapping_csv.append_mapping(os.path.join(step_dir, "mapping.csv"), hashed, name)
         self._placed.update((hashed, "mapping.csv"))
@@ -359,8 +357,9 @@ class EmulatedNpu(object):
     def _write_tensors(self, node: npu_graph.NpuNode, inputs: list, outputs: list, timestamp: int,
                        step_dir: str) -> int:
         name, _ = self._file_name(node, timestamp)
-        out = [self._device_tensor(t, c, True) for t, c in outputs]
-        ins = [self._device_tensor(t, c, False) for t, c in inputs]
+        device, ascend = self._device_array, self.profile == "ascend"
+        out = [dump_tensor(t, device(t, c), tuple(c.shape), True, ascend) for t, c in outputs]
+        ins = [dump_tensor(t, device(t, c), tuple(c.shape), False, ascend) for t, c in inputs]
         # In place, no rename per file: the step folder's begin marker covers a write cut short (_begin_step)
         path = self._place(step_dir, name)
         write_dump_file(path, node.name, outputs=out, inputs=ins, dump_time=timestamp, atomic=False)
@@ -459,13 +458,14 @@ def dumped_nodes(nodes: Sequence[npu_graph.NpuNode], layers: Sequence[str]) -> L
     with ``dump_layer``, the Data nodes feeding a chosen one (the adapter documents that their info
     is dumped too: docs/reference/npu-bridge-dump-api.md, ``dump_layer``). The emulator writes
     these; the size estimate (:mod:`npu_dump_hook.train._sizing_graph`) measures them."""
+    if not layers:  # every task (is_selected's answer for every name), no Data inputs to add
+        return [node for node in nodes if not node.no_task]
     data_inputs = set()  # type: Set[str]
-    if layers:
-        data = {n.name for n in nodes if n.type == "Data"}
-        for node in nodes:
-            if _chosen(node, layers):
-                data_inputs.update(name for name in (t.source.rpartition(":")[0] for t in node.inputs if t.source)
-                                   if name in data)
+    data = {n.name for n in nodes if n.type == "Data"}
+    for node in nodes:
+        if _chosen(node, layers):
+            data_inputs.update(name for name in (t.source.rpartition(":")[0] for t in node.inputs if t.source)
+                               if name in data)
     return [node for node in nodes if _chosen(node, layers) or node.name in data_inputs]
 
 
@@ -500,6 +500,10 @@ def _captured(by_name: Mapping[str, Any], value: Any) -> Any:
     if captured is None and value.fallback is not None:
         captured = by_name.get(value.fallback)
     return captured
+
+
+#: ``os.path.join(folder, "")``: a file name appended to it is the file's path in ``folder``.
+_folder_prefix = functools.lru_cache(maxsize=8)(lambda folder: os.path.join(folder, ""))
 
 
 def _find_op(graph: Any, name: str) -> Any:

@@ -271,7 +271,7 @@ def _entry_bytes(tensor: DumpTensor, is_output: bool) -> bytes:
     return found
 
 
-def _remember(cache: Dict[Tuple[Any, ...], Any], key: Tuple[Any, ...], value: Any) -> Any:
+def _remember(cache: Dict[Any, Any], key: Any, value: Any) -> Any:
     """``value``, kept in ``cache`` under ``key`` (emptied first when it holds _MAX_ENTRIES)."""
     if len(cache) >= _MAX_ENTRIES:
         cache.clear()
@@ -324,8 +324,24 @@ def _pieces_around_name(tensor: DumpTensor, original: Tuple[Any, ...]) -> Tuple[
 _ONE_BYTE = [bytes((value,)) for value in range(0x80)]
 
 
+#: The varint bytes of ``value >> 14`` by that value (:func:`_varint`): a step's dump times share them.
+_VARINT_HIGH = {}  # type: Dict[int, bytes]
+
+
 def _varint(value: int) -> bytes:
-    """Protobuf's base-128 varint of a non-negative int (a length)."""
+    """Protobuf's base-128 varint of a non-negative int (a length, a dump time)."""
+    if value < 0x80:
+        return _ONE_BYTE[value]
+    if value >= 1 << 14:  # two continued 7-bit groups, then the varint of the rest (remembered)
+        high = value >> 14
+        rest = _VARINT_HIGH.get(high)
+        if rest is None:
+            rest = _remember(_VARINT_HIGH, high, _varint_loop(high))
+        return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80)) + rest
+    return _varint_loop(value)
+
+
+def _varint_loop(value: int) -> bytes:
     if value < 0x80:
         return _ONE_BYTE[value]
     out = bytearray()
@@ -406,8 +422,8 @@ def write_dump_file(path: Union[str, "os.PathLike[str]"], op_name: str, outputs:
     emulator's step folders, where the rename per file would double the cost of a small file.
     """
     path = os.fspath(path)
-    output_tensors = [_as_tensor(item) for item in outputs]
-    input_tensors = [_as_tensor(item) for item in inputs]
+    output_tensors = [item if type(item) is DumpTensor else _as_tensor(item) for item in outputs]
+    input_tensors = [item if type(item) is DumpTensor else _as_tensor(item) for item in inputs]
     buffer_blobs = [_as_blob(item) for item in buffers]
     space_blobs = [_as_blob(item) for item in workspaces]
     dump_time = int(time.time() * 1000000) if dump_time is None else int(dump_time)
@@ -464,25 +480,41 @@ _IN_PLACE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY"
 def _tensors_in_place(path: str, op_name: str, outputs: Sequence[DumpTensor], inputs: Sequence[DumpTensor],
                       dump_time: int, version: str) -> Optional[int]:
     """:func:`write_dump_file`'s in-place write of a file of tensors only (no buffer, workspace or
-    attr: an emulated step's 1,000s of files), its checks and payloads taken in one pass over its
-    tensors; the same bytes and notes as the general path. None, nothing written, where that path
-    would do more (payloads over _ONE_WRITE_BYTES, a header not certainly within the reader's
-    limits, see :func:`_within_limits`): the caller then takes it."""
+    attr: an emulated step's 1,000s of files), its checks, payloads and decoded fields (see
+    :func:`_decoded_fields`) taken in one pass over its tensors; the same bytes and notes as the
+    general path. None, nothing written, where that path would do more (payloads over
+    _ONE_WRITE_BYTES, a header not certainly within the reader's limits, see
+    :func:`_within_limits`): the caller then takes it."""
     encoded = _tensors_header(op_name, outputs, inputs, dump_time, version)
     if len(encoded) > MAX_HEADER_ITEMS // 2 or len(outputs) + len(inputs) > MAX_TENSORS:
         return None
+    decoded = _quick_decoded(version, encoded)
     parts = [_PREFIX.pack(len(encoded)), encoded]
+    groups = []  # type: List[Tuple[Any, ...]]
     size = 0
     for group in (inputs, outputs):
+        fields = []  # type: List[Tuple[str, Tuple[int, ...], str, Tuple[int, ...]]]
         for tensor in group:
-            if len(tensor.shape) > MAX_DIMS or len(tensor.original_shape) > MAX_DIMS:
+            shape, original_shape = tensor.shape, tensor.original_shape
+            if len(shape) > MAX_DIMS or len(original_shape) > MAX_DIMS:
                 return None
             array = tensor.array
             size += array.nbytes
             parts.append(_little_endian_bytes(array))
+            if decoded:
+                dtype_name, format_name = _DATA_TYPE_NAMES.get(tensor.data_type), _FORMAT_NAMES.get(tensor.format)
+                decoded = dtype_name is not None and format_name is not None
+                fields.append((dtype_name, shape, format_name, original_shape))
+        groups.append(tuple(fields))
     if size > _ONE_WRITE_BYTES:
         return None
-    return _write_in_place(path, parts, _PREFIX.size + len(encoded), _decoded_fields(version, encoded, (inputs, outputs)))
+    return _write_in_place(path, parts, _PREFIX.size + len(encoded), tuple(groups) if decoded else None)
+
+
+def _quick_decoded(version: str, encoded: bytes) -> bool:
+    """Whether :func:`.dump_file.quick_tensor_fields` decodes a header of ``version`` serialized as
+    ``encoded`` (within the reader's limits) at all; its tensors' names decide the rest."""
+    return version == _V2 and 1 <= len(encoded) <= MAX_READ_HEADER_LEN and encoded[:4] != _NANO_MAGIC
 
 
 def _decoded_fields(version: str, encoded: bytes, tensors: Sequence[Sequence[DumpTensor]]) -> Optional[Tuple[Tuple[Any, ...], ...]]:
@@ -493,7 +525,7 @@ def _decoded_fields(version: str, encoded: bytes, tensors: Sequence[Sequence[Dum
     (every name known; each payload's size is what its shape needs, as DumpTensor checked), without
     parsing the bytes back; None where the quick decode would decline (the full reader then
     describes the file)."""
-    if version != _V2 or not 1 <= len(encoded) <= MAX_READ_HEADER_LEN or encoded[:4] == _NANO_MAGIC:
+    if not _quick_decoded(version, encoded):
         return None
     found = []  # type: List[Tuple[Any, ...]]
     for group in tensors:
@@ -527,5 +559,5 @@ def _write_in_place(path: str, parts: Sequence[Any], header_end: int, fields: An
         if os.path.exists(path):
             os.unlink(path)
         raise
-    note_written(path, (data,), bytes(data[:header_end]), fields, identity)
+    note_written(path, (data,), bytes(data[:header_end]), fields, identity, len(data))
     return len(data)

@@ -38,7 +38,7 @@ import os
 import re
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..errors import NameFormatError
 
@@ -312,35 +312,57 @@ def format_dump_name(
     Pass context_id, thread_id and device_id together for an FFTS+ name (task_type then
     defaults to 4); ``stats=True`` appends ``.csv``. ``stream_id=None`` gives the old form.
     """
-    op_type, op_name = sanitize(op_type), sanitize(op_name)
-    if (task_type is None and context_id is None and thread_id is None and device_id is None and stream_id is not None
-            and type(task_id) is int and type(stream_id) is int and type(timestamp) is int
-            and task_id >= 0 and stream_id >= 0 and timestamp >= 0 and op_type and op_name
-            and not _BAD_FIELD_CHAR.search(op_type) and not _BAD_FIELD_CHAR.search(op_name)):
-        # the common name (a dump file per op of a step): what the checks below accept, put together at once
-        return "{}.{}.{}.{}.{}{}".format(op_type, op_name, task_id, stream_id, timestamp, _STATS_SUFFIX if stats else "")
+    # One path for every name; each check is one cheap test (an emulated step names 1,000s of
+    # files), and only a name that fails one is looked at again to say which rule it breaks.
+    op_type, op_name = _SANITIZE.sub("_", op_type), _SANITIZE.sub("_", op_name)  # sanitize(), 1,000s of times
+    # (sanitized: only a control character can be left to refuse, and printable text has none)
+    if not (op_type.isprintable() and op_name.isprintable() and op_type and op_name):
+        _check_op_fields(op_type, op_name)
+    numbers = (task_id, timestamp) if stream_id is None else (task_id, stream_id, timestamp)
+    if context_id is not None or thread_id is not None or device_id is not None:
+        numbers += _ffts_numbers(op_type, op_name, task_type, context_id, thread_id, device_id)
+    elif task_type is not None:
+        raise NameFormatError("{}.{}".format(op_type, op_name),
+                              "task_type is only written in FFTS+ names (give context/thread/device ids)")
+    if not (type(task_id) is int and type(timestamp) is int and task_id >= 0 and timestamp >= 0
+            and (stream_id is None or (type(stream_id) is int and stream_id >= 0)) and len(numbers) <= 3):
+        numbers = _checked_numbers(op_type, op_name, stream_id is not None, numbers)
+    return _NAME_FORMATS[len(numbers)].format(op_type, op_name, *numbers, _STATS_SUFFIX if stats else "")
+
+
+#: The format of a name with 2 to 7 number fields: op_type.op_name.numbers, then the stats suffix.
+_NAME_FORMATS = {count: "{}.{}" + ".{}" * count + "{}" for count in range(2, 8)}
+
+
+def _check_op_fields(op_type: str, op_name: str) -> None:
+    """NameFormatError naming the sanitized op field :func:`format_dump_name` cannot write, if any."""
     ident = "{}.{}".format(op_type, op_name)
     for label, text in (("op_type", op_type), ("op_name", op_name)):
         _check_name_field(ident, label, text)
-    numbers = [("task_id", task_id)] + ([] if stream_id is None else [("stream_id", stream_id)])
-    numbers.append(("timestamp", timestamp))
-    ffts = (context_id, thread_id, device_id)
-    if any(v is not None for v in ffts):
-        if any(v is None for v in ffts):
-            raise NameFormatError(ident, "context_id, thread_id and device_id go together (FFTS+ name)")
-        task_type = FFTS_PLUS_TASK_TYPE if task_type is None else task_type
-        if not 0 <= task_type <= _MAX_TASK_TYPE:
-            raise NameFormatError(ident, "task_type must be 0-4, got {}".format(task_type))
-        numbers += [("task_type", task_type), ("context_id", context_id), ("thread_id", thread_id)]
-        numbers.append(("device_id", device_id))
-    elif task_type is not None:
-        raise NameFormatError(ident, "task_type is only written in FFTS+ names (give context/thread/device ids)")
-    parts = [op_type, op_name]
-    for label, value in numbers:
+
+
+def _ffts_numbers(op_type: str, op_name: str, task_type: Optional[int], context_id: Optional[int],
+                  thread_id: Optional[int], device_id: Optional[int]) -> Tuple[Any, ...]:
+    """The FFTS+ fields of a name (task_type, context_id, thread_id, device_id), all given or refused."""
+    ident = "{}.{}".format(op_type, op_name)
+    if context_id is None or thread_id is None or device_id is None:
+        raise NameFormatError(ident, "context_id, thread_id and device_id go together (FFTS+ name)")
+    task_type = FFTS_PLUS_TASK_TYPE if task_type is None else task_type
+    if not 0 <= task_type <= _MAX_TASK_TYPE:
+        raise NameFormatError(ident, "task_type must be 0-4, got {}".format(task_type))
+    return task_type, context_id, thread_id, device_id
+
+
+def _checked_numbers(op_type: str, op_name: str, with_stream: bool, numbers: Sequence[Any]) -> Tuple[str, ...]:
+    """The number fields of a name as written (``str`` of each: an int subclass's own), or
+    NameFormatError for the first that is not a non-negative int (bool is not)."""
+    labels = ["task_id"] + (["stream_id"] if with_stream else []) + ["timestamp"]
+    labels += ["task_type", "context_id", "thread_id", "device_id"]
+    for label, value in zip(labels, numbers):
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise NameFormatError(ident, "{} must be a non-negative int, got {!r}".format(label, value))
-        parts.append(str(value))
-    return ".".join(parts) + (_STATS_SUFFIX if stats else "")
+            raise NameFormatError("{}.{}".format(op_type, op_name),
+                                  "{} must be a non-negative int, got {!r}".format(label, value))
+    return tuple(map(str, numbers))
 
 
 @dataclass(frozen=True)

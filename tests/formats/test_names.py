@@ -360,3 +360,27 @@ def test_the_common_name_is_the_general_form():
     big = 10 ** 40
     assert format_dump_name("A b", "c/d", big, 0, big, stats=True) == "A_b.c_d.{0}.0.{0}.csv".format(big)
     assert format_dump_name("MatMul", "\u00fc/n", 0, 0, 0) == "MatMul.\u00fc_n.0.0.0"
+
+
+class _Numbered(int):
+    """An int subclass with its own str(): a name writes str() of a number, as it always did."""
+
+    def __str__(self):
+        return "seven"
+
+
+def test_one_path_keeps_the_rules_of_every_field():
+    # non-printable but not a control character: allowed (only controls and separators are refused)
+    assert format_dump_name("Add", "a\u00a0b", 1, 2, 3) == "Add.a\u00a0b.1.2.3"
+    with pytest.raises(NameFormatError, match="op_type contains '\\\\x7f'"):
+        format_dump_name("A\x7f", "x", 1, 2, 3)
+    assert format_dump_name("Add", "x", _Numbered(7), 2, 3) == "Add.x.seven.2.3"
+    assert format_dump_name("Add", "x", 1, None, _Numbered(7), stats=True) == "Add.x.1.seven.csv"
+    # the first bad number is named, the common fields before the FFTS+ ones
+    with pytest.raises(NameFormatError, match="task_id must be"):
+        format_dump_name("Add", "x", -1, 2, 3, context_id=-1, thread_id=0, device_id=0)
+    with pytest.raises(NameFormatError, match="context_id must be a non-negative int, got -1"):
+        format_dump_name("Add", "x", 1, 2, 3, context_id=-1, thread_id=0, device_id=0)
+    with pytest.raises(NameFormatError, match="device_id must be a non-negative int, got True"):
+        format_dump_name("Add", "x", 1, None, 3, context_id=0, thread_id=0, device_id=True)
+    assert format_dump_name("Add", "x", 1, None, 3, context_id=0, thread_id=0, device_id=0) == "Add.x.1.3.4.0.0.0"
