@@ -36,7 +36,7 @@ from ..formats.names import base_op_name
 from . import _fs
 from ._listing import DumpListing
 from ._spec import BUNDLE_JSON, DATA_DIR
-from .describe import (CoverageTally, GraphOps, control_flow_coverage, coverage, describe_dump_folder_file,
+from .describe import (CoverageTally, GraphOps, control_flow_coverage, coverage, describe_dump_folder_file_named,
                        not_applicable_coverage)
 
 __all__ = ["FileError", "Tally", "write_payload_and_json"]
@@ -257,8 +257,8 @@ class _Shares(object):
                     lines: List[str]) -> None:
         for done, (item, placed, entry) in enumerate(placed_items, 1):
             rel = item.rel
-            tally_one(tally, rel, placed, entry, self.warnings)
-            if tally.listing is not None and not tally.listing.add(rel, placed.size):
+            parsed = tally_one(tally, rel, placed, entry, self.warnings)
+            if tally.listing is not None and not tally.listing.add(rel, placed.size, parsed):
                 tally.listing = None
             lines.append((",\n  " if out.entries else "\n  ") + _entry_json(entry))
             out.entries += 1
@@ -376,7 +376,11 @@ def place_one(data: str, item: Any, link: str, checksum: str) -> Tuple[Any, _fs.
         raise FileError(exc, "{} {} to".format(action, item.src), target) from exc
     entry = {"path": item.rel, "size": placed.size, "sha256": placed.sha256 if checksum == "sha256" else None}
     if item.kind == "dump":
-        entry.update(describe_dump_folder_file(item.rel, target, item.mapping, placed.head, placed.size, placed.fields))
+        described, parsed = describe_dump_folder_file_named(item.rel, target, item.mapping, placed.head, placed.size,
+                                                            placed.fields)
+        entry.update(described)
+        if parsed is not None:
+            entry["_parsed"] = parsed  # for tally_one (a reader's listing), never written
         if placed.head is not None or placed.fields is not None:  # results wait in a window: keep no file bytes there
             placed = _fs.PlacedFile(placed.size, placed.sha256, placed.how)
     else:
@@ -386,15 +390,18 @@ def place_one(data: str, item: Any, link: str, checksum: str) -> Tuple[Any, _fs.
     return item, placed, entry
 
 
-def tally_one(tally: Tally, rel: str, placed: _fs.PlacedFile, entry: Dict[str, Any], warnings: List[str]) -> None:
-    """Count one placed file: its manifest row, how it was placed, its warning, its op name."""
+def tally_one(tally: Tally, rel: str, placed: _fs.PlacedFile, entry: Dict[str, Any], warnings: List[str]) -> Any:
+    """Count one placed file: its manifest row, how it was placed, its warning, its op name. Returns
+    the DumpName :func:`place_one` parsed from its name (None: none), taken out of ``entry``."""
     tally.payload.append((rel, placed.size, placed.sha256 or ""))
     tally.counts[placed.how] += 1
     if "_warning" in entry:
         warning = entry.pop("_warning")
         if warning:
             warnings.append(warning)
+    parsed = entry.pop("_parsed", None)
     if entry["kind"] in ("dump", "stats") and entry.get("op_name"):
         name = entry["op_name"]
         # base_op_name strips only a "_lxslice{N}" suffix and a "..._sgt_graph_{N}_" prefix
         tally.dumped.add(base_op_name(name) if "_lxslice" in name or "sgt_graph_" in name else name)
+    return parsed

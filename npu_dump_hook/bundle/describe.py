@@ -20,7 +20,7 @@ from ..formats.names import (DumpName, GraphFileName, is_hashed_name, parse_dump
 from .selection import is_selected
 from ._spec import MAPPING_FILE
 
-__all__ = ["FileClass", "classify_file", "describe_dump_folder_file", "dump_folder_kind", "header_summary", "GraphOps", "graph_ops",
+__all__ = ["FileClass", "classify_file", "describe_dump_folder_file", "describe_dump_folder_file_named", "dump_folder_kind", "header_summary", "GraphOps", "graph_ops",
            "coverage", "CoverageTally", "control_flow_coverage", "not_applicable_coverage", "NOT_APPLICABLE"]
 
 #: ``coverage.not_applicable`` of a bundle that holds no NPU dump by definition (golden bundles).
@@ -42,7 +42,8 @@ def classify_file(base: str, mapping: Optional[Mapping[str, str]]) -> FileClass:
     """What the file named ``base`` is, by its name alone (``mapping``: its folder's mapping.csv)."""
     if base == MAPPING_FILE:
         return FileClass("mapping")
-    graph = parse_graph_file_name(base)
+    # every graph file name starts with "ge_" (a dump name rarely holds it): the pattern only then
+    graph = parse_graph_file_name(base) if "ge_" in base else None
     if graph is not None:
         return FileClass("graph", graph=graph)
     try:
@@ -75,12 +76,30 @@ def describe_dump_folder_file(rel: str, path: str, mapping: Optional[Mapping[str
     ``size``: the file's first bytes and size, already read (see :func:`header_summary`);
     ``fields``: its (inputs, outputs) tensor fields as :func:`~npu_dump_hook.formats.dump_file.quick_tensor_fields`
     decodes them, noted when this process wrote the file (:mod:`npu_dump_hook._written`)."""
-    kind, name, warning = dump_folder_kind(rel.rpartition("/")[2], mapping)
+    return describe_dump_folder_file_named(rel, path, mapping, head, size, fields)[0]
+
+
+def describe_dump_folder_file_named(rel: str, path: str, mapping: Optional[Mapping[str, str]],
+                                    head: Optional[bytes] = None, size: Optional[int] = None,
+                                    fields: Optional[Any] = None) -> "tuple":
+    """``(entry, parsed DumpName or None)``: :func:`describe_dump_folder_file` and the dump name it
+    parsed (the writer hands it to a reader in this process: :class:`._listing.DumpListing`)."""
+    base = rel.rpartition("/")[2]
+    name = None
+    if base != MAPPING_FILE and "ge_" not in base:  # neither mapping.csv nor a graph file: classify_file parses it
+        try:
+            name = parse_dump_name(base, mapping)
+        except FormatError:
+            pass
+    if name is not None:  # the common file, without classify_file's FileClass: the same answer
+        kind, warning = name.kind, None
+    else:
+        kind, name, warning = dump_folder_kind(base, mapping)
     if name is None:
         entry = {"kind": kind}  # type: Dict[str, Any]
         if warning:
             entry["_warning"] = "data/{}: {}".format(rel, warning)
-        return entry
+        return entry, None
     entry = _name_fields(name)
     if name.kind == "dump" and fields is not None:
         entry["header"] = _summary_of_fields(fields)
@@ -91,7 +110,7 @@ def describe_dump_folder_file(rel: str, path: str, mapping: Optional[Mapping[str
             entry["header"] = None
             entry["parse_error"] = exc.rule
             entry["_warning"] = "data/{}: header not readable: {}".format(rel, exc.rule)
-    return entry
+    return entry, name
 
 
 def _name_fields(name: DumpName) -> Dict[str, Any]:

@@ -168,7 +168,8 @@ def load_written(path: str, listing: DumpListing) -> Optional[NpuSide]:
     side.graph_path = side.graph_shown = os.path.join(data, *listing.graph.split("/"))
     captured = listing.captured_step
     preferred = str(captured) if isinstance(captured, int) and not isinstance(captured, bool) else None
-    _choose_step(side, dump_root, _parsed_folders(dump_root, by_folder), None, preferred)
+    parsed = {folder[len("dump/"):]: names for folder, names in listing.parsed.items()}
+    _choose_step(side, dump_root, _parsed_folders(dump_root, by_folder, parsed), None, preferred)
     return side
 
 
@@ -229,18 +230,24 @@ def _step_folders(root: str, warnings: List[str], skipped: List[str],
     return _parsed_folders(root, by_folder)
 
 
-def _parsed_folders(root: str, by_folder: Dict[str, Dict[str, str]]) -> List[Tuple[str, List[DumpRef]]]:
+def _parsed_folders(root: str, by_folder: Dict[str, Dict[str, str]],
+                    known: Optional[Dict[str, Dict[str, DumpName]]] = None) -> List[Tuple[str, List[DumpRef]]]:
     """(folder, its files with a dump, stats or Opdebug name) of every folder of ``by_folder``
-    (folder relative to ``root`` -> {file name: path}) holding any."""
+    (folder relative to ``root`` -> {file name: path}) holding any. ``known``: the same folder ->
+    file name -> what :func:`parse_dump_name` gives for it, already parsed (a writer's listing:
+    plain names only, which no mapping.csv changes); the other names are parsed here."""
     folders = []
     for folder, files in by_folder.items():
         mapping = read_mapping(files[MAPPING_FILE_NAME]) if MAPPING_FILE_NAME in files else None
+        parsed_here = known.get(folder, {}) if known else {}
         refs = []
         for name in sorted(files):
-            try:
-                parsed = parse_dump_name(name, mapping)
-            except NameFormatError:
-                continue
+            parsed = parsed_here.get(name)
+            if parsed is None:
+                try:
+                    parsed = parse_dump_name(name, mapping)
+                except NameFormatError:
+                    continue
             refs.append(DumpRef(files[name], parsed))
         if refs:
             folders.append((os.path.join(root, *folder.split("/")) if folder else root, refs))

@@ -571,6 +571,27 @@ def test_listing_names_every_file_of_the_dump_tree_the_graph_and_the_captured_st
     assert result.listing.graph == graph and result.listing.captured_step == 7
 
 
+def test_listing_hands_over_the_plain_dump_names_it_parsed_and_never_a_hashed_one(tmp_path, run, monkeypatch):
+    from npu_dump_hook.formats.names import parse_dump_name
+    listing = write(tmp_path / "b", run).listing
+    parsed = {folder + "/" + name: dump_name for folder, names in listing.parsed.items()
+              for name, dump_name in names.items()}
+    plain = []
+    for folder, names in listing.folders.items():
+        for name in names:
+            try:
+                dump_name = parse_dump_name(name)
+            except Exception:  # not a dump name, or a hashed one (needs its mapping.csv)
+                continue
+            plain.append(folder + "/" + name)
+            assert parsed[folder + "/" + name] == dump_name
+    assert sorted(parsed) == sorted(plain) and len(plain) >= 3
+    assert all(not name.isdigit() for key in parsed for name in [key.rpartition("/")[2]])
+    monkeypatch.setattr(_listing, "PARSED_MAX_FILES", 2)
+    capped = write(tmp_path / "c", run).listing
+    assert capped.folders == listing.folders and sum(map(len, capped.parsed.values())) <= 2
+
+
 def test_listing_over_its_cap_is_dropped(tmp_path, run, monkeypatch):
     monkeypatch.setattr(_listing, "LISTING_MAX_FILES", 2)
     assert write(tmp_path / "b", run).listing is None

@@ -203,6 +203,8 @@ def test_golden_free_checks_of_a_bundle_just_written_take_its_listing_and_say_th
     result = _written_bundle(tmp_path)
     listed = load_written(result.path, result.listing)
     assert listed is not None and _side_facts(listed) == _side_facts(load_npu(result.path, golden=False))
+    handed = {name for names in result.listing.parsed.values() for name in names.values()}
+    assert handed and all(any(ref.name is name for name in handed) for ref in listed.dumps)  # not parsed again
     found = golden_free_checks(result.path, result.listing)
     assert found == golden_free_checks(result.path)
     assert [o["npu_op"] for o in found["checks"]["nan_inf"]["origins"]] == ["b", "e", "g"]
