@@ -36,14 +36,9 @@ MAX_NOTED = 1 << 16
 #: First bytes (a dump file's prefix and header) kept at most in all, the oldest forgotten first.
 MAX_HEAD_BYTES = 16 << 20
 
-
-def _head_size(entry: Tuple[Any, ...]) -> int:
-    """The bytes an entry's noted head holds (the store's byte bound counts only the heads)."""
-    return 0 if entry[3] is None else len(entry[3])
-
-
-#: (device, inode) -> (identity, size, sha256 hex, head, fields); a writer thread notes too.
-_noted = BoundedStore(MAX_NOTED, MAX_HEAD_BYTES, _head_size)  # type: BoundedStore[Tuple[int, int], Tuple[Any, ...]]
+#: (device, inode) -> (identity, size, sha256 hex, head, fields), each counting for its head's
+#: bytes; a writer thread notes too.
+_noted = BoundedStore(MAX_NOTED, MAX_HEAD_BYTES)  # type: BoundedStore[Tuple[int, int], Tuple[Any, ...]]
 #: Per thread: (path, identity) of the file this thread noted last (:func:`just_noted`).
 _last = threading.local()
 
@@ -99,7 +94,7 @@ def note_written(path: str, parts: Iterable[Any], head: Optional[bytes] = None, 
     if identity is None or identity[2] != size:
         return
     _last.noted = (path, identity)
-    _noted.put(identity[:2], (identity, size, digest.hexdigest(), head, fields))
+    _noted.put(identity[:2], (identity, size, digest.hexdigest(), head, fields), len(head) if head is not None else 0)
 
 
 def just_noted(path: str) -> Optional[Tuple[int, int, int, int, str]]:

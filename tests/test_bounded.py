@@ -17,6 +17,14 @@ def _keys(store, candidates):
     return [key for key in candidates if key in store]
 
 
+def _put(store, key, value):
+    store.put(key, value, len(value))
+
+
+def _add(store, key, value):
+    return store.add_if_room(key, value, len(value))
+
+
 def test_put_keeps_the_newest_up_to_the_count_bound_and_drops_the_oldest_first():
     store = BoundedStore(3)
     for key in "abc":
@@ -31,33 +39,33 @@ def test_put_keeps_the_newest_up_to_the_count_bound_and_drops_the_oldest_first()
 
 
 def test_put_keeps_the_newest_up_to_the_byte_bound_and_counts_bytes_exactly():
-    store = BoundedStore(100, max_bytes=10, size_of=len)
-    store.put("a", b"1234")
-    store.put("b", b"123456")
+    store = BoundedStore(100, max_bytes=10)
+    _put(store, "a", b"1234")
+    _put(store, "b", b"123456")
     assert _keys(store, "ab") == ["a", "b"] and store.nbytes == 10  # exactly at the bound: kept
-    store.put("c", b"1")
+    _put(store, "c", b"1")
     assert _keys(store, "abc") == ["b", "c"] and store.nbytes == 7
-    store.put("b", b"12")  # a value put again counts for its new bytes only, and is the newest
+    _put(store, "b", b"12")  # a value put again counts for its new bytes only, and is the newest
     assert store.nbytes == 3 and _keys(store, "bc") == ["b", "c"]
-    store.put("d", b"1234567")  # 10 bytes: at the bound, kept
+    _put(store, "d", b"1234567")  # 10 bytes: at the bound, kept
     assert _keys(store, "bcd") == ["b", "c", "d"] and store.nbytes == 10
-    store.put("e", b"1")  # one over: the oldest, c (put before b was put again), goes
+    _put(store, "e", b"1")  # one over: the oldest, c (put before b was put again), goes
     assert _keys(store, "bcde") == ["b", "d", "e"] and store.nbytes == 10
 
 
 def test_a_value_over_the_byte_bound_on_its_own_empties_the_store():
-    store = BoundedStore(100, max_bytes=10, size_of=len)
-    store.put("a", b"1")
-    store.put("big", b"x" * 11)
+    store = BoundedStore(100, max_bytes=10)
+    _put(store, "a", b"1")
+    _put(store, "big", b"x" * 11)
     assert len(store) == 0 and store.nbytes == 0 and store.get("big") is None
-    store.put("b", b"1")
+    _put(store, "b", b"1")
     assert store.get("b") == b"1" and store.nbytes == 1
 
 
 def test_both_bounds_hold_at_once():
-    store = BoundedStore(2, max_bytes=100, size_of=len)
+    store = BoundedStore(2, max_bytes=100)
     for key in "abc":
-        store.put(key, b"x")
+        _put(store, key, b"x")
     assert _keys(store, "abc") == ["b", "c"] and store.nbytes == 2
 
 
@@ -73,10 +81,10 @@ def test_add_if_room_keeps_the_first_ones_and_drops_nothing():
 
 
 def test_add_if_room_holds_the_byte_bound_to_its_edge():
-    store = BoundedStore(10, max_bytes=5, size_of=len)
-    assert store.add_if_room("a", "123") and store.add_if_room("b", "12")  # 5 bytes: at the bound
-    assert not store.add_if_room("c", "1") and store.nbytes == 5
-    assert store.add_if_room("a", "1") and store.nbytes == 3  # its old bytes are given back
+    store = BoundedStore(10, max_bytes=5)
+    assert _add(store, "a", "123") and _add(store, "b", "12")  # 5 bytes: at the bound
+    assert not _add(store, "c", "1") and store.nbytes == 5
+    assert _add(store, "a", "1") and store.nbytes == 3  # its old bytes are given back
 
 
 def test_a_store_of_no_entries_keeps_nothing():
@@ -86,30 +94,38 @@ def test_a_store_of_no_entries_keeps_nothing():
 
 
 def test_clear_drops_every_entry_and_its_bytes():
-    store = BoundedStore(5, max_bytes=50, size_of=len)
-    store.put("a", b"123")
+    store = BoundedStore(5, max_bytes=50)
+    _put(store, "a", b"123")
     store.clear()
     assert len(store) == 0 and store.nbytes == 0 and store.get("a") is None
 
 
 @pytest.mark.parametrize("arguments", [dict(max_entries=-1), dict(max_entries=True), dict(max_entries=2.0),
-                                       dict(max_entries=2, max_bytes=10), dict(max_entries=2, size_of=len)])
+                                       dict(max_entries=None), dict(max_entries=2, max_bytes=-1)])
 def test_bounds_that_make_no_store_are_refused(arguments):
-    with pytest.raises(ValueError, match="BoundedStore"):
+    with pytest.raises(ValueError, match="BoundedStore: max_"):
         BoundedStore(**arguments)
 
 
-def _size_letting_others_run(value):
-    time.sleep(0)  # another thread may run here: without the store's lock its changes interleave
-    return len(value)
+def test_bytes_are_refused_where_they_cannot_be_counted():
+    with pytest.raises(ValueError, match="counts no bytes"):
+        BoundedStore(5).put("a", b"1", 1)
+    with pytest.raises(ValueError, match="counts no bytes"):
+        BoundedStore(5).add_if_room("a", b"1", 1)
+    store = BoundedStore(5, max_bytes=10)
+    with pytest.raises(ValueError, match=">= 0"):
+        store.put("a", b"1", -1)
+    assert len(store) == 0 and store.nbytes == 0  # refused before anything was kept
 
 
 def test_threads_putting_at_once_keep_the_bounds_and_the_bytes_exact():
-    store = BoundedStore(50, max_bytes=400, size_of=_size_letting_others_run)
+    store = BoundedStore(50, max_bytes=400)
 
     def put_many(thread):
         for number in range(1000):
-            store.put((thread, number % 80), b"x" * (number % 13))
+            time.sleep(0)  # let another thread run: without the store's lock their changes interleave
+            value = b"x" * (number % 13)
+            store.put((thread, number % 80), value, len(value))
 
     threads = [threading.Thread(target=put_many, args=(thread,)) for thread in range(4)]
     for thread in threads:
