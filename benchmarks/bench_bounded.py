@@ -1,8 +1,10 @@
 """The bounded stores' hot path, this tree vs another checkout: what one captured step of the 20-step
 static RNN asks of them (~1,330 dump files noted by ``_written`` and ``_ledger``, ~2,000 golden
-``.npy`` files noted and named by ``golden_npy_name``, a dtype looked up per tensor), without the
-files: the notes are given the identity a writer takes with fstat (fabricated, distinct inodes),
-so only the Python work of noting, naming and looking up is timed.
+``.npy`` files noted and named by ``golden_npy_name``, a dtype looked up per tensor, then the
+bundle writer's and the end checks' look-ups of the dump files' notes). The ``.npy`` notes are
+given a fabricated identity (distinct inodes, no file); the dump files are real, written once by
+the parent (600 bytes each) and shared by every process, so the timed work is the Python work
+of noting, naming and looking up, plus one lstat a look-up.
 
 Fresh processes alternate between ``--before DIR`` and this tree; each runs the step ``--inner``
 times (stores emptied before each, cyclic GC off) and reports the median CPU and wall seconds of
@@ -17,22 +19,24 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 _CHILD = r"""
-import gc, hashlib, json, resource, sys, time
+import gc, hashlib, json, os, resource, sys, time
 import numpy as np
 from npu_dump_hook import _ledger, _written
 from npu_dump_hook.formats import names
 from npu_dump_hook.formats.dump_file import DumpTensor
 from npu_dump_hook.train import _capture_plan
-inner = int(sys.argv[1])
+inner, folder = int(sys.argv[1]), sys.argv[2]
 DUMPS, GOLDEN = 1330, 2000
 part = b"x" * 600
 head = part[:120]
 tensors = [DumpTensor(np.arange(6, dtype=np.float32).reshape(2, 3))]
-dump_paths = ["/bench/dump/MatMul.op{}.3.0.1700000000000001".format(k) for k in range(DUMPS)]
+dump_paths = [os.path.join(folder, "MatMul.op{}.3.0.1700000000000001".format(k)) for k in range(DUMPS)]
+dump_ids = [_written.file_identity(path) for path in dump_paths]
 npy_paths = ["/bench/golden/op{}.0.1700000000000001.npy".format(k) for k in range(GOLDEN)]
 ops = ["rnn/while/lstm_cell_{}/MatMul:0".format(k) for k in range(GOLDEN)]
 dtype = type("FakeTensor", (), {})()
@@ -44,8 +48,8 @@ except ImportError:
 
 
 def step():
-    for inode, path in enumerate(dump_paths):
-        _written.note_written(path, (part,), head, None, (1, inode, len(part), 7, path.rsplit("/", 1)[1]), len(part))
+    for path, identity in zip(dump_paths, dump_ids):
+        _written.note_written(path, (part,), head, None, identity, len(part))
         _ledger.note_dump_file(path, tensors, tensors)
     made = []
     for number, path in enumerate(npy_paths):
@@ -53,6 +57,8 @@ def step():
         made.append(names.golden_npy_name(ops[number], 0, 1700000000000001 + number))
         if dtype is not None:
             _capture_plan.as_stored_array(np.float32(1.0), dtype)
+    for path in dump_paths:
+        made.append(_written.written_facts(path)[1] + repr(_ledger.dump_health(path)))
     return made
 
 
@@ -80,9 +86,16 @@ print(json.dumps({"row": rows[len(rows) // 2], "answer": answer}))
 """
 
 
-def _run(python: str, root: str, inner: int) -> dict:
+def _dump_files(folder: str) -> None:
+    """The step's dump files, 600 bytes each (what the notes say of them)."""
+    for number in range(1330):
+        with open(os.path.join(folder, "MatMul.op{}.3.0.1700000000000001".format(number)), "wb") as handle:
+            handle.write(b"x" * 600)
+
+
+def _run(python: str, root: str, inner: int, folder: str) -> dict:
     env = dict(os.environ, PYTHONPATH=root, TF_CPP_MIN_LOG_LEVEL="3")
-    out = subprocess.run([python, "-c", _CHILD, str(inner)], env=env, check=True, cwd=root,
+    out = subprocess.run([python, "-c", _CHILD, str(inner), folder], env=env, check=True, cwd=root,
                          stdout=subprocess.PIPE, universal_newlines=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -95,9 +108,11 @@ def main() -> int:
     parser.add_argument("--python", default=sys.executable)
     args = parser.parse_args()
     rows = {"before": [], "after": []}  # type: dict
-    for _ in range(args.repeat):
-        for side, root in (("before", os.path.abspath(args.before)), ("after", ROOT)):
-            rows[side].append(_run(args.python, root, args.inner))
+    with tempfile.TemporaryDirectory(prefix="bench_bounded_") as folder:
+        _dump_files(folder)
+        for _ in range(args.repeat):
+            for side, root in (("before", os.path.abspath(args.before)), ("after", ROOT)):
+                rows[side].append(_run(args.python, root, args.inner, folder))
     print("bounded stores, one RNN step's notes and names; medians of {} alternating processes x median of {} "
           "steps; load {}".format(args.repeat, args.inner, " ".join("{:.1f}".format(x) for x in os.getloadavg())))
     medians = {}

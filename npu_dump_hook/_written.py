@@ -108,7 +108,7 @@ def just_noted(path: str) -> Optional[Tuple[int, int, int, int, str]]:
 def written_facts(path: str) -> Optional[Tuple[int, str, Optional[bytes], Any]]:
     """(size, sha256 hex, noted first bytes or None, noted fields or None) of the file at ``path``
     if it is still the file noted (module doc), else None."""
-    found = still_noted(_noted, _noted.lock, path)
+    found = still_noted(_noted, None, path)
     if found is None:
         return None
     return found[1], found[2], found[3], found[4]
@@ -116,17 +116,21 @@ def written_facts(path: str) -> Optional[Tuple[int, str, Optional[bytes], Any]]:
 
 def still_noted(noted: Union[BoundedStore[Tuple[int, int], Tuple[Any, ...]], Mapping[Tuple[int, int], Tuple[Any, ...]]],
                 lock: Any, path: str) -> Optional[Tuple[Any, ...]]:
-    """The entry ``noted`` keeps (looked up under ``lock``, e.g. the store's own) for the file at
-    ``path``, keyed by (device, inode) with the whole :func:`file_identity` first, when that file
-    is still the one noted; else None. The one matching rule of this module,
-    :mod:`npu_dump_hook._ledger` and :mod:`npu_dump_hook.formats.ge_handover`."""
+    """The entry ``noted`` keeps for the file at ``path``, keyed by (device, inode) with the whole
+    :func:`file_identity` first, when that file is still the one noted; else None. The one
+    matching rule of this module, :mod:`npu_dump_hook._ledger` and
+    :mod:`npu_dump_hook.formats.ge_handover`. ``lock``: taken around the lookup, or None for a
+    :class:`~npu_dump_hook._bounded.BoundedStore`, whose lookup is one atomic C call (its doc)."""
     if not noted:
         return None
     identity = file_identity(path)
     if identity is None:
         return None
-    with lock:
+    if lock is None:
         found = noted.get(identity[:2])
+    else:
+        with lock:
+            found = noted.get(identity[:2])
     if found is None or found[0] != identity:
         return None
     return found

@@ -55,13 +55,13 @@ def note_graph(path: str, json_text: Optional[str], ops: Optional[Sequence[Hande
 
 def handed_json(path: str) -> Optional[str]:
     """The noted JSON form of the file at ``path`` if it is still the file noted, else None."""
-    found = still_noted(_noted, _noted.lock, path)
+    found = still_noted(_noted, None, path)
     return None if found is None else found[1]
 
 
 def handed_ops(path: str) -> Optional[Tuple[HandedOp, ...]]:
     """The noted ops of the file at ``path`` if it is still the file noted, else None."""
-    found = still_noted(_noted, _noted.lock, path)
+    found = still_noted(_noted, None, path)
     return None if found is None else found[2]
 
 
@@ -69,7 +69,7 @@ def handed_graph(path: str) -> Optional[Tuple[str, Tuple[HandedOp, ...]]]:
     """(graph name, ops) of the file at ``path`` if it is still the file noted and both were noted,
     every op with its type (what the Build graph choice, ``locate.graphs``, reads of a file of
     one graph), else None."""
-    found = still_noted(_noted, _noted.lock, path)
+    found = still_noted(_noted, None, path)
     if found is None or found[2] is None or not found[3] or any(op.type is None for op in found[2]):
         return None
     return found[3], found[2]
