@@ -17,11 +17,11 @@ one pattern, in two policies a store's owner picks per call:
 Thread safety: every change (put, add, clear) is made under the store's :attr:`~BoundedStore.lock`
 (a ``threading.Lock``), so the counts and bytes stay exact when the capture's writer threads note
 files while the main thread notes others. :meth:`BoundedStore.get` is the underlying OrderedDict's
-own lookup, without the lock: it keeps the hot path to one C call, and one lookup is atomic under CPython's GIL for keys whose hash and
-comparison run no Python code (the notes' keys: tuples of ints); a store keyed otherwise (a TF
-dtype) is used from one thread. The values the notes keep are tuples, never changed in place, so
-a lookup hands back a whole value. A caller that wants its lookup ordered with the changes takes
-:attr:`~BoundedStore.lock` around it.
+own lookup, without the lock: it keeps the hot path to one C call, and one lookup is atomic under
+CPython's GIL for keys whose hash and comparison run no Python code (the notes' keys: tuples of
+ints; the golden stems': str); a store keyed otherwise (a TF dtype) is used from one thread. The
+values the notes keep are tuples, never changed in place, so a lookup hands back a whole value.
+A caller that wants its lookup ordered with the changes takes :attr:`~BoundedStore.lock` around it.
 Stdlib only (the writers of :mod:`npu_dump_hook.formats` use it).
 """
 import collections
