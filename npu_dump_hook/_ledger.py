@@ -19,12 +19,11 @@ in-memory array has the dtype the reader views the payload as (so the values, an
 counts, are the same), and its header shape is one the reader accepts; otherwise the file is
 not noted at all. TF-free; numpy only.
 """
-import collections
-import threading
 from typing import Any, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ._bounded import BoundedStore
 from ._written import file_identity as _identity, just_noted, still_noted
 from .formats.device_format import shape_problem
 from .formats.dump_file import dtype_info
@@ -40,8 +39,8 @@ MAX_NOTED = 1 << 16
 #: One tensor's counts as the golden-free checks read them: (direction, slot, elements, NaN, -Inf, +Inf).
 TensorCounts = Tuple[str, int, int, int, int, int]
 
-_noted = collections.OrderedDict()  # type: collections.OrderedDict
-_lock = threading.Lock()
+#: (device, inode) -> (identity, counts of the file's tensors); the newest kept.
+_noted = BoundedStore(MAX_NOTED)  # type: BoundedStore[Tuple[int, int], Tuple[Any, ...]]
 
 
 def non_finite_counts(array: np.ndarray) -> Tuple[int, int, int, int]:
@@ -98,20 +97,15 @@ def note_dump_file(path: str, inputs: Iterable[Any], outputs: Iterable[Any]) -> 
     identity = just_noted(path) or _identity(path)  # the writer's own note of it: no second lstat
     if outs is None or identity is None:
         return
-    with _lock:
-        _noted[identity[:2]] = (identity, tuple(found + outs))
-        _noted.move_to_end(identity[:2])
-        while len(_noted) > MAX_NOTED:
-            _noted.popitem(last=False)
+    _noted.put(identity[:2], (identity, tuple(found + outs)))
 
 
 def dump_health(path: str) -> Optional[Tuple[TensorCounts, ...]]:
     """The counts noted for the file at ``path`` if it is still that file (module doc), else None."""
-    found = still_noted(_noted, _lock, path)
+    found = still_noted(_noted, None, path)
     return None if found is None else found[1]
 
 
 def forget_all() -> None:
     """Drop every noted fact (tests; a caller that wants every file read)."""
-    with _lock:
-        _noted.clear()
+    _noted.clear()

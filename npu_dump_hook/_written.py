@@ -18,12 +18,13 @@ the size inside one tick of the file system's clock would go unseen by the write
 then holds the digest of the bytes written, and ``verify``, which always hashes the files, reports
 the file as changed. Stdlib only (the writers of :mod:`npu_dump_hook.formats` import it).
 """
-import collections
 import hashlib
 import os
 import stat
 import threading
-from typing import Any, Iterable, Mapping, Optional, Tuple
+from typing import Any, Iterable, Mapping, Optional, Tuple, Union
+
+from ._bounded import BoundedStore
 
 __all__ = ["note_written", "file_identity", "fd_identity", "just_noted", "still_noted", "written_facts", "forget_all", "NOTE_MAX_BYTES", "MAX_NOTED", "MAX_HEAD_BYTES"]
 
@@ -35,9 +36,9 @@ MAX_NOTED = 1 << 16
 #: First bytes (a dump file's prefix and header) kept at most in all, the oldest forgotten first.
 MAX_HEAD_BYTES = 16 << 20
 
-_noted = collections.OrderedDict()  # type: collections.OrderedDict
-_lock = threading.Lock()
-_head_bytes = [0]
+#: (device, inode) -> (identity, size, sha256 hex, head, fields), each counting for its head's
+#: bytes; a writer thread notes too.
+_noted = BoundedStore(MAX_NOTED, MAX_HEAD_BYTES)  # type: BoundedStore[Tuple[int, int], Tuple[Any, ...]]
 #: Per thread: (path, identity) of the file this thread noted last (:func:`just_noted`).
 _last = threading.local()
 
@@ -93,16 +94,7 @@ def note_written(path: str, parts: Iterable[Any], head: Optional[bytes] = None, 
     if identity is None or identity[2] != size:
         return
     _last.noted = (path, identity)
-    with _lock:
-        old = _noted.pop(identity[:2], None)
-        if old is not None and old[3] is not None:
-            _head_bytes[0] -= len(old[3])
-        _noted[identity[:2]] = (identity, size, digest.hexdigest(), head, fields)
-        _head_bytes[0] += len(head) if head is not None else 0
-        while len(_noted) > MAX_NOTED or _head_bytes[0] > MAX_HEAD_BYTES:
-            _key, dropped = _noted.popitem(last=False)
-            if dropped[3] is not None:
-                _head_bytes[0] -= len(dropped[3])
+    _noted.put(identity[:2], (identity, size, digest.hexdigest(), head, fields), len(head) if head is not None else 0)
 
 
 def just_noted(path: str) -> Optional[Tuple[int, int, int, int, str]]:
@@ -116,23 +108,29 @@ def just_noted(path: str) -> Optional[Tuple[int, int, int, int, str]]:
 def written_facts(path: str) -> Optional[Tuple[int, str, Optional[bytes], Any]]:
     """(size, sha256 hex, noted first bytes or None, noted fields or None) of the file at ``path``
     if it is still the file noted (module doc), else None."""
-    found = still_noted(_noted, _lock, path)
+    found = still_noted(_noted, None, path)
     if found is None:
         return None
     return found[1], found[2], found[3], found[4]
 
 
-def still_noted(noted: Mapping[Tuple[int, int], Tuple[Any, ...]], lock: Any, path: str) -> Optional[Tuple[Any, ...]]:
-    """The entry ``noted`` keeps (under ``lock``) for the file at ``path``, keyed by (device,
-    inode) with the whole :func:`file_identity` first, when that file is still the one noted; else
-    None. The one matching rule of this module and :mod:`npu_dump_hook._ledger`."""
+def still_noted(noted: Union[BoundedStore[Tuple[int, int], Tuple[Any, ...]], Mapping[Tuple[int, int], Tuple[Any, ...]]],
+                lock: Any, path: str) -> Optional[Tuple[Any, ...]]:
+    """The entry ``noted`` keeps for the file at ``path``, keyed by (device, inode) with the whole
+    :func:`file_identity` first, when that file is still the one noted; else None. The one
+    matching rule of this module, :mod:`npu_dump_hook._ledger` and
+    :mod:`npu_dump_hook.formats.ge_handover`. ``lock``: taken around the lookup, or None for a
+    :class:`~npu_dump_hook._bounded.BoundedStore`, whose lookup is one atomic C call (its doc)."""
     if not noted:
         return None
     identity = file_identity(path)
     if identity is None:
         return None
-    with lock:
+    if lock is None:
         found = noted.get(identity[:2])
+    else:
+        with lock:
+            found = noted.get(identity[:2])
     if found is None or found[0] != identity:
         return None
     return found
@@ -140,6 +138,4 @@ def still_noted(noted: Mapping[Tuple[int, int], Tuple[Any, ...]], lock: Any, pat
 
 def forget_all() -> None:
     """Drop every noted fact (tests; a caller that wants every file read)."""
-    with _lock:
-        _noted.clear()
-        _head_bytes[0] = 0
+    _noted.clear()

@@ -243,13 +243,13 @@ def test_no_module_imports_another_packages_private_module():
 #: version bundle.json records), ``_forked`` (forked workers for large files), ``_files`` (the
 #: non-blocking open of a regular file, shared with formats and compare) and ``_signals`` (SIGTERM
 #: as an exception while an archive is extracted, shared with compare), ``_written`` (stdlib only: the
-#: sha256 of small files this process just wrote, noted by the formats' writers). Hook-side modules (hook, run_record,
+#: sha256 of small files this process just wrote, noted by the formats' writers) with ``_bounded`` (its store). Hook-side modules (hook, run_record,
 #: fingerprints, options, config, _capture, _tf, ...) build what a bundle holds; their schema
 #: parts live in ``bundle/schema.py`` and they import it, never the other way round.
 BUNDLE_MAY_IMPORT = ("npu_dump_hook.errors", "npu_dump_hook.constants", "npu_dump_hook.settings",
                      "npu_dump_hook._cli_conventions", "npu_dump_hook._atomic", "npu_dump_hook._version",
                      "npu_dump_hook._forked", "npu_dump_hook._files", "npu_dump_hook._signals",
-                     "npu_dump_hook._written")
+                     "npu_dump_hook._written", "npu_dump_hook._bounded")
 
 
 def test_bundle_imports_only_bundle_formats_and_shared_modules():

@@ -112,7 +112,7 @@ def test_a_tensor_held_in_another_dtype_than_the_reader_views_is_not_noted(tmp_p
 
 
 def test_the_ledger_forgets_the_oldest_beyond_its_bound(tmp_path, monkeypatch):
-    monkeypatch.setattr(_ledger, "MAX_NOTED", 2)
+    monkeypatch.setattr(_ledger._noted, "max_entries", 2)  # (the store built with MAX_NOTED)
     paths = [_written(tmp_path, "Add.add.1.2.170000000000000{}".format(k)) for k in range(3)]
     assert _ledger.dump_health(paths[0]) is None
     assert _ledger.dump_health(paths[1]) is not None and _ledger.dump_health(paths[2]) is not None

@@ -120,7 +120,7 @@ def test_a_file_over_the_bound_is_not_noted(tmp_path):
 
 
 def test_the_heads_held_are_bounded_oldest_first(tmp_path, monkeypatch):
-    monkeypatch.setattr(_written, "MAX_HEAD_BYTES", 1000)
+    monkeypatch.setattr(_written._noted, "max_bytes", 1000)  # (the store built with MAX_HEAD_BYTES)
     paths = []
     for index in range(4):
         path = str(tmp_path / "f{}".format(index))

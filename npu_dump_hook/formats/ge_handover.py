@@ -10,10 +10,9 @@ them back for a path that is still the very file noted, by the one matching rule
 and name, a regular file). A changed, replaced or copied file answers None and is read as
 before; so does a file of a real NPU, which nobody noted. Stdlib only.
 """
-import collections
-import threading
 from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
 
+from .._bounded import BoundedStore
 from .._written import file_identity, still_noted
 
 __all__ = ["HandedOp", "note_graph", "handed_json", "handed_ops", "handed_graph", "forget_graphs"]
@@ -24,8 +23,8 @@ MAX_GRAPHS = 2
 #: converted, the converter's memory bounded (ge_json). The 20-step RNN's is 7M characters.
 MAX_JSON_CHARS = 1 << 25
 
-_noted = collections.OrderedDict()  # type: collections.OrderedDict
-_lock = threading.Lock()
+#: (device, inode) -> (identity, JSON text, ops, graph name); the newest kept.
+_noted = BoundedStore(MAX_GRAPHS)  # type: BoundedStore[Tuple[int, int], Tuple[Any, ...]]
 
 
 class HandedOp(NamedTuple):
@@ -51,22 +50,18 @@ def note_graph(path: str, json_text: Optional[str], ops: Optional[Sequence[Hande
         return
     if json_text is not None and len(json_text) > MAX_JSON_CHARS:
         json_text = None
-    with _lock:
-        _noted.pop(identity[:2], None)
-        _noted[identity[:2]] = (identity, json_text, None if ops is None else tuple(ops), graph_name)
-        while len(_noted) > MAX_GRAPHS:
-            _noted.popitem(last=False)
+    _noted.put(identity[:2], (identity, json_text, None if ops is None else tuple(ops), graph_name))
 
 
 def handed_json(path: str) -> Optional[str]:
     """The noted JSON form of the file at ``path`` if it is still the file noted, else None."""
-    found = still_noted(_noted, _lock, path)
+    found = still_noted(_noted, None, path)
     return None if found is None else found[1]
 
 
 def handed_ops(path: str) -> Optional[Tuple[HandedOp, ...]]:
     """The noted ops of the file at ``path`` if it is still the file noted, else None."""
-    found = still_noted(_noted, _lock, path)
+    found = still_noted(_noted, None, path)
     return None if found is None else found[2]
 
 
@@ -74,7 +69,7 @@ def handed_graph(path: str) -> Optional[Tuple[str, Tuple[HandedOp, ...]]]:
     """(graph name, ops) of the file at ``path`` if it is still the file noted and both were noted,
     every op with its type (what the Build graph choice, ``locate.graphs``, reads of a file of
     one graph), else None."""
-    found = still_noted(_noted, _lock, path)
+    found = still_noted(_noted, None, path)
     if found is None or found[2] is None or not found[3] or any(op.type is None for op in found[2]):
         return None
     return found[3], found[2]
@@ -82,5 +77,4 @@ def handed_graph(path: str) -> Optional[Tuple[str, Tuple[HandedOp, ...]]]:
 
 def forget_graphs() -> None:
     """Drop every note (tests; a caller that wants every graph read)."""
-    with _lock:
-        _noted.clear()
+    _noted.clear()

@@ -40,6 +40,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
+from .._bounded import BoundedStore
 from ..errors import NameFormatError
 
 __all__ = [
@@ -497,9 +498,9 @@ _NOT_IN_NPY_PATTERN = re.compile(r"[^A-Za-z0-9_-]")
 
 #: op name -> the stem :func:`golden_npy_name` gave it (a capture names ~2,000 files in a row;
 #: checking each whole name against the pattern cost more than making it). Bounded: beyond
-#: :data:`_GOLDEN_STEMS_SIZE` names are checked each time.
-_GOLDEN_STEMS = {}  # type: Dict[str, str]
+#: :data:`_GOLDEN_STEMS_SIZE` names are checked each time (the first ones stay).
 _GOLDEN_STEMS_SIZE = 1 << 16
+_GOLDEN_STEMS = BoundedStore(_GOLDEN_STEMS_SIZE)  # type: BoundedStore[str, str]
 
 
 def golden_npy_name(op_name: str, output_index: int, timestamp_us: int) -> str:
@@ -511,8 +512,7 @@ def golden_npy_name(op_name: str, output_index: int, timestamp_us: int) -> str:
         # The stem passed the pattern with such fields (its characters, no dot): so does this name.
         return "{}.{}.{}.npy".format(stem, output_index, timestamp_us)
     name = _checked_golden_npy_name(op_name, output_index, timestamp_us)
-    if len(_GOLDEN_STEMS) < _GOLDEN_STEMS_SIZE:
-        _GOLDEN_STEMS[op_name] = name.rsplit(".", 3)[0]
+    _GOLDEN_STEMS.add_if_room(op_name, name.rsplit(".", 3)[0])
     return name
 
 

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Set, Tuple
 import numpy as np
 
 from .. import _tf
+from .._bounded import BoundedStore
 from ..constants import ENV_CAPTURE_BUDGET
 from ..errors import BackendError
 from ..formats.npy import NUMPY_OF_TF_ENUM, TF_DT_BFLOAT16
@@ -226,7 +227,7 @@ def as_stored_array(value: Any, tensor: Any) -> np.ndarray:
     if stored is None:  # the TF dtype's enum costs more than the write of a small tensor: once per dtype
         enum = tensor.dtype.base_dtype.as_datatype_enum
         stored = _BFLOAT16 if enum == TF_DT_BFLOAT16 else np.dtype(NUMPY_OF_TF_ENUM[enum])
-        _STORED_DTYPES[tensor.dtype] = stored
+        _STORED_DTYPES.add_if_room(tensor.dtype, stored)
     array = np.asarray(value, order="C")  # (ascontiguousarray would make a scalar 1-d)
     if stored is _BFLOAT16:
         bits = array.reshape(-1).view(np.uint16).astype(np.uint32) << 16
@@ -235,7 +236,9 @@ def as_stored_array(value: Any, tensor: Any) -> np.ndarray:
 
 
 _BFLOAT16 = "bfloat16"  # widened to float32 by as_stored_array
-_STORED_DTYPES = {}  # type: Dict[Any, Any]   TF dtype -> numpy dtype of its .npy (or _BFLOAT16); ~30 at most
+#: TF dtype -> numpy dtype of its .npy (or _BFLOAT16): TF has ~30 dtypes and their _ref forms, so
+#: the bound (the first ones stay) is never reached; a dtype beyond it is looked up each time.
+_STORED_DTYPES = BoundedStore(1 << 10)  # type: BoundedStore[Any, Any]
 
 
 def static_shape(tensor: Any) -> Optional[Tuple[int, ...]]:
