@@ -343,17 +343,14 @@ class TensorCapture(object):
         """``(fetched directly, streamed)`` tensors of the step; reference-variable tensors are
         appended to ``variable_reads`` (read before the step, never fetched or dumped)."""
         direct, streamed = [], []  # type: List[Tuple[Any, Plan]], List[Tuple[Any, Plan]]
-        op_name, plans = self.index.name, self._plans
         for op, fed_only in executed:
-            prefix = op_name(op) + ":"  # tensor names without TF's accessor (a C API call per read on TF 1.15)
-            for number, tensor in enumerate(op.outputs):
-                name = prefix + str(number)
-                plan = plans.get(name)
+            for tensor in op.outputs:
+                plan = self._plans.get(tensor.name)
                 if plan is None or plan.reason:
                     continue
-                if fed_only and name not in fed:
+                if fed_only and tensor.name not in fed:
                     continue  # the op is replaced by a feed; its other outputs are never computed
-                if plan.variable is not None and name not in fed:
+                if plan.variable is not None and tensor.name not in fed:
                     variable_reads.append((tensor, plan.variable))
                     continue
                 if self._after_update(op, plan, fed_only, fed):
