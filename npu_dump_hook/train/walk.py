@@ -94,9 +94,11 @@ class GraphIndex(object):
     def forget_if_editable(self) -> None:
         """An editable graph may gain ops and edges between steps: read them again. Ops and their
         edges are made together (TF's graph builders wire an op's inputs, and those of the ops it
-        closes, such as a loop's ``Merge``, while they create ops), so an unchanged ``graph.version``
-        (it grows with every op created) means edges read since are still the graph's: kept, not
-        read again through TF's accessors (2,000 ops: ~30 ms on TF 1.15)."""
+        closes, such as a loop's ``Merge``, while they create ops; the hook's own rewiring, the
+        randomness policy and the emulator's numerics, runs in ``begin()`` before this index reads
+        an edge), so an unchanged ``graph.version`` (it grows with every op created) means edges
+        read since are still the graph's: kept, not read again through TF's accessors (2,000 ops:
+        ~30 ms on TF 1.15)."""
         if not self.graph.finalized:
             self._forget_if_changed()
 
