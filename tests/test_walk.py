@@ -45,3 +45,25 @@ def test_one_walk_serves_the_detector_and_the_batch_fingerprints():
     assert detector.verdict_for(walk).training and not detector.verdict(loss, {x: [1.0, 2.0]}).training
     chosen, skipped = batch_tensors_of(walk)
     assert [(t.name, source) for t, source in chosen] == [("x:0", "feed")] and skipped == []
+
+
+def test_an_editable_graph_keeps_its_edges_until_it_gains_ops_and_its_dump_ops_change_nothing():
+    """The index reads an editable graph's edges again only when the graph gained ops since (a new
+    op may rewire an older one); the capture's dump ops, which only consume tensors, do not count."""
+    from npu_dump_hook.train._capture_plan import Plan, make_dump_ops
+
+    graph, x, y, loss, _ = _graph()
+    index = GraphIndex(graph)
+    index.read_all(graph.get_operations())
+    edges = index.edges(loss.op)
+    index.forget_if_editable()
+    assert index.edges(loss.op) is edges  # nothing changed: kept, not read through TF again
+    made = make_dump_ops(graph, [(y, Plan(number=0, nbytes=8))], "/nonexistent", index)
+    index.forget_if_editable()
+    assert made == 1 and index.edges(loss.op) is edges
+    with graph.as_default():
+        doubled = tf.identity(x * 2.0, name="doubled")
+    loss.op._update_input(0, doubled)  # noqa: SLF001 - an older op rewired after a new op was made
+    index.forget_if_editable()
+    walk = StepWalk(index, loss, {x: [1.0, 2.0]})
+    assert index.edges(loss.op) is not edges and "doubled" in walk.ran and "y" not in walk.ran

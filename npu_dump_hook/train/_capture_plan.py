@@ -323,7 +323,7 @@ def plan_graph(graph: Any, index: Any, can_fetch: bool, memory_budget: int, dump
     # (each costs time here and Grappler time in the captured step's executor).
     stream_all = (unknown or fetchable_bytes > memory_budget) and not editable
     made = make_dump_ops(graph, [(t, plans[t.name]) for op in ops for t in op.outputs
-                                 if _wants_dump_op(plans[t.name], stream_all)], dump_root)
+                                 if _wants_dump_op(plans[t.name], stream_all)], dump_root, index)
     logger.debug("capture: %d capturable tensor(s) (%s bytes fetchable%s), %d dump op(s), budget %d",
                  number, fetchable_bytes, ", some unknown" if unknown else "", made, memory_budget)
     return plans, outputs
@@ -385,9 +385,12 @@ def _wants_dump_op(plan: Plan, stream_all: bool) -> bool:
     return not (plan.reason or plan.variable is not None or plan.per_iteration) and (stream_all or plan.stream_only)
 
 
-def make_dump_ops(graph: Any, pairs: List[Tuple[Any, Plan]], dump_root: str) -> int:
+def make_dump_ops(graph: Any, pairs: List[Tuple[Any, Plan]], dump_root: str, index: Any = None) -> int:
     """Give each ``(tensor, plan)`` without one a ``DebugIdentity`` dump op (on the CPU of the
-    producer's task, under :data:`WRITE_SCOPE`, named by the plan's number); the count made."""
+    producer's task, under :data:`WRITE_SCOPE`, named by the plan's number); the count made.
+    ``index``: the graph's :class:`~npu_dump_hook.train.walk.GraphIndex`, told that the new ops
+    only consume existing tensors (the edges it read stay the graph's)."""
+    before = graph.version
     urls = ["file://" + dump_root]
     devices = {}  # type: Dict[str, str]
     made = 0
@@ -399,4 +402,6 @@ def make_dump_ops(graph: Any, pairs: List[Tuple[Any, Plan]], dump_root: str) -> 
                 dump = _tf.debug_identity(graph, tensor, "t{}{}:0".format(plan.number, _NAME_PAD), urls)
             plan.dump_op = dump.op
             made += 1
+    if index is not None:
+        index.consumers_added(before)
     return made

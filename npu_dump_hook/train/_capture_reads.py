@@ -11,7 +11,7 @@ while the step runs when it fits the budget beside the step's fetched tensors (`
 Contract::
 
     reads = VariableReads(graph, scratch_root, memory_budget)   # graph editable: handle readers made
-    before, updates = reads.plan(executed, fed, edges)          # run_args: what the step reads / updates
+    before, updates = reads.plan(executed, fed, edges, names)   # run_args: what the step reads / updates
     snapshots = reads.before(session, before, also=state, spare=n)  # run_args: values before the step
     reads.warm(session)                                         # optional, at session creation (see warm)
     reads.written()                                             # finish: their scratch files are complete
@@ -115,20 +115,29 @@ class VariableReads(object):
         """Readers for the resource variables among ``ops``, which the graph gained after the plan."""
         self._readers.update(make_handle_readers(graph, ops))
 
-    def plan(self, executed: List[Tuple[Any, bool]], fed: Any, edges: Any) -> Tuple[list, list]:
+    def plan(self, executed: List[Tuple[Any, bool]], fed: Any, edges: Any,
+             input_names: Any = None) -> Tuple[list, list]:
         """``(before, updates)``: the resource handles the step's ops take, each as ``(handle, reader)``,
-        and the executed in-place updates as ``(op, [(variable input name, value tensor)])``."""
+        and the executed in-place updates as ``(op, [(variable input name, value tensor)])``.
+        ``input_names(op)``: the names of ``edges(op)[0]`` when the caller has them read already."""
         updates = []  # type: List[Tuple[Any, List[Tuple[str, Any]]]]
         handle_reads = {}  # type: Dict[str, Tuple[Any, Any]]
+        may_hold = {}  # type: Dict[Any, bool]   per TF dtype: a resource handle or a reference (few are)
         for op, fed_only in executed:
             if fed_only:
                 continue
             variables = []  # type: List[Tuple[str, Any]]
-            for tensor in edges(op)[0]:
-                value = None if tensor.name in fed else self._value_of_variable_input(tensor)
+            inputs = edges(op)[0]
+            names = input_names(op) if input_names is not None else [tensor.name for tensor in inputs]
+            for tensor, name in zip(inputs, names):
+                dtype = tensor.dtype
+                holds = may_hold.get(dtype)
+                if holds is None:
+                    holds = may_hold[dtype] = dtype.base_dtype.name == "resource" or dtype != dtype.base_dtype
+                value = None if not holds or name in fed else self._value_of_variable_input(tensor)
                 if value is None:
                     continue
-                variables.append((tensor.name, value))
+                variables.append((name, value))
                 if tensor.dtype.base_dtype.name == "resource":
                     handle = variable_handle(tensor).outputs[0]
                     handle_reads.setdefault(handle.name, (handle, value))

@@ -242,7 +242,7 @@ class TensorCapture(object):
         self._pending, self._fed = executed, fed
         shutil.rmtree(self._dump_root, ignore_errors=True)  # stale dumps must not pass for this step's
         shutil.rmtree(self._watch_root, ignore_errors=True)
-        variable_reads, self._updates = self._reads.plan(executed, fed, self.index.edges)
+        variable_reads, self._updates = self._reads.plan(executed, fed, self.index.edges, self.index.input_names)
         direct, streamed = self._paths(executed, fed, variable_reads, run_context.original_args.feed_dict)
         direct, streamed = self._with_dump_ops(direct, streamed)
         # Before TF's debug writers run (dump ops and loop-body watches: at least one iteration each).
@@ -328,7 +328,7 @@ class TensorCapture(object):
         if not missing:
             return direct, streamed
         if not self.graph.finalized:
-            made = make_dump_ops(self.graph, missing, self._dump_root)
+            made = make_dump_ops(self.graph, missing, self._dump_root, self.index)
             self._version = self.graph.version  # the capture's own ops: nothing for _catch_up to plan
             logger.debug("capture: %d dump op(s) made for this step's streamed tensors", made)
             return direct, streamed
@@ -444,11 +444,12 @@ class TensorCapture(object):
         return [self._executed_op(op, order) for order, (op, _) in enumerate(executed)]
 
     def _executed_op(self, op: Any, order: int) -> ExecutedOp:
-        inputs, controls = self.index.edges(op)
-        dtypes, shapes = self._outputs.get(op.name) or (
+        index = self.index  # names and types as the walk read them: TF 1.15's accessors call the C API each time
+        op_name, controls = index.name(op), index.edges(op)[1]
+        dtypes, shapes = self._outputs.get(op_name) or (
             [t.dtype.base_dtype.name for t in op.outputs], [static_shape(t) for t in op.outputs])
-        return ExecutedOp(name=op.name, type=op.type, inputs=[t.name for t in inputs],
-                          control_inputs=[c.name for c in controls], order=order,
+        return ExecutedOp(name=op_name, type=index.type(op), inputs=list(index.input_names(op)),
+                          control_inputs=[index.name(c) for c in controls], order=order,
                           output_dtypes=list(dtypes), output_shapes=list(shapes))
 
     def _add_output(self, files: StepFiles, of: Tuple[Any, str, str], output: Tuple[int, Any, str, Optional[Plan]],

@@ -79,12 +79,20 @@ class StepCounter(object):
 
     def _inference_verdict(self, walk: StepWalk, training: Any) -> Any:
         """The inference verdict (infer, or auto not yet decided), or ``training`` once auto chose train."""
+        if self.mode.chosen is None and training.training:
+            return self._decided(training, None)  # a training run decides auto: no inference verdict needed
         inference = self._inference.verdict_for(walk)
         if inference.iteration and self.inference_held and self.mode.requested == "auto":
             inference = InferenceVerdict(False, "Keras predict/evaluate under mode auto (--mode infer dumps it)",
                                          inference.inputs, inference.model, inference.fetches, inference.restore)
+        return self._decided(training, inference)
+
+    def _decided(self, training: Any, inference: Any) -> Any:
+        """``mode`` decided by this run's verdicts (``inference`` None: a training run, which
+        decides ``train`` whatever its inference verdict), and the verdict that counts."""
         before = self.mode.chosen
-        chosen = self.mode.decide(training.training, inference.iteration, self._graph_trains)
+        chosen = self.mode.decide(training.training, inference is not None and inference.iteration,
+                                  self._graph_trains)
         if chosen != before:
             logger.info("NpuDumpHook: mode=auto: %s", "the script trains: training steps are dumped"
                         if chosen == "train" else "the script built no training op: the first inference run is dumped")

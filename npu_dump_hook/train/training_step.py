@@ -95,9 +95,10 @@ class TrainingStepDetector(object):
 
     # -- which ops update the model ---------------------------------------------------------
     def _is_update(self, op: Any) -> bool:
-        if OPTIMIZER_UPDATE.match(op.type):
+        op_type = self.index.type(op)  # read once per op (TF 1.15's accessor goes through the C API)
+        if OPTIMIZER_UPDATE.match(op_type):
             return True
-        if op.type not in _WRITE_TYPES or not op.inputs:
+        if op_type not in _WRITE_TYPES or not op.inputs:
             return False
         if op.name in self._initializer_ops():
             return False
