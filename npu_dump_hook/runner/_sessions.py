@@ -72,10 +72,11 @@ def trains(graph: Any) -> bool:
 
 
 def _graph_trains(state: Dict[str, Any], graph: Any) -> bool:
-    """``trains(graph)``, taken from the session's creation while the graph has gained no op since
-    (``Graph.version`` counts the ops made): each new answer reads every op of the graph again."""
+    """``trains(graph)``, taken from the session's creation when that said yes (a graph never
+    loses an op: its update ops are still there) or the graph has gained no op since
+    (``Graph.version`` counts the ops made); a new answer reads every op of the graph again."""
     noted = state.get(_TRAINS)
-    if noted is not None and noted[0] == graph.version:
+    if noted is not None and (noted[1] or noted[0] == graph.version):
         return noted[1]
     return trains(graph)
 
