@@ -299,6 +299,8 @@ def plan_graph(graph: Any, index: Any, can_fetch: bool, memory_budget: int, dump
     dead = maybe_dead(ops, {op_name_of(op): index.edges(op) for op in ops})
     plans, outputs = {}, {}  # type: Dict[str, Plan], Dict[str, Any]
     planned = []  # type: List[Tuple[Any, Plan]]   # every tensor with its plan, for the dump ops below
+    # dtype -> (base dtype, its name, a reference dtype?): a graph has few dtypes, each read costs TF calls
+    dtype_facts = {}  # type: Dict[Any, Tuple[Any, str, bool]]
     number, fetchable_bytes, unknown = first, 0, False
     for op in ops:
         flow, op_name, op_type = while_or_cond(op), op_name_of(op), op.type
@@ -307,8 +309,11 @@ def plan_graph(graph: Any, index: Any, can_fetch: bool, memory_budget: int, dump
         for number_in_op, tensor in enumerate(op.outputs):
             # each TF accessor read once per tensor (they cost microseconds each, 2,000 tensors a model)
             dtype, dims = tensor.dtype, _dims(tensor)
-            facts = _Facts(op_type, dtype.base_dtype, dims, dtype != dtype.base_dtype)
-            dtypes.append(facts.base.name)
+            known = dtype_facts.get(dtype)
+            if known is None:
+                known = dtype_facts[dtype] = (dtype.base_dtype, dtype.base_dtype.name, dtype != dtype.base_dtype)
+            facts = _Facts(op_type, known[0], dims, known[2])
+            dtypes.append(known[1])
             shapes.append(_static_shape(dims))
             plan = _plan_tensor(graph, op, tensor, flow, op_name in dead or not can_fetch, number, facts)
             plans["{}:{}".format(op_name, number_in_op)] = plan  # tensor.name
