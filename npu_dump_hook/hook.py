@@ -114,7 +114,6 @@ from .options import DumpOptions
 from .run_record import RunRecord, rank_and_device
 from .train.assembly import DEFAULT_OUTPUT_DIR, assemble
 from .train.collector import collector_paused
-from .train.dump_run import model_graph_def
 from .train.golden_layer import golden_of_dump_layer
 from .train.golden_stats import golden_statistics
 from .train.late import LateGraph
@@ -281,7 +280,7 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self.steps.begin(graph, index)
         self.dump.check_graph(graph)
         # The model graph as trained, before the hook adds its own Saver and capture ops.
-        self.dump.write_model_graph(model_graph_def(graph), self.guard)
+        self.dump.write_model_graph(self.dump.model_graph_def(graph), self.guard)
         variables = list(tf.global_variables())
         self.prints.begin(variables)
         self.dump.begin(variables)

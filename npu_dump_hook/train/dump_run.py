@@ -183,6 +183,9 @@ class DumpRun(object):
             self.capture = TensorCapture(graph, self.layout.capture_dir, npy_dir=self.golden_dir, index=index,
                                          editable=editable)
 
+    #: The GraphDef ``begin()`` writes (a function of the module: no state of the run).
+    model_graph_def = staticmethod(model_graph_def)
+
     def write_model_graph(self, graph_def: Any, guard: FailureGuard) -> None:
         """The model graph as trained, before the hook adds its own Saver and capture ops:
         ``{run folder}/tf/graph.pbtxt`` (begin(); again at the captured step when it grew)."""
