@@ -353,6 +353,21 @@ def add_function_def(graph: Any, fdef: Any) -> None:
     graph._add_function(legacy_function._from_definition(fdef))  # noqa: SLF001
 
 
+def graph_may_hold_functions(graph: Any) -> bool:
+    """False when ``graph``'s function library is known to be empty without serializing the graph.
+
+    TF 1.15's C API counts the library's functions (``TF_GraphNumFunctions``); TF 2.x binds no
+    such call in ``pywrap_tf_session``, so there the answer is True and the caller reads the
+    library from the GraphDef as before."""
+    from tensorflow.python import pywrap_tensorflow as c_api
+
+    count = getattr(c_api, "TF_GraphNumFunctions", None)
+    c_graph = getattr(graph, "_c_graph", None)  # noqa: SLF001 - the C graph the count is asked of
+    if count is None or c_graph is None:
+        return True
+    return count(c_graph) > 0
+
+
 def shapes_with_feeds(graph: Any, fed_shapes: Dict[str, Tuple[int, ...]]) -> Dict[str, Tuple[int, ...]]:
     """``{tensor name: shape}`` of every tensor of ``graph`` whose shape is fully known once the
     tensors of ``fed_shapes`` have those shapes: TensorFlow's own shape inference, run on a copy

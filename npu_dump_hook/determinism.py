@@ -113,6 +113,9 @@ SHUFFLE_SEED_INPUTS = {
     "ShuffleDatasetV2": (),
 }
 
+#: The op types :meth:`_Rewriter._visit` acts on (every other op is passed over without a call).
+_VISITED_TYPES = STATEFUL_TYPES | frozenset(STATELESS_SEED_INPUT) | frozenset(SHUFFLE_SEED_INPUTS)
+
 
 def derived_seed(op_name: str) -> int:
     """A stable, non-zero 31-bit seed from an op name (same in every process)."""
@@ -210,13 +213,17 @@ class _Rewriter:
         if self.pin:
             self.graph.seed = self.seed
         ops = list(self.graph.get_operations())  # snapshot: we add ops while rewriting
+        # Each op's type read once (on TF 1.15 every read is a C API call; up to four per op here).
+        # An op's type never changes, and the ops the strip adds are not in the snapshot.
+        types = [op.type for op in ops]
         with self.graph.as_default(), tf.name_scope("npu_dump_hook_randomness"):
             if self.strip:
-                for op in ops:
-                    if op.type == "RandomUniform":
+                for op, op_type in zip(ops, types):
+                    if op_type == "RandomUniform":
                         self._strip_dropout(op)
-            for op in ops:
-                self._visit(op)
+            for op, op_type in zip(ops, types):
+                if op_type in _VISITED_TYPES:
+                    self._visit(op)
         self._visit_functions()
         not_handled = [s for s in self.sources if s["action"].startswith("not handled")]
         not_reproducible = [s for s in self.sources if s["action"].startswith(CLOCK_SEEDED)]

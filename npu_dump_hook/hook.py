@@ -275,12 +275,12 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         facts = self.facts
         facts.randomness = apply_policy(graph, self.randomness, self.seed)
         facts.global_step_tensor = tf.train.get_global_step(graph)
-        facts.tf_op_names = [op.name for op in graph.get_operations()]
         index = GraphIndex(graph)  # one index of the graph's edges: the detector's and the capture's
+        facts.tf_op_names = [index.name(op) for op in graph.get_operations()]  # kept: the capture reads them again
         self.steps.begin(graph, index)
         self.dump.check_graph(graph)
         # The model graph as trained, before the hook adds its own Saver and capture ops.
-        self.dump.write_model_graph(graph.as_graph_def(add_shapes=True), self.guard)
+        self.dump.write_model_graph(self.dump.model_graph_def(graph), self.guard)
         variables = list(tf.global_variables())
         self.prints.begin(variables)
         self.dump.begin(variables)

@@ -81,3 +81,24 @@ def test_trains_asks_each_op_what_the_walk_of_every_op_would_find():
         assert trains(graph) is walked, kind
         answers[kind] = walked
     assert answers == {"optimizer": True, "global_step": True, "load": False, "initializer_and_restore": False}
+
+
+def test_a_sessions_first_runs_reuse_its_creations_answer_only_where_it_still_holds():
+    """``_graph_trains``: the answer noted at the session's creation is kept when it was yes (a graph
+    never loses its update ops) or the graph gained no op; a no on a graph that grew is asked again."""
+    from npu_dump_hook.runner._sessions import _TRAINS, _graph_trains
+
+    graph = tf.Graph()
+    with graph.as_default():
+        w = v1.get_variable("w", initializer=np.ones((2, 1), np.float32), use_resource=True)
+        loss = tf.reduce_sum(w)
+    state = {_TRAINS: (graph.version, trains(graph))}
+    assert _graph_trains(state, graph) is False  # nothing added since: the noted no
+    with graph.as_default():
+        v1.train.GradientDescentOptimizer(0.1).minimize(loss)  # grown into a training graph
+    assert _graph_trains(state, graph) is True  # a no on a grown graph is not trusted
+    assert _graph_trains({}, graph) is True  # nothing noted: asked
+    state = {_TRAINS: (graph.version, True)}
+    with graph.as_default():
+        v1.global_variables_initializer()  # an initializer built after the session (the static RNN script)
+    assert _graph_trains(state, graph) is True

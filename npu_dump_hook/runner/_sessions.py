@@ -46,6 +46,8 @@ _WRAPPER = "_npu_dump_hook_wrapper"
 _PENDING = "_npu_dump_hook_pending"  # not wrapped yet: the reserved hook, or None (no config given)
 _DETECTOR = "_npu_dump_hook_detector"
 _RESTORED = "_npu_dump_hook_restored"
+#: ``(graph.version, trains(graph))`` as the session's creation found them (:func:`_graph_trains`).
+_TRAINS = "_npu_dump_hook_trains"
 #: Keras ``Model`` methods that run the model without training (:meth:`SessionPatches._keras_inference`).
 _KERAS_INFERENCE = ("predict", "predict_on_batch", "evaluate", "test_on_batch")  # the session ran a Saver restore (online inference, ._infer)
 #: Op types the randomness policy edits: a session is wrapped before its first run of one.
@@ -67,6 +69,16 @@ def trains(graph: Any) -> bool:
     # walk of the whole graph from all its ops (which only finds them all again: ~65 ms on TF 2.15).
     ops = graph.get_operations()
     return bool(TrainingStepDetector(graph).update_ops(ops)) or _updates_in_functions(graph, ops)
+
+
+def _graph_trains(state: Dict[str, Any], graph: Any) -> bool:
+    """``trains(graph)``, taken from the session's creation when that said yes (a graph never
+    loses an op: its update ops are still there) or the graph has gained no op since
+    (``Graph.version`` counts the ops made); a new answer reads every op of the graph again."""
+    noted = state.get(_TRAINS)
+    if noted is not None and (noted[1] or noted[0] == graph.version):
+        return noted[1]
+    return trains(graph)
 
 
 def _updates_in_functions(graph: Any, ops: List[Any]) -> bool:
@@ -254,7 +266,8 @@ class SessionPatches(object):
             if graph is None:
                 graph = _tf.tf_v1().get_default_graph()
             claim = None
-            if not graph.finalized and (trains(graph) or wants_inference(injection.settings)):
+            noted = (graph.version, trains(graph)) if not graph.finalized else None
+            if noted is not None and (noted[1] or wants_inference(injection.settings)):
                 try:
                     claim = injection._reserve(bound.arguments.get("config"))
                 except SystemExit:  # the settings do not fit: leave a whole session behind, then stop
@@ -265,6 +278,7 @@ class SessionPatches(object):
             if not graph.finalized:  # wrapped at its first training run (a reserved hook: with its config)
                 self.__dict__[_PENDING] = claim[0] if claim is not None else None
                 self.__dict__[RUNS_BEFORE] = 0  # counted by run_: the wrapper needs no probe run of its own
+                self.__dict__[_TRAINS] = noted
 
         return __init__
 
@@ -306,6 +320,7 @@ class SessionPatches(object):
     @staticmethod
     def _forget(state: Dict[str, Any]) -> Any:
         state.pop(_DETECTOR, None)
+        state.pop(_TRAINS, None)
         return state.pop(_PENDING, None)
 
     @staticmethod
@@ -322,7 +337,7 @@ class SessionPatches(object):
             walk = detector.walk(fetches, feed_dict)
             if detector.verdict_for(walk).training:
                 return True
-            if not state.get(RUNS_BEFORE) and trains(session.graph):
+            if not state.get(RUNS_BEFORE) and _graph_trains(state, session.graph):
                 # Its first run, on a training graph: TensorFlow takes in every op of the graph now
                 # and ignores later edits, so the hook begins before it (an initializer of constants
                 # would otherwise void the strip of the dropout that runs in the training step).
@@ -332,7 +347,7 @@ class SessionPatches(object):
             # run and ignores later edits of those ops, so wrapping at the initializer run would
             # leave the randomness policy and the emulated numerics without effect.
             claims = _RANDOM_TYPES | _INIT_CHECK_TYPES
-            return any(op.type in claims for op in walk.ran.values()) and trains(session.graph)
+            return any(op.type in claims for op in walk.ran.values()) and _graph_trains(state, session.graph)
         except Exception:  # noqa: BLE001 - fetches TensorFlow itself rejects: its run raises, not ours
             return False
 

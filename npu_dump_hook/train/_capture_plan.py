@@ -298,21 +298,29 @@ def plan_graph(graph: Any, index: Any, can_fetch: bool, memory_budget: int, dump
     if ops is None:
         ops = graph.get_operations()
         index.read_all(ops)  # TF's accessors are slow the first time (Python wrappers through the C API)
-    dead = maybe_dead(ops, {op.name: index.edges(op) for op in ops})
+    op_name_of = index.name  # each op's name read through TF once (read_all has read them)
+    dead = maybe_dead(ops, {op_name_of(op): index.edges(op) for op in ops})
     plans, outputs = {}, {}  # type: Dict[str, Plan], Dict[str, Any]
+    planned = []  # type: List[Tuple[Any, Plan]]   # every tensor with its plan, for the dump ops below
+    # dtype -> (base dtype, its name, a reference dtype?): a graph has few dtypes, each read costs TF calls
+    dtype_facts = {}  # type: Dict[Any, Tuple[Any, str, bool]]
     number, fetchable_bytes, unknown = first, 0, False
     for op in ops:
-        flow, op_name, op_type = while_or_cond(op), op.name, op.type
+        flow, op_name, op_type = while_or_cond(op), op_name_of(op), op.type
         dtypes, shapes = [], []  # type: List[str], List[Optional[Tuple[int, ...]]]
         outputs[op_name] = (dtypes, shapes)
         for number_in_op, tensor in enumerate(op.outputs):
             # each TF accessor read once per tensor (they cost microseconds each, 2,000 tensors a model)
             dtype, dims = tensor.dtype, _dims(tensor)
-            facts = _Facts(op_type, dtype.base_dtype, dims, dtype != dtype.base_dtype)
-            dtypes.append(facts.base.name)
+            known = dtype_facts.get(dtype)
+            if known is None:
+                known = dtype_facts[dtype] = (dtype.base_dtype, dtype.base_dtype.name, dtype != dtype.base_dtype)
+            facts = _Facts(op_type, known[0], dims, known[2])
+            dtypes.append(known[1])
             shapes.append(_static_shape(dims))
             plan = _plan_tensor(graph, op, tensor, flow, op_name in dead or not can_fetch, number, facts)
             plans["{}:{}".format(op_name, number_in_op)] = plan  # tensor.name
+            planned.append((tensor, plan))
             if plan.reason:
                 continue
             number += 1
@@ -322,8 +330,8 @@ def plan_graph(graph: Any, index: Any, can_fetch: bool, memory_budget: int, dump
     # A graph whose tensors all fit the budget never streams them: no dump op is needed
     # (each costs time here and Grappler time in the captured step's executor).
     stream_all = (unknown or fetchable_bytes > memory_budget) and not editable
-    made = make_dump_ops(graph, [(t, plans[t.name]) for op in ops for t in op.outputs
-                                 if _wants_dump_op(plans[t.name], stream_all)], dump_root, index)
+    made = make_dump_ops(graph, [(t, plan) for t, plan in planned if _wants_dump_op(plan, stream_all)],
+                         dump_root, index)
     logger.debug("capture: %d capturable tensor(s) (%s bytes fetchable%s), %d dump op(s), budget %d",
                  number, fetchable_bytes, ", some unknown" if unknown else "", made, memory_budget)
     return plans, outputs

@@ -387,9 +387,11 @@ class TensorCapture(object):
         finally:
             wait([reading])  # no session.run of ours outlives finish()
         updated = reading.result()
+        op_name_of = self.index.name  # read once per op (each op.name is a call into TF)
         for order, (op, _) in enumerate(executed):
-            if op.name in updated:
-                self._add_updated(op, updated[op.name], files.tensors, files.skipped, files.target_dir, golden,
+            values = updated.get(op_name_of(op)) if updated else None
+            if values is not None:
+                self._add_updated(op, values, files.tensors, files.skipped, files.target_dir, golden,
                                   order, timestamp_us + self._ranks[(order, 0)])
         files.tensors.sort(key=lambda tensor: (tensor.order, tensor.iteration or 0))  # stable: an update's after its own
         shutil.rmtree(self._dump_root, ignore_errors=True)
@@ -514,7 +516,8 @@ class TensorCapture(object):
                      target_dir: str, golden: bool, order: int, stamp: int) -> None:
         """Output ``k`` of update op ``op``: its ``k``-th variable after the step (unless TF's own
         output ``k`` was captured already: a TF 1.x ``Apply*`` returns the updated reference)."""
-        own = {t.output_index for t in tensors if t.op_name == op.name}
+        op_name = op.name  # once, not per captured tensor compared
+        own = {t.output_index for t in tensors if t.op_name == op_name}
         for index, value in enumerate(values):
             if index in own:
                 continue
