@@ -12,7 +12,7 @@ import threading
 import time
 from typing import Any, Iterator
 
-__all__ = ["Terminated", "terminating_cleanly", "raise_on_sigterm", "restore_sigterm", "test_pause",
+__all__ = ["Terminated", "ends_as_meant", "terminating_cleanly", "raise_on_sigterm", "restore_sigterm", "test_pause",
            "TEST_PAUSE_ENV", "PAUSE_SECONDS"]
 
 #: Test-only: the phase where :func:`test_pause` pauses or raises (npu_dump_hook._phases).
@@ -23,6 +23,14 @@ PAUSE_SECONDS = 60.0
 class Terminated(SystemExit):
     """SIGTERM received while :func:`terminating_cleanly` was in force: raised so that the
     ``finally``/``except BaseException`` clean-ups on the way out run; exit status 143."""
+
+
+def ends_as_meant(exc_type: Any) -> bool:
+    """Whether a script's ``with Session()`` block left with ``exc_type`` (None: no exception) ended
+    its run as the script meant to: no exception, or a ``SystemExit`` of its own (``sys.exit``); not
+    :class:`Terminated`, a SIGTERM that cut the hook's work short, which ends the run as a failure
+    does (no ``end()``, no bundle)."""
+    return exc_type is None or (issubclass(exc_type, SystemExit) and not issubclass(exc_type, Terminated))
 
 
 @contextlib.contextmanager

@@ -51,6 +51,7 @@ import sys
 from typing import Any, List, Optional
 
 from . import _tf, settings
+from ._signals import ends_as_meant
 from .constants import RUNS_BEFORE_MARK
 from .errors import NpuDumpError
 from .hook import NpuDumpHook
@@ -175,9 +176,9 @@ class NpuDumpSession(object):
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
-        if exc_type is None or issubclass(exc_type, SystemExit):
+        if ends_as_meant(exc_type):
             self.close()
-        else:  # the script failed: as with MonitoredSession, no end() and no bundle
+        else:  # the script failed or was terminated: as with MonitoredSession, no end() and no bundle
             self.abandon()
             self._session.close()
 

@@ -2,9 +2,13 @@
 ``os._exit`` after training skips every exit handler, and a script that trains in a forked child
 has its hook and bundle in the child."""
 import os
+import signal
+import subprocess
 import sys
+import time
 
 from helpers.runs import HELPERS, clean_env, run
+from npu_dump_hook._phases import TEST_PAUSE_ENV
 
 CLI = [sys.executable, "-m", "npu_dump_hook", "run"]
 
@@ -73,3 +77,31 @@ def test_a_script_exiting_non_zero_without_a_bundle_keeps_its_status_and_is_not_
         code, _, err = run(argv, tmp_path, clean_env(), timeout=120)
         assert code == (4 if says_4 else status), err[-3000:]
         assert ("no bundle was written: exit status 4" in err) is says_4, err[-3000:]
+
+
+def test_a_sigterm_while_the_hook_captures_ends_the_run_without_a_bundle_or_a_traceback(tmp_path):
+    # A plain ``with Session()`` script (the guide's) gets SIGTERM while the hook writes the captured
+    # step's golden tensors: the hook turns it into Terminated (a SystemExit, status 143) so its
+    # clean-ups run; the session's __exit__ must take that as a failure (no end(), no bundle), not
+    # as the script's own sys.exit: else TensorFlow's SessionCloseThread ends the hook's run from a
+    # half-captured step and prints that thread's traceback.
+    flag = tmp_path / "reached"
+    env = dict(clean_env(), **{TEST_PAUSE_ENV: "capture@{}".format(flag)})
+    argv = CLI + ["--output-dir", str(tmp_path / "out"), "--", os.path.join(HELPERS, "unmodified_session.py")]
+    proc = subprocess.Popen(argv, cwd=str(tmp_path), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 240
+        while not flag.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert flag.exists(), proc.communicate()[1].decode()[-3000:]
+        time.sleep(0.2)  # the pid is written: the child sleeps in the phase
+        os.kill(int(flag.read_text()), signal.SIGTERM)
+        _out, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    err = err.decode()
+    assert proc.returncode == 143, err[-3000:]
+    assert "Traceback" not in err and "Exception in thread" not in err, err[-3000:]
+    bundles = tmp_path / "out" / "bundles"
+    assert not bundles.exists() or not os.listdir(str(bundles)), os.listdir(str(bundles))

@@ -34,6 +34,7 @@ from typing import Any, Callable, Dict, List, Tuple
 
 from .. import _tf
 from .._cli_conventions import EXIT_NO_BUNDLE, print_error
+from .._signals import ends_as_meant
 from ..constants import RUNS_BEFORE_MARK as RUNS_BEFORE
 from ..determinism import SHUFFLE_SEED_INPUTS, STATEFUL_TYPES, STATELESS_SEED_INPUT
 from ._infer import restored_mark, run_verdict, wants_inference
@@ -184,8 +185,10 @@ class SessionPatches(object):
         @functools.wraps(exit_)
         def exit__(self: Any, exc_type: Any, exc_value: Any, exc_tb: Any) -> Any:
             wrapper = self.__dict__.get(_WRAPPER)
-            if wrapper is not None and exc_type is not None and not issubclass(exc_type, SystemExit):
-                wrapper.abandon()  # the script failed: no end(), no bundle (MonitoredSession's contract)
+            if wrapper is not None and not ends_as_meant(exc_type):
+                # the script failed, or a SIGTERM cut the hook's work short: no end(), no bundle
+                # (MonitoredSession's contract); TF then closes the session in a thread of its own
+                wrapper.abandon()
             return exit_(self, exc_type, exc_value, exc_tb)
 
         set_patch(base, "run", run_)
