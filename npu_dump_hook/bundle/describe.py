@@ -84,17 +84,7 @@ def describe_dump_folder_file_named(rel: str, path: str, mapping: Optional[Mappi
                                     fields: Optional[Any] = None) -> "tuple":
     """``(entry, parsed DumpName or None)``: :func:`describe_dump_folder_file` and the dump name it
     parsed (the writer hands it to a reader in this process: :class:`._listing.DumpListing`)."""
-    base = rel.rpartition("/")[2]
-    name = None
-    if base != MAPPING_FILE and "ge_" not in base:  # neither mapping.csv nor a graph file: classify_file parses it
-        try:
-            name = parse_dump_name(base, mapping)
-        except FormatError:
-            pass
-    if name is not None:  # the common file, without classify_file's FileClass: the same answer
-        kind, warning = name.kind, None
-    else:
-        kind, name, warning = dump_folder_kind(base, mapping)
+    kind, name, warning = dump_folder_kind(rel.rpartition("/")[2], mapping)
     if name is None:
         entry = {"kind": kind}  # type: Dict[str, Any]
         if warning:
