@@ -13,13 +13,14 @@ answers (the facts handed back, the names made) are compared: they must be ident
 
 Run: .venv/bin/python benchmarks/bench_bounded.py --before DIR [--repeat 3] [--inner 7] [--python PY]
 """
-import argparse
 import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
+
+from _before_after import before_after_parser
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -101,11 +102,7 @@ def _run(python: str, root: str, inner: int, folder: str) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--before", required=True, help="another checkout's root (its npu_dump_hook package)")
-    parser.add_argument("--repeat", type=int, default=3, help="processes per tree, alternating")
-    parser.add_argument("--inner", type=int, default=7, help="steps per process (its median is kept)")
-    parser.add_argument("--python", default=sys.executable)
+    parser = before_after_parser(__doc__.split("\n")[0], 7, "steps per process (its median is kept)")
     args = parser.parse_args()
     rows = {"before": [], "after": []}  # type: dict
     with tempfile.TemporaryDirectory(prefix="bench_bounded_") as folder:

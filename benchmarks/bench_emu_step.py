@@ -14,7 +14,6 @@ by the recording run only; the Build graph's nodes are those of the recording tr
 
 Run: .venv/bin/python benchmarks/bench_emu_step.py --before DIR [--repeat 3] [--inner 5] [--python PY]
 """
-import argparse
 import filecmp
 import json
 import os
@@ -23,6 +22,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+
+from _before_after import before_after_parser
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "tests", "helpers", "rnn_scripts.py")
@@ -84,11 +85,7 @@ def _same_tree(left: str, right: str) -> bool:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--before", required=True, help="another checkout's root (its npu_dump_hook package)")
-    parser.add_argument("--repeat", type=int, default=3, help="processes per tree, alternating")
-    parser.add_argument("--inner", type=int, default=5, help="replays per process (its median is kept)")
-    parser.add_argument("--python", default=sys.executable)
+    parser = before_after_parser(__doc__.split("\n")[0], 5, "replays per process (its median is kept)")
     parser.add_argument("--dir", default=None, help="folder for the replays' files (default: a new one in /tmp)")
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="bench_emu_step_", dir=args.dir)
