@@ -31,6 +31,8 @@ Modules, one job each::
                     _stats_report.py its run and reports
     _selection.py   a partial dump (dump_layer): "not selected" rows, the coverage of the choice
     suspects.py     the suspects a targeted second dump (dump_layer) should hold (--suspects-out)
+    _compare_imports.py  what compare() needs beyond golden_free_checks, imported on first use (the hook's
+                    end runs only the golden-free checks: _npu, _graph, checks)
     metrics.py      the ten msaccucmp metrics;  _html.py  the HTML report
     ranks.py        every rank of a rank index: per-rank compare, earliest divergence, collective check, merge
     replay.py       replay: a row's original TF op(s) on CPU from the NPU's inputs (kernel / inherited /
