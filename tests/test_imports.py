@@ -90,6 +90,29 @@ def test_the_run_commands_own_process_imports_only_what_launching_needs():
     assert done.stdout.decode().strip() == ";False"
 
 
+def test_the_golden_free_checks_import_no_comparison_modules_and_every_public_name_still_imports():
+    # the hook's end runs only compare.golden_free_checks: compare()'s modules (metrics, HTML, replay,
+    # the worker pool...) load on first use of one of their names, through the package as before
+    code = ("import sys\n"
+            "from npu_dump_hook.compare import golden_free_checks\n"
+            "heavy = ('_analysis', '_html', '_pool', '_worker', '_match', 'replay', 'ranks', 'stats', 'metrics')\n"
+            "print(','.join(m for m in heavy if 'npu_dump_hook.compare.' + m in sys.modules))\n"
+            "import npu_dump_hook.compare as package\n"
+            "from npu_dump_hook.compare import _pool, render_html, DEFAULT_THRESHOLDS\n"
+            "from npu_dump_hook.compare import *\n"
+            "from npu_dump_hook.compare._html import render_html as html\n"
+            "assert render_html is html and _pool is sys.modules['npu_dump_hook.compare._pool']\n"
+            "print(sorted(n for n in package.__all__ if n not in globals()))\n"
+            "try:\n"
+            "    package.no_such_name\n"
+            "except AttributeError as exc:\n"
+            "    print(exc)\n")
+    done = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    assert done.stdout.decode().splitlines() == [
+        "", "[]", "module 'npu_dump_hook.compare' has no attribute 'no_such_name'"]
+
+
 def _module_name(rel):
     parts = rel[:-3].split(os.sep)
     if parts[-1] == "__init__":

@@ -151,9 +151,11 @@ def walk_files(root: str, warnings: Optional[List[str]] = None, in_tree_links: b
     while stack:
         rel_dir, abs_dir = stack.pop()
         subdirs = []
+        # os.path.join(abs_dir, name) for an entry's name (never empty, never holding a separator), joined once
+        prefix, rel_prefix = os.path.join(abs_dir, ""), rel_dir + "/" if rel_dir else ""
         for name, found in _classified_entries(abs_dir, rel_dir, real_root, in_tree_links):
             if isinstance(found, int):  # a regular file's size
-                yield SourceFile(name if not rel_dir else rel_dir + "/" + name, os.path.join(abs_dir, name), found)
+                yield SourceFile(rel_prefix + name, prefix + name, found)
             elif isinstance(found, SourceFile):
                 yield found
             elif isinstance(found, _Folder):

@@ -255,21 +255,32 @@ class _Shares(object):
 
     def _place_here(self, placed_items: Any, out: _HashingWriter, tally: Tally, counted: int,
                     lines: List[str]) -> None:
-        for done, (item, placed, entry) in enumerate(placed_items, 1):
-            rel = item.rel
-            parsed = tally_one(tally, rel, placed, entry, self.warnings)
-            if tally.listing is not None and not tally.listing.add(rel, placed.size, parsed):
-                tally.listing = None
-            lines.append((",\n  " if out.entries else "\n  ") + _entry_json(entry))
-            out.entries += 1
-            if len(lines) >= _LINES_FLUSH:
-                out.write("".join(lines))
-                del lines[:]
-            files, nbytes = self.counts.news() if done % _COUNT_EVERY == 0 else (0, 0)
-            if done > counted:
-                files, nbytes = files + 1, nbytes + placed.size
-            if files:
-                self.report.update(files, nbytes)
+        # nobody watching progress (no callback, no bar, no child's count to add): counted here, updated once
+        watched = self.report.watched or bool(self.counts.reported)
+        held_files = held_bytes = 0
+        try:
+            for done, (item, placed, entry) in enumerate(placed_items, 1):
+                rel = item.rel
+                parsed = tally_one(tally, rel, placed, entry, self.warnings)
+                if tally.listing is not None and not tally.listing.add(rel, placed.size, parsed):
+                    tally.listing = None
+                lines.append((",\n  " if out.entries else "\n  ") + _entry_json(entry))
+                out.entries += 1
+                if len(lines) >= _LINES_FLUSH:
+                    out.write("".join(lines))
+                    del lines[:]
+                if not watched:
+                    if done > counted:
+                        held_files, held_bytes = held_files + 1, held_bytes + placed.size
+                    continue
+                files, nbytes = self.counts.news() if done % _COUNT_EVERY == 0 else (0, 0)
+                if done > counted:
+                    files, nbytes = files + 1, nbytes + placed.size
+                if files:
+                    self.report.update(files, nbytes)
+        finally:
+            if held_files:
+                self.report.update(held_files, held_bytes)
 
     def place_in_child(self, child: int) -> Tuple[List[Tuple[str, int, str]], Dict[str, int], List[str], List[str]]:
         """In forked child ``child``: place and describe its share (never the first), write its

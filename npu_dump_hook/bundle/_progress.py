@@ -28,6 +28,9 @@ class Progress:
         self._stream = stream
         self._last_draw = 0.0
         self._lock = threading.Lock()
+        #: Whether anyone sees the counts as they grow (a callback or a bar); else a caller may
+        #: count its files itself and update once (a hook's run: ~3,500 calls fewer).
+        self.watched = callback is not None or stream is not None
 
     def update(self, files: int, nbytes: int) -> None:
         with self._lock:

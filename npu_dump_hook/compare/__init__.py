@@ -31,41 +31,30 @@ Modules, one job each::
                     _stats_report.py its run and reports
     _selection.py   a partial dump (dump_layer): "not selected" rows, the coverage of the choice
     suspects.py     the suspects a targeted second dump (dump_layer) should hold (--suspects-out)
+    _compare_imports.py  what compare() needs beyond golden_free_checks, imported on first use (the hook's
+                    end runs only the golden-free checks: _npu, _graph, checks)
     metrics.py      the ten msaccucmp metrics;  _html.py  the HTML report
     ranks.py        every rank of a rank index: per-rank compare, earliest divergence, collective check, merge
     replay.py       replay: a row's original TF op(s) on CPU from the NPU's inputs (kernel / inherited /
                     precision), through npu_dump_hook.op_replay (TensorFlow, in a subprocess unless loaded)
 """
+import importlib
 import logging
 import os
 import re
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 from ..environment import differences as environment_differences
 from ..errors import CompareError, OptionError
-from ._analysis import analyse
-from ._golden import GoldenSide, load_golden_side
 from ._graph import Graph, load_graph
-from ._loops import nested_loops
-from ._html import render_html
 from .._inert import printable
-from ._match import build_plan
 from ._npu import NpuSide, load_npu, load_written
-from ._report import SCHEMA, csv_text, first_divergence_doc, row_doc, summary_doc, terminal_summary
-from ._rows import Row, build_rows
-from ._thresholds import DEFAULT_THRESHOLDS, PRECISION_CLASSES, Thresholds, make_thresholds, op_precision
-from ._npu_pair import DETERMINISM_THRESHOLDS, determinism_doc, is_npu_bundle, npu_golden_side, pair_incomplete
-from ._pool import run_jobs
-from ._worker import FileResult
 from .checks import (checks_headline, checks_lines, checks_only_summary, checks_only_text, run_checks,
                      run_checks_loading_graph)
-from .replay import ReplayProcess, make_replay_spec, replay_lines, replay_rows
-from ._stats_report import run_stats_compare, stats_csv_text, stats_summary_text
-from .ranks import RanksResult, compare_ranks, is_rank_index, load_rank_doc, merge_rank_docs
-from .stats import DEFAULT_STATS_THRESHOLDS, StatsThresholds, load_golden_stats, make_stats_thresholds
-from .suspects import build_suspects
-from ._selection import coverage_line, dump_layer_of_bundle, mark_not_selected
+
+if TYPE_CHECKING:  # the rest of the names compare() uses, imported on first use (_load_rest)
+    from ._compare_imports import *  # noqa: F401,F403
 
 __all__ = ["compare", "compare_ranks", "merge_rank_docs", "load_rank_doc", "is_rank_index", "RanksResult",
            "golden_free_checks", "CompareResult", "Thresholds", "DEFAULT_THRESHOLDS", "SCHEMA", "ProgressFn",
@@ -76,14 +65,39 @@ logger = logging.getLogger(__name__)
 
 #: ``progress(done_files, total_files)``, called after every dump file.
 ProgressFn = Callable[[int, int], None]
+_rest_loaded = False
+
+
+def _load_rest() -> None:
+    """Import what :func:`compare` needs beyond :func:`golden_free_checks` (the module
+    :mod:`._compare_imports`) into this module's names, once. Deferred: the hook's end runs only the
+    golden-free checks, and the rest costs ~0.035 s CPU to import on Python 3.7. A name already set
+    here (a test's monkeypatch) is kept."""
+    global _rest_loaded
+    if _rest_loaded:
+        return
+    rest = importlib.import_module(__name__ + "._compare_imports")  # ("from . import" would ask __getattr__)
+    names = globals()
+    for name in rest.__all__:
+        names.setdefault(name, getattr(rest, name))
+    _rest_loaded = True
+
+
+def __getattr__(name: str) -> Any:
+    """``from npu_dump_hook.compare import X`` of a deferred name (PEP 562, Python 3.7+)."""
+    _load_rest()
+    try:
+        return globals()[name]
+    except KeyError:
+        raise AttributeError("module {!r} has no attribute {!r}".format(__name__, name)) from None
 
 
 class CompareResult(object):
     """``doc``: the JSON document; ``exit_code``: 0 pass, 1 fail or incomplete; ``rows``: the rows (objects);
     ``root_causes``: root-cause rows, first divergence first."""
 
-    def __init__(self, doc: Dict[str, Any], rows: List[Row], root_causes: List[Row], thresholds: Thresholds,
-                 stats_limits: Optional[StatsThresholds] = None) -> None:
+    def __init__(self, doc: Dict[str, Any], rows: "List[Row]", root_causes: "List[Row]", thresholds: "Thresholds",
+                 stats_limits: "Optional[StatsThresholds]" = None) -> None:
         self.doc = doc
         self.rows = rows
         self.root_causes = root_causes
@@ -101,12 +115,14 @@ class CompareResult(object):
 
     def csv(self) -> str:
         """msaccucmp's CSV of the rows (its header and row order); the statistics CSV of a stats compare."""
+        _load_rest()
         if self.stats_limits is not None:
             return stats_csv_text(self.doc)
         return csv_text(self.rows)
 
     def summary_text(self, top: int = 5) -> str:
         """The one-screen terminal summary."""
+        _load_rest()
         if self.doc["golden"] is None:
             return checks_only_text(self.doc, top)
         if self.stats_limits is not None:
@@ -169,7 +185,7 @@ def _control_flow_warning(npu: NpuSide) -> List[str]:
                 " ..." if len(missing) > 3 else "")]
 
 
-def _nested_loop_warning(graph: Graph, rows: List[Row]) -> List[str]:
+def _nested_loop_warning(graph: Graph, rows: "List[Row]") -> List[str]:
     """Loops inside loop bodies, when rows are compared iteration by iteration: what the
     iteration numbers and the upstream links there do not say (docs/compare.md)."""
     if not any(row.iteration is not None for row in rows):
@@ -183,7 +199,7 @@ def _nested_loop_warning(graph: Graph, rows: List[Row]) -> List[str]:
             "there may be named at the wrong op or iteration".format(len(nested), nested[0])]
 
 
-def _golden_free(npu_side: NpuSide, limits: Thresholds, started: float, allow_uncompared: bool,
+def _golden_free(npu_side: NpuSide, limits: "Thresholds", started: float, allow_uncompared: bool,
                  suspects: Optional[int] = None) -> CompareResult:
     """No golden anywhere: the checks that need none (docs/compare.md), verdict from them."""
     the_graph = load_graph(npu_side.graph_path or "")
@@ -215,7 +231,7 @@ def golden_free_checks(npu: str, listing: Any = None) -> Dict[str, Any]:
     return {"checks": checks, "headline": [printable(line) for line in checks_headline(checks)]}
 
 
-def _stats_compare(npu_side: NpuSide, golden: Optional[str], limits: Thresholds, stats_limits: StatsThresholds,
+def _stats_compare(npu_side: NpuSide, golden: Optional[str], limits: "Thresholds", stats_limits: "StatsThresholds",
                    started: float, allow_uncompared: bool, pattern: Optional["re.Pattern[str]"],
                    suspects: Optional[int] = None) -> CompareResult:
     """A stats bundle (stats CSVs, no tensor dump) against golden statistics (docs/compare.md)."""
@@ -265,6 +281,7 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
     tensors it cannot compare are rows with a reason, never errors.
     """
     started = time.monotonic()
+    _load_rest()
     if is_rank_index(npu):
         raise OptionError("npu", npu, "is a rank index (index.json of rank_N bundles): compare it with compare_ranks()")
     pair = is_npu_bundle(golden)

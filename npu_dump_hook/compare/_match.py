@@ -27,7 +27,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 from ..formats.ge_graph import OpSummary
 from ..formats.names import base_op_name, sanitize
 from ._graph import Graph, split_input
-from ._npu import DumpRef
+from ._npu import DumpRef, newest_per_op  # (in _npu: the golden-free checks' NaN/Inf origin needs it, not this module)
 from ._worker import FileJob, OutputPlan
 
 __all__ = ["PASS_THROUGH_TYPES", "OpEntry", "Plan", "build_plan", "ground_truth", "producer_of", "newest_per_op",
@@ -142,18 +142,6 @@ def _formats(graph: Graph, op: OpSummary) -> Tuple[Tuple[Optional[str], ...], Tu
             layout = produced[src_slot] if src_slot < len(produced) else None
         merged.append(layout)
     return outputs, tuple(merged)
-
-
-def newest_per_op(refs: Sequence[Any]) -> Dict[str, Any]:
-    """The newest file (by timestamp, then path) of each op in ``refs`` (DumpRefs), by base op name:
-    an op dumped at several iterations is compared at its last."""
-    newest = {}  # type: Dict[str, Any]
-    for ref in refs:
-        key = base_op_name(ref.name.op_name)
-        held = newest.get(key)
-        if held is None or (ref.name.timestamp, ref.path) > (held.name.timestamp, held.path):
-            newest[key] = ref
-    return newest
 
 
 def _newest(dumps: Sequence[DumpRef]) -> Tuple[Dict[str, DumpRef], int]:

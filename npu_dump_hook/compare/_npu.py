@@ -31,15 +31,15 @@ A chosen step folder holding
 import collections
 import logging
 import os
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..bundle import BUNDLE_JSON, DATA_DIR, BundleView, DumpListing, looks_like_tar, open_bundle, walk_files
 from ..constants import INCOMPLETE_STEP_MARKER
 from ..errors import CompareError, NameFormatError
 from ..formats.mapping_csv import MAPPING_FILE_NAME, read_mapping
-from ..formats.names import KIND_DUMP, KIND_OPDEBUG, KIND_STATS, DumpName, parse_dump_name
+from ..formats.names import KIND_DUMP, KIND_OPDEBUG, KIND_STATS, DumpName, base_op_name, parse_dump_name
 
-__all__ = ["DumpRef", "NpuSide", "load_npu", "load_written"]
+__all__ = ["DumpRef", "NpuSide", "load_npu", "load_written", "newest_per_op"]
 
 logger = logging.getLogger(__name__)
 
@@ -289,3 +289,15 @@ def _choose_step(side: NpuSide, root: str, folders: List[Tuple[str, List[DumpRef
         raise CompareError("NPU {}: step folder {} was left incomplete by a failed dump, or an interrupted or "
                            "killed one (it holds {}): its dump files are not the whole step, so it is not "
                            "compared".format(side.path, side.step_dir, INCOMPLETE_STEP_MARKER), side.path)
+
+
+def newest_per_op(refs: Sequence[Any]) -> Dict[str, Any]:
+    """The newest file (by timestamp, then path) of each op in ``refs`` (DumpRefs), by base op name:
+    an op dumped at several iterations is compared at its last."""
+    newest = {}  # type: Dict[str, Any]
+    for ref in refs:
+        key = base_op_name(ref.name.op_name)
+        held = newest.get(key)
+        if held is None or (ref.name.timestamp, ref.path) > (held.name.timestamp, held.path):
+            newest[key] = ref
+    return newest

@@ -31,7 +31,7 @@ from ..errors import FormatError
 from ..formats.dump_file import DumpFile
 from ..formats.names import sanitize
 from ..formats.stats_csv import read_stats_csv
-from ._match import newest_per_op
+from ._npu import newest_per_op
 from ._graph import Graph, split_input
 
 __all__ = ["TensorHealth", "OpHealth", "collect_health", "read_health", "place_health", "nan_inf_origins"]

@@ -381,21 +381,38 @@ def _refusal(est: SizeEstimate, why: str) -> str:
 
 def dir_bytes(folders: Iterable[Optional[str]]) -> Optional[int]:
     """Total size of the files under ``folders`` (None when none exists), the emulator's step
-    marks left out."""
+    marks left out. As os.walk: a symlink to a folder is neither followed nor counted, one to a file
+    counts as the link itself."""
     total, seen = 0, False
     for folder in folders:
         if not folder or not os.path.isdir(folder):
             continue
         seen = True
-        for root, _dirs, files in os.walk(folder):
-            for name in files:
-                if name in (COMPLETE_STEP_MARKER, INCOMPLETE_STEP_MARKER):
-                    continue  # the emulator's own step marks: GE writes none
-                try:
-                    total += os.lstat(os.path.join(root, name)).st_size
-                except OSError:
-                    continue
+        total += _tree_bytes(folder)
     return total if seen else None
+
+
+def _tree_bytes(folder: str) -> int:
+    """The files' bytes under ``folder``: one scandir per folder and one lstat per file, whose
+    entry names its path (os.walk and a path join per file cost ~2 us more a file: 3,400 files)."""
+    total, stack = 0, [folder]
+    marks = (COMPLETE_STEP_MARKER, INCOMPLETE_STEP_MARKER)  # the emulator's own step marks: GE writes none
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as scan:
+                entries = list(scan)
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir():
+                    if not entry.is_symlink():
+                        stack.append(entry.path)
+                elif entry.name not in marks:
+                    total += entry.stat(follow_symlinks=False).st_size
+            except OSError:  # vanished meanwhile
+                continue
+    return total
 
 
 def dumped_steps(options: Any, first: int, stop: int) -> int:
