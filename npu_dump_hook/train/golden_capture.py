@@ -108,6 +108,7 @@ class _EncodedList(list):
 
 #: A file entry's line, as ``json.dumps`` writes that dict (its keys in this order, ``", "`` and ``": "``).
 _FILE_ENTRY = '{"file": %s, "tensor": %s, "op_type": %s, "dtype": %s, "shape": [%s], "order": %d, "timestamp": %d%s}'
+_INT_ONLY = frozenset((int,))
 _quoted = json.encoder.encode_basestring_ascii  # json.dumps's string encoder (ensure_ascii=True): C where built
 
 
@@ -115,12 +116,12 @@ def _file_entry_text(tensor: Any, base: str, name: str) -> str:
     """``json.dumps`` of the manifest entry of ``tensor`` (file ``base``, tensor ``name``), the same
     text, made from a template: one json.dumps per entry was most of the manifest's cost (2,000
     files). Fields of other types than these plain ``str``/``int`` go through ``json.dumps``."""
-    shape, iteration, ints = tensor.shape, tensor.iteration, (tensor.order, tensor.timestamp_us)
+    shape, iteration, order, stamp = tensor.shape, tensor.iteration, tensor.order, tensor.timestamp_us
     if (type(tensor.op_type) is str and type(tensor.dtype) is str and type(base) is str  # noqa: E721
-            and type(name) is str and all(type(n) is int for n in ints)  # noqa: E721 - no bool, no numpy int
-            and all(type(n) is int for n in shape) and (iteration is None or type(iteration) is int)):  # noqa: E721
+            and type(name) is str and type(order) is int and type(stamp) is int  # noqa: E721 - no bool, numpy int
+            and _INT_ONLY.issuperset(map(type, shape)) and (iteration is None or type(iteration) is int)):  # noqa: E721
         return _FILE_ENTRY % (_quoted(base), _quoted(name), _quoted(tensor.op_type), _quoted(tensor.dtype),
-                              ", ".join(map(str, shape)), ints[0], ints[1],
+                              ", ".join(map(str, shape)), order, stamp,
                               "" if iteration is None else ', "iteration": %d' % iteration)
     entry = {"file": base, "tensor": name, "op_type": tensor.op_type, "dtype": tensor.dtype, "shape": list(shape),
              "order": tensor.order, "timestamp": tensor.timestamp_us}  # type: Dict[str, Any]
