@@ -196,3 +196,35 @@ def test_steps_before_the_captured_one_fetch_its_tensors_and_keep_nothing(tmp_pa
     loaded = {names.parse_npy_name(f).key: np.load(os.path.join(golden, f))
               for f in os.listdir(golden) if f.endswith(".npy")}
     assert loaded["bump.0"] == 3.0  # the third step's value
+
+
+def test_manifest_file_lines_are_json_dumps_of_each_entry(tmp_path):
+    """The manifest's file lines come from a template: each must be json.dumps of its entry, byte for byte
+    (non-ASCII and escaped characters, loop iterations, scalars; a field of another type takes json.dumps)."""
+    from npu_dump_hook.train._capture_results import CaptureResult, CapturedTensor
+    from npu_dump_hook.train.golden_capture import golden_report
+
+    golden = str(tmp_path / "golden")
+    os.makedirs(golden)
+    stamp = 1700000000000000
+    tensors = [CapturedTensor("a/b", "MatMul", 0, "float32", (2, 3), os.path.join(golden, "a_b.0.%d.npy" % stamp), 0, stamp),
+               CapturedTensor("w\u00e9ight\"q\\", "Const", 1, "int64", (), os.path.join(golden, "w.1.%d.npy" % stamp), 1,
+                              stamp + 1),
+               CapturedTensor("loop/body", "Add", 0, "float16", (4,), os.path.join(golden, "loop_body.0.%d.npy" % stamp), 2,
+                              stamp + 2, iteration=0),
+               CapturedTensor("loop/body", "Add", 0, "float16", (4,), os.path.join(golden, "loop_body.0.%d.npy" % (stamp + 3)),
+                              2, stamp + 3, iteration=1),
+               CapturedTensor("odd", "Cast", 0, "bool", (1,), os.path.join(golden, "odd.0.%d.npy" % stamp), True, stamp)]
+    golden_report(CaptureResult(tensors=tensors, skipped=[], executed_ops=[]), golden)
+    with open(os.path.join(golden, MANIFEST_NAME), encoding="utf-8") as handle:
+        lines = handle.read().splitlines()
+    expected = []
+    for tensor in tensors:
+        entry = {"file": os.path.basename(tensor.path), "tensor": tensor.tensor_name, "op_type": tensor.op_type,
+                 "dtype": tensor.dtype, "shape": list(tensor.shape), "order": tensor.order,
+                 "timestamp": tensor.timestamp_us}
+        if tensor.iteration is not None:
+            entry["iteration"] = tensor.iteration
+        expected.append("  " + json.dumps(entry))
+    assert lines[3:3 + len(tensors)] == [line + "," for line in expected[:-1]] + expected[-1:]
+    assert "\"order\": true" in lines[3 + len(tensors) - 1]  # the bool went through json.dumps

@@ -494,6 +494,7 @@ def format_npy_name(op_name: str, output_index: int, timestamp_us: int) -> str:
 
 
 _NOT_IN_NPY_PATTERN = re.compile(r"[^A-Za-z0-9_-]")
+_PLAIN_STEM = re.compile(r"[A-Za-z0-9_-]+")  # a stem of only NUMPY_DUMP_PATTERN's name characters
 
 
 #: op name -> the stem :func:`golden_npy_name` gave it (a capture names ~2,000 files in a row;
@@ -507,6 +508,12 @@ def golden_npy_name(op_name: str, output_index: int, timestamp_us: int) -> str:
     """:func:`format_npy_name`, with the characters msaccucmp's pattern rejects turned into ``_``
     (the reference capture's name for every tensor; the renaming is listed in its manifest)."""
     stem = _GOLDEN_STEMS.get(op_name)
+    if stem is None and type(op_name) is str:  # noqa: E721
+        flat = op_name.replace("/", "_").replace(".", "_")
+        # Only the pattern's characters, no dot: the whole name passes it with fields as checked below
+        # (a capture's ~2,000 names are mostly first seen: checking each whole name cost more than making it).
+        if _PLAIN_STEM.fullmatch(flat) and _GOLDEN_STEMS.add_if_room(op_name, flat):
+            stem = flat
     if (stem is not None and type(output_index) is int and output_index >= 0  # noqa: E721 - no bool
             and type(timestamp_us) is int and 10 ** 15 <= timestamp_us < 10 ** 16):  # noqa: E721
         # The stem passed the pattern with such fields (its characters, no dot): so does this name.

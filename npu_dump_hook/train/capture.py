@@ -465,9 +465,12 @@ class TensorCapture(object):
         dumped, fetched = values
         if plan is not None and self._after_update(op, plan, fed_only, self._fed):
             return  # written by _add_updated from the read after the step
-        snapshot = snapshots.get(name)
-        reason = snapshot if isinstance(snapshot, str) else (
-            "" if snapshot else self._skip_reason(op, name, plan, fed_only, dumped, fetched))
+        snapshot = snapshots.get(name) if snapshots else None
+        if snapshot is None and name in fetched and plan is not None and not (plan.reason or fed_only):
+            reason = ""  # fetched with the step: _skip_reason's answer, without the call per tensor
+        else:
+            reason = snapshot if isinstance(snapshot, str) else (
+                "" if snapshot else self._skip_reason(op, name, plan, fed_only, dumped, fetched))
         if reason:
             files.skipped.append(SkippedTensor(name, op_type, reason))
             return

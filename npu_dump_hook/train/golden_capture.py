@@ -26,6 +26,7 @@ computed. The capture itself (what runs, memory, what is skipped and why) is
 Also importable as ``npu_dump_hook.reference`` (the same module object).
 """
 import json
+import json.encoder
 import logging
 import os
 import time
@@ -66,20 +67,14 @@ def golden_report(result: Any, golden_dir: str) -> Dict[str, Any]:
     Returns the run-summary entry: folder, counts, the manifest path and the skip reasons.
     """
     os.makedirs(golden_dir, exist_ok=True)
-    files, renamed = [], []  # type: List[Dict[str, Any]], List[Dict[str, str]]
+    files, renamed = _EncodedList(), []  # type: List[str], List[Dict[str, str]]
     keys = {}  # type: Dict[str, List[str]]
     for tensor in result.tensors:
         base = os.path.basename(tensor.path)
         name = tensor.tensor_name
-        entry = {"file": base, "tensor": name, "op_type": tensor.op_type,
-                 "dtype": tensor.dtype, "shape": list(tensor.shape), "order": tensor.order,
-                 "timestamp": tensor.timestamp_us}  # type: Dict[str, Any]
-        if tensor.iteration is not None:
-            entry["iteration"] = tensor.iteration  # a TF 1.x loop body: one file per iteration, same key
-            if tensor.iteration:
-                files.append(entry)
-                continue
-        files.append(entry)
+        files.append(_file_entry_text(tensor, base, name))
+        if tensor.iteration:
+            continue  # a TF 1.x loop body: one file per iteration, the key counted once (iteration 0)
         key = _npy_key(base)
         if key[:key.rindex(".")] != _flat(tensor.op_name):
             renamed.append({"tensor": name, "file": base})
@@ -107,13 +102,44 @@ def golden_report(result: Any, golden_dir: str) -> Dict[str, Any]:
             "skip_reasons": reasons, "renamed": len(renamed), "key_collisions": len(collisions)}
 
 
+class _EncodedList(list):
+    """Manifest entries already encoded as JSON text, one a line (:func:`_file_entry_text`)."""
+
+
+#: A file entry's line, as ``json.dumps`` writes that dict (its keys in this order, ``", "`` and ``": "``).
+_FILE_ENTRY = '{"file": %s, "tensor": %s, "op_type": %s, "dtype": %s, "shape": [%s], "order": %d, "timestamp": %d%s}'
+_INT_ONLY = frozenset((int,))
+_quoted = json.encoder.encode_basestring_ascii  # json.dumps's string encoder (ensure_ascii=True): C where built
+
+
+def _file_entry_text(tensor: Any, base: str, name: str) -> str:
+    """``json.dumps`` of the manifest entry of ``tensor`` (file ``base``, tensor ``name``), the same
+    text, made from a template: one json.dumps per entry was most of the manifest's cost (2,000
+    files). Fields of other types than these plain ``str``/``int`` go through ``json.dumps``."""
+    shape, iteration, order, stamp = tensor.shape, tensor.iteration, tensor.order, tensor.timestamp_us
+    if (type(tensor.op_type) is str and type(tensor.dtype) is str and type(base) is str  # noqa: E721
+            and type(name) is str and type(order) is int and type(stamp) is int  # noqa: E721 - no bool, numpy int
+            and _INT_ONLY.issuperset(map(type, shape)) and (iteration is None or type(iteration) is int)):  # noqa: E721
+        return _FILE_ENTRY % (_quoted(base), _quoted(name), _quoted(tensor.op_type), _quoted(tensor.dtype),
+                              ", ".join(map(str, shape)), order, stamp,
+                              "" if iteration is None else ', "iteration": %d' % iteration)
+    entry = {"file": base, "tensor": name, "op_type": tensor.op_type, "dtype": tensor.dtype, "shape": list(shape),
+             "order": tensor.order, "timestamp": tensor.timestamp_us}  # type: Dict[str, Any]
+    if iteration is not None:
+        entry["iteration"] = iteration
+    return json.dumps(entry)
+
+
 def _manifest_text(manifest: Dict[str, Any]) -> str:
     """The manifest as JSON, one file or skipped entry a line (readable, diffable). Each line is
-    encoded by json's C encoder: ``indent=`` would switch to the pure-Python one, which cost more
-    than writing the step's .npy files on a small model."""
+    encoded by json's C encoder (or, for the file entries, a template giving its text): ``indent=``
+    would switch to the pure-Python one, which cost more than writing the step's .npy files on a
+    small model."""
     parts = []
     for key, value in manifest.items():
-        if isinstance(value, list) and value:
+        if isinstance(value, _EncodedList) and value:
+            body = "[\n  " + ",\n  ".join(value) + "\n ]"
+        elif isinstance(value, list) and value:
             body = "[\n  " + ",\n  ".join(json.dumps(item) for item in value) + "\n ]"
         else:
             body = json.dumps(value)

@@ -1,5 +1,6 @@
 """Dump / graph / .npy / time-folder name grammar (reference §1.1, §2.1, §5, §6)."""
 import datetime
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -384,3 +385,19 @@ def test_one_path_keeps_the_rules_of_every_field():
     with pytest.raises(NameFormatError, match="device_id must be a non-negative int, got True"):
         format_dump_name("Add", "x", 1, None, 3, context_id=0, thread_id=0, device_id=True)
     assert format_dump_name("Add", "x", 1, None, 3, context_id=0, thread_id=0, device_id=0) == "Add.x.1.3.4.0.0.0"
+
+
+@pytest.mark.parametrize("op_name", ["fresh_a/b.c/MatMul", "fresh-b/x_1", "fresh\u00e9/y", "fresh>z", "fresh.", ""])
+def test_golden_npy_name_of_a_first_seen_name_is_the_checked_one(op_name):
+    """A name seen for the first time takes the fast stem check: the same name as format_npy_name's,
+    or (characters the pattern rejects) the renamed one; an empty name still fails its check."""
+    flat = op_name.replace("/", "_").replace(".", "_")
+    if not flat:
+        with pytest.raises(NameFormatError):
+            golden_npy_name(op_name, 0, 1700000000000000)
+        return
+    expected = format_npy_name(re.sub(r"[^A-Za-z0-9_-]", "_", flat), 2, 1700000000000001)
+    assert golden_npy_name(op_name, 2, 1700000000000001) == expected
+    assert golden_npy_name(op_name, 3, 1700000000000002) == expected.replace(".2.1700000000000001.", ".3.1700000000000002.")
+    with pytest.raises(NameFormatError, match="16-digit"):
+        golden_npy_name(op_name, 0, 17)
