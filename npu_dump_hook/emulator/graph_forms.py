@@ -8,8 +8,9 @@ keys, and that key gives a %-format of the whole op for each form, made once fro
 two modules make (an unrolled RNN repeats its cell's few dozen layouts). An op whose strings are
 all plain (printable ASCII without ``"``, ``'`` or ``\\``: every escape leaves them as they are,
 the common name) is then one ``%`` per form with the same values; any other op, or one the JSON
-leaves out, takes those modules' own per-op path. The output is theirs byte for byte (tests
-compare both on hand-made, RNN and fused ascend graphs).
+leaves out, takes those modules' own per-op path. The output is theirs byte for byte
+(tests/emulator/test_graph_forms.py on hand-made graphs of every node kind, benchmarks/bench_emu_step.py
+on the RNN's).
 """
 import logging
 import re
