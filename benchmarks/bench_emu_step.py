@@ -9,7 +9,10 @@ then fresh processes alternate between ``--before DIR`` and this tree, each repl
 emulator state each time, notes forgotten, cyclic GC off as in ``write_step``), and print the
 median user, system and total CPU and wall seconds of a replay; the summary gives the medians over
 the processes and the ratio after/before. The first replay's files and write-time notes of both
-trees are compared (must be byte-identical: same capture, same timestamps). TensorFlow is imported
+trees are compared (must be byte-identical: same capture, same timestamps). Then the same for
+``EmulatedNpu._write_graph`` (the Build graph's text and its JSON form and ops handed over, as the
+first ``write_step`` writes them): its text, JSON and ops must be identical, the graph's
+timestamped name apart. TensorFlow is imported
 by the recording run only; the Build graph's nodes are those of the recording tree.
 
 Run: .venv/bin/python benchmarks/bench_emu_step.py --before DIR [--repeat 3] [--inner 5] [--python PY]
@@ -54,7 +57,26 @@ for _ in range(inner):
             path = os.path.join(step_dir, name)
             notes.update(repr((name, _ledger.dump_health(path), _written.written_facts(path))).encode())
 rows.sort(key=lambda r: r[0] + r[1])
-print(json.dumps({"files": files, "row": rows[len(rows) // 2], "first": first, "notes": notes.hexdigest()}))
+from npu_dump_hook.formats import ge_handover
+graph_rows, graph_digest = [], None
+for _ in range(inner):  # the Build graph's text and its hand-over, written as write_step does the first time
+    npu = EmulatedNpu.__new__(EmulatedNpu)
+    npu.__dict__.update(copy.deepcopy(saved["state"]))
+    npu.graph_file, npu.report = None, {}
+    os.environ["DUMP_GRAPH_PATH"] = tempfile.mkdtemp(dir=parent)
+    ge_handover.forget_graphs()
+    before, wall = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    npu._write_graph(saved["nodes"])
+    after, wall = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter() - wall
+    graph_rows.append((after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime, wall))
+    if graph_digest is None:  # text and handed JSON and ops, the graph's timestamped name taken out
+        with open(npu.graph_file, encoding="utf-8") as handle:
+            text = handle.read()
+        handed = (ge_handover.handed_json(npu.graph_file), ge_handover.handed_ops(npu.graph_file))
+        graph_digest = hashlib.sha256(repr((text, handed)).replace(npu.graph_name, "G").encode()).hexdigest()
+graph_rows.sort(key=lambda r: r[0] + r[1])
+print(json.dumps({"files": files, "row": rows[len(rows) // 2], "first": first, "notes": notes.hexdigest(),
+                  "graph_row": graph_rows[len(graph_rows) // 2], "graph": graph_digest}))
 """
 
 
@@ -84,6 +106,19 @@ def _same_tree(left: str, right: str) -> bool:
     return not mismatch and not errors
 
 
+def _summary(rows: dict, key: str, files) -> None:
+    """Before and after medians of the replays' ``key`` rows (user, sys, wall) and their CPU ratio."""
+    medians = {}
+    for side in ("before", "after"):
+        user, system, wall = (statistics.median(r[key][i] for r in rows[side]) for i in range(3))
+        cpus = [r[key][0] + r[key][1] for r in rows[side]]
+        medians[side] = statistics.median(cpus)
+        print("{:6}  user {:.3f}  sys {:.3f}  cpu {:.3f} [{:.3f}-{:.3f}]  wall {:.3f}{}".format(
+            side, user, system, medians[side], min(cpus), max(cpus), wall,
+            "  ({:.0f} us CPU a file)".format(medians[side] / files * 1e6) if files else ""))
+    print("after/before CPU {:.2f}x".format(medians["after"] / medians["before"]))
+
+
 def main() -> int:
     parser = before_after_parser(__doc__.split("\n")[0], 5, "replays per process (its median is kept)")
     parser.add_argument("--dir", default=None, help="folder for the replays' files (default: a new one in /tmp)")
@@ -98,19 +133,16 @@ def main() -> int:
         print("EmulatedNpu._write_ops, {} files; medians of {} alternating processes x median of {} replays; "
               "load {}".format(rows["after"][0]["files"], args.repeat, args.inner,
                                " ".join("{:.1f}".format(x) for x in os.getloadavg())))
-        medians = {}
-        for side in ("before", "after"):
-            user, system, wall = (statistics.median(r["row"][i] for r in rows[side]) for i in range(3))
-            cpus = [r["row"][0] + r["row"][1] for r in rows[side]]
-            medians[side] = statistics.median(cpus)
-            print("{:6}  user {:.3f}  sys {:.3f}  cpu {:.3f} [{:.3f}-{:.3f}]  wall {:.3f}  ({:.0f} us CPU a file)".format(
-                side, user, system, medians[side], min(cpus), max(cpus), wall,
-                medians[side] / rows[side][0]["files"] * 1e6))
-        print("after/before CPU {:.2f}x".format(medians["after"] / medians["before"]))
+        _summary(rows, "row", rows["after"][0]["files"])
         same = (_same_tree(rows["before"][0]["first"], rows["after"][0]["first"])
                 and rows["before"][0]["notes"] == rows["after"][0]["notes"])
         print("files and write-time notes identical: {}".format("yes" if same else "NO"))
-        return 0 if same else 1
+        print("EmulatedNpu._write_graph (the Build graph's text written, its JSON form and ops handed over)")
+        graph_same = rows["before"][0].get("graph") == rows["after"][0]["graph"]
+        if "graph_row" in rows["before"][0]:
+            _summary(rows, "graph_row", None)
+        print("graph text, JSON and ops identical: {}".format("yes" if graph_same else "NO"))
+        return 0 if same and graph_same else 1
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

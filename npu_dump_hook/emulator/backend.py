@@ -87,12 +87,12 @@ from .._ledger import note_dump_file
 from .._phases import test_pause
 from ..constants import COMPLETE_STEP_MARKER, INCOMPLETE_STEP_MARKER
 from ..errors import BackendError, NpuDumpError, OptionError
-from ..formats import mapping_csv, names, opdebug, stats_csv
+from ..formats import ge_handover, mapping_csv, names, opdebug, stats_csv
 from ..formats.dump_file import DumpTensor, ge_origin_data_type, write_dump_file
 from ..formats.npy import read_npy
 from ..options import DumpOptions
 from ..bundle.selection import is_selected
-from . import ge_model, graph_json, hccl, layout, npu_graph, numerics
+from . import ge_model, graph_forms, hccl, layout, npu_graph, numerics
 
 __all__ = ["EmulatedNpu", "PRECISIONS", "PROFILES", "MAX_FILE_NAME_BYTES", "NUMERICS_NOTE", "dump_tensor",
            "dumped_nodes"]
@@ -241,13 +241,13 @@ class EmulatedNpu(object):
         os.makedirs(folder, exist_ok=True)
         index = _next_graph_index(folder)
         path = os.path.join(folder, "ge_proto_{:08d}_Build.txt".format(index))
-        text = ge_model.graph_text(self.graph_name, ge_ops, input_descs=self.profile == "ascend")
+        text, handed = graph_forms.text_and_handover(self.graph_name, ge_ops, self.profile == "ascend")
         tmp = path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as handle:
             handle.write(text)
         os.replace(tmp, path)
-        # its JSON form and ops, for the bundle writer (which then need not convert nor scan it)
-        graph_json.hand_over_graph_json(path, self.graph_name, ge_ops, self.profile == "ascend", len(text))
+        if handed is not None:  # its JSON form and ops, for the bundle writer (which then need not convert nor scan it)
+            ge_handover.note_graph(path, handed[0], handed[1], self.graph_name)
         self.graph_file = path
         self.report["graph"] = {
             "nodes": len(ge_ops),

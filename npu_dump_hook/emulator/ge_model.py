@@ -197,6 +197,13 @@ class _DescTexts(object):
 
     def text(self, tensor: Any, output: bool) -> str:
         origin = _desc_origin(tensor, output)
+        text = self.marked(tensor, output, origin)
+        if origin is None:
+            return text
+        return text.replace(_QUOTED_MARK, '"' + c_escape(origin[0].encode("utf-8")) + '"', 1)
+
+    def marked(self, tensor: Any, output: bool, origin: Optional[Tuple[str, int]]) -> str:
+        """The desc's text with :data:`_QUOTED_MARK` for its origin name (``origin``: its _desc_origin)."""
         value = tensor.value
         key = (output, value.held, value.shape, tensor.tf_dtype, origin[1] if origin is not None else None)
         text = self.texts.get(key)
@@ -207,9 +214,7 @@ class _DescTexts(object):
             field = "output_desc" if output else "input_desc"
             text = self.texts[key] = "{}{} {{\n{}{}}}\n".format(_DESC_INDENT, field,
                                                                format_fields(desc, _DESC_INDENT + "  "), _DESC_INDENT)
-        if origin is None:
-            return text
-        return text.replace(_QUOTED_MARK, '"' + c_escape(origin[0].encode("utf-8")) + '"', 1)
+        return text
 
 
 #: Stands for a nonzero op id in a marked op (only marks and constants are in it).
@@ -300,15 +305,19 @@ class _OpTexts(object):
         self.formats = {}  # type: Dict[Tuple[Any, ...], str]
 
     def text(self, node: Any, order: int) -> str:
-        shape = op_shape(node, node.no_task, order)
-        form = self.formats.get(shape)
-        if form is None:
-            form = self.formats[shape] = op_format(format_fields(marked_op(shape), _DESC_INDENT), _TEXT_MARK,
-                                                   order == 0)
+        form = self.form(op_shape(node, node.no_task, order))
         values = escaped_all(op_strings(node), _c_escaped, "\\000")  # type: List[Any]
         if order:
             values.append(order)
         return form % tuple(values)
+
+    def form(self, shape: Tuple[Any, ...]) -> str:
+        """The %-format of the own fields of an op of ``shape`` (:func:`op_shape`)."""
+        form = self.formats.get(shape)
+        if form is None:
+            form = self.formats[shape] = op_format(format_fields(marked_op(shape), _DESC_INDENT), _TEXT_MARK,
+                                                   shape[3])
+        return form
 
 
 def graph_text(graph_name: str, nodes: Sequence[Any], input_descs: bool = False) -> str:

@@ -61,17 +61,21 @@ class _OpJson(object):
 
     def text(self, node: Any, no_task: bool, order: int) -> str:
         """The op's own-field JSON without its closing ``}`` (its descs follow)."""
-        shape = op_shape(node, no_task, order)
+        form = self.form(op_shape(node, no_task, order))
+        values = escaped_all(op_strings(node), _escaped, "\\u0000")  # type: List[Any]
+        if order:
+            values.append(order)
+        return form % tuple(values)
+
+    def form(self, shape: Tuple[Any, ...]) -> str:
+        """The %-format of the own-field JSON of an op of ``shape`` (ge_model.op_shape), without its closing ``}``."""
         form = self.formats.get(shape)
         if form is None:
             text = item_json(marked_op(shape), _OP_DEPTH, _OP_LEVEL)
             if not text.endswith(_OP_CLOSING):
                 raise ValueError("unexpected op JSON layout: {!r}".format(text))
-            form = self.formats[shape] = op_format(text[:-len(_OP_CLOSING)], _MARK, order == 0)
-        values = escaped_all(op_strings(node), _escaped, "\\u0000")  # type: List[Any]
-        if order:
-            values.append(order)
-        return form % tuple(values)
+            form = self.formats[shape] = op_format(text[:-len(_OP_CLOSING)], _MARK, shape[3])
+        return form
 
 
 class _DescJson(object):
@@ -84,15 +88,20 @@ class _DescJson(object):
     def put(self, out: List[str], tensor: Any, output: bool) -> None:
         """Append the desc's JSON to ``out``."""
         origin = _desc_origin(tensor, output)
+        split = self.split(tensor, output, origin)
+        out.append(split[0])
+        if split[1] is not None:
+            out.append(_escaped_bytes(origin[0]))
+            out.append(split[1])
+
+    def split(self, tensor: Any, output: bool, origin: Optional[Tuple[str, int]]) -> Tuple[str, Optional[str]]:
+        """The desc's JSON before and after its origin name (``origin``: its _desc_origin)."""
         value = tensor.value
         key = (output, value.held, value.shape, tensor.tf_dtype, origin[1] if origin is not None else None)
         split = self.texts.get(key)
         if split is None:
             split = self.texts[key] = _desc_json(tensor, origin)
-        out.append(split[0])
-        if split[1] is not None:
-            out.append(_escaped_bytes(origin[0]))
-            out.append(split[1])
+        return split
 
     def put_field(self, out: List[str], name: str, tensors: Sequence[Any], output: bool) -> None:
         """Append the op's entry of its ``name`` descs (after its own fields) to ``out``."""

@@ -43,10 +43,12 @@ class DumpTensor(object):
                  sub_format: int = 0, address: int = 0) -> None:
         self.array = array if type(array) is np.ndarray else np.asarray(array)
         self.data_type = _data_type_of(self.array, data_type)
-        self.format = _format_value("format", format)
-        # an ndarray's own shape is a tuple of ints already
+        found = _FORMAT_VALUES.get((str, format)) if type(format) is str else None  # (the common call, inline)
+        self.format = _format_value("format", format) if found is None else found
+        # an ndarray's own shape is a tuple of ints already; an original shape equal to it is that tuple
         self.shape = self.array.shape if shape is None else tuple(map(int, shape))
-        self.original_shape = self.shape if original_shape is None else tuple(map(int, original_shape))
+        same = original_shape is None or (type(original_shape) is tuple and original_shape == self.shape)
+        self.original_shape = self.shape if same else tuple(map(int, original_shape))
         self.original_name = original_name
         self.original_output_index = original_output_index
         self.original_data_type = (_GE_DATA_TYPE.get(self.data_type, _GE_UNDEFINED)

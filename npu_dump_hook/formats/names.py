@@ -315,7 +315,7 @@ def format_dump_name(
     """
     # One path for every name; each check is one cheap test (an emulated step names 1,000s of
     # files), and only a name that fails one is looked at again to say which rule it breaks.
-    op_type, op_name = _SANITIZE.sub("_", op_type), _SANITIZE.sub("_", op_name)  # sanitize(), 1,000s of times
+    op_type, op_name = _sanitized(op_type), _sanitized(op_name)  # sanitize(), 1,000s of times
     # (sanitized: only a control character can be left to refuse, and printable text has none)
     if not (op_type.isprintable() and op_name.isprintable() and op_type and op_name):
         _check_op_fields(op_type, op_name)
@@ -329,6 +329,14 @@ def format_dump_name(
             and (stream_id is None or (type(stream_id) is int and stream_id >= 0)) and len(numbers) <= 3):
         numbers = _checked_numbers(op_type, op_name, stream_id is not None, numbers)
     return _NAME_FORMATS[len(numbers)].format(op_type, op_name, *numbers, _STATS_SUFFIX if stats else "")
+
+
+def _sanitized(name: str) -> str:
+    """:func:`sanitize` of a str by four C replaces (a third of the regex substitution's cost; any
+    other type goes through the regex, which refuses it as before)."""
+    if type(name) is not str:
+        return _SANITIZE.sub("_", name)
+    return name.replace(" ", "_").replace(".", "_").replace("/", "_").replace("\\", "_")
 
 
 #: The format of a name with 2 to 7 number fields: op_type.op_name.numbers, then the stats suffix.
