@@ -75,4 +75,5 @@ def release_after_bundle(hook: Any) -> None:
 
 #: (module, its function that forgets its notes): the write-time notes of the files this process wrote.
 _NOTES = (("npu_dump_hook._written", "forget_all"), ("npu_dump_hook._ledger", "forget_all"),
-          ("npu_dump_hook.formats.ge_handover", "forget_graphs"), ("npu_dump_hook.formats.ge_text", "forget_entry_texts"))
+          ("npu_dump_hook.formats.ge_handover", "forget_graphs"),
+          ("npu_dump_hook.formats.ge_text", "forget_entry_texts"))
