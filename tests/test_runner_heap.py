@@ -60,3 +60,45 @@ def test_a_disabled_collector_or_a_process_that_froze_itself_is_left_alone(thawe
     heap.freeze()
     heap.thaw()
     assert not heap.frozen and gc.get_freeze_count() == own  # never unfrozen by the runner
+
+
+class _Backend(object):
+    """What release_after_bundle reads of a hook's backend: the emulator's shared Build graph."""
+
+    def __init__(self):
+        from npu_dump_hook.emulator.npu_graph import SharedBuild
+
+        self.shared_build = SharedBuild()
+
+
+class _Hook(object):
+    def __init__(self, backend):
+        self.backend = backend
+
+
+def test_release_after_bundle_forgets_the_build_and_the_write_time_notes(tmp_path):
+    from npu_dump_hook import _written
+    from npu_dump_hook.runner._heap import release_after_bundle
+
+    path = str(tmp_path / "written.bin")
+    with open(path, "wb") as handle:
+        handle.write(b"payload")
+    _written.note_written(path, [b"payload"])
+    assert _written.written_facts(path) is not None
+    backend = _Backend()
+    backend.shared_build._last = object()  # a build kept from the run (its nodes, values)
+    release_after_bundle(_Hook(backend))
+    assert backend.shared_build._last is None
+    assert _written.written_facts(path) is None  # forgotten: a later reader hashes the file itself
+
+
+def test_release_after_bundle_with_a_backend_without_a_shared_build_still_forgets_the_notes(tmp_path):
+    from npu_dump_hook import _written
+    from npu_dump_hook.runner._heap import release_after_bundle
+
+    path = str(tmp_path / "written.bin")
+    with open(path, "wb") as handle:
+        handle.write(b"payload")
+    _written.note_written(path, [b"payload"])
+    release_after_bundle(_Hook(object()))  # the NPU or golden backend: no emulator build
+    assert _written.written_facts(path) is None

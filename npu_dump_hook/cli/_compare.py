@@ -16,15 +16,12 @@ stdout carries the one-screen summary; ``--csv``/``--json``/``--html`` files are
 atomically (a reader never sees half a file). Progress goes to stderr when it is a terminal.
 """
 import argparse
-import json
 import math
 import os
 import sys
 import time
 from typing import Any, Callable
 
-from .._atomic import atomic_write_bytes
-from .._signals import terminating_cleanly
 from ._exit import EXIT_USAGE, CliError, pending
 from ._output import say
 
@@ -212,6 +209,7 @@ class _Progress(object):
 
 
 def _write(option: str, path: str, make: Callable[[], str]) -> None:
+    from .._atomic import atomic_write_bytes  # here, as the imports of run(): `run`'s parser need not load them
     from .._inert import utf8  # here: building the parser loads no numpy
 
     try:
@@ -262,6 +260,12 @@ def _write_suspects(path: str, doc: Any, quiet: bool) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Imported here, not at the top: every command's parser imports this module for its arguments
+    # (npu-dump-hook run's own process included), and only a comparison needs these.
+    import json
+
+    from .._signals import terminating_cleanly
+
     _check_paths(args)
     progress = _Progress()
     try:

@@ -20,7 +20,6 @@ runs the script.
 import argparse
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -144,10 +143,15 @@ def interpreter(word: str) -> str:
     version = "{}.{}".format(*sys.version_info[:2])
     if word in ("python", "python3", "python" + version):
         return sys.executable
+    if os.path.dirname(word):  # a path: that file, as shutil.which takes it (without importing shutil here)
+        if os.path.exists(word) and os.access(word, os.X_OK) and not os.path.isdir(word):
+            return word
+        raise CliError("{}: no such interpreter (no such file)".format(word), EXIT_USAGE)
+    import shutil  # here: only a bare name needs the PATH look-up
+
     found = shutil.which(word)
     if found is None:
-        where = "no such file" if os.path.dirname(word) else "not on PATH"
-        raise CliError("{}: no such interpreter ({})".format(word, where), EXIT_USAGE)
+        raise CliError("{}: no such interpreter (not on PATH)".format(word), EXIT_USAGE)
     return found
 
 

@@ -398,6 +398,11 @@ class SharedBuild(object):
         self._last = _Built(ops, updated, plan, ascend, answers, builder.nodes, builder._values)
         return builder.nodes
 
+    def forget(self) -> None:
+        """Drop the last build (its nodes and values): the next :meth:`nodes` builds again. For
+        an owner whose run has ended, so the build is not kept alive to the end of the process."""
+        self._last = None
+
 
 def _reshaped(old: List[_Logical], new: List[_Logical], ascend: bool
               ) -> Optional[Dict[str, Optional[Tuple[int, ...]]]]:

@@ -9,6 +9,7 @@ gives :data:`BAIL` where the fast path must leave the op to the general path. Sk
 their digits made 0 (:data:`DIGITS_TO_0`). In a forked worker, :func:`use_plain_tuples` makes
 the builders give plain tuples (marshal takes no namedtuple).
 """
+import functools
 import operator
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -40,9 +41,13 @@ def _skeleton_lines(level: int) -> bytes:
             + _skeleton_lines(level + 1) + indent + rb"\}\n))*")
 
 
-#: The lines of an op block after its ``op {`` line, in canonical layout and strings emptied,
-#: up to the ``}`` that closes it (see _ge_scan_fast.FastOps).
-_SKELETON_RE = re.compile(_skeleton_lines(2) + rb"  \}")
+@functools.lru_cache(maxsize=None)
+def _skeleton_re() -> Any:
+    """The lines of an op block after its ``op {`` line, in canonical layout and strings emptied,
+    up to the ``}`` that closes it (see _ge_scan_fast.FastOps). Compiled at the first scan, not at
+    import: the pattern nests 24 levels and costs ~0.015 s to compile, and a process that imports
+    the readers (``npu-dump-hook run``'s child does) may never scan a GE graph text."""
+    return re.compile(_skeleton_lines(2) + rb"  \}")
 
 _Loc = Tuple[int, int, int]  # a word: index in the op's parts of its segment, start, end
 
@@ -96,7 +101,7 @@ class Shape(object):
         when an op of this skeleton would make the general path convert a string (whose
         content the skeleton does not hold) or fail a conversion that fails for every op of
         the skeleton."""
-        if _SKELETON_RE.fullmatch(skeleton) is None:
+        if _skeleton_re().fullmatch(skeleton) is None:
             return None
         shape = cls()
         where = ()  # type: Tuple[bytes, ...]  # the open blocks inside the op

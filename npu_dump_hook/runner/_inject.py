@@ -45,7 +45,7 @@ from ..errors import NpuDumpError, OptionError
 from ..options import DumpOptions
 from ._notice import BundleNotice
 from ._infer import estimator_entry, wants_inference
-from ._heap import HeapFreeze
+from ._heap import HeapFreeze, release_after_bundle
 from ._checkpoints import SAVER_HOOK_MODULE, SAVER_MODULE, CheckpointRedirect, redirecting_begin, redirecting_save
 from ._sessions import SessionPatches, set_patch, trains
 from ._settings import RunSettings, as_given
@@ -118,7 +118,8 @@ def _script_dump_options(config: Any) -> Optional[DumpOptions]:
 def _notice_after_end(hook: Any, notice: BundleNotice, heap: HeapFreeze) -> None:
     """The hook's ``end()`` (which writes the bundle) then the path printed at once, so a script
     leaving by ``os._exit`` after training still shows it; the heap frozen for the dump's window
-    is thawed then (module _heap), whether ``end()`` succeeded or not."""
+    is thawed then (module _heap), whether ``end()`` succeeded or not, and the caches that only
+    served the bundle are dropped once it is written (``release_after_bundle``)."""
     end = hook.end
 
     def end_then_notice(*args: Any, **kwargs: Any) -> None:
@@ -128,6 +129,8 @@ def _notice_after_end(hook: Any, notice: BundleNotice, heap: HeapFreeze) -> None
             heap.thaw()
         bundle = getattr(hook, "bundle", None)
         notice.written(bundle.location if bundle is not None else None)
+        if bundle is not None:
+            release_after_bundle(hook)
 
     hook.end = end_then_notice
 

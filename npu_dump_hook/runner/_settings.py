@@ -6,7 +6,6 @@ text breaks, and the runner exits 2 before the script runs. ``NPU_DUMP_*`` are c
 :meth:`DumpOptions.from_env` reads them.
 """
 import os
-import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
@@ -93,6 +92,8 @@ def _with_layer(env: Mapping[str, str], layer_from: Optional[str]) -> Mapping[st
 def _check_dump_variables(env: Mapping[str, str]) -> None:
     """``NPU_DUMP_*`` as the hook will read them, with a stand-in for an unset NPU_DUMP_PATH."""
     if any(var in env for var in ENV_OPTIONS.values()):
+        import tempfile  # here: npu-dump-hook run's own process needs it only with NPU_DUMP_* set
+
         check = dict(env)
         check.setdefault(ENV_OPTIONS["dump_path"], tempfile.gettempdir())
         DumpOptions.from_env(check)

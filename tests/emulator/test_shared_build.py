@@ -107,3 +107,16 @@ def test_a_rank_change_that_changes_a_held_form_builds_again():
     ascend = shared.nodes(three_d, plan, True)  # ascend: any rank change counts
     assert shared.reused == 1
     assert _described(ascend) == _described(npu_graph.build_nodes(three_d, plan, True))
+
+
+def test_forget_drops_the_last_build_and_the_next_call_builds_the_same_nodes_again():
+    graph, train_op = _graph()
+    estimated, executed = _capture(graph, train_op, 4)
+    plan = static_plan(executed, True)
+    shared = npu_graph.SharedBuild()
+    first = shared.nodes(estimated, plan, True)
+    shared.forget()  # the owner's run ended (runner/_heap.release_after_bundle)
+    again = shared.nodes(estimated, plan, True)
+    assert again is not first and shared.reused == 0  # built again, not answered from a kept build
+    assert _described(again) == _described(first)
+    assert shared.nodes(estimated, plan, True) is again and shared.reused == 1  # kept again from then on
