@@ -5,11 +5,13 @@ TensorFlow's ``Session.run`` walks a nested fetch structure in Python: every lis
 (``_ListFetchMapper``/``_DictFetchMapper``) uniquifies all the tensors below it once more, and each
 leaf is looked up with ``as_graph_element``. The same step (one graph of 1,960 cheap ops, the same
 tensors fetched, the same values) is run in one process, the variants alternating, with the
-structure the plain-session wrapper gives a hook (``[user fetches, hook fetches]``, the hook's
-``{"capture": ...}``):
+structure a session gives a hook (``[user fetches, {hook: hook fetches}]``), the hook's own
+fetches being ``{"batch": [tensor], "capture": ...}``:
 
 * ``beside``: ``[sink, dump ops]``, the capture's fetch until ``beforew4`` (the baseline);
-* ``one``:    the sink alone, its dump ops in it (``FetchedValues(ops=)``, as now);
+* ``one``:    the sink alone, its dump ops in it (``FetchedValues(ops=)``);
+* ``carried``: the sink as the hook's whole fetch, carrying the hook's batch tensors too
+  (``FetchedValues.also_fetch``: results ``{"batch": ...}`` as the dict gave; as now);
 * ``list``:   the tensors as a plain list, no fetch conversion (``[tensors, []]``);
 * ``names``:  the sink of tensor names instead of ``Tensor`` objects.
 
@@ -48,31 +50,45 @@ def _graph():
 
 
 def _variants(session, x, tensors, train):
-    feed, hook = {x: np.ones(4, np.float32)}, "hook"
+    """``[(name, run)]``: each runs the step with the hook's fetches (the batch and the capture) in
+    its structure and returns the captured values and the batch's."""
+    feed, hook, batch = {x: np.ones(4, np.float32)}, "hook", [x]
     names = [t.name for t in tensors]
 
-    def run(capture):
-        session.run([train, {hook: {"capture": capture}}], feed)
+    def run(hook_fetches):
+        return session.run([train, {hook: hook_fetches}], feed)[1][hook]
 
     def beside():
         sink = FetchedValues(tensors)
-        run([sink, []])
-        return sink.values
+        got = run({"batch": batch, "capture": [sink, []]})["batch"]
+        return sink.values, got
 
     def one():
         sink = FetchedValues(tensors, ops=[])
-        run(sink)
-        return sink.values
+        got = run({"batch": batch, "capture": sink})["batch"]
+        return sink.values, got
+
+    def carried():
+        sink = FetchedValues(tensors, ops=[])
+        sink.also_fetch({"batch": batch})
+        got = run(sink)["batch"]
+        return sink.values, got
 
     def plain_list():
-        return session.run([train, {hook: {"capture": [tensors, []]}}], feed)[1][hook]["capture"][0]
+        results = run({"batch": batch, "capture": [tensors, []]})
+        return results["capture"][0], results["batch"]
 
     def by_name():
         sink = FetchedValues(names)
-        run([sink, []])
-        return sink.values
+        got = run({"batch": batch, "capture": [sink, []]})["batch"]
+        return sink.values, got
 
-    return [("beside", beside), ("one", one), ("list", plain_list), ("names", by_name)]
+    return [("beside", beside), ("one", one), ("carried", carried), ("list", plain_list), ("names", by_name)]
+
+
+def _same(got, expected):
+    (values, batch), (want, want_batch) = got, expected
+    return len(values) == len(want) and all((a == b).all() for a, b in zip(values + batch, want + want_batch))
 
 
 def main(argv=None):
@@ -87,8 +103,7 @@ def main(argv=None):
         variants = _variants(session, x, tensors, train)
         expected = variants[0][1]()
         for name, variant in variants:  # each builds its executor untimed; all fetch the same values
-            got = variant()
-            if len(got) != len(expected) or any((a != b).any() for a, b in zip(got, expected)):
+            if not _same(variant(), expected):
                 sys.exit("variant {} fetched other values".format(name))
         times = {name: ([], []) for name, _ in variants}
         for _ in range(args.repeat):

@@ -4,7 +4,7 @@ session (private ``tensorflow.python.client.session`` API, via ``_tf.register_fe
 Used by :mod:`npu_dump_hook.train.capture`.
 """
 import logging
-from typing import Any, List, Optional, Sequence  # noqa: F401 (type comments)
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple  # noqa: F401 (type comments)
 
 from .. import _tf
 
@@ -31,14 +31,35 @@ class FetchedValues(object):
         self.ops = list(ops)
         self.keep = keep  # False: a warm-up fetch, whose values are dropped as they arrive
         self.values = None  # type: Optional[List[Any]]
+        self._named = None  # type: Optional[List[Tuple[str, List[Any]]]]
+
+    def also_fetch(self, named: Mapping[str, Any]) -> bool:
+        """Carry the caller's own fetches too, ``{key: list of tensors}``: this fetch's value in
+        ``session.run``'s results is then ``{key: list of their values}``, as a dict of those lists
+        beside it would give, one nesting level less. False (nothing carried) for another structure."""
+        if not all(isinstance(tensors, list) for tensors in named.values()):
+            return False
+        self._named = [(key, list(tensors)) for key, tensors in named.items()]
+        return True
 
     def fetches(self) -> List[Any]:
-        """What ``session.run`` fetches for it: the tensors, then the ops (their values are None)."""
-        return self.tensors + self.ops if self.ops else list(self.tensors)
+        """What ``session.run`` fetches for it: the tensors, the ops (their values are None), the carried ones."""
+        fetched = self.tensors + self.ops if self.ops else list(self.tensors)
+        for _, tensors in self._named or ():
+            fetched.extend(tensors)
+        return fetched
 
-    def receive(self, values: List[Any]) -> None:
+    def receive(self, values: List[Any]) -> Optional[Dict[str, List[Any]]]:
+        """The step's values: this fetch's kept, the carried ones returned (``session.run``'s result for it)."""
         if self.keep:
             self.values = list(values[:len(self.tensors)])
+        if self._named is None:
+            return None
+        results, start = {}, len(self.tensors) + len(self.ops)
+        for key, tensors in self._named:
+            results[key] = list(values[start:start + len(tensors)])
+            start += len(tensors)
+        return results
 
 
 _FETCH_REGISTERED = []  # type: List[bool]
