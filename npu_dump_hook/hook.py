@@ -392,7 +392,8 @@ def _run_args(fetches: Dict[str, Any], capture: Any, feeds: Mapping[Any, Any]) -
     run's replayed inputs as feeds, or None."""
     if capture is None:
         return _tf.tf_v1().train.SessionRunArgs(fetches, feed_dict=dict(feeds) or None) if fetches or feeds else None
-    fetches["capture"] = capture.fetches
     feed_dict = dict(capture.feed_dict or {})
     feed_dict.update(feeds)
-    return _tf.tf_v1().train.SessionRunArgs(fetches, feed_dict=feed_dict or None, options=capture.options)
+    carry = getattr(capture.fetches, "also_fetch", None)  # the capture's one fetch carries ours: one level less
+    fetched = capture.fetches if carry is not None and carry(fetches) else dict(fetches, capture=capture.fetches)
+    return _tf.tf_v1().train.SessionRunArgs(fetched, feed_dict=feed_dict or None, options=capture.options)

@@ -690,3 +690,27 @@ def test_update_ops_get_the_variable_values_before_and_after_the_step(tmp_path):
 
 def names_of(op_name):
     return op_name.replace("/", "_").replace(".", "_")
+
+
+def test_one_fetch_carries_the_dump_ops_and_the_callers_own_tensors():
+    """The capture's fetch holds its tensors, its dump ops and a hook's own fetches in one structure
+    level: the values land in the sink, the carried ones come back as ``{key: values}`` (what a dict
+    beside it gave), a tensor fetched twice (a fed batch also captured) included."""
+    from npu_dump_hook.train._capture_fetch import FetchedValues, register_fetch_conversion
+
+    assert register_fetch_conversion()
+    with tf.Graph().as_default():
+        x = v1.placeholder(tf.float32, [2], name="x")
+        doubled = tf.multiply(x, 2.0, name="doubled")
+        counter = v1.get_variable("counter", initializer=0.0, use_resource=True)
+        bump = v1.assign_add(counter, 1.0).op  # an op run with the step, as a dump op is
+        sink = FetchedValues([x, doubled], ops=[bump])
+        assert sink.also_fetch({"batch": [x, doubled]}) and not FetchedValues([x]).also_fetch({"batch": x})
+        with v1.Session() as session:
+            session.run(counter.initializer)
+            plain, results = session.run([tf.identity(doubled), {"hook": sink}], {x: [1.0, 3.0]})
+            after = session.run(counter.read_value())
+    assert [list(v) for v in sink.values] == [[1.0, 3.0], [2.0, 6.0]] and list(plain) == [2.0, 6.0]
+    assert [list(v) for v in results["hook"]["batch"]] == [[1.0, 3.0], [2.0, 6.0]] and after == 1.0
+    warm = FetchedValues([doubled], keep=False)
+    assert warm.also_fetch({}) and warm.receive([np.zeros(2)]) == {} and warm.values is None

@@ -42,3 +42,17 @@ def test_fed_shapes_decide_the_step_sizes_and_both_import_paths_agree(monkeypatc
     assert direct is not None and len(direct) > 30
     assert {name: shape for name, shape in direct.items() if name not in fed} == {
         name: shape for name, shape in shapes.items() if name not in fed}
+
+
+def test_fed_sizes_are_the_inferred_shapes_times_the_itemsize():
+    from npu_dump_hook.train._capture_sizes import FedSizes
+
+    graph = _graph()
+    tensors = [graph.get_tensor_by_name(name) for name in ("logits:0", "loss:0", "y:0", "unique:0",
+                                                       "gradients/logits_grad/MatMul:0")]
+    feeds = {tensors[2]: np.zeros(4, np.int64), graph.get_tensor_by_name("x:0"): np.zeros((4, 6), np.float32)}
+    sizes = FedSizes(graph).nbytes(tensors, feeds)
+    # float32 (4, 3); a float32 scalar; the fed int64 (4,); a gradient's float32 (4, 6); the
+    # data-dependent Unique output left out (unknown even with the feeds)
+    assert sizes == {"logits:0": 48, "loss:0": 4, "y:0": 32, "gradients/logits_grad/MatMul:0": 96}
+    assert FedSizes(graph).nbytes(tensors, {}) == {}  # nothing fed: nothing decided

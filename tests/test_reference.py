@@ -188,11 +188,11 @@ def test_steps_before_the_captured_one_fetch_its_tensors_and_keep_nothing(tmp_pa
             session.run(bump)
             session.run(bump)
     warm, captured, after = hook.asked[:2], hook.asked[2], hook.asked[3]
-    fetched = [t.name for t in captured.fetches[0].tensors]
+    fetched = [t.name for t in captured.fetches.tensors]  # one fetch: the tensors and the dump ops in it
     assert "bump:0" in fetched and after is None
     for args in warm:
-        sink, dumps = args.fetches
-        assert [t.name for t in sink.tensors] == fetched and dumps == [] and sink.values is None
+        sink = args.fetches
+        assert [t.name for t in sink.tensors] == fetched and sink.ops == [] and sink.values is None
     loaded = {names.parse_npy_name(f).key: np.load(os.path.join(golden, f))
               for f in os.listdir(golden) if f.endswith(".npy")}
     assert loaded["bump.0"] == 3.0  # the third step's value

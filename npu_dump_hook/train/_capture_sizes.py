@@ -55,10 +55,20 @@ class FedSizes(object):
         if key != self._key:
             self._key, self._shapes = key, self._infer(fed)
         sizes = {}  # type: Dict[str, int]
+        itemsizes = {}  # type: Dict[Any, int]   per dtype: a graph has few, each read is a TF call
         for tensor in tensors:
-            shape = self._shapes.get(tensor.name)
-            if shape is not None:
-                sizes[tensor.name] = int(np.prod(shape, dtype=np.int64)) * tensor.dtype.base_dtype.size
+            name = tensor.name
+            shape = self._shapes.get(name)
+            if shape is None:
+                continue
+            dtype = tensor.dtype
+            itemsize = itemsizes.get(dtype)
+            if itemsize is None:
+                itemsize = itemsizes[dtype] = dtype.base_dtype.size
+            count = 1
+            for dim in shape:  # Python ints: exact, and ~10x cheaper than np.prod per tensor (numpy 1.18)
+                count *= dim
+            sizes[name] = count * itemsize
         return sizes
 
     def _infer(self, fed: Dict[str, Tuple[int, ...]]) -> Dict[str, Tuple[int, ...]]:

@@ -253,17 +253,16 @@ class TensorCapture(object):
         spare = self.memory_budget - sum(plan.nbytes or self._resolved.get(t.name, 0) for t, plan in direct)
         self._snapshots = self._reads.before(run_context.session, variable_reads, also_read, spare=spare)
         self.last_path = "fetch" if direct else "stream"
-        self._sink = FetchedValues([tensor for tensor, _ in direct])
+        dumps = [plan.dump_op for _, plan in streamed]
+        self._sink = FetchedValues([tensor for tensor, _ in direct], ops=dumps)
         # Pure Python over the graph: done while session.run holds no GIL, not after it (finish joins).
         self._records = worker("records").submit(self._executed_ops, executed)
-        dumps = [plan.dump_op for _, plan in streamed]
         if dumps:
             os.makedirs(self._dump_root, exist_ok=True)
         logger.debug("capture: step executes %d op(s); fetching %d tensor(s) and %d dump op(s), watching %d "
                      "loop-body tensor(s); %d reference-variable read(s) taken before the step",
                      len(executed), len(direct), len(dumps), len(watched), len(variable_reads))
-        return _tf.tf_v1().train.SessionRunArgs([self._sink, dumps] if direct else dumps,
-                                                options=self._watch_options(watched))
+        return _tf.tf_v1().train.SessionRunArgs(self._sink if direct else dumps, options=self._watch_options(watched))
 
     def _watch_options(self, watched: List[Any]) -> Any:
         """``RunOptions`` whose debug watches write every iteration's value of each loop-body tensor
@@ -301,7 +300,7 @@ class TensorCapture(object):
         if streamed or not direct:
             return None
         warm = FetchedValues([tensor for tensor, _ in direct], keep=False)
-        return _tf.tf_v1().train.SessionRunArgs([warm, []])  # the structure run_args gives
+        return _tf.tf_v1().train.SessionRunArgs(warm)  # the structure run_args gives (no dump op: none streams)
 
     def _paths(self, executed: List[Tuple[Any, bool]], fed: Set[str], variable_reads: List[Tuple[Any, Any]],
                feed_dict: Any) -> Tuple[List[Tuple[Any, Plan]], List[Tuple[Any, Plan]]]:
