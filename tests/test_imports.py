@@ -35,6 +35,13 @@ def _imported_roots(path):
             yield node.module.split(".")[0], node.lineno
 
 
+
+def _run_python(code):
+    """``code`` run by this interpreter in a fresh process; fails the test if it fails."""
+    done = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    return done
+
 def test_only_tf_module_imports_tensorflow():
     offenders = []
     modules = list(_package_modules())
@@ -62,8 +69,7 @@ def test_importing_the_package_and_tf_free_modules_loads_no_tensorflow():
             "for name in {!r}: __import__(name)\n"
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in {!r})\n"
             "print(','.join(bad))\n").format(modules, TF_ROOTS)
-    done = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
-    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    done = _run_python(code)
     assert done.stdout.decode().strip() == ""
 
 
@@ -85,8 +91,7 @@ def test_the_run_commands_own_process_imports_only_what_launching_needs():
             "assert (main, bootstrap_command) == (_child.main, _child.bootstrap_command)\n"
             "assert (Injection, install, installed, site_dir, start, _AfterImport) == (_inject.Injection,\n"
             "    _install.install, _install.installed, _install.site_dir, _install.start, _after_import.AfterImport)\n")
-    done = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
-    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    done = _run_python(code)
     assert done.stdout.decode().strip() == ";False"
 
 
@@ -107,8 +112,7 @@ def test_the_golden_free_checks_import_no_comparison_modules_and_every_public_na
             "    package.no_such_name\n"
             "except AttributeError as exc:\n"
             "    print(exc)\n")
-    done = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
-    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    done = _run_python(code)
     assert done.stdout.decode().splitlines() == [
         "", "[]", "module 'npu_dump_hook.compare' has no attribute 'no_such_name'"]
 
@@ -324,8 +328,7 @@ def test_the_moved_modules_keep_their_old_import_paths_as_the_same_objects():
             "    assert importlib.import_module(old) is importlib.import_module(new) is sys.modules[old], old\n"
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in {!r})\n"
             "print(','.join(bad))\n").format(MOVED_INTO_TRAIN, TF_ROOTS)
-    done = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
-    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    done = _run_python(code)
     assert done.stdout.decode().strip() == ""  # and importing them loads no TensorFlow
 
 

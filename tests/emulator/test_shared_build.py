@@ -43,11 +43,15 @@ def _described(nodes):
              n.original_names, n.original_types) for n in nodes]
 
 
-def test_the_same_graph_is_built_once_and_other_batch_sizes_get_their_own_shapes():
+def _fresh():
+    """The test graph, its step's static capture at batch 4, the ascend plan and an empty SharedBuild."""
     graph, train_op = _graph()
     estimated, executed = _capture(graph, train_op, 4)
-    plan = static_plan(executed, True)  # float16 MatMul: fusion, FRACTAL_NZ, Cast/TransData nodes
-    shared = npu_graph.SharedBuild()
+    return graph, train_op, estimated, static_plan(executed, True), npu_graph.SharedBuild()
+
+
+def test_the_same_graph_is_built_once_and_other_batch_sizes_get_their_own_shapes():
+    graph, train_op, estimated, plan, shared = _fresh()  # float16 MatMul: fusion, FRACTAL_NZ, Cast/TransData
     first = shared.nodes(estimated, plan, True)
     assert any(n.kind == "fused" for n in first) and any(n.kind == "trans" for n in first)
     assert shared.nodes(estimated, plan, True) is first and shared.reused == 1
@@ -60,10 +64,7 @@ def test_the_same_graph_is_built_once_and_other_batch_sizes_get_their_own_shapes
 
 
 def test_a_changed_graph_plan_or_profile_is_built_again_never_reused():
-    graph, train_op = _graph()
-    estimated, executed = _capture(graph, train_op, 4)
-    plan = static_plan(executed, True)
-    shared = npu_graph.SharedBuild()
+    graph, train_op, estimated, plan, shared = _fresh()
     first = shared.nodes(estimated, plan, True)
     changed_graph, changed_op = _graph(tf.nn.tanh)  # as many ops, of other types
     changed, changed_executed = _capture(changed_graph, changed_op, 4)
@@ -90,10 +91,7 @@ def _reranked(graph, train_op, shape):
 
 
 def test_a_rank_change_that_changes_a_held_form_builds_again():
-    graph, train_op = _graph()
-    estimated, executed = _capture(graph, train_op, 4)
-    plan = static_plan(executed, True)
-    shared = npu_graph.SharedBuild()
+    graph, train_op, estimated, plan, shared = _fresh()
     shared.nodes(estimated)
     three_d = _reranked(graph, train_op, (4, 4, 1))  # ND as the 2-D one: the nodes are kept, the shape new
     again = shared.nodes(three_d)
@@ -110,10 +108,7 @@ def test_a_rank_change_that_changes_a_held_form_builds_again():
 
 
 def test_forget_drops_the_last_build_and_the_next_call_builds_the_same_nodes_again():
-    graph, train_op = _graph()
-    estimated, executed = _capture(graph, train_op, 4)
-    plan = static_plan(executed, True)
-    shared = npu_graph.SharedBuild()
+    graph, train_op, estimated, plan, shared = _fresh()
     first = shared.nodes(estimated, plan, True)
     shared.forget()  # the owner's run ended (runner/_heap.release_after_bundle)
     again = shared.nodes(estimated, plan, True)
