@@ -401,3 +401,13 @@ def test_golden_npy_name_of_a_first_seen_name_is_the_checked_one(op_name):
     assert golden_npy_name(op_name, 3, 1700000000000002) == expected.replace(".2.1700000000000001.", ".3.1700000000000002.")
     with pytest.raises(NameFormatError, match="16-digit"):
         golden_npy_name(op_name, 0, 17)
+
+
+def test_sanitize_replaces_exactly_the_characters_its_pattern_names():
+    # sanitize's chained replaces and the pattern built from names._SANITIZED are one rule: a character
+    # added to one and not the other fails here
+    from npu_dump_hook.formats import names
+
+    every = "".join(chr(code) for code in range(1, 0x250))
+    assert names.sanitize(every) == names._SANITIZE.sub("_", every)
+    assert {char for char in every if names.sanitize(char) == "_" != char} == set(names._SANITIZED)
