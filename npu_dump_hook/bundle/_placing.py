@@ -277,9 +277,9 @@ class _Shares(object):
                     held_files, held_bytes = held_files + 1, held_bytes + placed.size
                 if done % _COUNT_EVERY == 0 or held_bytes >= _COUNT_BYTES:
                     files, nbytes = self.counts.news() if children else (0, 0)
-                    if files or held_files:
-                        self.report.update(files + held_files, nbytes + held_bytes)
-                    held_files = held_bytes = 0
+                    files, nbytes, held_files, held_bytes = files + held_files, nbytes + held_bytes, 0, 0
+                    if files:  # (handed over before the call: a callback that raises never sees them twice)
+                        self.report.update(files, nbytes)
         finally:
             if held_files:
                 self.report.update(held_files, held_bytes)

@@ -762,3 +762,19 @@ def test_truncated_compressed_archive_is_an_unparsable_problem(tmp_path, run, cu
     short.write_bytes(data[: int(len(data) * cut)])
     problems = bundle.verify_bundle(str(short))
     assert [p.kind for p in problems] == ["unparsable"] and "damaged tar archive" in problems[0].detail
+
+
+def test_progress_callback_that_raises_sees_no_file_twice(tmp_path, run, monkeypatch):
+    """A progress callback's error ends the write (nothing is left); the counts it was handed are
+    not handed again on the way out."""
+    monkeypatch.setattr(_placing, "_COUNT_EVERY", 4)
+    calls = []
+
+    def progress(*args):
+        calls.append(args)
+        raise RuntimeError("stop")
+
+    with pytest.raises(RuntimeError, match="stop"):
+        write(tmp_path / "b", run, progress=progress)
+    assert [c[0] for c in calls] == [4]
+    assert not (tmp_path / "b").exists()
