@@ -45,6 +45,7 @@ _FORK_MIN_SHARE = 2048  # files per share below which a fork costs more than it 
 _FORK_MAX_MEAN_BYTES = _fs.INLINE_BYTES  # larger files: the thread pool already hashes them on every core
 _PART_CHUNK = 1 << 20
 _COUNT_EVERY = 64  # files between two progress counts (a child's, and the parent's look at them)
+_COUNT_BYTES = 64 << 20  # bytes placed after which the parent hands its count over sooner
 _NEVER = 1 << 64  # more files and bytes than a child's count can say
 _LINES_FLUSH = 256  # bundle.json lines joined, encoded and hashed at once
 
@@ -255,8 +256,11 @@ class _Shares(object):
 
     def _place_here(self, placed_items: Any, out: _HashingWriter, tally: Tally, counted: int,
                     lines: List[str]) -> None:
-        # nobody watching progress (no callback, no bar, no child's count to add): counted here, updated once
-        watched = self.report.watched or bool(self.counts.reported)
+        """Tally, list and write the lines of ``placed_items``; progress (these files, past the
+        first ``counted``, and the children's) is counted here and handed to the report every
+        _COUNT_EVERY files or _COUNT_BYTES bytes and at the end: a few dozen calls for 1,000s of
+        small files, and a large file still moves the bar."""
+        children = bool(self.counts.reported)
         held_files = held_bytes = 0
         try:
             for done, (item, placed, entry) in enumerate(placed_items, 1):
@@ -269,15 +273,13 @@ class _Shares(object):
                 if len(lines) >= _LINES_FLUSH:
                     out.write("".join(lines))
                     del lines[:]
-                if not watched:
-                    if done > counted:
-                        held_files, held_bytes = held_files + 1, held_bytes + placed.size
-                    continue
-                files, nbytes = self.counts.news() if done % _COUNT_EVERY == 0 else (0, 0)
                 if done > counted:
-                    files, nbytes = files + 1, nbytes + placed.size
-                if files:
-                    self.report.update(files, nbytes)
+                    held_files, held_bytes = held_files + 1, held_bytes + placed.size
+                if done % _COUNT_EVERY == 0 or held_bytes >= _COUNT_BYTES:
+                    files, nbytes = self.counts.news() if children else (0, 0)
+                    files, nbytes, held_files, held_bytes = files + held_files, nbytes + held_bytes, 0, 0
+                    if files:  # (handed over before the call: a callback that raises never sees them twice)
+                        self.report.update(files, nbytes)
         finally:
             if held_files:
                 self.report.update(held_files, held_bytes)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from npu_dump_hook import bundle
-from npu_dump_hook.bundle import _archive, _bagit, _fs, _listing, _staging
+from npu_dump_hook.bundle import _archive, _bagit, _fs, _listing, _placing, _staging
 from npu_dump_hook.constants import BUNDLE_SCHEMA
 from npu_dump_hook.errors import BundleError, BundleExistsError, UnsafePathError
 from npu_dump_hook.formats.dump_file import write_dump_file
@@ -360,13 +360,24 @@ def test_symlinked_dump_chain_folder_is_never_bundled(tmp_path, run, level):
     assert bundle.verify_bundle(str(tmp_path / "b")) == []
 
 
-def test_progress_callback(tmp_path, run):
+@pytest.mark.parametrize("every, counts", [(1, list(range(1, 10))), (4, [4, 8, 9]), (64, [9])])
+def test_progress_callback_every_few_files_and_at_the_end(tmp_path, run, monkeypatch, every, counts):
+    """Counted in one loop, handed over every _COUNT_EVERY files and once all are placed."""
+    monkeypatch.setattr(_placing, "_COUNT_EVERY", every)
     calls = []
     write(tmp_path / "b", run, progress=lambda *a: calls.append(a))
-    assert len(calls) == 9  # graph, its JSON form, 7 dump-folder files
-    assert [c[0] for c in calls] == list(range(1, 10))
+    assert [c[0] for c in calls] == counts  # of 9: graph, its JSON form, 7 dump-folder files
     assert calls[-1][0] == calls[-1][1] == 9
     assert calls[-1][2] == calls[-1][3] > 0
+
+
+def test_progress_callback_soon_after_large_files(tmp_path, run, monkeypatch):
+    """A file of _COUNT_BYTES or more is handed over at once: the bar moves with the bytes."""
+    monkeypatch.setattr(_placing, "_COUNT_BYTES", 1)
+    calls = []
+    write(tmp_path / "b", run, progress=lambda *a: calls.append(a))
+    assert [c[0] for c in calls] == list(range(1, 10))
+    assert [c[2] for c in calls] == sorted(c[2] for c in calls) and calls[-1][2] == calls[-1][3]
 
 
 # -- verify ------------------------------------------------------------------------------------
@@ -751,3 +762,19 @@ def test_truncated_compressed_archive_is_an_unparsable_problem(tmp_path, run, cu
     short.write_bytes(data[: int(len(data) * cut)])
     problems = bundle.verify_bundle(str(short))
     assert [p.kind for p in problems] == ["unparsable"] and "damaged tar archive" in problems[0].detail
+
+
+def test_progress_callback_that_raises_sees_no_file_twice(tmp_path, run, monkeypatch):
+    """A progress callback's error ends the write (nothing is left); the counts it was handed are
+    not handed again on the way out."""
+    monkeypatch.setattr(_placing, "_COUNT_EVERY", 4)
+    calls = []
+
+    def progress(*args):
+        calls.append(args)
+        raise RuntimeError("stop")
+
+    with pytest.raises(RuntimeError, match="stop"):
+        write(tmp_path / "b", run, progress=progress)
+    assert [c[0] for c in calls] == [4]
+    assert not (tmp_path / "b").exists()
