@@ -129,12 +129,13 @@ def _phase_table(columns):
     names = []
     for _title, phases in columns:
         names += [name for name in phases if name not in names]
+    width = max(len(name) for name in names) + 2
     print("\nphases of the dumped child (one untimed run each; seconds)")
-    print("{:<42}".format("") + "".join("{:>22}".format(title + " wall/CPU") for title, _ in columns))
+    print("".ljust(width) + "".join("{:>22}".format(title + " wall/CPU") for title, _ in columns))
     for name in names:
         cells = ["{:>10.3f} /{:>8.3f}".format(*phases[name][1:]) if name in phases else "{:>22}".format("-")
                  for _title, phases in columns]
-        print("{:<42}".format(name) + "".join("{:>22}".format(cell) for cell in cells))
+        print(name.ljust(width) + "".join("{:>22}".format(cell) for cell in cells))
 
 
 def _with_bytecode(args, work, env):
