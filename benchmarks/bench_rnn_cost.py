@@ -40,8 +40,10 @@ run without the flag would read them). Without it the figures include the compil
 ``--phases`` adds, after the timed runs, one untimed dumped run of each dumped row with the phase
 timer (``benchmarks/_phase_timer/sitecustomize.py``): the wall and CPU seconds of the hook's phases
 (begin, before_run, after_run, end) and of the named steps inside them (the size estimate, the
-capture, the emulated dump, the bundle writer, the Build graph's JSON, the golden-free checks), side
-by side with ``--before``'s. It wraps functions, it does not profile: the figures are the real
+capture, the emulated dump, the bundle writer, the Build graph's JSON, the golden-free checks), then
+the runner's work outside those phases (the CPU used when the script starts, the hook's making at
+the session's creation, the wrap at the first training run, the pending collection, the release
+after the bundle), side by side with ``--before``'s. It wraps functions, it does not profile: the figures are the real
 costs, give or take a few microseconds per call.
 
 Run: .venv/bin/python benchmarks/bench_rnn_cost.py [--repeat 3] [--python PY] [--script SHAPE] [--before DIR]
