@@ -201,6 +201,8 @@ def main(argv=None):
                              "an untimed dumped run of this checkout made first")
     args = parser.parse_args(argv)
     args.golden_bundle = None
+    if args.out_dir is not None and not os.path.isdir(args.out_dir):
+        parser.error("--out-dir {}: no such folder".format(args.out_dir))
     if os.sep in args.python:  # the runs start in a temporary folder: a relative path would not name it there
         args.python = os.path.abspath(args.python)
     env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
