@@ -143,15 +143,14 @@ def interpreter(word: str) -> str:
     version = "{}.{}".format(*sys.version_info[:2])
     if word in ("python", "python3", "python" + version):
         return sys.executable
-    if os.path.dirname(word):  # a path: that file, as shutil.which takes it (without importing shutil here)
-        if os.path.exists(word) and os.access(word, os.X_OK) and not os.path.isdir(word):
-            return word
-        raise CliError("{}: no such interpreter (no such file)".format(word), EXIT_USAGE)
-    import shutil  # here: only a bare name needs the PATH look-up
+    # shutil.which's one rule: a word with a folder is that file (executable, not a folder), a bare
+    # name is looked up on PATH. Imported here: only this look-up needs it (~3 ms CPU on Python 3.7).
+    import shutil
 
     found = shutil.which(word)
     if found is None:
-        raise CliError("{}: no such interpreter (not on PATH)".format(word), EXIT_USAGE)
+        reason = "no such file" if os.path.dirname(word) else "not on PATH"
+        raise CliError("{}: no such interpreter ({})".format(word, reason), EXIT_USAGE)
     return found
 
 

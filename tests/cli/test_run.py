@@ -167,6 +167,11 @@ def test_a_bare_python_of_this_version_is_this_interpreter_a_path_or_other_name_
         cli_run.split_command(["pypy3", "train.py"])
     with pytest.raises(CliError, match="no such interpreter .no such file."):
         cli_run.split_command([str(tmp_path / "python"), "train.py"])
+    (tmp_path / "python3").write_text("#!/bin/sh\n")  # a path that is not executable, or a folder: not an interpreter
+    (tmp_path / "python3.5").mkdir()
+    for word in ("python3", "python3.5"):
+        with pytest.raises(CliError, match="no such interpreter .no such file."):
+            cli_run.split_command([str(tmp_path / word), "train.py"])
 
 
 def test_flags_become_the_scripts_variables(tmp_path, monkeypatch):
