@@ -116,3 +116,47 @@ def test_the_ledger_forgets_the_oldest_beyond_its_bound(tmp_path, monkeypatch):
     paths = [_written(tmp_path, "Add.add.1.2.170000000000000{}".format(k)) for k in range(3)]
     assert _ledger.dump_health(paths[0]) is None
     assert _ledger.dump_health(paths[1]) is not None and _ledger.dump_health(paths[2]) is not None
+
+
+def _many_written(folder, count, bad_at=None):
+    """``count`` small dump files noted together (one DumpFileNotes), the ``bad_at``-th with a NaN."""
+    notes, paths = _ledger.DumpFileNotes(), []
+    for k in range(count):
+        path = os.path.join(str(folder), "Mul.mul{}.1.2.17000000000000{:02d}".format(k, k))
+        values = np.full((2, 3), k, dtype=np.float32 if k % 2 else np.float16)
+        if k == bad_at:
+            values[1, 1] = np.nan
+        inputs = [DumpTensor(np.arange(k + 1, dtype=np.int64)), DumpTensor(values * 2)]
+        outputs = [DumpTensor(values)]
+        write_dump_file(path, "mul{}".format(k), outputs=outputs, inputs=inputs, atomic=False)
+        notes.add(path, inputs, outputs)
+        paths.append(path)
+    return notes, paths
+
+
+@pytest.mark.parametrize("bad_at", [None, 0, 7])
+def test_files_noted_together_get_the_counts_reading_each_finds(tmp_path, monkeypatch, bad_at):
+    monkeypatch.setattr(_ledger, "CHUNK", 20)  # several batches per dtype: a NaN spoils only its own batch
+    notes, paths = _many_written(tmp_path, 9, bad_at)
+    assert all(_ledger.dump_health(path) is None for path in paths)  # nothing noted before the flush
+    notes.flush()
+    for k, path in enumerate(paths):
+        noted = _ledger.dump_health(path)
+        assert noted == _read_counts(path)
+        assert noted[1][3] == noted[2][3] == (1 if k == bad_at else 0)  # (the NaN counted where it is)
+
+
+def test_notes_held_beyond_their_byte_bound_are_made_at_once(tmp_path, monkeypatch):
+    monkeypatch.setattr(_ledger, "PENDING_BYTES", 100)
+    _notes, paths = _many_written(tmp_path, 4)  # 32, 64, 48 and 80 payload bytes: over 100 at the third
+    assert [_ledger.dump_health(path) == _read_counts(path) for path in paths] == [True, True, True, False]
+
+
+def test_a_file_rewritten_before_the_flush_is_not_noted(tmp_path):
+    notes, paths = _many_written(tmp_path, 2)
+    before = os.stat(paths[0])
+    write_dump_file(paths[0], "mul0", outputs=[DumpTensor(np.ones(7, np.float32))], atomic=False)
+    os.utime(paths[0], ns=(before.st_atime_ns, before.st_mtime_ns + 1))
+    notes.flush()
+    assert _ledger.dump_health(paths[0]) is None  # the identity taken at its write is no longer the file's
+    assert _ledger.dump_health(paths[1]) == _read_counts(paths[1])
