@@ -83,7 +83,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
-from .._ledger import DumpFileNotes
+from .._ledger import note_dump_file
 from .._phases import test_pause
 from ..constants import COMPLETE_STEP_MARKER, INCOMPLETE_STEP_MARKER
 from ..errors import BackendError, NpuDumpError, OptionError
@@ -156,7 +156,6 @@ class EmulatedNpu(object):
         self._name_prefixes = {}  # type: Dict[Tuple[str, str], str]
         self._last_debug_time = 0  # each Opdebug record gets its own timestamp (its own file)
         self._placed = set()  # type: set
-        self._dump_notes = DumpFileNotes()  # (each _write_ops makes its own)
         self.report = {"backend": self.name, "emulate_precision": emulate_precision, "ffts_names": ffts_names,
                        "profile": profile, "faults": dict(self.faults), "golden_in_run": self.golden_in_run,
                        "steps": [], "skipped": []}  # type: Dict[str, Any]
@@ -260,7 +259,6 @@ class EmulatedNpu(object):
 
     # -- dump files ------------------------------------------------------------------------
     def _write_ops(self, nodes: Sequence[npu_graph.NpuNode], capture: Any, step_dir: str) -> int:
-        self._dump_notes = DumpFileNotes()  # the files' NaN/Inf counts for the end-of-run checks (no re-read)
         written = 0
         for node in dumped_nodes(nodes, self.options.layers):
             for view in _iterations(node, capture):
@@ -274,7 +272,6 @@ class EmulatedNpu(object):
                     written += self._write_stats(node, inputs, outputs, timestamp, step_dir)
                 else:
                     written += self._write_tensors(node, inputs, outputs, timestamp, step_dir)
-        self._dump_notes.flush()
         return written
 
     def _op_tensors(self, node: npu_graph.NpuNode, capture: Any) -> Optional[Tuple[list, list, int]]:
@@ -366,7 +363,7 @@ class EmulatedNpu(object):
         # In place, no rename per file: the step folder's begin marker covers a write cut short (_begin_step)
         path = self._place(step_dir, name)
         write_dump_file(path, node.name, outputs=out, inputs=ins, dump_time=timestamp, atomic=False)
-        self._dump_notes.add(path, ins, out)
+        note_dump_file(path, ins, out)  # its NaN/Inf counts for the end-of-run checks (no re-read)
         return 1
 
     def _write_stats(self, node: npu_graph.NpuNode, inputs: list, outputs: list, timestamp: int,
@@ -589,9 +586,12 @@ def _drop_empty_step(step_dir: str, stop: str) -> None:
 
 
 def _mark_incomplete(step_dir: str, exc: BaseException) -> None:
-    """Leave :data:`INCOMPLETE_STEP_MARKER` in a step folder whose files stopped part-way. Best effort: the
-    marker is tiny (on a full disk it usually still fits in the folder's existing blocks); when even it cannot
-    be written the error that stopped the step is still raised by the caller."""
+    """Leave :data:`INCOMPLETE_STEP_MARKER` in a step folder whose files stopped part-way.
+
+    Best effort: the marker is tiny (on a full disk it usually still fits in the folder's
+    existing blocks); when even it cannot be written the error that stopped the step is
+    still raised by the caller.
+    """
     try:
         os.makedirs(step_dir, exist_ok=True)
         with open(os.path.join(step_dir, INCOMPLETE_STEP_MARKER), "w") as handle:
