@@ -280,7 +280,7 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self.steps.begin(graph, index)
         self.dump.check_graph(graph)
         # The model graph as trained, before the hook adds its own Saver and capture ops.
-        self.dump.write_model_graph(self.dump.model_graph_def(graph), self.guard)
+        self.dump.write_model_graph(self.dump.model_graph_def(graph, index.name), self.guard)
         variables = list(tf.global_variables())
         self.prints.begin(variables)
         self.dump.begin(variables)
