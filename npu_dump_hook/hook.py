@@ -286,7 +286,7 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self.dump.begin(variables)
         self.golden.begin(variables, self.layout.target_scratch_dir, self.guard, late=self._editable_graph)
         self.dump.begin_backend(graph, facts.ids["device_id"], index, editable=self._editable_graph)
-        self._late = LateGraph(graph, variables, set(facts.tf_op_names))
+        self._late = LateGraph(graph, variables, facts.tf_op_names)
         logger.info(
             "NpuDumpHook: backend %s%s, run folder %s, randomness=%s (%d source(s)), dumping step %d of at most %d",
             self.backend_name, " + reference" if self.reference else "", self.run_dir, self.randomness,
