@@ -56,7 +56,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .. import _tf
-from ..bundle._fs import walk_files
+from ..bundle import walk_files
 from ..constants import COMPLETE_STEP_MARKER, INCOMPLETE_STEP_MARKER
 from ..environment import session_options
 from ..emulator.npu_graph import cyclic_gc_paused
@@ -382,7 +382,7 @@ def _refusal(est: SizeEstimate, why: str) -> str:
 
 def dir_bytes(folders: Iterable[Optional[str]]) -> Optional[int]:
     """Total size of the files under ``folders`` (None when none exists), the emulator's step
-    marks left out: the files the bundle writer takes (:func:`~npu_dump_hook.bundle._fs.walk_files`,
+    marks left out: the files the bundle writer takes (:func:`~npu_dump_hook.bundle.walk_files`,
     the one walk of a dump tree: a symlink to a folder or out of the tree is not followed, one to a
     file in the tree counts as the file it names)."""
     total, seen = 0, False
