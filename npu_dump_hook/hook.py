@@ -280,13 +280,13 @@ class NpuDumpHook(_tf.tf_v1().train.SessionRunHook):
         self.steps.begin(graph, index)
         self.dump.check_graph(graph)
         # The model graph as trained, before the hook adds its own Saver and capture ops.
-        self.dump.write_model_graph(self.dump.model_graph_def(graph), self.guard)
+        self.dump.write_model_graph(self.dump.model_graph_def(graph, index.name), self.guard)
         variables = list(tf.global_variables())
         self.prints.begin(variables)
         self.dump.begin(variables)
         self.golden.begin(variables, self.layout.target_scratch_dir, self.guard, late=self._editable_graph)
         self.dump.begin_backend(graph, facts.ids["device_id"], index, editable=self._editable_graph)
-        self._late = LateGraph(graph, variables, set(facts.tf_op_names))
+        self._late = LateGraph(graph, variables, facts.tf_op_names)
         logger.info(
             "NpuDumpHook: backend %s%s, run folder %s, randomness=%s (%d source(s)), dumping step %d of at most %d",
             self.backend_name, " + reference" if self.reference else "", self.run_dir, self.randomness,

@@ -70,3 +70,13 @@ def _pywrap():
     from tensorflow.python import pywrap_tensorflow
 
     return pywrap_tensorflow
+
+
+def test_a_node_not_paired_with_its_op_is_looked_up_by_name():
+    """The nodes are paired with ``get_operations()`` by position and each pair's names compared:
+    where they differ (here: a name reader that never agrees) the node's op is looked up by name,
+    and the message is still TensorFlow's."""
+    graph = _shapes_graph()
+    ours = model_graph_def(graph, lambda op: "not " + op.name)
+    theirs = graph.as_graph_def(add_shapes=True)
+    assert ours.SerializeToString(deterministic=True) == theirs.SerializeToString(deterministic=True)

@@ -227,3 +227,23 @@ def test_a_v1_loop_body_counts_once_per_iteration_when_its_bound_is_static(in_tm
     assert est.dump_files >= 2 * (6 + 5 + 1)  # mul and add of each body, once per iteration
     assert est.dump_bytes > (6 + 5 + 1) * 2 * mul_file
     assert "fed/while_context" in est.note and "counted once" in est.note
+
+
+def test_the_actual_dump_bytes_are_the_bytes_the_bundle_takes(tmp_path):
+    """``size.actual`` counts what the bundle writer walks (bundle/_fs.walk_files): an in-tree link
+    to a file as that file's bytes (the bundle copies them), a link to a folder or out of the tree
+    not at all, the emulator's step marks left out."""
+    from npu_dump_hook.constants import COMPLETE_STEP_MARKER
+
+    dump = tmp_path / "dump"
+    (dump / "step" / "sub").mkdir(parents=True)
+    (dump / "step" / "a.bin").write_bytes(b"x" * 1000)
+    (dump / "step" / "sub" / "b.bin").write_bytes(b"y" * 300)
+    (dump / "step" / COMPLETE_STEP_MARKER).write_bytes(b"done")
+    outside = tmp_path / "outside.bin"
+    outside.write_bytes(b"z" * 7000)
+    os.symlink(str(dump / "step" / "a.bin"), str(dump / "step" / "link_to_a"))  # in the tree: a's 1000 bytes
+    os.symlink(str(outside), str(dump / "step" / "link_out"))  # leaves the tree: not taken
+    os.symlink(str(dump / "step" / "sub"), str(dump / "step" / "link_to_sub"))  # a folder: not followed
+    assert sizing.dir_bytes([str(dump), str(tmp_path / "missing")]) == 1000 + 300 + 1000
+    assert sizing.dir_bytes([None, str(tmp_path / "missing")]) is None

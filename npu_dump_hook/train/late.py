@@ -21,7 +21,7 @@ under ``npu_dump_hook_*`` scopes) are never part of the model graph. Random sour
 and clock seeds among them are listed as not reproducible; input replay gives the golden run
 their values (docs/bundle-format.md).
 """
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Dict, Iterable, List, Optional
 
 from .. import _tf
 from .._graph_functions import SUFFIX
@@ -37,10 +37,11 @@ LATE_NOTE = "built after the hook began: audited at the captured step, not pinne
 class LateGraph(object):
     """The graph as ``begin()`` left it, to tell what the script built after it (module doc)."""
 
-    def __init__(self, graph: Any, variables: List[Any], written: Set[str]) -> None:
+    def __init__(self, graph: Any, variables: List[Any], written: Iterable[str]) -> None:
         self.graph = graph
         self.version = graph.version
-        self.known = {op.name for op in graph.get_operations()}
+        #: The ops themselves (identity hash; TF 1.15 reads each name through the C API, ~1 us an op).
+        self.known = set(graph.get_operations())
         #: The global variables at ``begin()``.
         self.begun = list(variables)
         self._variables = {v.name for v in variables}
@@ -52,7 +53,7 @@ class LateGraph(object):
 
     def _new_ops(self) -> List[Any]:
         return [op for op in self.graph.get_operations()
-                if op.name not in self.known and not op.name.startswith(OWN_OPS_PREFIX)]
+                if op not in self.known and not op.name.startswith(OWN_OPS_PREFIX)]
 
     def variables(self) -> Optional[List[Any]]:
         """Every global variable of the graph when some were made after ``begin()``, else None."""
