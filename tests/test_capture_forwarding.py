@@ -24,7 +24,7 @@ class FetchListHook(BudgetHook):
 
 def _forwarding_graph():
     """Identity chains, IdentityN, Reshape with -1 (an unknown batch), ExpandDims, Squeeze, StopGradient,
-    a Reshape with two unknown dimensions, an Identity of a reference (an Assign's output), and
+    Shape, ShapeN, a Reshape with two unknown dimensions, an Identity of a reference (an Assign's output), and
     Identity ops inside and after a TF 1.x tf.cond and tf.while_loop."""
     x = v1.placeholder(tf.float32, [None, 6], name="x")
     weight = v1.get_variable("w", initializer=tf.linspace(0.5, 1.5, 6))
@@ -38,6 +38,9 @@ def _forwarding_graph():
     narrow = tf.squeeze(wide, [1], name="narrow")
     stopped = tf.stop_gradient(narrow, name="stopped")
     free = tf.reshape(h, tf.stack([tf.shape(x)[0] * 2, -1]), name="free")  # static [None, None]: fetched
+    shapes = [tf.shape(flat, name="shape_of"), tf.shape(h, out_type=tf.int64, name="shape64")]
+    shapes += tf.shape_n([h, wide], name="shapes")
+    sizes = tf.add_n([tf.cast(tf.reduce_sum(shape), tf.float32) for shape in shapes])
     counted = tf.identity(v1.assign_add(counter, 1.0), name="counted")  # a reference input: fetched
     taken = tf.cond(tf.reduce_sum(x) > -1e6, lambda: tf.identity(h * 2.0, name="inside"), lambda: h - 1.0,
                     name="branch")
@@ -45,7 +48,7 @@ def _forwarding_graph():
     _, looped = tf.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, tf.identity(a, name="body") + 1.0),
                               [tf.constant(0), tf.reduce_sum(after_cond, 0)], name="loop")
     after_loop = tf.identity(looped, name="after_loop")  # (a static shape in the loop: sizes stay known)
-    loss = tf.add_n([tf.reduce_sum(t) for t in (narrow, stopped, free, after_loop)] + [counted], name="loss")
+    loss = tf.add_n([tf.reduce_sum(t) for t in (narrow, stopped, free, after_loop)] + [counted, sizes], name="loss")
     step = v1.train.get_or_create_global_step()
     return v1.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step), loss
 
@@ -71,7 +74,7 @@ def test_forwarded_outputs_are_derived_and_byte_identical_to_their_own_dump(tmp_
     stream, stream_root = _captured(tmp_path, "stream", 0)
     assert (fetch.path, stream.path) == ("fetch", "stream")
     derived = {"first:0", "second:0", "pair:0", "pair:1", "flat:0", "wide:0", "narrow:0", "stopped:0",
-               "after_cond:0", "after_loop:0"}
+               "after_cond:0", "after_loop:0", "shape_of:0", "shape64:0", "shapes:0", "shapes:1"}
     fetched = {"h:0", "free:0", "counted:0", "x:0"}
     assert fetched <= fetch.fetched and not derived & fetch.fetched
     captured = {t.tensor_name for t in fetch.result.tensors}
@@ -90,3 +93,4 @@ def test_forwarded_outputs_are_derived_and_byte_identical_to_their_own_dump(tmp_
             with open(tensor.path, "rb") as mine:
                 assert mine.read() == saved.getvalue(), tensor.tensor_name
     assert fetch.result.array("flat:0").shape == (4, 3) and fetch.result.array("wide:0").shape == (4, 1, 3)
+    assert fetch.result.array("shape64:0").dtype == np.int64 and list(fetch.result.array("shapes:1")) == [4, 1, 3]

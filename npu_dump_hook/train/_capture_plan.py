@@ -21,7 +21,7 @@ from ..formats.npy import NUMPY_OF_TF_ENUM, TF_DT_BFLOAT16
 __all__ = ["Plan", "plan_graph", "WRITE_SCOPE", "DEFAULT_MEMORY_BUDGET", "BUDGET_ENV", "while_or_cond", "reference_variable", "dtype_reason",
            "static_nbytes", "floor_nbytes", "maybe_dead", "resolve_memory_budget", "as_stored_array", "static_shape", "cpu_device",
            "is_update_type", "make_dump_ops", "variable_handle", "needs_handle_reader", "updated_reference_output",
-           "VALUE_FORWARDING", "forwarded_input", "derived_in_step"]
+           "VALUE_FORWARDING", "Forwarding", "forwarded_input", "forwarded_value", "derived_in_step"]
 
 logger = logging.getLogger("npu_dump_hook._capture")
 
@@ -81,9 +81,9 @@ class Plan:
     #: Inside a TF 1.x ``tf.while_loop`` body: one value per iteration, taken by a run-option debug
     #: watch (TF's tfdbg watch, which fires at every iteration), never fetched and without dump op.
     per_iteration: bool = False
-    #: ``(input tensor name, shape or None)`` when the value is by definition that input's bytes
-    #: (:func:`forwarded_input`); a step that fetches the input derives this one from it.
-    forwards: Optional[Tuple[str, Optional[Tuple[int, ...]]]] = None
+    #: When the value is by definition a function of one input's value (:func:`forwarded_input`): a
+    #: step that fetches that input derives this one from it.
+    forwards: Optional["Forwarding"] = None
     #: The tensor's name (set by :func:`plan_graph`; reading ``tensor.name`` calls into TF each time).
     name: str = ""
 
@@ -391,43 +391,71 @@ def _plan_tensor(graph: Any, op: Any, tensor: Any, flow: str, may_be_dead: bool,
     return plan
 
 
-#: Value-forwarding op types: output ``k`` of ``IdentityN``, output 0 of the others, is by definition
-#: the bytes of input ``k`` (IdentityN) or input 0, in the output's shape. "same": the input's value
-#: as it is; "reshape": its bytes in the output's static shape, exact only when that shape has a
-#: known rank, at most one unknown dimension and no 0 (the unknown one is then the element count
-#: over the known ones). Anything else (unknown rank, two unknown dimensions) is fetched.
+#: Ops whose output is, by definition, a function of one input's value alone that needs no kernel: output
+#: ``k`` of IdentityN/ShapeN, output 0 of the others, of input ``k`` (IdentityN, ShapeN) or input 0.
+#: "same": the input's value as it is; "reshape": its bytes in the output's static shape, exact only
+#: when that shape has a known rank, at most one unknown dimension and no 0 (the unknown one is then the
+#: element count over the known ones); "shape": the input's shape, a vector of the output's dtype.
+#: A step that fetches the input derives the output from it (:func:`derived_in_step`,
+#: :func:`forwarded_value`); anything else (an unknown rank, two unknown dimensions) is fetched.
 VALUE_FORWARDING = {"Identity": "same", "Snapshot": "same", "StopGradient": "same", "PreventGradient": "same",
-                    "IdentityN": "same", "Reshape": "reshape", "ExpandDims": "reshape", "Squeeze": "reshape"}
+                    "IdentityN": "same", "Reshape": "reshape", "ExpandDims": "reshape", "Squeeze": "reshape",
+                    "Shape": "shape", "ShapeN": "shape"}
+_PER_OUTPUT = frozenset(("IdentityN", "ShapeN"))  # output k of input k
+
+
+class Forwarding(NamedTuple):
+    """A :data:`VALUE_FORWARDING` output's rule: its input's name, the kind, and the shape ("reshape",
+    -1 for the unknown dimension) or the numpy dtype ("shape") it takes."""
+
+    source: str
+    kind: str
+    shape: Optional[Tuple[int, ...]] = None
+    dtype: Any = None
 
 
 def forwarded_input(op_type: str, output_index: int, dims: Optional[List[Optional[int]]], inputs: List[Any],
-                    input_names: List[str], base: Any) -> Optional[Tuple[str, Optional[Tuple[int, ...]]]]:
-    """``(input tensor name, shape: None for the input's own)`` whose value output ``output_index`` of a
-    :data:`VALUE_FORWARDING` op is; None where that is not exact or the input is not an immutable value
-    (a TF 1.x reference, whose buffer the step may update after this op ran, or another dtype)."""
-    position = output_index if op_type == "IdentityN" else 0
-    if output_index != position or position >= len(inputs) or inputs[position].dtype != base:
+                    input_names: List[str], base: Any) -> Optional[Forwarding]:
+    """The :class:`Forwarding` of output ``output_index`` of a :data:`VALUE_FORWARDING` op (``base``: its base
+    dtype, ``dims``: its static shape); None where that is not exact or the input is not an immutable value
+    of that dtype (a TF 1.x reference, whose buffer the step may update after this op ran)."""
+    position = output_index if op_type in _PER_OUTPUT else 0
+    kind = VALUE_FORWARDING[op_type]
+    if output_index != position or position >= len(inputs):
         return None
-    if VALUE_FORWARDING[op_type] == "same":
-        return input_names[position], None
+    if kind == "shape":
+        return Forwarding(input_names[position], kind, dtype=np.dtype(NUMPY_OF_TF_ENUM[base.as_datatype_enum]))
+    if inputs[position].dtype != base:
+        return None
+    if kind == "same":
+        return Forwarding(input_names[position], kind)
     if dims is None or dims.count(None) > 1 or 0 in dims:
         return None
-    return input_names[position], tuple(-1 if dim is None else dim for dim in dims)
+    return Forwarding(input_names[position], kind, shape=tuple(-1 if dim is None else dim for dim in dims))
+
+
+def forwarded_value(forwarding: Forwarding, value: Any) -> Any:
+    """The value of a forwarded output from its input's fetched (or derived) ``value``."""
+    if forwarding.kind == "same":
+        return value
+    if forwarding.kind == "reshape":
+        return np.reshape(value, forwarding.shape)
+    return np.array(np.shape(value), dtype=forwarding.dtype)
 
 
 def derived_in_step(direct: List[Tuple[Any, Plan]],
-                    fed: Set[str]) -> Tuple[List[Tuple[Any, Plan]], List[Tuple[str, str, Any]]]:
-    """``(fetched, derived)``: the step's directly captured tensors (``direct``, in execution order,
-    split into those ``session.run`` fetches and those derived from a value the
-    step has anyway, ``(name, source name, shape or None)`` in order (a source may itself be derived):
-    a :attr:`Plan.forwards` tensor whose input is captured directly in the same step and which is not fed.
-    Each fetched tensor costs TensorFlow executor work and Python fetch handling (TF 1.15 most)."""
-    fetched, derived = [], []  # type: List[Tuple[Any, Plan]], List[Tuple[str, str, Any]]
+                    fed: Set[str]) -> Tuple[List[Tuple[Any, Plan]], List[Tuple[str, Forwarding]]]:
+    """``(fetched, derived)``: the step's directly captured tensors (``direct``, in execution order) split
+    into those ``session.run`` fetches and those derived from a value the step has anyway, as
+    ``(name, its Forwarding)`` in order (a source may itself be derived): a :attr:`Plan.forwards` tensor
+    whose input is captured directly in the same step and which is not fed. Each fetched tensor costs
+    TensorFlow executor work and Python fetch handling (TF 1.15 most)."""
+    fetched, derived = [], []  # type: List[Tuple[Any, Plan]], List[Tuple[str, Forwarding]]
     have = set()  # type: Set[str]
     for tensor, plan in direct:
         name, forwards = plan.name, plan.forwards
-        if forwards is not None and forwards[0] in have and name not in fed:
-            derived.append((name, forwards[0], forwards[1]))
+        if forwards is not None and forwards.source in have and name not in fed:
+            derived.append((name, forwards))
         else:
             fetched.append((tensor, plan))
         have.add(name)

@@ -119,7 +119,6 @@ import shutil
 from concurrent.futures import wait
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-import numpy as np
 
 from .. import _tf
 from .._golden_marker import begin_golden
@@ -129,8 +128,8 @@ from ._capture_fetch import FetchedValues, register_fetch_conversion
 from ._capture_loops import execution_ranks, watch_files
 from ._capture_memory import hold_written
 from ._capture_plan import (BUDGET_ENV, DEFAULT_MEMORY_BUDGET, OWN_OPS_PREFIX, WRITE_SCOPE, Plan, as_stored_array,
-                            derived_in_step, make_dump_ops, plan_graph, resolve_memory_budget, static_shape,
-                            while_or_cond)
+                            derived_in_step, forwarded_value, make_dump_ops, plan_graph, resolve_memory_budget,
+                            static_shape, while_or_cond)
 from ._capture_reads import VariableReads, worker
 from ._capture_results import CapturedTensor, CaptureResult, ExecutedOp, SkippedTensor
 from ._capture_sizes import FedSizes, fetch_sizes
@@ -178,7 +177,7 @@ class TensorCapture(object):
         self._pending = None  # type: Optional[List[Tuple[Any, bool]]]
         self._fed = set()  # type: Set[str]
         self._sink = None  # type: Optional[FetchedValues]
-        self._derived = []  # type: List[Tuple[str, str, Any]]   (name, source name, shape) not fetched
+        self._derived = []  # type: List[Tuple[str, Any]]   (name, Forwarding): not fetched, derived
         self._snapshots = {}  # type: Dict[str, Any]
         self._updates = []  # type: List[Tuple[Any, List[Tuple[str, Any]]]]
         self._session = None  # type: Any
@@ -448,9 +447,8 @@ class TensorCapture(object):
             raise BackendError("TensorCapture.finish(): the step did not return the fetched tensors "
                                "(run_args() result not passed to this step's session.run?)")
         values = {t.name: v for t, v in zip(sink.tensors, sink.values)}
-        for name, source, shape in derived:  # in execution order: a source before what it forwards to
-            value = values[source]
-            values[name] = value if shape is None else np.reshape(value, shape)
+        for name, forwarding in derived:  # in execution order: a source before what it forwards to
+            values[name] = forwarded_value(forwarding, values[forwarding.source])
         return executed, values
 
     def _executed_ops(self, executed: List[Tuple[Any, bool]]) -> List[ExecutedOp]:
