@@ -12,7 +12,10 @@ Two ways to take the tensors, chosen per captured step; both give the same files
 bit-identical arrays) and the same :class:`CaptureResult`:
 
 * **fetch** (small steps): the executed tensors are fetched in the step's own ``session.run``
-  (already computed, so nothing extra runs) and written as ``.npy`` by ``finish``. Taken when
+  (already computed, so nothing extra runs) and written as ``.npy`` by ``finish`` (an output
+  whose value is by definition a function of one input the step fetches, an Identity, a Reshape,
+  a Shape, is derived from that input's value instead of fetched: each fetched tensor costs
+  TensorFlow executor work, ``_capture_plan.VALUE_FORWARDING``). Taken when
   their total static size (shape x dtype) is at most ``memory_budget`` bytes, which bounds
   what is held in memory at once. Default :data:`DEFAULT_MEMORY_BUDGET` (256 MiB); the
   constructor argument, else ``$NPU_DUMP_HOOK_CAPTURE_BUDGET`` (bytes), overrides it; 0 always
@@ -118,7 +121,6 @@ import re
 import shutil
 from concurrent.futures import wait
 from typing import Any, Dict, List, Optional, Set, Tuple
-
 
 from .. import _tf
 from .._golden_marker import begin_golden
