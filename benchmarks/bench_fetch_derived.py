@@ -15,7 +15,12 @@ plain session and drives a :class:`~npu_dump_hook.train.capture.TensorCapture` a
 
 Printed: per mode and phase the median CPU seconds of the child (min-max), the tensors fetched.
 
-    python benchmarks/bench_fetch_derived.py [--repeat N] [--python PY]
+``--in-process N`` instead runs N captured steps per mode in this one process and session, the modes
+alternating step by step (each mode's executor built once, before the first; the first step of each
+left out), with the emulated run's in-memory copies (``in_memory_bytes``): the median CPU seconds of
+the captured ``session.run`` and of ``finish`` (``.npy`` files in a temporary folder, removed).
+
+    python benchmarks/bench_fetch_derived.py [--repeat N] [--python PY] [--in-process N]
 """
 import argparse
 import json
@@ -29,17 +34,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PHASES = ("warm", "run", "finish")
 
 
-def child(mode, work):
-    """One fresh process's figures: ``{phase: CPU seconds, "fetched": n, "derived": n}`` as JSON."""
-    import time
+def _rnn_graph():
+    """The RNN cost benchmark's static RNN: ``(train op, feeds)`` in the default graph."""
     sys.path[:0] = [ROOT, os.path.join(ROOT, "tests", "helpers")]
     import numpy as np
     import tensorflow as tf
     import rnn_scripts
-    from npu_dump_hook.train import capture as capture_module
     v1 = tf.compat.v1
-    if mode == "fetch":
-        capture_module.derived_in_step = lambda direct, fed: (direct, [])
     size = 20
     x = v1.placeholder(tf.float32, [None, size, rnn_scripts.FEATURES], name="x")
     y = v1.placeholder(tf.int64, [None], name="y")
@@ -47,22 +48,73 @@ def child(mode, work):
     outputs, _ = v1.nn.static_rnn(cell, tf.unstack(x, axis=1), dtype=tf.float32)
     train = v1.train.GradientDescentOptimizer(0.3).minimize(rnn_scripts._head(outputs[-1], y))
     data, labels = rnn_scripts._data(size)
-    feeds = {x: data, y: labels.astype(np.int64)}
-    capture = capture_module.TensorCapture(v1.get_default_graph(), os.path.join(work, "scratch"),
-                                           npy_dir=os.path.join(work, "npy"))
+    return train, {x: data, y: labels.astype(np.int64)}
+
+
+def _context(train, feeds, session):
+    """What ``run_args``/``warm_args`` read of a hook's run context."""
+    import tensorflow as tf
 
     class Context(object):
-        original_args = v1.train.SessionRunArgs(train, feed_dict=feeds)
+        original_args = tf.compat.v1.train.SessionRunArgs(train, feed_dict=feeds)
 
+    Context.session = session
+    return Context()
+
+
+def in_process(steps):
+    """``--in-process``: both modes in one session, alternating step by step (module doc)."""
+    import time
+    train, feeds = _rnn_graph()
+    import tensorflow as tf
+    from npu_dump_hook.train import capture as capture_module
+    from npu_dump_hook.train._capture_memory import IN_MEMORY_BYTES
+    derive = capture_module.derived_in_step
+    times = {mode: {"run": [], "finish": []} for mode in ("fetch", "derive")}
+    with tempfile.TemporaryDirectory(prefix="bench_fetch_derived_") as work:
+        captures = {mode: capture_module.TensorCapture(tf.compat.v1.get_default_graph(), os.path.join(work, mode))
+                    for mode in times}
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            for step in range(steps + 1):
+                for mode, capture in captures.items():
+                    capture.in_memory_bytes = IN_MEMORY_BYTES
+                    capture_module.derived_in_step = derive if mode == "derive" else (lambda direct, fed: (direct, []))
+                    args = capture.run_args(_context(train, feeds, session))
+                    start = time.process_time()
+                    session.run([train, args.fetches], feeds)
+                    middle = time.process_time()
+                    capture.finish(1700000000000000 + step)
+                    end = time.process_time()
+                    capture.cleanup()
+                    if step:
+                        times[mode]["run"].append(middle - start)
+                        times[mode]["finish"].append(end - middle)
+    print("{} captured steps per mode in one process, alternating; CPU s: median (min-max)".format(steps))
+    for mode, phases in times.items():
+        print("{:7} {}".format(mode, "  ".join("{} {:.4f} ({:.4f}-{:.4f})".format(
+            phase, statistics.median(values), min(values), max(values)) for phase, values in phases.items())))
+
+
+def child(mode, work):
+    """One fresh process's figures: ``{phase: CPU seconds, "fetched": n, "derived": n}`` as JSON."""
+    import time
+    train, feeds = _rnn_graph()
+    import tensorflow as tf
+    from npu_dump_hook.train import capture as capture_module
+    v1 = tf.compat.v1
+    if mode == "fetch":
+        capture_module.derived_in_step = lambda direct, fed: (direct, [])
+    capture = capture_module.TensorCapture(v1.get_default_graph(), os.path.join(work, "scratch"),
+                                           npy_dir=os.path.join(work, "npy"))
     figures = {}
     with v1.Session() as session:
         session.run(v1.global_variables_initializer())
-        Context.session = session
-        args = capture.warm_args(Context())
+        args = capture.warm_args(_context(train, feeds, session))
         start = time.process_time()
         session.run([train, args.fetches], feeds)
         figures["warm"] = time.process_time() - start
-        args = capture.run_args(Context())
+        args = capture.run_args(_context(train, feeds, session))
         start = time.process_time()
         session.run([train, args.fetches], feeds, options=args.options)
         figures["run"] = time.process_time() - start
@@ -78,10 +130,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--python", default=sys.executable)
+    parser.add_argument("--in-process", type=int, default=0, metavar="N")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         return child(*args.child)
+    if args.in_process:
+        return in_process(args.in_process)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     runs = {"fetch": [], "derive": []}
     for _ in range(args.repeat):
