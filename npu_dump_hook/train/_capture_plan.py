@@ -20,7 +20,8 @@ from ..formats.npy import NUMPY_OF_TF_ENUM, TF_DT_BFLOAT16
 
 __all__ = ["Plan", "plan_graph", "WRITE_SCOPE", "DEFAULT_MEMORY_BUDGET", "BUDGET_ENV", "while_or_cond", "reference_variable", "dtype_reason",
            "static_nbytes", "floor_nbytes", "maybe_dead", "resolve_memory_budget", "as_stored_array", "static_shape", "cpu_device",
-           "is_update_type", "make_dump_ops", "variable_handle", "needs_handle_reader", "updated_reference_output"]
+           "is_update_type", "make_dump_ops", "variable_handle", "needs_handle_reader", "updated_reference_output",
+           "VALUE_FORWARDING", "Forwarding", "forwarded_input", "forwarded_value", "derived_in_step"]
 
 logger = logging.getLogger("npu_dump_hook._capture")
 
@@ -80,6 +81,11 @@ class Plan:
     #: Inside a TF 1.x ``tf.while_loop`` body: one value per iteration, taken by a run-option debug
     #: watch (TF's tfdbg watch, which fires at every iteration), never fetched and without dump op.
     per_iteration: bool = False
+    #: When the value is by definition a function of one input's value (:func:`forwarded_input`): a
+    #: step that fetches that input derives this one from it.
+    forwards: Optional["Forwarding"] = None
+    #: The tensor's name (set by :func:`plan_graph`; reading ``tensor.name`` calls into TF each time).
+    name: str = ""
 
 
 def while_or_cond(op: Any) -> str:
@@ -320,7 +326,11 @@ def plan_graph(graph: Any, index: Any, can_fetch: bool, memory_budget: int, dump
             dtypes.append(known[1])
             shapes.append(_static_shape(dims))
             plan = _plan_tensor(graph, op, tensor, flow, op_name in dead or not can_fetch, number, facts)
-            plans["{}:{}".format(op_name, number_in_op)] = plan  # tensor.name
+            if op_type in VALUE_FORWARDING and not (plan.reason or plan.stream_only or plan.variable is not None):
+                plan.forwards = forwarded_input(op_type, number_in_op, dims, index.edges(op)[0],
+                                                index.input_names(op), known[0])
+            plan.name = "{}:{}".format(op_name, number_in_op)  # tensor.name
+            plans[plan.name] = plan
             planned.append((tensor, plan))
             if plan.reason:
                 continue
@@ -379,6 +389,77 @@ def _plan_tensor(graph: Any, op: Any, tensor: Any, flow: str, may_be_dead: bool,
     plan.after_update = not (flow or may_be_dead) and facts.is_ref and is_update_type(facts.op_type) and \
         updated_reference_output(op, tensor)
     return plan
+
+
+#: Ops whose output is, by definition, a function of one input's value alone that needs no kernel: output
+#: ``k`` of IdentityN/ShapeN, output 0 of the others, of input ``k`` (IdentityN, ShapeN) or input 0.
+#: "same": the input's value as it is; "reshape": its bytes in the output's static shape, exact only
+#: when that shape has a known rank, at most one unknown dimension and no 0 (the unknown one is then the
+#: element count over the known ones); "shape": the input's shape, a vector of the output's dtype.
+#: A step that fetches the input derives the output from it (:func:`derived_in_step`,
+#: :func:`forwarded_value`); anything else (an unknown rank, two unknown dimensions) is fetched.
+VALUE_FORWARDING = {"Identity": "same", "Snapshot": "same", "StopGradient": "same", "PreventGradient": "same",
+                    "IdentityN": "same", "Reshape": "reshape", "ExpandDims": "reshape", "Squeeze": "reshape",
+                    "Shape": "shape", "ShapeN": "shape"}
+_PER_OUTPUT = frozenset(("IdentityN", "ShapeN"))  # output k of input k
+
+
+class Forwarding(NamedTuple):
+    """A :data:`VALUE_FORWARDING` output's rule: its input's name, the kind, and the shape ("reshape",
+    -1 for the unknown dimension) or the numpy dtype ("shape") it takes."""
+
+    source: str
+    kind: str
+    shape: Optional[Tuple[int, ...]] = None
+    dtype: Any = None
+
+
+def forwarded_input(op_type: str, output_index: int, dims: Optional[List[Optional[int]]], inputs: List[Any],
+                    input_names: List[str], base: Any) -> Optional[Forwarding]:
+    """The :class:`Forwarding` of output ``output_index`` of a :data:`VALUE_FORWARDING` op (``base``: its base
+    dtype, ``dims``: its static shape); None where that is not exact or the input is not an immutable value
+    of that dtype (a TF 1.x reference, whose buffer the step may update after this op ran)."""
+    position = output_index if op_type in _PER_OUTPUT else 0
+    kind = VALUE_FORWARDING[op_type]
+    if output_index != position or position >= len(inputs):
+        return None
+    if kind == "shape":
+        return Forwarding(input_names[position], kind, dtype=np.dtype(NUMPY_OF_TF_ENUM[base.as_datatype_enum]))
+    if inputs[position].dtype != base:
+        return None
+    if kind == "same":
+        return Forwarding(input_names[position], kind)
+    if dims is None or dims.count(None) > 1 or 0 in dims:
+        return None
+    return Forwarding(input_names[position], kind, shape=tuple(-1 if dim is None else dim for dim in dims))
+
+
+def forwarded_value(forwarding: Forwarding, value: Any) -> Any:
+    """The value of a forwarded output from its input's fetched (or derived) ``value``."""
+    if forwarding.kind == "same":
+        return value
+    if forwarding.kind == "reshape":
+        return np.reshape(value, forwarding.shape)
+    return np.array(np.shape(value), dtype=forwarding.dtype)
+
+
+def derived_in_step(direct: List[Tuple[Any, Plan]],
+                    fed: Set[str]) -> Tuple[List[Tuple[Any, Plan]], List[Tuple[str, Forwarding]]]:
+    """``(fetched, derived)``: the step's directly captured tensors (``direct``, in execution order) split
+    into those ``session.run`` fetches and those derived from a value the step has anyway, as
+    ``(name, its Forwarding)`` in order (a source may itself be derived): a :attr:`Plan.forwards` tensor
+    whose input is captured directly in the same step and which is not fed. Each fetched tensor costs
+    TensorFlow executor work and Python fetch handling (TF 1.15 most)."""
+    fetched, derived = [], []  # type: List[Tuple[Any, Plan]], List[Tuple[str, Forwarding]]
+    have = set()  # type: Set[str]
+    for tensor, plan in direct:
+        name, forwards = plan.name, plan.forwards
+        if forwards is not None and forwards.source in have and name not in fed:
+            derived.append((name, forwards))
+        else:
+            fetched.append((tensor, plan))
+        have.add(name)
+    return fetched, derived
 
 
 def updated_reference_output(op: Any, tensor: Any) -> bool:

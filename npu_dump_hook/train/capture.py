@@ -12,7 +12,10 @@ Two ways to take the tensors, chosen per captured step; both give the same files
 bit-identical arrays) and the same :class:`CaptureResult`:
 
 * **fetch** (small steps): the executed tensors are fetched in the step's own ``session.run``
-  (already computed, so nothing extra runs) and written as ``.npy`` by ``finish``. Taken when
+  (already computed, so nothing extra runs) and written as ``.npy`` by ``finish`` (an output
+  whose value is by definition a function of one input the step fetches, an Identity, a Reshape,
+  a Shape, is derived from that input's value instead of fetched: each fetched tensor costs
+  TensorFlow executor work, ``_capture_plan.VALUE_FORWARDING``). Taken when
   their total static size (shape x dtype) is at most ``memory_budget`` bytes, which bounds
   what is held in memory at once. Default :data:`DEFAULT_MEMORY_BUDGET` (256 MiB); the
   constructor argument, else ``$NPU_DUMP_HOOK_CAPTURE_BUDGET`` (bytes), overrides it; 0 always
@@ -127,7 +130,8 @@ from ._capture_fetch import FetchedValues, register_fetch_conversion
 from ._capture_loops import execution_ranks, watch_files
 from ._capture_memory import hold_written
 from ._capture_plan import (BUDGET_ENV, DEFAULT_MEMORY_BUDGET, OWN_OPS_PREFIX, WRITE_SCOPE, Plan, as_stored_array,
-                            make_dump_ops, plan_graph, resolve_memory_budget, static_shape, while_or_cond)
+                            derived_in_step, forwarded_value, make_dump_ops, plan_graph, resolve_memory_budget,
+                            static_shape, while_or_cond)
 from ._capture_reads import VariableReads, worker
 from ._capture_results import CapturedTensor, CaptureResult, ExecutedOp, SkippedTensor
 from ._capture_sizes import FedSizes, fetch_sizes
@@ -175,6 +179,7 @@ class TensorCapture(object):
         self._pending = None  # type: Optional[List[Tuple[Any, bool]]]
         self._fed = set()  # type: Set[str]
         self._sink = None  # type: Optional[FetchedValues]
+        self._derived = []  # type: List[Tuple[str, Any]]   (name, Forwarding): not fetched, derived
         self._snapshots = {}  # type: Dict[str, Any]
         self._updates = []  # type: List[Tuple[Any, List[Tuple[str, Any]]]]
         self._session = None  # type: Any
@@ -254,14 +259,15 @@ class TensorCapture(object):
         self._snapshots = self._reads.before(run_context.session, variable_reads, also_read, spare=spare)
         self.last_path = "fetch" if direct else "stream"
         dumps = [plan.dump_op for _, plan in streamed]
-        self._sink = FetchedValues([tensor for tensor, _ in direct], ops=dumps)
+        fetched, self._derived = derived_in_step(direct, fed)
+        self._sink = FetchedValues([tensor for tensor, _ in fetched], ops=dumps)
         # Pure Python over the graph: done while session.run holds no GIL, not after it (finish joins).
         self._records = worker("records").submit(self._executed_ops, executed)
         if dumps:
             os.makedirs(self._dump_root, exist_ok=True)
-        logger.debug("capture: step executes %d op(s); fetching %d tensor(s) and %d dump op(s), watching %d "
-                     "loop-body tensor(s); %d reference-variable read(s) taken before the step",
-                     len(executed), len(direct), len(dumps), len(watched), len(variable_reads))
+        logger.debug("capture: step executes %d op(s); fetching %d tensor(s) (%d more derived from them) and %d "
+                     "dump op(s), watching %d loop-body tensor(s); %d reference-variable read(s) taken before the step",
+                     len(executed), len(fetched), len(self._derived), len(dumps), len(watched), len(variable_reads))
         return _tf.tf_v1().train.SessionRunArgs(self._sink if direct else dumps, options=self._watch_options(watched))
 
     def _watch_options(self, watched: List[Any]) -> Any:
@@ -296,10 +302,12 @@ class TensorCapture(object):
             args = run_context.original_args
             self.index.forget_if_editable()
             walk = StepWalk(self.index, args.fetches, args.feed_dict)
-        direct, streamed = self._paths(walk.executed(), set(walk.fed), [], run_context.original_args.feed_dict)
+        fed = set(walk.fed)
+        direct, streamed = self._paths(walk.executed(), fed, [], run_context.original_args.feed_dict)
         if streamed or not direct:
             return None
-        warm = FetchedValues([tensor for tensor, _ in direct], keep=False)
+        fetched, _ = derived_in_step(direct, fed)
+        warm = FetchedValues([tensor for tensor, _ in fetched], keep=False)
         return _tf.tf_v1().train.SessionRunArgs(warm)  # the structure run_args gives (no dump op: none streams)
 
     def _paths(self, executed: List[Tuple[Any, bool]], fed: Set[str], variable_reads: List[Tuple[Any, Any]],
@@ -434,12 +442,16 @@ class TensorCapture(object):
             raise BackendError("timestamp_us must be a 16-digit microsecond count, got {!r}".format(timestamp_us))
         executed, self._pending = self._pending, None
         sink, self._sink = self._sink, None
+        derived, self._derived = self._derived, []
         if sink is None or not sink.tensors:
             return executed, {}
         if sink.values is None:
             raise BackendError("TensorCapture.finish(): the step did not return the fetched tensors "
                                "(run_args() result not passed to this step's session.run?)")
-        return executed, {t.name: v for t, v in zip(sink.tensors, sink.values)}
+        values = {t.name: v for t, v in zip(sink.tensors, sink.values)}
+        for name, forwarding in derived:  # in execution order: a source before what it forwards to
+            values[name] = forwarded_value(forwarding, values[forwarding.source])
+        return executed, values
 
     def _executed_ops(self, executed: List[Tuple[Any, bool]]) -> List[ExecutedOp]:
         return [self._executed_op(op, order) for order, (op, _) in enumerate(executed)]
