@@ -77,12 +77,11 @@ def ge_dtype(dtype_name: str) -> str:
 
 
 def is_no_task(op_type: str, output_dtypes: Iterable[str], tf_type: str = "") -> bool:
-    if op_type in NO_TASK_TYPES or tf_type in NO_TASK_TYPES:
+    if (op_type in NO_TASK_TYPES or tf_type in NO_TASK_TYPES or op_type.endswith(("Dataset", "DatasetV2"))
+            or "Dataset" in tf_type):
         return True
-    if op_type.endswith("Dataset") or op_type.endswith("DatasetV2") or "Dataset" in tf_type:
-        return True
-    dtypes = list(output_dtypes)
-    return bool(dtypes) and all(d in _HANDLE_DTYPES for d in dtypes)
+    dtypes = set(output_dtypes)  # (a set test: this runs for every op of every Build graph)
+    return bool(dtypes) and dtypes <= _HANDLE_DTYPES
 
 
 def _attr_s(attrs: Any, key: str, value: str) -> None:

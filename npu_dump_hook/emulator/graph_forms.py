@@ -24,8 +24,9 @@ __all__ = ["graph_forms", "text_and_handover"]
 
 _LOG = logging.getLogger(__name__)
 
-#: Strings every escape (C text, JSON) leaves as they are, joined by NUL: printable ASCII without " ' \
-_PLAIN = re.compile("[ !#-&(-\\[\\]-~\x00]*\\Z")
+#: Strings every escape (C text, JSON) leaves as they are: printable ASCII without " ' \ (a property of
+#: each character, so a concatenation of strings is plain if and only if each of them is)
+_PLAIN = re.compile("[ !#-&(-\\[\\]-~]*\\Z")
 _OP_OPEN, _OP_END = "  op {\n", "  }\n"
 
 
@@ -107,8 +108,7 @@ def graph_forms(graph_name: str, nodes: Sequence[Any], input_descs: bool = False
             values = ge_model.op_strings(node)
             count = len(values)
             values.extend([t.origin[0] for t in node.outputs if t.origin is not None])
-            joined = "\x00".join(values)
-            if name and op_type and joined.count("\x00") == len(values) - 1 and _PLAIN.match(joined):
+            if name and op_type and _PLAIN.match("".join(values)):
                 key = (ge_model.op_shape(node, no_task, order), _desc_keys(node.inputs) if input_descs else None,
                        _desc_keys(node.outputs))
                 text_form, json_form = forms.whole(key, node)

@@ -115,3 +115,12 @@ def test_forget_drops_the_last_build_and_the_next_call_builds_the_same_nodes_aga
     assert again is not first and shared.reused == 0  # built again, not answered from a kept build
     assert _described(again) == _described(first)
     assert shared.nodes(estimated, plan, True) is again and shared.reused == 1  # kept again from then on
+
+
+def test_with_value_is_replace_of_the_value_alone():
+    """NodeTensor.with_value names every field: a field added to NodeTensor and not to it fails here."""
+    held = npu_graph.layout.Held("float32", "NHWC", "NHWC")
+    old, new = npu_graph.Value("a:0", (2, 3), held), npu_graph.Value("a:0", (4, 3), held, "b:0")
+    tensor = npu_graph.NodeTensor("a:0", old, "DT_FLOAT", ("a", 0))
+    assert npu_graph.NodeTensor._fields == ("source", "value", "tf_dtype", "origin")
+    assert tensor.with_value(new) == tensor._replace(value=new) == ("a:0", new, "DT_FLOAT", ("a", 0))
