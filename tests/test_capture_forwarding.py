@@ -23,9 +23,10 @@ class FetchListHook(BudgetHook):
 
 
 def _forwarding_graph():
-    """Identity chains, IdentityN, Reshape with -1 (an unknown batch), ExpandDims, Squeeze, StopGradient,
-    Shape, ShapeN, a Reshape with two unknown dimensions, an Identity of a reference (an Assign's output), and
-    Identity ops inside and after a TF 1.x tf.cond and tf.while_loop."""
+    """Identity chains, IdentityN, Reshape with -1 (an unknown batch), ExpandDims (a negative axis too),
+    Squeeze (fetched: its axes are an attribute), StopGradient, Shape, ShapeN, a Reshape with two unknown
+    dimensions, a Reshape whose set_shape promises a shape the run does not keep, an Identity of a
+    reference (an Assign's output), and Identity ops inside and after a TF 1.x tf.cond and tf.while_loop."""
     x = v1.placeholder(tf.float32, [None, 6], name="x")
     weight = v1.get_variable("w", initializer=tf.linspace(0.5, 1.5, 6))
     counter = v1.get_variable("counter", initializer=tf.constant(2.0), use_resource=False)
@@ -35,9 +36,12 @@ def _forwarding_graph():
     pair = tf.identity_n([h, second], name="pair")
     flat = tf.reshape(pair[1], [-1, 3], name="flat")  # static [None, 3]: derivable
     wide = tf.expand_dims(flat, 1, name="wide")
+    last = tf.expand_dims(flat, -1, name="last")
     narrow = tf.squeeze(wide, [1], name="narrow")
     stopped = tf.stop_gradient(narrow, name="stopped")
-    free = tf.reshape(h, tf.stack([tf.shape(x)[0] * 2, -1]), name="free")  # static [None, None]: fetched
+    free = tf.reshape(h, tf.stack([tf.shape(x)[0] * 2, -1]), name="free")  # static [None, None]: derived too
+    promised = tf.reshape(h, tf.stack([tf.shape(x)[0] * 3, -1]), name="promised")  # the run: [6, 2]
+    promised.set_shape([5, None])  # a promise TF does not check: a derivation must not trust it
     shapes = [tf.shape(flat, name="shape_of"), tf.shape(h, out_type=tf.int64, name="shape64")]
     shapes += tf.shape_n([h, wide], name="shapes")
     sizes = tf.add_n([tf.cast(tf.reduce_sum(shape), tf.float32) for shape in shapes])
@@ -48,7 +52,8 @@ def _forwarding_graph():
     _, looped = tf.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, tf.identity(a, name="body") + 1.0),
                               [tf.constant(0), tf.reduce_sum(after_cond, 0)], name="loop")
     after_loop = tf.identity(looped, name="after_loop")  # (a static shape in the loop: sizes stay known)
-    loss = tf.add_n([tf.reduce_sum(t) for t in (narrow, stopped, free, after_loop)] + [counted, sizes], name="loss")
+    loss = tf.add_n([tf.reduce_sum(t) for t in (narrow, stopped, free, promised, last, after_loop)] + [counted, sizes],
+                    name="loss")
     step = v1.train.get_or_create_global_step()
     return v1.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step), loss
 
@@ -73,9 +78,9 @@ def test_forwarded_outputs_are_derived_and_byte_identical_to_their_own_dump(tmp_
     fetch, fetch_root = _captured(tmp_path, "fetch", 1 << 30)
     stream, stream_root = _captured(tmp_path, "stream", 0)
     assert (fetch.path, stream.path) == ("fetch", "stream")
-    derived = {"first:0", "second:0", "pair:0", "pair:1", "flat:0", "wide:0", "narrow:0", "stopped:0",
-               "after_cond:0", "after_loop:0", "shape_of:0", "shape64:0", "shapes:0", "shapes:1"}
-    fetched = {"h:0", "free:0", "counted:0", "x:0"}
+    derived = {"first:0", "second:0", "pair:0", "pair:1", "flat:0", "wide:0", "last:0", "stopped:0", "free:0",
+               "promised:0", "after_cond:0", "after_loop:0", "shape_of:0", "shape64:0", "shapes:0", "shapes:1"}
+    fetched = {"h:0", "narrow:0", "counted:0", "x:0"}
     assert fetched <= fetch.fetched and not derived & fetch.fetched
     captured = {t.tensor_name for t in fetch.result.tensors}
     assert derived | fetched <= captured
@@ -93,4 +98,5 @@ def test_forwarded_outputs_are_derived_and_byte_identical_to_their_own_dump(tmp_
             with open(tensor.path, "rb") as mine:
                 assert mine.read() == saved.getvalue(), tensor.tensor_name
     assert fetch.result.array("flat:0").shape == (4, 3) and fetch.result.array("wide:0").shape == (4, 1, 3)
+    assert fetch.result.array("last:0").shape == (4, 3, 1) and fetch.result.array("promised:0").shape == (6, 2)
     assert fetch.result.array("shape64:0").dtype == np.int64 and list(fetch.result.array("shapes:1")) == [4, 1, 3]

@@ -8,7 +8,7 @@ every tensor of a graph and makes the dump ops a step may stream to (see
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, List, NamedTuple, Optional, Set, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Set, Tuple
 
 import numpy as np
 
@@ -327,8 +327,8 @@ def plan_graph(graph: Any, index: Any, can_fetch: bool, memory_budget: int, dump
             shapes.append(_static_shape(dims))
             plan = _plan_tensor(graph, op, tensor, flow, op_name in dead or not can_fetch, number, facts)
             if op_type in VALUE_FORWARDING and not (plan.reason or plan.stream_only or plan.variable is not None):
-                plan.forwards = forwarded_input(op_type, number_in_op, dims, index.edges(op)[0],
-                                                index.input_names(op), known[0])
+                plan.forwards = forwarded_input(op_type, number_in_op, index.edges(op)[0], index.input_names(op),
+                                                known[0])
             plan.name = "{}:{}".format(op_name, number_in_op)  # tensor.name
             plans[plan.name] = plan
             planned.append((tensor, plan))
@@ -391,56 +391,61 @@ def _plan_tensor(graph: Any, op: Any, tensor: Any, flow: str, may_be_dead: bool,
     return plan
 
 
-#: Ops whose output is, by definition, a function of one input's value alone that needs no kernel: output
-#: ``k`` of IdentityN/ShapeN, output 0 of the others, of input ``k`` (IdentityN, ShapeN) or input 0.
-#: "same": the input's value as it is; "reshape": its bytes in the output's static shape, exact only
-#: when that shape has a known rank, at most one unknown dimension and no 0 (the unknown one is then the
-#: element count over the known ones); "shape": the input's shape, a vector of the output's dtype.
-#: A step that fetches the input derives the output from it (:func:`derived_in_step`,
-#: :func:`forwarded_value`); anything else (an unknown rank, two unknown dimensions) is fetched.
+#: Ops whose output is, by definition, a function of input values the step has anyway, with no kernel of
+#: its own: output ``k`` of IdentityN/ShapeN, output 0 of the others, from input ``k`` (IdentityN, ShapeN)
+#: or input 0. "same": the input's value as it is; "shape": the input's shape, a vector of the output's
+#: dtype; "reshape": the input's bytes in the shape that input 1 holds at run time (-1 resolved as TF
+#: does); "expand": the input with a dimension of 1 inserted at the axis input 1 holds at run time. Every
+#: kind takes only the step's own values, never a static shape: a static shape is a promise (``set_shape``
+#: can make one the run does not keep), so it could make a derived array silently wrong.
+#: A step that captures those inputs directly derives the output from them (:func:`derived_in_step`,
+#: :func:`forwarded_value`); otherwise the output is fetched. (Squeeze is not here: its axes are an
+#: attribute, and reading attributes costs TF calls per op.)
 VALUE_FORWARDING = {"Identity": "same", "Snapshot": "same", "StopGradient": "same", "PreventGradient": "same",
-                    "IdentityN": "same", "Reshape": "reshape", "ExpandDims": "reshape", "Squeeze": "reshape",
-                    "Shape": "shape", "ShapeN": "shape"}
+                    "IdentityN": "same", "Shape": "shape", "ShapeN": "shape", "Reshape": "reshape",
+                    "ExpandDims": "expand"}
 _PER_OUTPUT = frozenset(("IdentityN", "ShapeN"))  # output k of input k
+_OPERAND = frozenset(("reshape", "expand"))  # kinds that also take input 1's value (the shape, the axis)
 
 
 class Forwarding(NamedTuple):
-    """A :data:`VALUE_FORWARDING` output's rule: its input's name, the kind, and the shape ("reshape",
-    -1 for the unknown dimension) or the numpy dtype ("shape") it takes."""
+    """A :data:`VALUE_FORWARDING` output's rule: its input's name, the kind, the name of the input whose
+    value is the new shape or axis ("reshape", "expand"), and the numpy dtype ("shape") it takes."""
 
     source: str
     kind: str
-    shape: Optional[Tuple[int, ...]] = None
+    operand: Optional[str] = None
     dtype: Any = None
 
 
-def forwarded_input(op_type: str, output_index: int, dims: Optional[List[Optional[int]]], inputs: List[Any],
-                    input_names: List[str], base: Any) -> Optional[Forwarding]:
+def forwarded_input(op_type: str, output_index: int, inputs: List[Any], input_names: List[str],
+                    base: Any) -> Optional[Forwarding]:
     """The :class:`Forwarding` of output ``output_index`` of a :data:`VALUE_FORWARDING` op (``base``: its base
-    dtype, ``dims``: its static shape); None where that is not exact or the input is not an immutable value
-    of that dtype (a TF 1.x reference, whose buffer the step may update after this op ran)."""
+    dtype); None where the input is not an immutable value of that dtype (a TF 1.x reference, whose buffer
+    the step may update after this op ran)."""
     position = output_index if op_type in _PER_OUTPUT else 0
     kind = VALUE_FORWARDING[op_type]
-    if output_index != position or position >= len(inputs):
+    if output_index != position or len(inputs) < (2 if kind in _OPERAND else position + 1):
         return None
     if kind == "shape":
         return Forwarding(input_names[position], kind, dtype=np.dtype(NUMPY_OF_TF_ENUM[base.as_datatype_enum]))
     if inputs[position].dtype != base:
         return None
+    return Forwarding(input_names[position], kind, input_names[1] if kind in _OPERAND else None)
+
+
+def forwarded_value(forwarding: Forwarding, value: Any, values: Mapping[str, Any]) -> Any:
+    """The value of a forwarded output from its input's fetched (or derived) ``value`` and, for "reshape"
+    and "expand", the step's value of its operand in ``values``."""
+    kind = forwarding.kind
     if kind == "same":
-        return Forwarding(input_names[position], kind)
-    if dims is None or dims.count(None) > 1 or 0 in dims:
-        return None
-    return Forwarding(input_names[position], kind, shape=tuple(-1 if dim is None else dim for dim in dims))
-
-
-def forwarded_value(forwarding: Forwarding, value: Any) -> Any:
-    """The value of a forwarded output from its input's fetched (or derived) ``value``."""
-    if forwarding.kind == "same":
         return value
-    if forwarding.kind == "reshape":
-        return np.reshape(value, forwarding.shape)
-    return np.array(np.shape(value), dtype=forwarding.dtype)
+    if kind == "shape":
+        return np.array(np.shape(value), dtype=forwarding.dtype)
+    operand = values[forwarding.operand]
+    if kind == "reshape":
+        return np.reshape(value, [int(size) for size in np.reshape(operand, -1)])
+    return np.expand_dims(value, int(np.reshape(operand, -1)[0]))  # TF's axis: a scalar or a 1-vector
 
 
 def derived_in_step(direct: List[Tuple[Any, Plan]],
@@ -448,13 +453,15 @@ def derived_in_step(direct: List[Tuple[Any, Plan]],
     """``(fetched, derived)``: the step's directly captured tensors (``direct``, in execution order) split
     into those ``session.run`` fetches and those derived from a value the step has anyway, as
     ``(name, its Forwarding)`` in order (a source may itself be derived): a :attr:`Plan.forwards` tensor
-    whose input is captured directly in the same step and which is not fed. Each fetched tensor costs
+    whose inputs it takes (the source, and the operand of a reshape or expand) are captured directly
+    earlier in the same step and which is not fed. Each fetched tensor costs
     TensorFlow executor work and Python fetch handling (TF 1.15 most)."""
     fetched, derived = [], []  # type: List[Tuple[Any, Plan]], List[Tuple[str, Forwarding]]
     have = set()  # type: Set[str]
     for tensor, plan in direct:
         name, forwards = plan.name, plan.forwards
-        if forwards is not None and forwards.source in have and name not in fed:
+        if (forwards is not None and forwards.source in have and name not in fed
+                and (forwards.operand is None or forwards.operand in have)):
             derived.append((name, forwards))
         else:
             fetched.append((tensor, plan))

@@ -13,9 +13,9 @@ bit-identical arrays) and the same :class:`CaptureResult`:
 
 * **fetch** (small steps): the executed tensors are fetched in the step's own ``session.run``
   (already computed, so nothing extra runs) and written as ``.npy`` by ``finish`` (an output
-  whose value is by definition a function of one input the step fetches, an Identity, a Reshape,
-  a Shape, is derived from that input's value instead of fetched: each fetched tensor costs
-  TensorFlow executor work, ``_capture_plan.VALUE_FORWARDING``). Taken when
+  whose value is by definition a function of input values the step fetches, an Identity, a Shape,
+  a Reshape to the shape its shape input held, is derived from those values instead of fetched:
+  each fetched tensor costs TensorFlow executor work, ``_capture_plan.VALUE_FORWARDING``). Taken when
   their total static size (shape x dtype) is at most ``memory_budget`` bytes, which bounds
   what is held in memory at once. Default :data:`DEFAULT_MEMORY_BUDGET` (256 MiB); the
   constructor argument, else ``$NPU_DUMP_HOOK_CAPTURE_BUDGET`` (bytes), overrides it; 0 always
@@ -450,7 +450,7 @@ class TensorCapture(object):
                                "(run_args() result not passed to this step's session.run?)")
         values = {t.name: v for t, v in zip(sink.tensors, sink.values)}
         for name, forwarding in derived:  # in execution order: a source before what it forwards to
-            values[name] = forwarded_value(forwarding, values[forwarding.source])
+            values[name] = forwarded_value(forwarding, values[forwarding.source], values)
         return executed, values
 
     def _executed_ops(self, executed: List[Tuple[Any, bool]]) -> List[ExecutedOp]:
