@@ -131,7 +131,7 @@ class SourceFile(NamedTuple):
 
 
 def walk_files(root: str, warnings: Optional[List[str]] = None, in_tree_links: bool = True,
-               skipped: Optional[List[str]] = None) -> Iterator[SourceFile]:
+               skipped: Optional[List[str]] = None, quiet: bool = False) -> Iterator[SourceFile]:
     """Yield the regular files under ``root`` in sorted order, without following links out.
 
     Skipped entries (links leaving the tree, links to folders, special files) are logged
@@ -139,12 +139,13 @@ def walk_files(root: str, warnings: Optional[List[str]] = None, in_tree_links: b
     must account for every entry, such as compare, counts). A ``root`` that is itself a symlink is not
     walked at all (reported the same way). ``in_tree_links=False`` (for checking a bag,
     whose payload must hold no symlink at all) skips and reports every symlink, including
-    one to a regular file inside the tree.
+    one to a regular file inside the tree. ``quiet``: skipped entries are not logged (a caller that
+    only measures a tree the bundle writer walks and reports again, such as the size check).
     """
     root = os.path.abspath(root)
     if os.path.islink(root):
         _skip(warnings, skipped, "skipped symlinked folder {} -> {} (symlinks to folders are never followed)".format(
-            root, _readlink(root)))
+            root, _readlink(root)), quiet)
         return
     real_root = os.path.realpath(root)
     stack = [("", root)]
@@ -161,7 +162,7 @@ def walk_files(root: str, warnings: Optional[List[str]] = None, in_tree_links: b
             elif isinstance(found, _Folder):
                 subdirs.append(found)
             else:
-                _skip(warnings, skipped, found.message)
+                _skip(warnings, skipped, found.message, quiet)
         stack.extend(reversed(subdirs))
 
 
@@ -221,8 +222,12 @@ def _classify_entry(entry: "os.DirEntry", rel: str, real_root: str, in_tree_link
     return _Skipped("skipped special file {} (not a regular file)".format(entry.path))
 
 
-def _skip(warnings: Optional[List[str]], skipped: Optional[List[str]], message: str) -> None:
-    warn(warnings, message)
+def _skip(warnings: Optional[List[str]], skipped: Optional[List[str]], message: str, quiet: bool) -> None:
+    if quiet:
+        if warnings is not None:
+            warnings.append(message)
+    else:
+        warn(warnings, message)
     if skipped is not None:
         skipped.append(message)
 

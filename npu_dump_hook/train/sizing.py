@@ -391,7 +391,9 @@ def dir_bytes(folders: Iterable[Optional[str]]) -> Optional[int]:
         if not folder or not os.path.isdir(folder):
             continue
         seen = True
-        total += sum(found.size for found in walk_files(folder) if found.rel.rpartition("/")[2] not in marks)
+        # quiet: the bundle writer walks the same tree and reports what it skips (once)
+        total += sum(found.size for found in walk_files(folder, quiet=True)
+                     if found.rel.rpartition("/")[2] not in marks)
     return total if seen else None
 
 
