@@ -7,6 +7,7 @@ import logging
 import os
 import pickle
 import sys
+import types
 
 import pytest
 
@@ -251,3 +252,39 @@ def test_the_actual_dump_bytes_are_the_bytes_the_bundle_takes(tmp_path, caplog):
     # the skipped links are the bundle writer's to report (it walks the same tree): not twice
     assert not [r for r in caplog.records if "skipped symlink" in r.getMessage()]
     assert sizing.dir_bytes([None, str(tmp_path / "missing")]) is None
+
+
+def _folder_too_deep_to_list(parent):
+    """Folders nested under ``parent`` past PATH_MAX (made relative to open folder descriptors):
+    listing the deepest by its path fails (ENAMETOOLONG) even as root, as an unlistable folder does."""
+    fd = os.open(str(parent), os.O_RDONLY)
+    try:
+        for _ in range(20):  # 20 x 241 characters > 4096
+            os.mkdir("d" * 240, dir_fd=fd)
+            inner = os.open("d" * 240, os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        os.close(os.open("deep.bin", os.O_WRONLY | os.O_CREAT, dir_fd=fd))
+    finally:
+        os.close(fd)
+
+
+def test_a_dump_folder_that_cannot_be_listed_gives_no_actual_size_and_a_warning(tmp_path, caplog):
+    """``size.actual`` is read at the run's end (record.freeze, outside any guard): a folder the walk
+    cannot list must give an unknown figure and a logged reason, not an exception that costs the
+    run its run.json and bundle, nor a partial sum passed off as the size."""
+    dump = tmp_path / "dump"
+    (dump / "step").mkdir(parents=True)
+    (dump / "step" / "a.bin").write_bytes(b"x" * 1000)
+    _folder_too_deep_to_list(dump / "step")
+    with caplog.at_level(logging.WARNING):
+        assert sizing.dir_bytes([str(dump)]) is None
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and str(dump) in warned[0] and "File name too long" in warned[0]
+    assert sizing.dir_bytes([str(dump / "step" / "a.bin"), str(tmp_path)]) is None  # the walk under tmp_path fails too
+    (dump / "step" / "b.bin").write_bytes(b"y" * 10)
+    check = sizing.SizeCheck(None, None)
+    check.estimate = sizing.SizeEstimate(0, 0, 0, 0, 0, 0, 0, 0, 0, 1)
+    ended = types.SimpleNamespace(backend=types.SimpleNamespace(captures=True), golden_dir=str(dump),
+                                  emulator_summary=lambda: {"steps": [{"dir": str(dump)}]})
+    assert check.section(ended)["actual"] == {"dump_bytes": None, "golden_bytes": None}

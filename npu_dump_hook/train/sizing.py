@@ -384,17 +384,28 @@ def dir_bytes(folders: Iterable[Optional[str]]) -> Optional[int]:
     """Total size of the files under ``folders`` (None when none exists), the emulator's step
     marks left out: the files the bundle writer takes (:func:`~npu_dump_hook.bundle.walk_files`,
     the one walk of a dump tree: a symlink to a folder or out of the tree is not followed, one to a
-    file in the tree counts as the file it names)."""
+    file in the tree counts as the file it names). None, and a warning naming the folder and the
+    reason, when a folder cannot be walked (unlistable, removed meanwhile): the figure is read at
+    the run's end (``run.size.actual``), where a partial sum would pass for the size and an
+    exception would cost the run its run.json and bundle."""
     total, seen = 0, False
-    marks = (COMPLETE_STEP_MARKER, INCOMPLETE_STEP_MARKER)  # the emulator's own step marks: GE writes none
     for folder in folders:
         if not folder or not os.path.isdir(folder):
             continue
         seen = True
-        # quiet: the bundle writer walks the same tree and reports what it skips (once)
-        total += sum(found.size for found in walk_files(folder, quiet=True)
-                     if found.rel.rpartition("/")[2] not in marks)
+        try:
+            total += _walked_bytes(folder)
+        except OSError as exc:
+            logger.warning("NpuDumpHook: the size of %s was not measured (run.size.actual left unknown): %s",
+                           folder, exc)
+            return None
     return total if seen else None
+
+
+def _walked_bytes(folder: str) -> int:
+    marks = (COMPLETE_STEP_MARKER, INCOMPLETE_STEP_MARKER)  # the emulator's own step marks: GE writes none
+    # quiet: the bundle writer walks the same tree and reports what it skips (once)
+    return sum(found.size for found in walk_files(folder, quiet=True) if found.rel.rpartition("/")[2] not in marks)
 
 
 def dumped_steps(options: Any, first: int, stop: int) -> int:
