@@ -288,3 +288,41 @@ def test_a_dump_folder_that_cannot_be_listed_gives_no_actual_size_and_a_warning(
     ended = types.SimpleNamespace(backend=types.SimpleNamespace(captures=True), golden_dir=str(dump),
                                   emulator_summary=lambda: {"steps": [{"dir": str(dump)}]})
     assert check.section(ended)["actual"] == {"dump_bytes": None, "golden_bytes": None}
+
+
+def test_the_estimate_sizes_what_the_feeds_decide_by_the_captures_rule(in_tmp_cwd, monkeypatch):
+    """A tensor of unknown static shape is sized as the step's feeds decide it (the capture's
+    FedSizes: TensorFlow's shape inference with the fed shapes), not by the batch guess: a flattened
+    [4, 6] feed holds 24 floats, not the 4 a batch-sized dimension would give; the same inference
+    object serves the estimate and the capture (made once). Only what no rule decides is a guess."""
+    import numpy as np
+    import tensorflow as tf
+
+    from npu_dump_hook import _tf
+    from npu_dump_hook.train._capture_sizes import FedSizes
+    from npu_dump_hook.train.walk import GraphIndex, StepWalk
+
+    v1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [None, 6], name="x")
+        flat = tf.reshape(x, [-1], name="flat")
+        doubled = tf.multiply(flat, 2.0, name="doubled")
+        kept = tf.unique(tf.cast(doubled, tf.int32), name="kept")[0]  # data-dependent: guessed
+    feeds = {x: np.zeros((4, 6), np.float32)}
+    walk = StepWalk(GraphIndex(graph), [doubled, kept], feeds)
+    options = DumpOptions(enable_dump=True, dump_path="dump", dump_mode="output")
+    fed_sizes = FedSizes(graph)
+    est = sizing.estimate(walk.executed(), graph, options, 1, True, False, feeds, edges=walk.index.edges,
+                          fed_sizes=fed_sizes)
+    real, inferred = _tf.shapes_with_feeds, []
+    monkeypatch.setattr(_tf, "shapes_with_feeds", lambda *args: inferred.append(args) or real(*args))
+    assert fed_sizes.nbytes([flat], feeds) == {"flat:0": 24 * 4} and not inferred  # the capture's ask: made already
+    # decided: the Reshape, Mul and Cast of the 24 fed floats and Unique's idx (its input's shape);
+    # the consts; the fed x itself is not captured (the feed is)
+    exact = {"flat/shape:0": 4, "flat:0": 24 * 4, "doubled/y:0": 4, "doubled:0": 24 * 4, "Cast:0": 24 * 4,
+             "kept:1": 24 * 4}
+    guessed = 4 * 4  # Unique's y ([None] int32, data-dependent): the fed batch 4
+    assert est.golden_files == 7
+    assert est.golden_bytes - sizing.GOLDEN_PER_FILE * est.golden_files == sum(exact.values()) + guessed
+    assert est.unknown == 1 and "the fed batch's leading dimension 4" in est.assumed
