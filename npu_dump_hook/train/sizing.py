@@ -139,11 +139,12 @@ class _Shapes(object):
     feeds decide (``decided()``: :meth:`~._capture_sizes.FedSizes.shapes`, the capture's rule, asked
     once, at the first such tensor); else unknown dimensions taken as the batch size (module doc)."""
 
-    def __init__(self, batch: int, source: str, op_type: Optional[Callable[[Any], str]] = None,
+    def __init__(self, batch: int, source: str, index: Any = None,
                  decided: Optional[Callable[[], Dict[str, Tuple[int, ...]]]] = None) -> None:
         self.batch, self.source = batch, source
-        #: ``op.type`` (a graph index's, read once per op; TF 1.15's accessor costs microseconds).
-        self.op_type = op_type or _type_of
+        #: ``op.type`` and ``op.name`` (a graph index's, read once per op; TF 1.15's accessors cost
+        #: microseconds, ``tensor.name`` reads the op's name twice).
+        self.op_type, self.op_name = (index.type, index.name) if index is not None else (_type_of, _name_of)
         self._decide = decided or dict
         self._decided = None  # type: Optional[Dict[str, Tuple[int, ...]]]
         #: ``id`` of each tensor of unknown shape (its count is reported; kept alive by ``_dims``).
@@ -166,7 +167,7 @@ class _Shapes(object):
         if dims is None or None in dims:
             if self._decided is None:
                 self._decided = self._decide()
-            decided = self._decided.get(tensor.name)
+            decided = self._decided.get("%s:%d" % (self.op_name(tensor.op), tensor.value_index))
             if decided is not None:
                 return decided
         if dims is None:
@@ -208,6 +209,10 @@ class _Shapes(object):
 
 def _type_of(op: Any) -> str:
     return op.type
+
+
+def _name_of(op: Any) -> str:
+    return op.name
 
 
 def batch_guess(graph: Any, feed_dict: Optional[Mapping[Any, Any]]) -> Tuple[int, str]:
@@ -290,7 +295,7 @@ def estimate(executed: Sequence[Tuple[Any, bool]], graph: Any, options: Any, ste
     this step's shapes is then made once for both; None: one of the estimate's own)."""
     batch, source = batch_guess(graph, feed_dict)
     fed_sizes = fed_sizes or FedSizes(graph)
-    shapes = _Shapes(batch, source, index.type if index is not None else None, lambda: fed_sizes.shapes(feed_dict))
+    shapes = _Shapes(batch, source, index, lambda: fed_sizes.shapes(feed_dict))
     device = device or DeviceModel()
     if device.plan is None and added:
         raise ValueError("estimate: ops added to the graph need the numerics plan that added them")
