@@ -466,10 +466,11 @@ def _shapes_by_helper(c_api: Any, graph: Any, scratch: Any, options: Any,
     if len(outputs) != len(names):
         return None
     shapes = {}  # type: Dict[str, Tuple[int, ...]]
+    read, c_graph = c_api.TF_GraphGetTensorShapeHelper, scratch._c_graph  # noqa: SLF001 - read once, not per output
     for name, output in zip(names, outputs):
-        dims, unknown_rank = c_api.TF_GraphGetTensorShapeHelper(scratch._c_graph, output)  # noqa: SLF001
-        if not unknown_rank and all(d >= 0 for d in dims):
-            shapes[name] = tuple(int(d) for d in dims)
+        dims, unknown_rank = read(c_graph, output)  # Python ints
+        if not unknown_rank and -1 not in dims:
+            shapes[name] = tuple(dims)
     return shapes
 
 

@@ -7,6 +7,7 @@ import logging
 import os
 import pickle
 import sys
+import types
 
 import pytest
 
@@ -251,3 +252,77 @@ def test_the_actual_dump_bytes_are_the_bytes_the_bundle_takes(tmp_path, caplog):
     # the skipped links are the bundle writer's to report (it walks the same tree): not twice
     assert not [r for r in caplog.records if "skipped symlink" in r.getMessage()]
     assert sizing.dir_bytes([None, str(tmp_path / "missing")]) is None
+
+
+def _folder_too_deep_to_list(parent):
+    """Folders nested under ``parent`` past PATH_MAX (made relative to open folder descriptors):
+    listing the deepest by its path fails (ENAMETOOLONG) even as root, as an unlistable folder does."""
+    fd = os.open(str(parent), os.O_RDONLY)
+    try:
+        for _ in range(20):  # 20 x 241 characters > 4096
+            os.mkdir("d" * 240, dir_fd=fd)
+            inner = os.open("d" * 240, os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        os.close(os.open("deep.bin", os.O_WRONLY | os.O_CREAT, dir_fd=fd))
+    finally:
+        os.close(fd)
+
+
+def test_a_dump_folder_that_cannot_be_listed_gives_no_actual_size_and_a_warning(tmp_path, caplog):
+    """``size.actual`` is read at the run's end (record.freeze, outside any guard): a folder the walk
+    cannot list must give an unknown figure and a logged reason, not an exception that costs the
+    run its run.json and bundle, nor a partial sum passed off as the size."""
+    dump = tmp_path / "dump"
+    (dump / "step").mkdir(parents=True)
+    (dump / "step" / "a.bin").write_bytes(b"x" * 1000)
+    _folder_too_deep_to_list(dump / "step")
+    with caplog.at_level(logging.WARNING):
+        assert sizing.dir_bytes([str(dump)]) is None
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and str(dump) in warned[0] and "File name too long" in warned[0]
+    assert sizing.dir_bytes([str(dump / "step" / "a.bin"), str(tmp_path)]) is None  # the walk under tmp_path fails too
+    (dump / "step" / "b.bin").write_bytes(b"y" * 10)
+    check = sizing.SizeCheck(None, None)
+    check.estimate = sizing.SizeEstimate(0, 0, 0, 0, 0, 0, 0, 0, 0, 1)
+    ended = types.SimpleNamespace(backend=types.SimpleNamespace(captures=True), golden_dir=str(dump),
+                                  emulator_summary=lambda: {"steps": [{"dir": str(dump)}]})
+    assert check.section(ended)["actual"] == {"dump_bytes": None, "golden_bytes": None}
+
+
+def test_the_estimate_sizes_what_the_feeds_decide_by_the_captures_rule(in_tmp_cwd, monkeypatch):
+    """A tensor of unknown static shape is sized as the step's feeds decide it (the capture's
+    FedSizes: TensorFlow's shape inference with the fed shapes), not by the batch guess: a flattened
+    [4, 6] feed holds 24 floats, not the 4 a batch-sized dimension would give; the same inference
+    object serves the estimate and the capture (made once). Only what no rule decides is a guess."""
+    import numpy as np
+    import tensorflow as tf
+
+    from npu_dump_hook import _tf
+    from npu_dump_hook.train._capture_sizes import FedSizes
+    from npu_dump_hook.train.walk import GraphIndex, StepWalk
+
+    v1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [None, 6], name="x")
+        flat = tf.reshape(x, [-1], name="flat")
+        doubled = tf.multiply(flat, 2.0, name="doubled")
+        kept = tf.unique(tf.cast(doubled, tf.int32), name="kept")[0]  # data-dependent: guessed
+    feeds = {x: np.zeros((4, 6), np.float32)}
+    walk = StepWalk(GraphIndex(graph), [doubled, kept], feeds)
+    options = DumpOptions(enable_dump=True, dump_path="dump", dump_mode="output")
+    fed_sizes = FedSizes(graph)
+    est = sizing.estimate(walk.executed(), graph, options, 1, True, False, feeds, edges=walk.index.edges,
+                          fed_sizes=fed_sizes)
+    real, inferred = _tf.shapes_with_feeds, []
+    monkeypatch.setattr(_tf, "shapes_with_feeds", lambda *args: inferred.append(args) or real(*args))
+    assert fed_sizes.nbytes([flat], feeds) == {"flat:0": 24 * 4} and not inferred  # the capture's ask: made already
+    # decided: the Reshape, Mul and Cast of the 24 fed floats and Unique's idx (its input's shape);
+    # the consts; the fed x itself is not captured (the feed is)
+    exact = {"flat/shape:0": 4, "flat:0": 24 * 4, "doubled/y:0": 4, "doubled:0": 24 * 4, "Cast:0": 24 * 4,
+             "kept:1": 24 * 4}
+    guessed = 4 * 4  # Unique's y ([None] int32, data-dependent): the fed batch 4
+    assert est.golden_files == 7
+    assert est.golden_bytes - sizing.GOLDEN_PER_FILE * est.golden_files == sum(exact.values()) + guessed
+    assert est.unknown == 1 and "the fed batch's leading dimension 4" in est.assumed

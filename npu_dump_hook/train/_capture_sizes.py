@@ -1,13 +1,16 @@
-"""Sizes a step's feeds decide: the byte sizes of tensors whose static shape is unknown (a batch
-dimension left ``None``) once the fed values' shapes are known, so such a step can still be
-fetched within the memory budget instead of streamed (see :mod:`npu_dump_hook.train.capture`).
+"""Sizes a step's feeds decide: the shapes of tensors whose static shape is unknown (a batch
+dimension left ``None``) once the fed values' shapes are known -- the one rule for "how big is each
+tensor in this step" that both the capture and the size estimate use. The capture fetches such a
+step within the memory budget instead of streaming it (see :mod:`npu_dump_hook.train.capture`);
+the size estimate (:mod:`.sizing`) counts their exact bytes instead of guessing the batch.
 
 The shapes come from TensorFlow's own shape inference over a copy of the graph whose fed tensors
 have the fed shapes (:func:`npu_dump_hook._tf.shapes_with_feeds`); a shape it infers fully is the
 shape the step computes. A tensor it cannot pin down (data-dependent sizes such as ``Unique`` or
 ``Where``, an unknown batch that comes from a pipeline rather than a feed) stays unknown, and
-the step streams as before. One inference per graph version and set of fed shapes: the warm-up
-step before the captured one and the captured step share it.
+the step streams as before. One inference per graph version and set of fed shapes: the size
+estimate, the warm-up step before the captured one and the captured step share it (the hook's
+size check asks the capture's :class:`FedSizes`).
 """
 import logging
 from typing import Any, Dict, List, Optional, Tuple
@@ -46,19 +49,27 @@ class FedSizes(object):
         self._key = None  # type: Any
         self._shapes = {}  # type: Dict[str, Tuple[int, ...]]
 
-    def nbytes(self, tensors: List[Any], feed_dict: Any) -> Dict[str, int]:
-        """``{tensor name: bytes}`` for those of ``tensors`` whose shape the feeds fully decide."""
+    def shapes(self, feed_dict: Any) -> Dict[str, Tuple[int, ...]]:
+        """``{tensor name: shape}`` of every tensor of the graph whose shape the step's feeds fully
+        decide (the fed ones included); ``{}`` when nothing is fed. Read, never changed, by callers."""
         fed = fed_shapes(self.graph, feed_dict)
         if not fed:
             return {}
         key = (self.graph.version, tuple(sorted(fed.items())))
         if key != self._key:
             self._key, self._shapes = key, self._infer(fed)
+        return self._shapes
+
+    def nbytes(self, tensors: List[Any], feed_dict: Any) -> Dict[str, int]:
+        """``{tensor name: bytes}`` for those of ``tensors`` whose shape the feeds fully decide."""
+        shapes = self.shapes(feed_dict)
+        if not shapes:
+            return {}
         sizes = {}  # type: Dict[str, int]
         itemsizes = {}  # type: Dict[Any, int]   per dtype: a graph has few, each read is a TF call
         for tensor in tensors:
             name = tensor.name
-            shape = self._shapes.get(name)
+            shape = shapes.get(name)
             if shape is None:
                 continue
             dtype = tensor.dtype

@@ -195,7 +195,8 @@ class TensorCapture(object):
                                                 self.memory_budget, self._dump_root, editable=editable)
         self._reads = VariableReads(graph, self._dump_root, self.memory_budget)
         self._version = graph.version
-        self._fed_sizes = FedSizes(graph)
+        #: The shapes this step's feeds decide (one inference, shared with the hook's size estimate).
+        self.fed_sizes = FedSizes(graph)
         self._resolved = {}  # type: Dict[str, int]   sizes the last step's feeds decided
 
     def _catch_up(self) -> None:
@@ -319,7 +320,7 @@ class TensorCapture(object):
         self._resolved = {}
         if not (self._editable and not self.graph.finalized) and all(plan.dump_op is None for _, plan in direct):
             return direct, streamed
-        resolved = fetch_sizes(direct, self.memory_budget, self._fed_sizes, feed_dict)
+        resolved = fetch_sizes(direct, self.memory_budget, self.fed_sizes, feed_dict)
         if resolved is None:
             return [], direct + streamed
         self._resolved = resolved

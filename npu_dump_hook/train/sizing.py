@@ -43,10 +43,13 @@ Not modelled: names over 255 bytes
 (``mapping.csv``), the fusion patterns and formats the emulator does not emulate either (its
 module doc), ``allow_mix_precision``'s float16 Vector ops.
 
-Unknown static shapes: an unknown dimension is taken as the batch size -- the fed batch's leading
-dimension, else the ``batch_size`` constant of the graph's batching dataset op, else 1 -- and a
-tensor of unknown rank counts 0 bytes; ``unknown`` says how many tensors and ``assumed`` what.
-Shape vectors of unknown length (``Shape``, ``BroadcastGradientArgs``) count 4 entries.
+Unknown static shapes: the shape the step's feeds decide, by the capture's rule
+(:class:`~._capture_sizes.FedSizes`: TensorFlow's shape inference with the fed shapes, made once
+for the estimate and the capture); where that leaves it unknown too (no feed, a data-dependent
+size), an unknown dimension is taken as the batch size -- the fed batch's leading dimension, else
+the ``batch_size`` constant of the graph's batching dataset op, else 1 -- and a tensor of unknown
+rank counts 0 bytes; ``unknown`` says how many tensors and ``assumed`` what. Shape vectors of
+unknown length (``Shape``, ``BroadcastGradientArgs``) count 4 entries.
 
 TensorFlow objects are received, never imported.
 """
@@ -62,6 +65,7 @@ from ..environment import session_options
 from ..emulator.npu_graph import cyclic_gc_paused
 from ..errors import DumpSizeError
 from ._capture_plan import is_update_type, while_or_cond
+from ._capture_sizes import FedSizes
 from ._sizing_graph import (DEFAULT_PRECISION_MODE, LENGTH_PREFIX, STATS_FLOAT_CELL, STATS_HEADER_BYTES,
                             DeviceModel, StaticCapture, measure_dump, static_capture, unwatched_in_loop)
 from ._sizing_loops import LoopCounts, const_ints
@@ -126,25 +130,32 @@ class SizeEstimate:
         if self.golden_bytes:
             text += ", golden {}".format(format_bytes(self.golden_bytes))
         if self.unknown:
-            text += "; {} tensor(s) of unknown static shape: {}".format(self.unknown, self.assumed)
+            text += "; {} tensor(s) of unknown shape: {}".format(self.unknown, self.assumed)
         return text
 
 
 class _Shapes(object):
-    """Static byte sizes, with unknown dimensions taken as the batch size (module doc)."""
+    """Byte sizes of the step's tensors: the static shape; where it is unknown, the shape the step's
+    feeds decide (``decided()``: :meth:`~._capture_sizes.FedSizes.shapes`, the capture's rule, asked
+    once, at the first such tensor); else unknown dimensions taken as the batch size (module doc)."""
 
-    def __init__(self, batch: int, source: str, op_type: Optional[Callable[[Any], str]] = None) -> None:
+    def __init__(self, batch: int, source: str, index: Any = None,
+                 decided: Optional[Callable[[], Dict[str, Tuple[int, ...]]]] = None) -> None:
         self.batch, self.source = batch, source
-        #: ``op.type`` (a graph index's, read once per op; TF 1.15's accessor costs microseconds).
-        self.op_type = op_type or _type_of
-        #: ``id`` of each tensor of unknown static shape (its count is reported; kept alive by ``_dims``).
+        #: ``op.type`` and ``op.name`` (a graph index's, read once per op; TF 1.15's accessors cost
+        #: microseconds, ``tensor.name`` reads the op's name twice).
+        self.op_type, self.op_name = (index.type, index.name) if index is not None else (_type_of, _name_of)
+        self._decide = decided or dict
+        self._decided = None  # type: Optional[Dict[str, Tuple[int, ...]]]
+        #: ``id`` of each tensor of unknown shape (its count is reported; kept alive by ``_dims``).
         self.unknown = set()  # type: set
         #: ``{id(tensor): (tensor, dims)}``: the Build graph and the golden sizes both ask for every
         #: executed tensor (TF's shape accessors are slow); the tensor is kept so its id stays its own.
         self._dims = {}  # type: Dict[int, Tuple[Any, Optional[Tuple[int, ...]]]]
 
     def dims(self, tensor: Any) -> Optional[Tuple[int, ...]]:
-        """The static shape, an unknown dimension as the batch size (None: unknown rank)."""
+        """The shape (static, else as the feeds decide it), an unknown dimension as the batch size
+        (None: unknown rank)."""
         found = self._dims.get(id(tensor))
         if found is None:
             found = self._dims[id(tensor)] = (tensor, self._static_dims(tensor))
@@ -152,11 +163,17 @@ class _Shapes(object):
 
     def _static_dims(self, tensor: Any) -> Optional[Tuple[int, ...]]:
         shape = tensor.get_shape()
-        if shape.ndims is None:
+        dims = shape.as_list() if shape.ndims is not None else None
+        if dims is None or None in dims:
+            if self._decided is None:
+                self._decided = self._decide()
+            decided = self._decided.get("%s:%d" % (self.op_name(tensor.op), tensor.value_index))
+            if decided is not None:
+                return decided
+        if dims is None:
             if tensor.dtype.base_dtype.name not in _NO_BYTES_DTYPES:
                 self.unknown.add(id(tensor))
             return None
-        dims = shape.as_list()
         if len(dims) == 1 and dims[0] is None and self.op_type(tensor.op) in _SHAPE_VECTOR_TYPES:
             return (4,)
         if None in dims and tensor.dtype.base_dtype.name not in _NO_BYTES_DTYPES:
@@ -192,6 +209,10 @@ class _Shapes(object):
 
 def _type_of(op: Any) -> str:
     return op.type
+
+
+def _name_of(op: Any) -> str:
+    return op.name
 
 
 def batch_guess(graph: Any, feed_dict: Optional[Mapping[Any, Any]]) -> Tuple[int, str]:
@@ -261,16 +282,20 @@ def _elements(dims: Sequence[int]) -> int:
 
 def estimate(executed: Sequence[Tuple[Any, bool]], graph: Any, options: Any, steps: int, golden: bool,
              scratch: bool, feed_dict: Optional[Mapping[Any, Any]] = None, added: Any = (),
-             device: Optional[DeviceModel] = None, edges: Any = None, index: Any = None) -> SizeEstimate:
+             device: Optional[DeviceModel] = None, edges: Any = None, index: Any = None,
+             fed_sizes: Optional[FedSizes] = None) -> SizeEstimate:
     """The size of this run's dump (module doc). ``executed``: the walk's ``[(op, fed_only)]``;
     ``steps``: the dumped steps; ``golden``: this run captures golden tensors; ``scratch``: an
     emulating backend captures the step's tensors to scratch first; ``added``: names of ops the
     emulator added to the graph for its numerics (no GE ops, no dump files); ``device``: what GE
     does to the graph (:class:`DeviceModel`; None: every TF op one GE op, TF dtypes and layouts);
     ``edges(op)``: ``(input tensors, control ops)`` (the walk's graph index); ``index``: that
-    :class:`~npu_dump_hook.train.walk.GraphIndex` itself, whose op names are read once."""
+    :class:`~npu_dump_hook.train.walk.GraphIndex` itself, whose op names are read once;
+    ``fed_sizes``: the capture's :class:`~._capture_sizes.FedSizes` of ``graph`` (its inference of
+    this step's shapes is then made once for both; None: one of the estimate's own)."""
     batch, source = batch_guess(graph, feed_dict)
-    shapes = _Shapes(batch, source, index.type if index is not None else None)
+    fed_sizes = fed_sizes or FedSizes(graph)
+    shapes = _Shapes(batch, source, index, lambda: fed_sizes.shapes(feed_dict))
     device = device or DeviceModel()
     if device.plan is None and added:
         raise ValueError("estimate: ops added to the graph need the numerics plan that added them")
@@ -384,17 +409,28 @@ def dir_bytes(folders: Iterable[Optional[str]]) -> Optional[int]:
     """Total size of the files under ``folders`` (None when none exists), the emulator's step
     marks left out: the files the bundle writer takes (:func:`~npu_dump_hook.bundle.walk_files`,
     the one walk of a dump tree: a symlink to a folder or out of the tree is not followed, one to a
-    file in the tree counts as the file it names)."""
+    file in the tree counts as the file it names). None, and a warning naming the folder and the
+    reason, when a folder cannot be walked (unlistable, removed meanwhile): the figure is read at
+    the run's end (``run.size.actual``), where a partial sum would pass for the size and an
+    exception would cost the run its run.json and bundle."""
     total, seen = 0, False
-    marks = (COMPLETE_STEP_MARKER, INCOMPLETE_STEP_MARKER)  # the emulator's own step marks: GE writes none
     for folder in folders:
         if not folder or not os.path.isdir(folder):
             continue
         seen = True
-        # quiet: the bundle writer walks the same tree and reports what it skips (once)
-        total += sum(found.size for found in walk_files(folder, quiet=True)
-                     if found.rel.rpartition("/")[2] not in marks)
+        try:
+            total += _walked_bytes(folder)
+        except OSError as exc:
+            logger.warning("NpuDumpHook: the size of %s was not measured (run.size.actual left unknown): %s",
+                           folder, exc)
+            return None
     return total if seen else None
+
+
+def _walked_bytes(folder: str) -> int:
+    marks = (COMPLETE_STEP_MARKER, INCOMPLETE_STEP_MARKER)  # the emulator's own step marks: GE writes none
+    # quiet: the bundle writer walks the same tree and reports what it skips (once)
+    return sum(found.size for found in walk_files(folder, quiet=True) if found.rel.rpartition("/")[2] not in marks)
 
 
 def dumped_steps(options: Any, first: int, stop: int) -> int:
@@ -470,7 +506,7 @@ class SizeCheck(object):
         device = device_model(dump.backend, _tf.session_config_of(getattr(run_context, "session", None)))
         added = getattr(device.plan, "added_ops", ())
         self.estimate = estimate(walk.executed(), walk.index.graph, options, count, dump.reference, scratch, feeds,
-                                 added, device, walk.index.edges, walk.index)
+                                 added, device, walk.index.edges, walk.index, getattr(dump.capture, "fed_sizes", None))
 
     def section(self, dump: Any) -> Optional[Dict[str, Any]]:
         """``{"estimate", "actual", "refused"}``: bytes estimated before the step and written."""
