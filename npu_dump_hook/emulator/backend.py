@@ -249,12 +249,7 @@ class EmulatedNpu(object):
         if handed is not None:  # its JSON form and ops, for the bundle writer (which then need not convert nor scan it)
             ge_handover.note_graph(path, handed[0], handed[1], self.graph_name)
         self.graph_file = path
-        self.report["graph"] = {
-            "nodes": len(ge_ops),
-            "fused": {n.name: list(n.original_names or ()) for n in ge_ops if n.kind == "fused"},
-            "inserted": {t: sum(1 for n in ge_ops if n.kind == "trans" and n.type == t) for t in npu_graph.TRANS_TYPES},
-            "updates": sum(1 for n in ge_ops if n.kind == "update"),
-        }
+        self.report["graph"] = npu_graph.graph_report(ge_ops)
         logger.info("emulated NPU: Build graph %s (%s, %d ops)", path, self.graph_name, len(ge_ops))
 
     # -- dump files ------------------------------------------------------------------------
@@ -568,7 +563,7 @@ def _complete_step(step_dir: str, time_dir: Optional[str], placed: Any) -> None:
     then the begin marker removed: a folder with both was never completed."""
     mark = os.path.join(step_dir, COMPLETE_STEP_MARKER)
     with open(mark + ".tmp", "w") as handle:
-        json.dump({"writer": _writer(time_dir), "files": sorted(placed)}, handle)
+        handle.write(json.dumps({"writer": _writer(time_dir), "files": sorted(placed)}))  # json.dump: a write per piece
     os.replace(mark + ".tmp", mark)
     os.unlink(os.path.join(step_dir, INCOMPLETE_STEP_MARKER))
 

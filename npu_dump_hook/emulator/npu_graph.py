@@ -47,7 +47,8 @@ from . import fusion, layout
 from .ge_model import ge_type, is_no_task
 from .hccl import ge_collective_type
 
-__all__ = ["Value", "NodeTensor", "NpuNode", "build_nodes", "SharedBuild", "cyclic_gc_paused", "TRANS_TYPES"]
+__all__ = ["Value", "NodeTensor", "NpuNode", "build_nodes", "SharedBuild", "cyclic_gc_paused", "TRANS_TYPES",
+           "graph_report"]
 
 TRANS_TYPES = ("Cast", "TransData")
 
@@ -93,12 +94,10 @@ class NpuNode(object):
         self.kind = kind  # "op" | "fused" | "trans" | "update"
         self.original_names = original_names
         self.original_types = original_types
-
-    @property
-    def no_task(self) -> bool:
-        if self.kind in ("fused", "trans", "update"):
-            return False
-        return is_no_task(self.type, [t.tf_dtype for t in self.outputs], self.tf_type)
+        # Worked out once: the size estimate's and the emulator's dumped_nodes and the Build graph's
+        # forms each ask every node (a node is not changed once made, see SharedBuild)
+        self.no_task = kind not in ("fused", "trans", "update") and is_no_task(
+            ge_op_type, [t.tf_dtype for t in outputs], tf_type)
 
     @property
     def input_names(self) -> List[str]:
@@ -106,6 +105,25 @@ class NpuNode(object):
 
     def __repr__(self) -> str:
         return "NpuNode({!r}, {!r}, {} in, {} out)".format(self.name, self.type, len(self.inputs), len(self.outputs))
+
+
+def graph_report(nodes: Sequence[NpuNode]) -> Dict[str, Any]:
+    """The report's numbers of the Build graph: its nodes, the fused ones' members, the inserted
+    Cast/TransData nodes by type and the update nodes (one pass over the nodes, most of them plain ops)."""
+    fused = {}  # type: Dict[str, List[str]]
+    inserted = dict.fromkeys(TRANS_TYPES, 0)
+    updates = 0
+    for node in nodes:
+        kind = node.kind
+        if kind == "op":
+            continue
+        if kind == "fused":
+            fused[node.name] = list(node.original_names or ())
+        elif kind == "trans" and node.type in inserted:
+            inserted[node.type] += 1
+        elif kind == "update":
+            updates += 1
+    return {"nodes": len(nodes), "fused": fused, "inserted": inserted, "updates": updates}
 
 
 class _Logical(NamedTuple):
@@ -285,9 +303,9 @@ class _Builder(object):
     def add_op(self, op: _Logical) -> None:
         kind = "update" if op.name in self.updates else "op"
         inputs = [self.input_for(op, index) for index in range(len(op.inputs))]
-        node = NpuNode(op.name, ge_type(op.type), op.type, inputs, self.control(op.control_inputs), [], kind=kind)
-        node.outputs = self.add_outputs(op.name, op, op.name)
-        self.nodes.append(node)
+        outputs = self.add_outputs(op.name, op, op.name)
+        self.nodes.append(NpuNode(op.name, ge_type(op.type), op.type, inputs, self.control(op.control_inputs), outputs,
+                                  kind=kind))
 
     def add_group(self, group: fusion.FusedGroup, members: List[_Logical]) -> None:
         inside = {m.name for m in members}
@@ -301,10 +319,10 @@ class _Builder(object):
                 inputs.append(self.input_for(member, index))
             controls.extend(c for c in member.control_inputs if c not in inside)
         last = members[-1]
-        node = NpuNode(group.name, ge_type(members[0].type), members[0].type, inputs, self.control(controls), [],
-                       kind="fused", original_names=list(group.members), original_types=list(group.types))
-        node.outputs = self.add_outputs(group.name, last, last.name)
-        self.nodes.append(node)
+        outputs = self.add_outputs(group.name, last, last.name)
+        self.nodes.append(NpuNode(group.name, ge_type(members[0].type), members[0].type, inputs, self.control(controls),
+                                  outputs, kind="fused", original_names=list(group.members),
+                                  original_types=list(group.types)))
 
 
 def build_nodes(capture: Any, plan: Any = None, ascend: bool = False,

@@ -5,7 +5,7 @@ cheap, and their shapes are exactly what a test needs to vary.
 """
 import tensorflow as tf
 
-from npu_dump_hook.emulator import npu_graph
+from npu_dump_hook.emulator import ge_model, npu_graph
 from npu_dump_hook.train._sizing_graph import static_capture, static_plan
 from npu_dump_hook.train.walk import GraphIndex, StepWalk
 
@@ -124,3 +124,25 @@ def test_with_value_is_replace_of_the_value_alone():
     tensor = npu_graph.NodeTensor("a:0", old, "DT_FLOAT", ("a", 0))
     assert npu_graph.NodeTensor._fields == ("source", "value", "tf_dtype", "origin")
     assert tensor.with_value(new) == tensor._replace(value=new) == ("a:0", new, "DT_FLOAT", ("a", 0))
+
+
+def test_no_task_is_worked_out_from_the_outputs_the_node_is_built_with():
+    """``NpuNode.no_task`` is set once, when the node is made: the builder makes each node with its
+    outputs (an op of string outputs only, here AsString, has no task by its output dtypes alone)
+    and a reshaped copy carries the same answer."""
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [None, 16], name="x")
+        w = v1.get_variable("w", initializer=tf.ones([16, 4]))
+        loss = tf.reduce_mean(tf.matmul(x, w))
+        train_op = tf.group(v1.train.GradientDescentOptimizer(0.1).minimize(loss), tf.strings.as_string(loss))
+    shared = npu_graph.SharedBuild()
+    for batch in (4, 8):  # the second: a reshape of the first build, its copies made anew
+        nodes = shared.nodes(_capture(graph, train_op, batch)[0])
+        by_rule = [n.kind not in ("fused", "trans", "update") and ge_model.is_no_task(
+            n.type, [t.tf_dtype for t in n.outputs], n.tf_type) for n in nodes]
+        assert [n.no_task for n in nodes] == by_rule
+        strings = [n for n in nodes if n.tf_type == "AsString"]
+        assert strings and all(n.no_task and n.type not in ge_model.NO_TASK_TYPES for n in strings)
+        assert not all(n.no_task for n in nodes)
+    assert shared.reused == 1
