@@ -37,7 +37,7 @@ MAX_NOTED = 1 << 16
 MAX_HEAD_BYTES = 16 << 20
 #: The one path separator where it is the only one (POSIX): a str path's file name is then what
 #: follows its last occurrence, as os.path.basename takes it without that function's per-call
-#: checks (~0.7 us of a look-up's ~4 on Python 3.7); elsewhere (a second separator) None.
+#: checks (~0.25 us of a look-up's ~4 on Python 3.7); elsewhere (a second separator) None.
 _SEP = os.sep if os.altsep is None else None
 
 #: (device, inode) -> (identity, size, sha256 hex, head, fields), each counting for its head's
@@ -47,12 +47,10 @@ _noted = BoundedStore(MAX_NOTED, MAX_HEAD_BYTES)  # type: BoundedStore[Tuple[int
 _last = threading.local()
 
 
-def file_identity(path: str, dir_fd: Optional[int] = None) -> Optional[Tuple[int, int, int, int, str]]:
-    """(device, inode, size, mtime ns, file name) of the regular file ``path``, from one lstat;
-    with ``dir_fd``, ``path`` is a file name in that open folder (the kernel walks one name, not
-    the whole path: the bundle writer's look-up of each file it has just linked there)."""
+def file_identity(path: str) -> Optional[Tuple[int, int, int, int, str]]:
+    """(device, inode, size, mtime ns, file name) of the regular file ``path``, from one lstat."""
     try:
-        return _identity(os.lstat(path, dir_fd=dir_fd), path)
+        return _identity(os.lstat(path), path)
     except OSError:
         return None
 
@@ -112,27 +110,25 @@ def just_noted(path: str) -> Optional[Tuple[int, int, int, int, str]]:
     return last[1] if last is not None and last[0] == path else None
 
 
-def written_facts(path: str, dir_fd: Optional[int] = None) -> Optional[Tuple[int, str, Optional[bytes], Any]]:
+def written_facts(path: str) -> Optional[Tuple[int, str, Optional[bytes], Any]]:
     """(size, sha256 hex, noted first bytes or None, noted fields or None) of the file at ``path``
-    (with ``dir_fd``: named ``path`` in that open folder, see :func:`file_identity`) if it is still
-    the file noted (module doc), else None."""
-    found = still_noted(_noted, None, path, dir_fd)
+    if it is still the file noted (module doc), else None."""
+    found = still_noted(_noted, None, path)
     if found is None:
         return None
     return found[1], found[2], found[3], found[4]
 
 
 def still_noted(noted: Union[BoundedStore[Tuple[int, int], Tuple[Any, ...]], Mapping[Tuple[int, int], Tuple[Any, ...]]],
-                lock: Any, path: str, dir_fd: Optional[int] = None) -> Optional[Tuple[Any, ...]]:
+                lock: Any, path: str) -> Optional[Tuple[Any, ...]]:
     """The entry ``noted`` keeps for the file at ``path``, keyed by (device, inode) with the whole
     :func:`file_identity` first, when that file is still the one noted; else None. The one
     matching rule of this module, :mod:`npu_dump_hook._ledger` and
     :mod:`npu_dump_hook.formats.ge_handover`. ``lock``: taken around the lookup, or None for a
-    :class:`~npu_dump_hook._bounded.BoundedStore`, whose lookup is one atomic C call (its doc).
-    ``dir_fd``: ``path`` is a name in that open folder (:func:`file_identity`)."""
+    :class:`~npu_dump_hook._bounded.BoundedStore`, whose lookup is one atomic C call (its doc)."""
     if not noted:
         return None
-    identity = file_identity(path, dir_fd)
+    identity = file_identity(path)
     if identity is None:
         return None
     if lock is None:

@@ -302,8 +302,7 @@ def sha256_file_head(path: str, chunk_size: int = CHUNK_SIZE) -> Tuple[int, str,
     return size, digest.hexdigest(), first
 
 
-def place_file(src: str, dst: str, link: str = "auto", checksum: bool = True, keep_head: bool = False,
-               at: Optional[Tuple[int, str]] = None) -> PlacedFile:
+def place_file(src: str, dst: str, link: str = "auto", checksum: bool = True, keep_head: bool = False) -> PlacedFile:
     """Put the bytes of ``src`` at ``dst`` (which must not exist) by ``link`` mode.
 
     With ``checksum`` the sha256 is computed from the single read that also copies
@@ -311,38 +310,30 @@ def place_file(src: str, dst: str, link: str = "auto", checksum: bool = True, ke
     file this process just wrote, from its bytes as written (:mod:`npu_dump_hook._written`).
     With ``keep_head`` (and ``checksum``) ``head`` holds the first HEAD_BYTES bytes of that read
     (of a noted file: its first bytes noted, a dump file's prefix and header).
-    ``at``: ``dst`` again, as (an open descriptor of its folder, its file name): the link and the
-    noted look-up then name the file in that folder, and the kernel walks one name instead of
-    the whole path twice (the bundle writer's 1,000s of small files; a copy still uses ``dst``).
     """
     if link not in LINK_MODES:
         raise BundleError("link mode {!r} is not one of {}".format(link, ", ".join(LINK_MODES)), dst)
     if link in ("auto", "hardlink"):
         try:
-            if at is None:
-                os.link(src, dst, follow_symlinks=False)
-            else:
-                os.link(src, at[1], dst_dir_fd=at[0], follow_symlinks=False)
+            os.link(src, dst, follow_symlinks=False)
         except OSError as exc:
             if link == "hardlink" or exc.errno not in _LINK_FALLBACK_ERRNOS:
                 raise BundleError("cannot hard-link {} to {}: {}".format(src, dst, exc.strerror), dst)
             logger.debug("hard link %s -> %s impossible (%s); copying", src, dst, exc.strerror)
         else:
             if checksum:
-                size, digest, head, fields = _linked_facts(dst, keep_head, at)
+                size, digest, head, fields = _linked_facts(dst, keep_head)
                 return PlacedFile(size, digest, "hardlink", head if keep_head else None, fields if keep_head else None)
             return PlacedFile(os.stat(dst).st_size, None, "hardlink")
     return _copy(src, dst, checksum, keep_head)
 
 
-def _linked_facts(dst: str, keep_head: bool, at: Optional[Tuple[int, str]] = None
-                  ) -> Tuple[int, str, Optional[bytes], Optional[Any]]:
-    """(size, sha256 hex, first bytes, header fields or None) of the file just linked at ``dst``
-    (``at``: the same file as (folder descriptor, name), see :func:`place_file`): noted when this
-    process wrote it (:func:`npu_dump_hook._written.written_facts`, the same file by one lstat: no
-    open, no read), else read. With ``keep_head`` a noted file must have its first bytes noted too
-    (a dump file's prefix and header), else it is read."""
-    known = written_facts(dst) if at is None else written_facts(at[1], at[0])
+def _linked_facts(dst: str, keep_head: bool) -> Tuple[int, str, Optional[bytes], Optional[Any]]:
+    """(size, sha256 hex, first bytes, header fields or None) of the file just linked at ``dst``: noted when this process
+    wrote it (:func:`npu_dump_hook._written.written_facts`, the same file by one lstat: no open, no
+    read), else read. With ``keep_head`` a noted file must have its first bytes noted too (a dump
+    file's prefix and header), else it is read."""
+    known = written_facts(dst)
     if known is not None and (known[2] is not None or not keep_head):
         return known
     return sha256_file_head(dst) + (None,)

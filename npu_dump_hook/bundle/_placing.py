@@ -48,9 +48,6 @@ _COUNT_EVERY = 64  # files between two progress counts (a child's, and the paren
 _COUNT_BYTES = 64 << 20  # bytes placed after which the parent hands its count over sooner
 _NEVER = 1 << 64  # more files and bytes than a child's count can say
 _LINES_FLUSH = 256  # bundle.json lines joined, encoded and hashed at once
-_MAX_FOLDER_FDS = 64  # target folders held open at most (the rest are named by their paths)
-#: Whether this system links and lstats by a name in an open folder (``dir_fd``: Linux, macOS).
-_BY_FOLDER_FD = os.link in os.supports_dir_fd and os.stat in os.supports_dir_fd
 
 
 class FileError(OSError):
@@ -137,37 +134,6 @@ class _ChildCounts(object):
         self._map.close()
 
 
-class _TargetFolders(object):
-    """Open descriptors of the data folder's target folders, so a placed file is linked and looked
-    up by its name in its folder (:func:`._fs.place_file` ``at``): the kernel walks one name instead
-    of the whole staging path twice, ~1.5 us of a small file's ~10 (3,500 files an RNN step). Only
-    where ``dir_fd`` is supported, for the first _MAX_FOLDER_FDS folders; a file of any other
-    folder, or when opening one fails, is placed by its path (the same result). Read-only after
-    it is made (threads and forked children share it); :meth:`close` once nothing places any more."""
-
-    def __init__(self, data: str, rel_dirs: List[str]) -> None:
-        self._fds = {}  # type: Dict[str, int]
-        if not _BY_FOLDER_FD:
-            return
-        flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
-        for rel_dir in rel_dirs[:_MAX_FOLDER_FDS]:
-            try:
-                self._fds[rel_dir] = os.open(_fs.safe_join(data, rel_dir) if rel_dir else data, flags)
-            except OSError:  # e.g. out of descriptors: that folder's files by path
-                continue
-
-    def at(self, rel: str) -> Optional[Tuple[int, str]]:
-        """(folder descriptor, file name) of data-relative ``rel``, or None: place it by path."""
-        folder, _, name = rel.rpartition("/")
-        fd = self._fds.get(folder)
-        return None if fd is None else (fd, name)
-
-    def close(self) -> None:
-        fds, self._fds = self._fds, {}
-        for fd in fds.values():
-            os.close(fd)
-
-
 # ------------------------------------------------------------------------------------ writing
 def write_payload_and_json(stage: str, head: Dict[str, Any], plan: List[Any], ops: Optional[GraphOps],
                            link: str, checksum: str, report: Any, workers: Optional[int],
@@ -179,21 +145,16 @@ def write_payload_and_json(stage: str, head: Dict[str, Any], plan: List[Any], op
     ``control_flow``: the hook's census of the captured step's control-flow ops (adds
     ``coverage.control_flow``/``not_executed`` and, when some have no dump file, a warning)."""
     data = os.path.join(stage, DATA_DIR)
-    rel_dirs = sorted({p.rel.rpartition("/")[0] for p in plan})
-    for rel_dir in rel_dirs:
+    for rel_dir in sorted({p.rel.rpartition("/")[0] for p in plan}):
         os.makedirs(_fs.safe_join(data, rel_dir), exist_ok=True)
     tally = Tally(CoverageTally(ops), DumpListing.of_head(head))
     out = _HashingWriter(os.path.join(data, BUNDLE_JSON))
-    folders = _TargetFolders(data, rel_dirs)
     try:
         out.write("{\n")
         for key, value in head.items():
             out.write(" {}: {},\n".format(json.dumps(key), json.dumps(value, sort_keys=True)))
         out.write(' "files": [')
-        try:
-            _Shares(stage, plan, link, checksum, report, workers, warnings, folders).write(out, tally)
-        finally:  # (every placing thread and child is done: _Shares.write waits for them)
-            folders.close()
+        _Shares(stage, plan, link, checksum, report, workers, warnings).write(out, tally)
         tally.coverage = coverage(ops, tally.dumped) if dumps else not_applicable_coverage()
         if dumps and control_flow:
             note = control_flow_coverage(tally.coverage, control_flow, tally.dumped)
@@ -236,8 +197,8 @@ class _Shares(object):
     """The plan's shares, placed here and by forked children (see the module docstring)."""
 
     def __init__(self, stage: str, plan: List[Any], link: str, checksum: str, report: Any,
-                 workers: Optional[int], warnings: List[str], folders: Optional[_TargetFolders] = None) -> None:
-        self.stage, self.data, self.plan, self.folders = stage, os.path.join(stage, DATA_DIR), plan, folders
+                 workers: Optional[int], warnings: List[str]) -> None:
+        self.stage, self.data, self.plan = stage, os.path.join(stage, DATA_DIR), plan
         self.link, self.checksum, self.report, self.workers, self.warnings = link, checksum, report, workers, warnings
         self.cuts = _share_cuts(plan, workers)
         self.counts = _ChildCounts(len(self.cuts) - 2)
@@ -280,18 +241,17 @@ class _Shares(object):
         """Place and describe share ``share`` in this process, writing its bundle.json lines;
         ``counted``: how many of its first files progress already has (placed by a failed child)."""
         start, stop = self.cuts[share], self.cuts[share + 1]
-        data, link, checksum, folders = self.data, self.link, self.checksum, self.folders
+        data, link, checksum = self.data, self.link, self.checksum
         share_plan = self.plan[start:stop]
         if all(p.size < _fs.INLINE_BYTES for p in share_plan):  # all run here anyway: no pool to start and feed
-            placed_items = (place_one(data, p, link, checksum, folders) for p in share_plan)  # type: Any
+            placed_items = (place_one(data, p, link, checksum) for p in share_plan)  # type: Any
         else:
-            placed_items = _fs.parallel_map(lambda p: place_one(data, p, link, checksum, folders), share_plan,
+            placed_items = _fs.parallel_map(lambda p: place_one(data, p, link, checksum), share_plan,
                                             self.workers, inline=lambda p: p.size < _fs.INLINE_BYTES)
         lines = []  # type: List[str]  # written every _LINES_FLUSH files: one encode and hash
         try:
             self._place_here(placed_items, out, tally, counted, lines)
         finally:  # (a FileError: the lines before it are written, as one by one)
-            placed_items.close()  # on an error: the pool's threads stop before the folders are closed
             out.write("".join(lines))
 
     def _place_here(self, placed_items: Any, out: _HashingWriter, tally: Tally, counted: int,
@@ -337,7 +297,7 @@ class _Shares(object):
         nbytes = 0
         with open(self._part_path(child), "w", encoding="utf-8") as lines:
             for index in range(start, stop):
-                item, placed, entry = place_one(self.data, self.plan[index], self.link, self.checksum, self.folders)
+                item, placed, entry = place_one(self.data, self.plan[index], self.link, self.checksum)
                 tally_one(tally, entry["path"], placed, entry, warnings)
                 lines.write(",\n  " + _entry_json(entry))  # the first share is never empty
                 nbytes += placed.size
@@ -417,10 +377,8 @@ def _under(data: str, rel: str) -> str:
     return data + os.sep + rel if os.sep == "/" else _fs.safe_join(data, rel)
 
 
-def place_one(data: str, item: Any, link: str, checksum: str,
-              folders: Optional[_TargetFolders] = None) -> Tuple[Any, _fs.PlacedFile, Dict[str, Any]]:
-    """Place planned ``item`` under ``data``: (item, how it was placed, its bundle.json entry);
-    ``folders``: the target folders held open (:class:`_TargetFolders`), or None."""
+def place_one(data: str, item: Any, link: str, checksum: str) -> Tuple[Any, _fs.PlacedFile, Dict[str, Any]]:
+    """Place planned ``item`` under ``data``: (item, how it was placed, its bundle.json entry)."""
     rel, kind = item.rel, item.kind  # (a dump file's rel is built at each read: read once here)
     target = _under(data, rel)
     try:
@@ -429,8 +387,7 @@ def place_one(data: str, item: Any, link: str, checksum: str,
             placed = _fs.PlacedFile(size, digest, "staged")
         else:
             # the manifest needs digests; a dump file's header is then decoded from the bytes hashed
-            placed = _fs.place_file(item.src, target, link=link, checksum=True, keep_head=kind == "dump",
-                                    at=folders.at(rel) if folders is not None else None)
+            placed = _fs.place_file(item.src, target, link=link, checksum=True, keep_head=kind == "dump")
     except OSError as exc:
         if item.staged:
             raise FileError(exc, "hashing", target) from exc
