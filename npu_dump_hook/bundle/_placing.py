@@ -264,7 +264,7 @@ class _Shares(object):
         held_files = held_bytes = 0
         try:
             for done, (item, placed, entry) in enumerate(placed_items, 1):
-                rel = item.rel
+                rel = entry["path"]  # item.rel, read once by place_one
                 parsed = tally_one(tally, rel, placed, entry, self.warnings)
                 if tally.listing is not None and not tally.listing.add(rel, placed.size, parsed):
                     tally.listing = None
@@ -298,7 +298,7 @@ class _Shares(object):
         with open(self._part_path(child), "w", encoding="utf-8") as lines:
             for index in range(start, stop):
                 item, placed, entry = place_one(self.data, self.plan[index], self.link, self.checksum)
-                tally_one(tally, item.rel, placed, entry, warnings)
+                tally_one(tally, entry["path"], placed, entry, warnings)
                 lines.write(",\n  " + _entry_json(entry))  # the first share is never empty
                 nbytes += placed.size
                 if (index - start + 1) % _COUNT_EVERY == 0:
@@ -366,30 +366,36 @@ def _remove(path: str) -> None:
 # ------------------------------------------------------------------------------- one file
 def target_path(data: str, item: Any) -> str:
     """Where planned ``item`` goes under ``data``."""
-    # item.rel was checked by _fs.safe_relpath (prefix) and built from directory entry names
+    return _under(data, item.rel)
+
+
+def _under(data: str, rel: str) -> str:
+    """Where the planned file of bundle path ``rel`` goes under ``data``."""
+    # rel was checked by _fs.safe_relpath (prefix) and built from directory entry names
     # (never "", "." or ".."), all with "/": a plain join is the same path, without re-checking
     # every file (about 5 us of 100k small files' per-file cost)
-    return data + os.sep + item.rel if os.sep == "/" else _fs.safe_join(data, item.rel)
+    return data + os.sep + rel if os.sep == "/" else _fs.safe_join(data, rel)
 
 
 def place_one(data: str, item: Any, link: str, checksum: str) -> Tuple[Any, _fs.PlacedFile, Dict[str, Any]]:
     """Place planned ``item`` under ``data``: (item, how it was placed, its bundle.json entry)."""
-    target = target_path(data, item)
+    rel, kind = item.rel, item.kind  # (a dump file's rel is built at each read: read once here)
+    target = _under(data, rel)
     try:
         if item.staged:
             size, digest = _fs.sha256_file(target)
             placed = _fs.PlacedFile(size, digest, "staged")
         else:
             # the manifest needs digests; a dump file's header is then decoded from the bytes hashed
-            placed = _fs.place_file(item.src, target, link=link, checksum=True, keep_head=item.kind == "dump")
+            placed = _fs.place_file(item.src, target, link=link, checksum=True, keep_head=kind == "dump")
     except OSError as exc:
         if item.staged:
             raise FileError(exc, "hashing", target) from exc
         action = "copying" if link == "copy" else "linking or copying"
         raise FileError(exc, "{} {} to".format(action, item.src), target) from exc
-    entry = {"path": item.rel, "size": placed.size, "sha256": placed.sha256 if checksum == "sha256" else None}
-    if item.kind == "dump":
-        described, parsed = describe_dump_folder_file_named(item.rel, target, item.mapping, placed.head, placed.size,
+    entry = {"path": rel, "size": placed.size, "sha256": placed.sha256 if checksum == "sha256" else None}
+    if kind == "dump":
+        described, parsed = describe_dump_folder_file_named(rel, target, item.mapping, placed.head, placed.size,
                                                             placed.fields)
         entry.update(described)
         if parsed is not None:
@@ -397,7 +403,7 @@ def place_one(data: str, item: Any, link: str, checksum: str) -> Tuple[Any, _fs.
         if placed.head is not None or placed.fields is not None:  # results wait in a window: keep no file bytes there
             placed = _fs.PlacedFile(placed.size, placed.sha256, placed.how)
     else:
-        entry["kind"] = item.kind
+        entry["kind"] = kind
     if item.parse_error is not None:
         entry["parse_error"] = item.parse_error
     return item, placed, entry
