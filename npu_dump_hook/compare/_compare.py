@@ -41,7 +41,7 @@ __all__ = ["compare", "compare_ranks", "merge_rank_docs", "load_rank_doc", "is_r
            "CompareResult", "Thresholds", "DEFAULT_THRESHOLDS", "SCHEMA", "ProgressFn", "render_html",
            "StatsThresholds", "DEFAULT_STATS_THRESHOLDS", "PRECISION_CLASSES", "op_precision"]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger(__package__)  # the package's logger, as when compare() lived in __init__
 
 #: ``progress(done_files, total_files)``, called after every dump file.
 ProgressFn = Callable[[int, int], None]
