@@ -141,7 +141,7 @@ def _compare_every_rank(sides: Dict[str, Tuple[str, Optional[str]]], order: List
                         kwargs: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
     """Every rank's entry, in ``order``; ranks in parallel within the core budget (module doc)."""
     from .._forked import fork_is_safe
-    from . import _workers
+    from ._compare import _workers  # the one rule for a workers count, compare()'s
 
     budget = _workers(kwargs.get("workers"))
     parallel = min(len(order), budget)
