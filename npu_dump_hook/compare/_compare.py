@@ -7,7 +7,6 @@ import on Python 3.7. The package (``npu_dump_hook.compare``) hands out the name
 below from here, importing this module on the first use of one of them (its ``__getattr__``).
 """
 import logging
-import os
 import re
 import time
 from typing import Any, Callable, Dict, List, Optional
@@ -23,7 +22,7 @@ from ._loops import nested_loops
 from ._match import build_plan
 from ._npu import NpuSide, load_npu
 from ._npu_pair import DETERMINISM_THRESHOLDS, determinism_doc, is_npu_bundle, npu_golden_side, pair_incomplete
-from ._pool import run_jobs
+from ._pool import run_jobs, worker_count
 from ._report import SCHEMA, csv_text, first_divergence_doc, row_doc, summary_doc, terminal_summary
 from ._rows import Row, build_rows
 from ._selection import coverage_line, dump_layer_of_bundle, mark_not_selected
@@ -84,14 +83,6 @@ class CompareResult(object):
         text = terminal_summary(self.doc, self.rows, self.root_causes, self.thresholds, top)
         return "\n".join([text] + coverage_line(self.doc.get("coverage")) + replay_lines(self.doc.get("replay"))
                          + checks_lines(self.doc.get("checks") or {}, top))
-
-
-def _workers(workers: Optional[int]) -> int:
-    if workers is None:
-        return os.cpu_count() or 1
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise OptionError("workers", workers, "must be a positive int")
-    return workers
 
 
 def _ops_pattern(ops: Optional[str]) -> Optional["re.Pattern[str]"]:
@@ -223,7 +214,7 @@ def compare(npu: str, golden: Optional[str] = None, *, graph: Optional[str] = No
         raise OptionError("determinism", golden, "needs two NPU bundles (NPU and GOLDEN both NPU runs)")
     limits = make_thresholds(DETERMINISM_THRESHOLDS if determinism else thresholds)
     stats_limits = make_stats_thresholds(stats_thresholds)
-    count = _workers(workers)
+    count = worker_count(workers)
     pattern = _ops_pattern(ops)
     replay_spec = make_replay_spec(replay, replay_op)
     _check_suspects(suspects)
