@@ -9,7 +9,8 @@ next to the parse.
     (e.g. mkdir /tmp/base && git archive HEAD~1 npu_dump_hook | tar -x -C /tmp/base)
 
 The bundle: a folder whose ``data/bundle.json`` lists ``--files`` dump entries (the fields the
-writer records; no payload is needed, the open reads bundle.json only), written once into a
+writer records; no payload is needed, the open reads bundle.json and the manifest up to its row)
+and a manifest-sha256.txt listing them (``--row-last``: bundle.json's row last), written once into a
 temporary folder. Both versions are imported into this one process (the baseline's modules first,
 then put aside, then this tree's) and open it ``--opens`` times per round, the two alternating
 (and which goes first), ``--rounds`` rounds after one warm-up round. Printed: the medians over
@@ -17,6 +18,7 @@ the rounds of CPU (``process_time``) and wall seconds per open and version, the 
 current/baseline (below 1: faster), and the load average before and after.
 """
 import argparse
+import hashlib
 import json
 import os
 import statistics
@@ -41,7 +43,18 @@ def _opener(tree):
     return open_and_close
 
 
-def _write_bundle(root, count):
+def _write_manifest(root, entries, row_last):
+    """manifest-sha256.txt as the writer writes it (one row per payload file, sorted by path, so
+    bundle.json's row is the first), or with bundle.json's row last (``--row-last``: a hand-made,
+    unsorted bag, where the open streams every row)."""
+    with open(os.path.join(root, "data", "bundle.json"), "rb") as handle:
+        own = "{}  data/bundle.json\n".format(hashlib.sha256(handle.read()).hexdigest())
+    rows = ["{}  data/{}\n".format(entry["sha256"], entry["path"]) for entry in entries]
+    with open(os.path.join(root, "manifest-sha256.txt"), "w") as handle:
+        handle.write("".join(rows + [own]) if row_last else "".join([own] + rows))
+
+
+def _write_bundle(root, count, row_last=False):
     entries = []
     for number in range(count):
         name = "Conv2D.block_{0}/conv{0}/Conv2D.{0}.2.{1}".format(number, 1700000000000000 + number)
@@ -55,6 +68,7 @@ def _write_bundle(root, count):
     os.makedirs(os.path.join(root, "data"))
     with open(os.path.join(root, "data", "bundle.json"), "w") as handle:
         json.dump(doc, handle)
+    _write_manifest(root, entries, row_last)
     return os.path.getsize(os.path.join(root, "data", "bundle.json"))
 
 
@@ -71,14 +85,18 @@ def main(argv=None):
     parser.add_argument("--files", type=int, default=50000)
     parser.add_argument("--opens", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--row-last", action="store_true",
+                        help="bundle.json's manifest row last (an unsorted manifest: read to its end)")
     args = parser.parse_args(argv)
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     versions = {"baseline": _opener(os.path.abspath(args.baseline)), "current": _opener(here)}
     print("load before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     with tempfile.TemporaryDirectory(prefix="bench_open_bundle-") as tmp:
         path = os.path.join(tmp, "b")
-        size = _write_bundle(path, args.files)
-        print("bundle.json: {} files[] entries, {:.1f} MB".format(args.files, size / 1e6))
+        size = _write_bundle(path, args.files, args.row_last)
+        print("bundle.json: {} files[] entries, {:.1f} MB; manifest {:.1f} MB, bundle.json's row {}".format(
+            args.files, size / 1e6, os.path.getsize(os.path.join(path, "manifest-sha256.txt")) / 1e6,
+            "last" if args.row_last else "first (as written)"))
         times = {name: [] for name in versions}
         order = list(versions)
         for number in range(args.rounds + 1):

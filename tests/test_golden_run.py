@@ -20,6 +20,7 @@ from npu_dump_hook.errors import FingerprintMismatchError
 from npu_dump_hook.fingerprints import array_digest
 from npu_dump_hook.reference import MANIFEST_NAME
 
+from helpers.bundles import list_bundle_json
 from helpers.runs import HELPERS, clean_env, run
 
 PROBE = os.path.join(HELPERS, "golden_probe.py")
@@ -226,6 +227,7 @@ def test_a_bundle_without_checkpoint_can_only_be_compared(tmp_path):
     (bundle / "data").mkdir(parents=True)
     (bundle / "data" / "bundle.json").write_text(json.dumps(
         {"backend": "emulated", "run": {"captured_step": 2}, "files": [], "created": "now"}))
+    list_bundle_json(bundle)
     with pytest.raises(OptionError, match="has no data/init/ checkpoint"):
         NpuDumpHook(output_dir=str(tmp_path), initial_state=str(bundle))
     hook = NpuDumpHook(output_dir=str(tmp_path), initial_state=str(bundle), restore_initial_state=False)
@@ -238,7 +240,7 @@ def _bundle_without_checkpoint(folder, backend):
     (folder / "data").mkdir(parents=True)
     (folder / "data" / "bundle.json").write_text(json.dumps(
         {"backend": backend, "run": {"captured_step": 0}, "files": [], "created": "now"}))
-    return str(folder)
+    return list_bundle_json(folder)
 
 
 @pytest.mark.parametrize("backend", ["golden", "reference", "auto"])
@@ -326,6 +328,7 @@ def test_the_hook_refuses_an_unverifiable_or_escaping_checkpoint_before_training
         os.symlink(str(tmp_path / "victim.index"), str(bundle / "data" / "init" / "model.ckpt.index"))
     (bundle / "data" / "bundle.json").write_text(json.dumps(
         {"backend": "emulated", "run": {"captured_step": 0}, "files": [entry], "created": "now"}))
+    list_bundle_json(bundle)
     with pytest.raises(OptionError, match=rule) as info:
         NpuDumpHook(output_dir=str(tmp_path / "out"), initial_state=str(bundle))
     assert info.value.option == "initial_state" and "model.ckpt.index" in str(info.value)

@@ -14,6 +14,8 @@ import pytest
 
 from npu_dump_hook import NpuDumpHook, OptionError
 
+from helpers.bundles import list_bundle_json
+
 
 def _entry(kind, path, payload):
     return {"kind": kind, "path": path, "size": len(payload), "sha256": hashlib.sha256(payload).hexdigest()}
@@ -46,6 +48,7 @@ def test_the_hook_refuses_hostile_inputs_before_training(tmp_path, damage, rule)
     doc = {"backend": "emulated", "run": {"captured_step": 0}, "created": "now", "inputs": inputs,
            "files": [_entry("init", "init/model.ckpt.index", index), entry]}
     (bundle / "data" / "bundle.json").write_text(json.dumps(doc))
+    list_bundle_json(bundle)
     with pytest.raises(OptionError, match=rule) as info:
         NpuDumpHook(output_dir=str(tmp_path / "out"), initial_state=str(bundle))
     assert info.value.option == "initial_state"

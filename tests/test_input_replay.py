@@ -25,6 +25,7 @@ from npu_dump_hook import NpuDumpHook, OptionError
 from npu_dump_hook.bundle import read_bundle, verify_bundle
 from npu_dump_hook.train.late import LATE_NOTE
 
+from helpers.bundles import list_bundle_json
 from helpers.runs import HELPERS, clean_env, run
 
 SCRIPT = os.path.join(HELPERS, "replay_scripts.py")
@@ -267,6 +268,7 @@ def _damaged(src, dest, damage):
         entry["size"] += 1
     with open(path, "w") as handle:
         json.dump(doc, handle)
+    list_bundle_json(dest)  # the bundle.json edit itself is not what is refused here
     return tensor["file"]
 
 
@@ -300,6 +302,7 @@ def test_an_input_the_golden_graph_cannot_take_is_named_with_the_reason(feed_run
             tensor["name"] = "no_such_input:0"
     with open(path, "w") as handle:
         json.dump(doc, handle)
+    list_bundle_json(bundle)
     code, golden, err = _golden(tmp_path, "feed", bundle, "golden_renamed")
     assert code != 0 and golden is None
     assert "ReplayError" in err and "no_such_input:0 (not a tensor of this graph)" in err, err[-3000:]

@@ -23,7 +23,7 @@ import os
 import re
 import stat
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Optional, Set, Tuple
+from typing import IO, Dict, Iterable, List, Optional, Set, Tuple
 
 from . import _fs
 from ..errors import UnsafePathError
@@ -39,6 +39,8 @@ __all__ = [
     "decode_path",
     "write_tag_files",
     "read_manifest",
+    "manifest_digest",
+    "MAX_ROW_BYTES",
     "read_bag_info",
     "check_bag",
     "linked_component",
@@ -158,17 +160,53 @@ def read_manifest(path: str, problems: List[Problem], label: str) -> Dict[str, s
         if match is None:
             problems.append(Problem("unparsable", label, "line {}: not '<sha256>  <path>'".format(number)))
             continue
-        rel = decode_path(match.group(2))
         try:
-            rel = _fs.safe_relpath(rel)
+            digest, rel = _row(match)
         except UnsafePathError as exc:
             problems.append(Problem("unsafe", label, "line {}: {}".format(number, exc)))
             continue
-        if rel in entries and entries[rel] != match.group(1).lower():
+        if rel in entries and entries[rel] != digest:
             problems.append(Problem("unparsable", label, "line {}: {} listed twice with different digests".format(
                 number, rel)))
-        entries[rel] = match.group(1).lower()
+        entries[rel] = digest
     return entries
+
+
+def _row(match: "re.Match[str]") -> Tuple[str, str]:
+    """(sha256 in lower case, the bag-relative path) of a manifest line :data:`_LINE` matched;
+    UnsafePathError for a path that escapes the bag."""
+    return match.group(1).lower(), _fs.safe_relpath(decode_path(match.group(2)))
+
+
+#: Longest manifest line :func:`manifest_digest` parses (a longer one is skipped unparsed: the row
+#: it looks for is a digest and a short path).
+MAX_ROW_BYTES = 1 << 16
+
+
+def manifest_digest(handle: IO[bytes], rel: str) -> Optional[str]:
+    """The sha256 the manifest open as ``handle`` lists for the bag-relative path ``rel`` (its first
+    row for it, parsed as :func:`read_manifest` parses), or None when no row names it. Streamed: it
+    stops at that row (a written manifest is sorted, so ``data/bundle.json`` is about its first
+    line) and holds one line of at most :data:`MAX_ROW_BYTES` at a time, so a manifest of millions
+    of rows costs bounded memory. Malformed lines are skipped: ``verify`` reports them. Only a
+    line holding ``rel``'s last name as written in a manifest is parsed (a row naming ``rel``
+    holds it, however its path is spelled), so an unsorted manifest is scanned at C speed."""
+    name = encode_path(rel.rsplit("/", 1)[-1]).encode("utf-8")
+    skipping = False  # inside a line longer than MAX_ROW_BYTES
+    while True:
+        line = handle.readline(MAX_ROW_BYTES)
+        if not line:
+            return None
+        whole = line.endswith(b"\n")
+        if not skipping and name in line and (whole or len(line) < MAX_ROW_BYTES):
+            match = _LINE.match(line.rstrip(b"\r\n").decode("utf-8", "replace"))
+            try:
+                found = _row(match) if match is not None else None
+            except UnsafePathError:
+                found = None
+            if found is not None and found[1] == rel:
+                return found[0]
+        skipping = not whole
 
 
 def read_bag_info(path: str) -> Dict[str, str]:

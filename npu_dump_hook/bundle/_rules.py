@@ -9,6 +9,7 @@ names, shared by :class:`~npu_dump_hook.bundle.BundleView` (before it hands a pa
     file_rule(local, entry)           lstat of a payload file: a regular file of the listed size
     size_rule(entry, size)            a size that is not the listed one
     sha256_rule(entry, digest)        a null sha256 where one is required, or another digest
+    manifest_rule(root, rel, digest)  the bag's manifest row for ``rel`` is absent or another digest
     open_regular(path)                a read handle that never blocks on a FIFO nor follows a link
                                       (npu_dump_hook._files, shared with formats and compare)
 
@@ -22,10 +23,11 @@ from typing import Any, List, Mapping, Optional, Sequence, Set, Tuple
 from .._files import open_regular, special_kind
 from ..errors import UnsafePathError
 from . import _fs
+from ._bagit import MANIFEST, manifest_digest
 from ._spec import DATA_DIR, VERIFIED_PARTS
 
-__all__ = ["read_paths", "unsafe_read_paths", "symlink_on", "file_rule", "size_rule", "sha256_rule", "needs_sha256", "open_regular",
-           "special_kind"]
+__all__ = ["read_paths", "unsafe_read_paths", "symlink_on", "file_rule", "size_rule", "sha256_rule", "needs_sha256",
+           "manifest_rule", "open_regular", "special_kind"]
 
 
 def read_paths(doc: Mapping[str, Any]) -> List[Tuple[str, Any, Optional[Mapping[str, Any]]]]:
@@ -143,4 +145,24 @@ def sha256_rule(entry: Mapping[str, Any], digest: Optional[str]) -> Optional[str
             "/, ".join(VERIFIED_PARTS))
     if isinstance(listed, str) and digest is not None and digest != listed:
         return "sha256 differs from bundle.json"
+    return None
+
+
+def manifest_rule(root: str, rel: str, digest: str) -> Optional[str]:
+    """The rule broken by the bag at ``root`` whose payload file ``rel`` (``data/...``) hashes to
+    ``digest``: no regular manifest-sha256.txt (never through a symlink, never a FIFO), no row
+    for ``rel`` in it, or a row with another sha256. The manifest is streamed up to that row
+    (:func:`._bagit.manifest_digest`); the tag manifest is not looked at (``verify`` checks it)."""
+    try:
+        with open_regular(os.path.join(root, MANIFEST)) as handle:
+            listed = manifest_digest(handle, rel)
+    except FileNotFoundError:
+        return "the bag has no {} to check it against (a bundle is a BagIt bag)".format(MANIFEST)
+    except OSError as exc:  # a symlink (ELOOP), a FIFO or folder (open_regular's error), unreadable
+        return "{} cannot be read: {}".format(MANIFEST, exc.strerror or exc)
+    if listed is None:
+        return "{} has no row for it".format(MANIFEST)
+    if listed != digest:
+        return "sha256 {} but its row in {} says {}: edited after the bundle was written".format(
+            digest, MANIFEST, listed)
     return None

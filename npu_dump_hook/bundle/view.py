@@ -27,8 +27,13 @@ Rules (docs/bundle-format.md section 4, "the reading rules"; what the view guara
   type, the member count and the total size checked first) into a temporary folder (under
   ``workdir`` when given) that :meth:`BundleView.close` removes; ``parts`` limits which
   payload folders are written (``data/bundle.json`` always is).
-* **At open** (:meth:`BundleView._check`, cheap, nothing but bundle.json read): bundle.json is a
-  regular file reached through no symlink, at most ``MAX_BUNDLE_JSON_BYTES``, a JSON object
+* **At open** (:func:`_view` then :meth:`BundleView._check`, in this order; cheap: nothing but
+  bundle.json and the manifest up to its row read): bundle.json is a
+  regular file reached through no symlink, at most ``MAX_BUNDLE_JSON_BYTES``, whose sha256 is
+  the one its row in ``manifest-sha256.txt`` lists (:func:`._rules.manifest_rule`: the manifest
+  a regular file, streamed up to that row; no manifest or no row is refused too; an archive's
+  manifest is extracted with bundle.json and checked the same way; the tag manifest is
+  ``verify``'s), a JSON object
   nested at most ``MAX_JSON_DEPTH`` deep without lone surrogates, every known key it has
   is of the type section 2 gives (:func:`._document.type_problems`, what ``verify`` reports
   as ``schema`` problems), and every path it names for reading (files[], graph.file,
@@ -59,7 +64,8 @@ from ._archive import extract_bag, terminating_cleanly
 from ._graph_text import expand_graph, is_compressed, text_name
 from ._document import MAX_BUNDLE_JSON_BYTES, load_bundle_json, too_large, type_problems
 from ._fs import CHUNK_SIZE, safe_relpath
-from ._rules import file_rule, sha256_rule, symlink_on, unsafe_read_paths
+from ._bagit import MANIFEST
+from ._rules import file_rule, manifest_rule, sha256_rule, symlink_on, unsafe_read_paths
 from ._spec import (BUNDLE_JSON, BUNDLE_JSON_PATH, DATA_DIR, DUMP_DIR, FILE_KINDS, GOLDEN_DIR, GOLDEN_MANIFEST,
                     INIT_DIR, INPUTS_DIR)
 
@@ -287,11 +293,12 @@ def _open_archive(path: str, parts: Optional[Iterable[str]], workdir: Optional[s
 
 
 def _keep(parts: Optional[Iterable[str]]) -> Optional[Callable[[str], bool]]:
-    """Which bag-relative member names to extract: bundle.json and the ``parts`` folders."""
+    """Which bag-relative member names to extract: bundle.json, the manifest that vouches for it
+    (:func:`_check_manifest_row`) and the ``parts`` folders."""
     if parts is None:
         return None
     prefixes = tuple("{}/{}/".format(DATA_DIR, part.strip("/")) for part in parts)
-    return lambda name: name == BUNDLE_JSON_PATH or name.startswith(prefixes)
+    return lambda name: name in (BUNDLE_JSON_PATH, MANIFEST) or name.startswith(prefixes)
 
 
 def _view(location: str, root: str, temp: Optional[str]) -> BundleView:
@@ -312,6 +319,19 @@ def _view(location: str, root: str, temp: Optional[str]) -> BundleView:
             raw = handle.read(MAX_BUNDLE_JSON_BYTES + 1)
     except OSError as exc:
         raise BundleError("{} cannot be read: {}".format(where, exc.strerror or exc), location)
-    view.doc = load_bundle_json(raw, where)
     view.bundle_json_sha256 = hashlib.sha256(raw).hexdigest()
+    _check_manifest_row(view)
+    view.doc = load_bundle_json(raw, where)
     return view
+
+
+def _check_manifest_row(view: BundleView) -> None:
+    """bundle.json's bytes are the ones the bag's manifest lists (:func:`._rules.manifest_rule`):
+    every reader trusts what it says (dtypes, paths, backend), so one edited after the bundle was
+    written is refused here, as ``verify`` would report it, not read. BundleError naming the
+    bundle, the file and the rule otherwise."""
+    rule = manifest_rule(view.root, BUNDLE_JSON_PATH, view.bundle_json_sha256)
+    if rule is not None:
+        raise BundleError("bundle {}: {}: {} (docs/bundle-format.md section 4 rule 3; "
+                          "npu-dump-hook verify {} tells the rest)".format(
+                              view.location, BUNDLE_JSON_PATH, rule, view.location), view.location)

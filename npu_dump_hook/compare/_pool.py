@@ -35,10 +35,11 @@ from multiprocessing.connection import wait
 from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Set
 
 from .._forked import fork_is_safe
+from ..errors import OptionError
 from ._blas import single_blas_thread
 from ._worker import REASON_WORKER_DIED, FileJob, FileResult, compare_file, init_worker
 
-__all__ = ["run_jobs", "TEST_KILL_ENV"]
+__all__ = ["run_jobs", "worker_count", "TEST_KILL_ENV"]
 
 #: Test-only fault injection (see the module doc).
 TEST_KILL_ENV = "NPU_DUMP_HOOK_TEST_KILL_WORKER"
@@ -47,6 +48,15 @@ _BATCH_MAX = 16  # files per batch at most
 _BATCH_SHARE = 4  # a batch is at most 1/_BATCH_SHARE of the files left per worker
 _TRIES = 2  # a job is run at most this many times when its worker dies
 _STOP_WAIT = 5.0  # seconds a worker gets to exit after the last job
+
+
+def worker_count(workers: Optional[int]) -> int:
+    """The ``workers`` option of compare() and compare_ranks() checked: None is every core."""
+    if workers is None:
+        return os.cpu_count() or 1
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise OptionError("workers", workers, "must be a positive int")
+    return workers
 
 
 def _context() -> Any:

@@ -141,9 +141,9 @@ def _compare_every_rank(sides: Dict[str, Tuple[str, Optional[str]]], order: List
                         kwargs: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
     """Every rank's entry, in ``order``; ranks in parallel within the core budget (module doc)."""
     from .._forked import fork_is_safe
-    from . import _workers
+    from ._pool import worker_count
 
-    budget = _workers(kwargs.get("workers"))
+    budget = worker_count(kwargs.get("workers"))
     parallel = min(len(order), budget)
     if parallel <= 1 or not fork_is_safe():
         return dict((rank, _one_rank(sides[rank][0], sides[rank][1], kwargs)) for rank in order)

@@ -19,7 +19,7 @@ from npu_dump_hook.compare import compare
 from npu_dump_hook.errors import BundleError, OptionError, UnsafePathError
 from npu_dump_hook.golden_run import NpuBundleTarget
 
-from helpers.bundles import make_run, write
+from helpers.bundles import list_bundle_json, make_run, write
 from helpers.compare_synth import Synth, chain
 
 INDEX = "init/model.ckpt.index"
@@ -47,6 +47,7 @@ def _npu_bundle(root, files=None, sha256=True):
 def _write_doc(root, doc):
     with open(os.path.join(str(root), "data", "bundle.json"), "w") as handle:
         json.dump(doc, handle)
+    list_bundle_json(root)
 
 
 def _doc(root):
@@ -208,6 +209,7 @@ def test_deep_nesting_and_lone_surrogates_are_the_packages_error(tmp_path, capsy
     root = tmp_path / "b"
     (root / "data").mkdir(parents=True)
     (root / "data" / "bundle.json").write_bytes(raw)
+    list_bundle_json(root)
     with pytest.raises(BundleError, match=rule):
         bundle.open_bundle(str(root))
     problems = bundle.verify_bundle(str(root))
@@ -223,6 +225,7 @@ def test_a_surrogate_pair_is_text_and_accepted(tmp_path):
     root = tmp_path / "b"
     (root / "data").mkdir(parents=True)
     (root / "data" / "bundle.json").write_bytes(b'{"created": "\\ud83d\\ude00"}')
+    list_bundle_json(root)
     with bundle.open_bundle(str(root)) as view:
         assert view.doc["created"] == "\U0001F600"
 

@@ -9,11 +9,14 @@ import tarfile
 import pytest
 
 from npu_dump_hook import bundle
+from npu_dump_hook._cli_conventions import EXIT_ERROR, EXIT_OK
+from npu_dump_hook.bundle import _bagit
+from npu_dump_hook.cli import main
 from npu_dump_hook.bundle.describe import classify_file, dump_folder_kind
 from npu_dump_hook.errors import BundleError, OptionError, UnsafePathError
 from npu_dump_hook.golden_run import NpuBundleTarget
 
-from helpers.bundles import HASHED, LONG_NAME, RELU, STATS, make_run, tree_state, write
+from helpers.bundles import HASHED, LONG_NAME, RELU, STATS, list_bundle_json, make_run, tree_state, write
 
 
 @pytest.fixture
@@ -38,7 +41,7 @@ def _hand_written(root, doc):
     os.makedirs(os.path.join(root, "data"))
     with open(os.path.join(root, "data", "bundle.json"), "w") as handle:
         json.dump(doc, handle)
-    return root
+    return list_bundle_json(root)
 
 
 # -- a folder --------------------------------------------------------------------------------------
@@ -110,6 +113,95 @@ def test_an_archive_without_bundle_json(tmp_path):
         tar.addfile(tarfile.TarInfo("b/bagit.txt"), io.BytesIO(b""))
     with pytest.raises(BundleError, match="holds no data/bundle.json"):
         bundle.open_bundle(archive)
+
+
+# -- bundle.json is the one the manifest lists ---------------------------------------------------------
+def _edit_json(folder, edit):
+    """Change data/bundle.json of ``folder`` by ``edit(doc)`` after the bundle was written (its
+    manifest row left as written)."""
+    path = os.path.join(folder, "data", "bundle.json")
+    doc = json.loads(_raw_json(folder))
+    edit(doc)
+    with open(path, "w") as handle:
+        json.dump(doc, handle)
+
+
+def _edited_dtype(doc):
+    entry = next(e for e in doc["files"] if e["kind"] == "dump" and e.get("header"))
+    tensor = (entry["header"].get("outputs") or entry["header"].get("inputs"))[0]
+    tensor["dtype"] = "DT_INT8" if tensor["dtype"] != "DT_INT8" else "DT_FLOAT"
+
+
+@pytest.mark.parametrize("edit", [_edited_dtype, lambda doc: doc.update(backend="stub"),
+                                  lambda doc: doc["files"].pop()], ids=["dtype", "backend", "files"])
+def test_a_bundle_json_edited_after_writing_is_refused_as_verify_reports_it(tmp_path, folder, edit):
+    _edit_json(folder, edit)
+    assert ("changed", "data/bundle.json") in [(p.kind, p.path) for p in bundle.verify_bundle(folder)]
+    for path in (folder, _pack(folder, str(tmp_path / "b.tar.gz"))):
+        for parts in (None, ()):
+            with pytest.raises(BundleError) as info:
+                bundle.open_bundle(path, parts=parts)
+            message = str(info.value)
+            assert message.startswith("bundle {}: data/bundle.json: sha256 ".format(path)), message
+            assert "its row in manifest-sha256.txt says" in message, message
+            assert "npu-dump-hook verify {} tells the rest".format(path) in message, message
+
+
+def test_the_compare_command_refuses_an_edited_bundle_json(tmp_path, folder, capsys):
+    assert main(["compare", folder]) == EXIT_OK  # golden-free checks, nothing wrong
+    capsys.readouterr()
+    _edit_json(folder, lambda doc: doc.update(backend="stub"))
+    assert main(["compare", folder]) == EXIT_ERROR
+    err = capsys.readouterr().err
+    assert "data/bundle.json" in err and "manifest-sha256.txt" in err and "npu-dump-hook verify" in err, err
+
+
+def _manifest(folder):
+    return os.path.join(folder, "manifest-sha256.txt")
+
+
+def test_a_bundle_without_a_manifest_row_for_bundle_json_is_refused(tmp_path, folder):
+    with open(_manifest(folder)) as handle:
+        rows = handle.read().splitlines()
+    with open(_manifest(folder), "w") as handle:
+        handle.write("".join(row + "\n" for row in rows if not row.endswith(" data/bundle.json")))
+    with pytest.raises(BundleError, match="manifest-sha256.txt has no row for it"):
+        bundle.open_bundle(folder)
+    os.unlink(_manifest(folder))
+    with pytest.raises(BundleError, match="the bag has no manifest-sha256.txt"):
+        bundle.open_bundle(folder)
+    os.mkfifo(_manifest(folder))  # never waited on
+    with pytest.raises(BundleError, match="manifest-sha256.txt cannot be read: .*a FIFO"):
+        bundle.open_bundle(folder)
+
+
+def test_a_symlinked_manifest_is_not_read(tmp_path, folder):
+    real = tmp_path / "elsewhere.txt"
+    os.rename(_manifest(folder), str(real))
+    os.symlink(str(real), _manifest(folder))
+    with pytest.raises(BundleError, match="manifest-sha256.txt cannot be read"):
+        bundle.open_bundle(folder)
+
+
+def test_the_row_is_found_as_verify_parses_it_past_long_and_malformed_lines(folder):
+    digest = hashlib.sha256(_raw_json(folder)).hexdigest()
+    other = "0" * 64
+    text = ("junk\n" + other + "  data/" + "x" * (3 * _bagit.MAX_ROW_BYTES) + "\n"
+            + "".join("{}  data/dump/f{:06d}\r\n".format(other, n) for n in range(20000))
+            + "{}\t./data//bundle.json".format(digest.upper()))  # no final newline, CRLF before
+    with open(_manifest(folder), "w") as handle:
+        handle.write(text)
+    with bundle.open_bundle(folder) as view:
+        assert view.bundle_json_sha256 == digest
+    assert _bagit.read_manifest(_manifest(folder), [], "m")["data/bundle.json"] == digest
+
+
+def test_manifest_digest_reads_no_further_than_the_row(folder):
+    with open(_manifest(folder), "ab") as handle:
+        handle.write(b"x" * (4 * _bagit.MAX_ROW_BYTES))  # a long last line: never read
+    with open(_manifest(folder), "rb") as handle:
+        assert _bagit.manifest_digest(handle, "data/bundle.json") == hashlib.sha256(_raw_json(folder)).hexdigest()
+        assert handle.tell() < 2 * _bagit.MAX_ROW_BYTES
 
 
 # -- paths stay in the bag -------------------------------------------------------------------------

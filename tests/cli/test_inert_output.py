@@ -15,7 +15,7 @@ import pytest
 from npu_dump_hook.cli import main
 from npu_dump_hook.formats.dump_file import write_dump_file
 
-from helpers.bundles import CONV, GRAPH_NAME, TIME_DIR, make_run, write
+from helpers.bundles import CONV, GRAPH_NAME, TIME_DIR, list_bundle_json, make_run, write
 from helpers.compare_synth import Synth
 
 HOSTILE = "x\x1b[2J\x1b]0;title\x07\udcff\x9b"
@@ -79,6 +79,7 @@ def hostile_bundle(tmp_path):
     doc["warnings"] = ["bad graph " + TEXT]
     doc["graph"]["name"] = TEXT
     path.write_text(json.dumps(doc))
+    list_bundle_json(dest)
     (dest / CHAIN / ("Relu." + HOSTILE + ".4.2.1700000000000009")).write_bytes(b"x")
     return dest
 

@@ -335,7 +335,7 @@ def test_a_constant_declaring_billions_of_elements_is_not_expanded(tmp_path):
 def test_the_replay_process_starts_before_anything_is_read_and_ends_on_an_error(monkeypatch, tmp_path):
     """Its import of TensorFlow (seconds) overlaps the reading of the bundle too; a side that cannot be
     read ends it at once."""
-    import npu_dump_hook.compare as package
+    import npu_dump_hook.compare._compare as implementation  # where compare() finds its names
 
     events = []
 
@@ -350,8 +350,8 @@ def test_the_replay_process_starts_before_anything_is_read_and_ends_on_an_error(
         events.append("NPU side read")
         raise OptionError("npu", npu, "is not readable (test)")
 
-    monkeypatch.setattr(package, "ReplayProcess", Recording)
-    monkeypatch.setattr(package, "load_npu", unreadable)
+    monkeypatch.setattr(implementation, "ReplayProcess", Recording)
+    monkeypatch.setattr(implementation, "load_npu", unreadable)
     with pytest.raises(OptionError, match="not readable"):
         compare(str(tmp_path), str(tmp_path), workers=1, replay=True)
     assert events == ["replay process started", "NPU side read", "replay process ended"]

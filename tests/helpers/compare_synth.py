@@ -17,6 +17,8 @@ from npu_dump_hook.formats.ge_build import make_model, make_op, make_tensor_desc
 from npu_dump_hook.formats.ge_text import format_model
 from npu_dump_hook.formats.names import format_dump_name, format_npy_name, sanitize
 
+from helpers.bundles import list_bundle_json
+
 GRAPH_NAME = "ge_default_20261201000000_1"
 T0 = 1700000000000000
 
@@ -146,7 +148,7 @@ class Synth(object):
         doc.update(extra or {})
         with open(os.path.join(data, "bundle.json"), "w") as handle:
             json.dump(doc, handle)
-        return dest
+        return list_bundle_json(dest)
 
 
 def _dt(array):
