@@ -276,7 +276,28 @@ def _explained(row: Row) -> bool:
     factor = allowance(row)
     if factor is None:
         return max(inherited) > 0
-    return max(inherited) * factor >= own
+    if max(inherited) * factor >= own:
+        return True
+    return op_precision(row.op_type, row.direction, row.slot)[0] == "selection" and _selects_inherited(row, factor)
+
+
+def _absolute_error(row: Row) -> Optional[float]:
+    """||npu - golden||, the Frobenius norm of the row's error: RootMeanSquareError * sqrt(n)."""
+    rmse = (row.metrics or {}).get("RootMeanSquareError")
+    if rmse is None or not math.isfinite(rmse):
+        return None
+    return rmse * math.sqrt(_elements(row.original_shape))
+
+
+def _selects_inherited(row: Row, factor: float) -> bool:
+    """A selection's output elements are some of its inputs' elements, so its error is at most
+    theirs, ``sqrt(sum ||e_i||^2)`` over its upstream rows, however small the subset and so
+    however large its relative error (a Select keeping one tiny logit among zeros)."""
+    own = _absolute_error(row)
+    inherited = [e for e in (_absolute_error(u) for u in row.upstream) if e is not None]
+    if own is None or not inherited:
+        return False
+    return factor * math.sqrt(sum(e * e for e in inherited)) >= own
 
 
 def _elements(shape: Sequence[int]) -> int:
