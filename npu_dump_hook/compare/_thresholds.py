@@ -28,7 +28,8 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 from ..errors import OptionError
 
 __all__ = ["Thresholds", "DEFAULT_THRESHOLDS", "breaches", "severity", "make_thresholds", "magnitude_error",
-           "checked_values", "checks_row", "PRECISION_CLASSES", "op_precision", "Extent", "cancellation_excess"]
+           "checked_values", "checks_row", "PRECISION_CLASSES", "op_precision", "Extent", "cancellation_excess",
+           "UNIT_ROUNDOFF"]
 
 
 class Thresholds(NamedTuple):
@@ -242,6 +243,13 @@ _BATCHED = frozenset(t for t in _BILINEAR if t.startswith("BatchMatMul"))
 #: Reductions that sum one operand's terms (Mean: the sum over the count)
 _SUMS = frozenset(("BiasAddGrad", "Sum", "ReduceSum", "ReduceSumD"))
 _MEANS = frozenset(("Mean", "ReduceMean", "ReduceMeanD"))
+
+
+#: Largest relative error of rounding to a dtype (round to nearest: half its machine epsilon).
+#: A selection that runs in float16 on float32 input adds its output's rounding to what it
+#: inherits (allow_fp32_to_fp16): at most this times its golden norm.
+UNIT_ROUNDOFF = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8, "float32": 2.0 ** -24,
+                 "float64": 2.0 ** -53}  # type: Dict[str, float]
 
 
 class Extent(NamedTuple):
