@@ -10,6 +10,12 @@ script measures, with numpy only, what each threshold metric shows for
 * MaxPoolGrad after a float16 forward pass: rounding creates or breaks ties in a 2x2 window,
   so part of the gradient goes to another element (direction changes, size does not);
 
+* a selection (a Select / ReLU keeping the positive logits of a float16 product) that keeps k
+  of 16 logits, down to one tiny one: its relative Euclidean distance over its input's (what the
+  element-wise factor 1 was compared with) and its absolute error over its input's plus its own
+  float16 rounding (the selection rule, docs/compare.md "Selections"), healthy and with a 5% scale
+  fault on it;
+
 and prints the worst / median / p99 values side by side with the defaults. The formulas are
 msaccucmp's (npu_dump_hook.compare.metrics computes the same numbers). Deterministic (fixed
 seeds); about 20 s on one core.
@@ -66,6 +72,36 @@ def layers(rng, depth, width=256, batch=32, gain=2.0):
     return out
 
 
+def selection(rng, kept, scale=1.0, batch=16, width=10):
+    """(relative ratio, absolute ratio) of relu(logits) keeping ``kept`` of ``batch`` logits, the
+    smallest kept one 0.01 when ``kept`` is 1 (the CI case), against the float16 product's logits."""
+    x = rng.random((batch, width)).astype(np.float32)
+    w = rng.standard_normal((width, 1)).astype(np.float32)
+    z = (x @ w)[:, 0]
+    shift = np.sort(z)[batch - kept] - (0.01 if kept == 1 else 0.0)
+    golden = z - shift
+    npu = f16(f16(x) @ f16(w))[:, 0] - f16(np.float32(shift))  # a float32 bias add after the product
+    picked = golden >= 0
+    out32, out16 = np.where(picked, golden, 0), f16(np.where(picked, npu, 0) * np.float32(scale))  # fp16 relu
+    own, inherited = np.linalg.norm(out16 - out32), np.linalg.norm(npu - golden)
+    rounding = 2.0 ** -11 * np.linalg.norm(out32)  # the relu's own float16 rounding, at most
+    return (own / np.linalg.norm(out32)) / (inherited / np.linalg.norm(golden)), own / (inherited + rounding)
+
+
+def selections(rng):
+    """Worst / median ratios per share kept, healthy and faulted (one line each)."""
+    print("selection of k of 16 float16 logits (relu): own / input, relative Euclidean distance (the old rule,\n"
+          "allowed 1) and absolute error over the input's plus the output's float16 rounding (the selection rule,\n"
+          "allowed 1); worst and median over 200 draws")
+    for kept in (1, 2, 4, 8, 16):
+        for scale, label in ((1.0, "healthy"), (1.05, "5% fault")):
+            found = np.array([selection(rng, kept, scale) for _ in range(200)])
+            print("  k={:<2} {:<9} relative {:>8.3g} {:<8.3g} absolute {:>8.3g} {:<8.3g}".format(
+                kept, label, found[:, 0].max(), np.median(found[:, 0]), found[:, 1].max() if scale == 1.0
+                else found[:, 1].min(), np.median(found[:, 1])))
+    print("  (for a fault: the absolute ratio's minimum, not its maximum)")
+
+
 def main():
     rng = np.random.default_rng(0)
     samples = {"rounding only": [], "fp16 propagated, layers 1-6": [], "fp16 propagated, layer 30": [],
@@ -101,6 +137,7 @@ def main():
             print("{}: healthy fp16 tensors > {}: {} of {}; faulted ones <= {}: {} of {}".format(
                 name, limit, int((healthy[:, column] > limit).sum()), len(healthy), limit,
                 int((fault[:, column] <= limit).sum()), len(fault)))
+    selections(np.random.default_rng(1))
 
 
 if __name__ == "__main__":

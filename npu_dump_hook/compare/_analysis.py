@@ -20,7 +20,9 @@ runs even saw the same input.
   cross them again after a reduction), or when one of its upstream rows is at least as far
   from its golden tensor (relative Euclidean distance) as the row itself, even within the
   thresholds (float16 ties flipping MaxPoolGrad's argmax change the gradients' direction by
-  7%; BiasAddGrad's sum of them then differs in size by 1.4%). Otherwise it is a **root
+  7%; BiasAddGrad's sum of them then differs in size by 1.4%), up to what its op class makes
+  of that (:func:`allowance`; a selection -- Select, Relu, MaxPool, Slice -- may instead carry
+  as much *absolute* error as its upstream rows). Otherwise it is a **root
   cause**: it introduces an error nothing it depends on carries. The verdict fails on root
   causes (overflows included) and on input inconsistency: every propagated row inherits an
   error from one of those, or from upstream error that stayed within the thresholds. The **first divergence**
@@ -43,7 +45,8 @@ from ._graph import Graph
 from ._match import data_inputs, producer_of
 from ._rows import REASON_NO_DUMP, REASON_NOT_SELECTED, Row
 from ._loops import popped_iteration, stack_values
-from ._thresholds import Extent, Thresholds, breaches, cancellation_excess, checks_row, magnitude_error, op_precision
+from ._thresholds import (UNIT_ROUNDOFF, Extent, Thresholds, breaches, cancellation_excess, checks_row,
+                          magnitude_error, op_precision)
 from ._worker import (REASON_DTYPE, REASON_DUMP, REASON_GOLDEN_FILE, REASON_SHAPE, REASON_SPECIAL_FILE,
                       REASON_WORKER_DIED)
 
@@ -268,7 +271,8 @@ def _explained(row: Row) -> bool:
     times the largest one upstream (any upstream error for a sign-sensitive op), even when that
     error stayed within the thresholds there (a direction error turns into a size error in a
     reduction: BiasAddGrad, Conv2DBackpropFilter after MaxPoolGrad; Adam's first update is
-    lr * sign(gradient); a matrix product whose terms cancel amplifies its inputs' error)."""
+    lr * sign(gradient); a matrix product whose terms cancel amplifies its inputs' error); for a
+    selection also when its absolute error is (:func:`_selects_inherited`)."""
     own = _distance(row)
     inherited = [d for d in (_distance(u) for u in row.upstream) if d is not None]
     if own is None or not inherited:
@@ -276,7 +280,31 @@ def _explained(row: Row) -> bool:
     factor = allowance(row)
     if factor is None:
         return max(inherited) > 0
-    return max(inherited) * factor >= own
+    if max(inherited) * factor >= own:
+        return True
+    return op_precision(row.op_type, row.direction, row.slot)[0] == "selection" and _selects_inherited(row, factor)
+
+
+def _absolute_error(row: Row) -> Optional[float]:
+    """||npu - golden||, the Frobenius norm of the row's error: RootMeanSquareError * sqrt(n)."""
+    rmse = (row.metrics or {}).get("RootMeanSquareError")
+    if rmse is None or not math.isfinite(rmse):
+        return None
+    return rmse * math.sqrt(_elements(row.original_shape))
+
+
+def _selects_inherited(row: Row, factor: float) -> bool:
+    """A selection's output elements are some of its inputs' elements, so its error is at most
+    theirs, ``sqrt(sum ||e_i||^2)`` over its upstream rows, however small the subset and so
+    however large its relative error (a Select keeping one tiny logit among zeros), plus its own
+    output's rounding when it runs in a narrower dtype than its input (float32 in, float16 out:
+    at most the dtype's unit roundoff times the golden norm)."""
+    own = _absolute_error(row)
+    inherited = [e for e in (_absolute_error(u) for u in row.upstream) if e is not None]
+    if own is None or not inherited:
+        return False
+    rounding = UNIT_ROUNDOFF.get(row.npu_dtype, 0.0) * (golden_norm(row) or 0.0)
+    return factor * math.sqrt(sum(e * e for e in inherited)) + rounding >= own
 
 
 def _elements(shape: Sequence[int]) -> int:

@@ -28,7 +28,8 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 from ..errors import OptionError
 
 __all__ = ["Thresholds", "DEFAULT_THRESHOLDS", "breaches", "severity", "make_thresholds", "magnitude_error",
-           "checked_values", "checks_row", "PRECISION_CLASSES", "op_precision", "Extent", "cancellation_excess"]
+           "checked_values", "checks_row", "PRECISION_CLASSES", "op_precision", "Extent", "cancellation_excess",
+           "UNIT_ROUNDOFF"]
 
 
 class Thresholds(NamedTuple):
@@ -191,6 +192,13 @@ PRECISION_CLASSES = {
     # squares of a gradient (Adam's v, RMSProp's ms, Adagrad's accumulator): the relative error
     # doubles, and the largest elements, which dominate the norm, weigh it further
     "second_moment": 4.0,
+    # ops whose output elements are copies of some of their input elements (Select, Relu,
+    # MaxPool, Slice, Gather...): the error passes through unchanged, but a subset's relative
+    # error can be far above the whole input's (a Select keeping one tiny logit of a batch among
+    # zeros: float16's 1e-4 on the logits is 10% of that logit), while its absolute error
+    # cannot exceed what the selected elements carry; so a selection is also explained by
+    # absolute error (docs/compare.md, "Selections")
+    "selection": 1.0,
     # an element decided by the sign of an input: Adam's first update is lr * m / sqrt(v) =
     # lr * sign(gradient), ReluGrad passes a gradient where its feature is > 0, MaxPoolGrad
     # where it is its window's maximum; float16 noise on a value near the decision flips whole
@@ -217,6 +225,13 @@ _RMSPROP = ("ApplyRMSProp", "ApplyRMSPropD", "ResourceApplyRMSProp", "ApplyCente
             "ResourceApplyCenteredRMSProp")
 _ADAGRAD = ("ApplyAdagrad", "ApplyAdagradD", "ResourceApplyAdagrad", "ApplyAdagradV2", "ApplyAdagradV2D")
 _SQUARES = ("Square", "SquareSumV1", "SquareSumV2")
+#: Ops whose output elements are some of their (data) input elements, or clamped ones (Relu6, a
+#: clip), or smaller ones (LeakyRelu's negatives times alpha < 1): each output element's error is at
+#: most that of the input element it comes from
+_SELECTIONS = ("Select", "SelectV2", "Relu", "Relu6", "LeakyRelu", "ClipByValue", "Maximum", "Minimum",
+               "MaxPool", "MaxPoolV2", "MaxPoolV3", "MaxPool3D", "MaxPoolWithArgmax", "Slice", "SliceD",
+               "StridedSlice", "StridedSliceD", "Gather", "GatherV2", "GatherV2D", "GatherNd", "ResourceGather",
+               "Split", "SplitD", "SplitV", "SplitVD", "Unpack", "TopK", "TopKV2", "TopKD")
 _GATES = ("ReluGrad", "ReluGradV2", "Relu6Grad", "LeakyReluGrad", "MaxPoolGrad", "MaxPoolGradWithArgmax",
           "MaxPoolV3Grad", "MaxPoolGradV2", "MaxPool3DGrad")
 
@@ -228,6 +243,13 @@ _BATCHED = frozenset(t for t in _BILINEAR if t.startswith("BatchMatMul"))
 #: Reductions that sum one operand's terms (Mean: the sum over the count)
 _SUMS = frozenset(("BiasAddGrad", "Sum", "ReduceSum", "ReduceSumD"))
 _MEANS = frozenset(("Mean", "ReduceMean", "ReduceMeanD"))
+
+
+#: Largest relative error of rounding to a dtype (round to nearest: half its machine epsilon).
+#: A selection that runs in float16 on float32 input adds its output's rounding to what it
+#: inherits (allow_fp32_to_fp16): at most this times its golden norm.
+UNIT_ROUNDOFF = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8, "float32": 2.0 ** -24,
+                 "float64": 2.0 ** -53}  # type: Dict[str, float]
 
 
 class Extent(NamedTuple):
@@ -280,6 +302,8 @@ def _output_class(op_type: str, slot: int) -> str:
         return "reduction"
     if op_type in _GATES:
         return "sign_sensitive"
+    if op_type in _SELECTIONS:
+        return "selection"
     if op_type in _ADAM:
         return "sign_sensitive" if slot == 0 else ("second_moment" if slot == 2 else "elementwise")
     if op_type in _RMSPROP:
