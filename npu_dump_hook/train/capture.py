@@ -180,6 +180,7 @@ class TensorCapture(object):
         self._fed = set()  # type: Set[str]
         self._sink = None  # type: Optional[FetchedValues]
         self._derived = []  # type: List[Tuple[str, Any]]   (name, Forwarding): not fetched, derived
+        self._not_derived = {}  # type: Dict[str, str]   name -> why its derivation failed (it is skipped)
         self._snapshots = {}  # type: Dict[str, Any]
         self._updates = []  # type: List[Tuple[Any, List[Tuple[str, Any]]]]
         self._session = None  # type: Any
@@ -443,6 +444,7 @@ class TensorCapture(object):
         executed, self._pending = self._pending, None
         sink, self._sink = self._sink, None
         derived, self._derived = self._derived, []
+        self._not_derived = {}
         if sink is None or not sink.tensors:
             return executed, {}
         if sink.values is None:
@@ -450,7 +452,12 @@ class TensorCapture(object):
                                "(run_args() result not passed to this step's session.run?)")
         values = {t.name: v for t, v in zip(sink.tensors, sink.values)}
         for name, forwarding in derived:  # in execution order: a source before what it forwards to
-            values[name] = forwarded_value(forwarding, values[forwarding.source], values)
+            try:
+                values[name] = forwarded_value(forwarding, values)
+            except Exception as error:  # never out of the user's session.run: that output is left out
+                self._not_derived[name] = "not derived from its inputs' values ({}: {})".format(
+                    type(error).__name__, error)
+                logger.warning("capture: %s left out: %s", name, self._not_derived[name])
         return executed, values
 
     def _executed_ops(self, executed: List[Tuple[Any, bool]]) -> List[ExecutedOp]:
@@ -567,6 +574,8 @@ class TensorCapture(object):
         if fed_only and name not in self._fed:
             return "not computed: the op was replaced by a feed"
         if name not in fetched and plan.number not in dumped:
+            if name in self._not_derived:
+                return self._not_derived[name]
             if while_or_cond(op) == "cond":
                 return "no value in this step (untaken TF 1.x tf.cond branch)"
             return "no value in this step (dead output, e.g. the untaken side of a Switch)"
