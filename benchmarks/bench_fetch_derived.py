@@ -1,5 +1,5 @@
 """The captured step's ``session.run`` with and without derived value-forwarding outputs (issue #21, branch
-``fetchw5``): :func:`npu_dump_hook.train._capture_plan.derived_in_step` leaves out of the fetch every
+``fetchw5``): :func:`npu_dump_hook.train._capture_derive.derived_in_step` leaves out of the fetch every
 Identity/IdentityN/Snapshot/StopGradient/PreventGradient output, and Reshape/ExpandDims/Squeeze output of
 at most one unknown dimension, whose input the step fetches; ``finish`` takes their arrays from that input.
 Since branch ``fetchw7`` also the pure data movement of Const (small values read at plan time), Split,

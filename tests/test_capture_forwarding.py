@@ -1,4 +1,4 @@
-"""Value-forwarding outputs (_capture_plan.VALUE_FORWARDING) derived from their fetched input, not fetched:
+"""Value-forwarding outputs (_capture_derive.VALUE_FORWARDING) derived from their fetched input, not fetched:
 the files are byte-identical to the stream path's (every tensor written by its own dump op, nothing derived)."""
 import io
 
@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from npu_dump_hook.train import capture as capture_module
-from npu_dump_hook.train._capture_plan import Forwarding, forwarded_value
+from npu_dump_hook.train._capture_derive import Forwarding, forwarded_value
 
 from test_capture import BudgetHook, _metadata, v1_control_flow  # noqa: F401 (a fixture)
 

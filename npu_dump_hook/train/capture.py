@@ -13,9 +13,10 @@ bit-identical arrays) and the same :class:`CaptureResult`:
 
 * **fetch** (small steps): the executed tensors are fetched in the step's own ``session.run``
   (already computed, so nothing extra runs) and written as ``.npy`` by ``finish`` (an output
-  whose value is by definition a function of input values the step fetches, an Identity, a Shape,
-  a Reshape to the shape its shape input held, is derived from those values instead of fetched:
-  each fetched tensor costs TensorFlow executor work, ``_capture_plan.VALUE_FORWARDING``). Taken when
+  whose value is by definition a copy of values the step fetches, an Identity, a Shape, a Reshape to
+  the shape its shape input held, a Split, ConcatV2 or Slice, a small Const, is derived from those
+  values instead of fetched: each fetched tensor costs TensorFlow executor work,
+  ``_capture_derive.VALUE_FORWARDING``; a derivation that fails skips its output). Taken when
   their total static size (shape x dtype) is at most ``memory_budget`` bytes, which bounds
   what is held in memory at once. Default :data:`DEFAULT_MEMORY_BUDGET` (256 MiB); the
   constructor argument, else ``$NPU_DUMP_HOOK_CAPTURE_BUDGET`` (bytes), overrides it; 0 always
@@ -130,8 +131,8 @@ from ._capture_fetch import FetchedValues, register_fetch_conversion
 from ._capture_loops import execution_ranks, watch_files
 from ._capture_memory import hold_written
 from ._capture_plan import (BUDGET_ENV, DEFAULT_MEMORY_BUDGET, OWN_OPS_PREFIX, WRITE_SCOPE, Plan, as_stored_array,
-                            derived_in_step, forwarded_value, make_dump_ops, plan_graph, resolve_memory_budget,
-                            static_shape, while_or_cond)
+                            make_dump_ops, plan_graph, resolve_memory_budget, static_shape, while_or_cond)
+from ._capture_derive import derived_in_step, forwarded_value
 from ._capture_reads import VariableReads, worker
 from ._capture_results import CapturedTensor, CaptureResult, ExecutedOp, SkippedTensor
 from ._capture_sizes import FedSizes, fetch_sizes
