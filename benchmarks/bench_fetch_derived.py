@@ -1,7 +1,9 @@
 """The captured step's ``session.run`` with and without derived value-forwarding outputs (issue #21, branch
-``fetchw5``): :func:`npu_dump_hook.train._capture_plan.derived_in_step` leaves out of the fetch every
+``fetchw5``): :func:`npu_dump_hook.train._capture_derive.derived_in_step` leaves out of the fetch every
 Identity/IdentityN/Snapshot/StopGradient/PreventGradient output, and Reshape/ExpandDims/Squeeze output of
 at most one unknown dimension, whose input the step fetches; ``finish`` takes their arrays from that input.
+Since branch ``fetchw7`` also the pure data movement of Const (small values read at plan time), Split,
+ConcatV2, Slice, Unpack and Fill outputs.
 
 Each run is a fresh process (the executor TensorFlow builds for a fetch set is per session), the two
 modes alternating: ``derive`` (as the package does) and ``fetch`` (``derived_in_step`` replaced by one
@@ -14,13 +16,15 @@ plain session and drives a :class:`~npu_dump_hook.train.capture.TensorCapture` a
 * ``finish``: ``TensorCapture.finish`` (the golden ``.npy`` files written).
 
 Printed: per mode and phase the median CPU seconds of the child (min-max), the tensors fetched.
+``--before DIR`` adds a row ``before``: the ``derive`` child of another checkout ``DIR`` (its own copy of
+this script and its package, e.g. a ``git archive`` of main), alternating with the others.
 
 ``--in-process N`` instead runs N captured steps per mode in this one process and session, the modes
 alternating step by step (each mode's executor built once, before the first; the first step of each
 left out), with the emulated run's in-memory copies (``in_memory_bytes``): the median CPU seconds of
 the captured ``session.run`` and of ``finish`` (``.npy`` files in a temporary folder, removed).
 
-    python benchmarks/bench_fetch_derived.py [--repeat N] [--python PY] [--in-process N]
+    python benchmarks/bench_fetch_derived.py [--repeat N] [--python PY] [--in-process N] [--before DIR]
 """
 import argparse
 import json
@@ -131,6 +135,7 @@ def main():
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--in-process", type=int, default=0, metavar="N")
+    parser.add_argument("--before", metavar="DIR", help="also run the derive child of checkout DIR")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -138,12 +143,15 @@ def main():
     if args.in_process:
         return in_process(args.in_process)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    runs = {"fetch": [], "derive": []}
+    scripts = {"fetch": os.path.abspath(__file__), "derive": os.path.abspath(__file__)}
+    if args.before:
+        scripts["before"] = os.path.join(os.path.abspath(args.before), "benchmarks", "bench_fetch_derived.py")
+    runs = {mode: [] for mode in scripts}  # type: dict
     for _ in range(args.repeat):
-        for mode in runs:
+        for mode, script in scripts.items():
             with tempfile.TemporaryDirectory(prefix="bench_fetch_derived_") as work:
-                done = subprocess.run([args.python, os.path.abspath(__file__), "--child", mode, work], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=True)
+                done = subprocess.run([args.python, script, "--child", "derive" if mode == "before" else mode, work],
+                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=True)
             runs[mode].append(json.loads(done.stdout.decode().strip().splitlines()[-1]))
     print("{} runs per mode, fresh processes alternating; CPU s: median (min-max)".format(args.repeat))
     for mode, figures in runs.items():

@@ -34,6 +34,7 @@ import types
 from typing import Any, Dict, List, Optional, Tuple
 
 __all__ = [
+    "const_value",
     "tf_v1",
     "tf_version",
     "npu_bridge_available",
@@ -201,6 +202,12 @@ def debug_identity(graph: Any, tensor: Any, tensor_name: str, debug_urls: List[s
     if raw is None:
         _register_python_op_def(op)
     return op.outputs[0]
+
+
+def const_value(op: Any) -> Any:
+    """The numpy array a ``Const`` op is made of (its ``value`` attribute: one attribute read and
+    ``make_ndarray``, TF 1.15 and 2.x), the array a fetch of its output gives."""
+    return tf_v1().make_ndarray(op.get_attr("value"))
 
 
 def _register_python_op_def(op: Any) -> None:

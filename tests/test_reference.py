@@ -189,7 +189,7 @@ def test_steps_before_the_captured_one_fetch_its_tensors_and_keep_nothing(tmp_pa
             session.run(bump)
     warm, captured, after = hook.asked[:2], hook.asked[2], hook.asked[3]
     fetched = [t.name for t in captured.fetches.tensors]  # one fetch: the tensors and the dump ops in it
-    # bump is an Identity: derived from its input, which is fetched (_capture_plan.VALUE_FORWARDING)
+    # bump is an Identity: derived from its input, which is fetched (_capture_derive.VALUE_FORWARDING)
     assert bump.op.inputs[0].name in fetched and "bump:0" not in fetched and after is None
     for args in warm:
         sink = args.fetches

@@ -10,7 +10,8 @@
     steps.py           StepCounter: which runs are training steps, the captured step, max_steps
     guard.py           FailureGuard: strict / not strict, the failures list (run.json)
     capture.py         TensorCapture: the tensor capture engine (fetch or stream); its graph plan
-                       (_capture_plan.py), variable reads (_capture_reads.py), results (_capture_results.py),
+                       (_capture_plan.py), derived outputs (_capture_derive.py), variable reads (_capture_reads.py),
+                       results (_capture_results.py),
                        loop iterations (_capture_loops.py), the step's file writes (_capture_write.py)
     golden_capture.py  ReferenceCapture, golden_report: the golden .npy folder and its manifest
     collector.py       CollectorPause: Python's cyclic collector paused for a captured step's window

@@ -8,7 +8,7 @@ every tensor of a graph and makes the dump ops a step may stream to (see
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Set, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Set, Tuple
 
 import numpy as np
 
@@ -17,11 +17,12 @@ from .._bounded import BoundedStore
 from ..constants import ENV_CAPTURE_BUDGET
 from ..errors import BackendError
 from ..formats.npy import NUMPY_OF_TF_ENUM, TF_DT_BFLOAT16
+from ._capture_derive import VALUE_FORWARDING, Forwarding, forwarded_input
 
 __all__ = ["Plan", "plan_graph", "WRITE_SCOPE", "DEFAULT_MEMORY_BUDGET", "BUDGET_ENV", "while_or_cond", "reference_variable", "dtype_reason",
            "static_nbytes", "floor_nbytes", "maybe_dead", "resolve_memory_budget", "as_stored_array", "static_shape", "cpu_device",
            "is_update_type", "make_dump_ops", "variable_handle", "needs_handle_reader", "updated_reference_output",
-           "VALUE_FORWARDING", "Forwarding", "forwarded_input", "forwarded_value", "derived_in_step"]
+ ]
 
 logger = logging.getLogger("npu_dump_hook._capture")
 
@@ -81,9 +82,9 @@ class Plan:
     #: Inside a TF 1.x ``tf.while_loop`` body: one value per iteration, taken by a run-option debug
     #: watch (TF's tfdbg watch, which fires at every iteration), never fetched and without dump op.
     per_iteration: bool = False
-    #: When the value is by definition a function of one input's value (:func:`forwarded_input`): a
-    #: step that fetches that input derives this one from it.
-    forwards: Optional["Forwarding"] = None
+    #: When the value is by definition a copy of input values the step has anyway (or a small Const's
+    #: value): :func:`~._capture_derive.forwarded_input`; a step that fetches those inputs derives it.
+    forwards: Optional[Forwarding] = None
     #: The tensor's name (set by :func:`plan_graph`; reading ``tensor.name`` calls into TF each time).
     name: str = ""
 
@@ -328,7 +329,7 @@ def plan_graph(graph: Any, index: Any, can_fetch: bool, memory_budget: int, dump
             plan = _plan_tensor(graph, op, tensor, flow, op_name in dead or not can_fetch, number, facts)
             if op_type in VALUE_FORWARDING and not (plan.reason or plan.stream_only or plan.variable is not None):
                 plan.forwards = forwarded_input(op_type, number_in_op, index.edges(op)[0], index.input_names(op),
-                                                known[0])
+                                                known[0], op, plan.nbytes)
             plan.name = "{}:{}".format(op_name, number_in_op)  # tensor.name
             plans[plan.name] = plan
             planned.append((tensor, plan))
@@ -389,84 +390,6 @@ def _plan_tensor(graph: Any, op: Any, tensor: Any, flow: str, may_be_dead: bool,
     plan.after_update = not (flow or may_be_dead) and facts.is_ref and is_update_type(facts.op_type) and \
         updated_reference_output(op, tensor)
     return plan
-
-
-#: Ops whose output is, by definition, a function of input values the step has anyway, with no kernel of
-#: its own: output ``k`` of IdentityN/ShapeN, output 0 of the others, from input ``k`` (IdentityN, ShapeN)
-#: or input 0. "same": the input's value as it is; "shape": the input's shape, a vector of the output's
-#: dtype; "reshape": the input's bytes in the shape that input 1 holds at run time (-1 resolved as TF
-#: does); "expand": the input with a dimension of 1 inserted at the axis input 1 holds at run time. Every
-#: kind takes only the step's own values, never a static shape: a static shape is a promise (``set_shape``
-#: can make one the run does not keep), so it could make a derived array silently wrong.
-#: A step that captures those inputs directly derives the output from them (:func:`derived_in_step`,
-#: :func:`forwarded_value`); otherwise the output is fetched. (Squeeze is not here: its axes are an
-#: attribute, and reading attributes costs TF calls per op.)
-VALUE_FORWARDING = {"Identity": "same", "Snapshot": "same", "StopGradient": "same", "PreventGradient": "same",
-                    "IdentityN": "same", "Shape": "shape", "ShapeN": "shape", "Reshape": "reshape",
-                    "ExpandDims": "expand"}
-_PER_OUTPUT = frozenset(("IdentityN", "ShapeN"))  # output k of input k
-_OPERAND = frozenset(("reshape", "expand"))  # kinds that also take input 1's value (the shape, the axis)
-
-
-class Forwarding(NamedTuple):
-    """A :data:`VALUE_FORWARDING` output's rule: its input's name, the kind, the name of the input whose
-    value is the new shape or axis ("reshape", "expand"), and the numpy dtype ("shape") it takes."""
-
-    source: str
-    kind: str
-    operand: Optional[str] = None
-    dtype: Any = None
-
-
-def forwarded_input(op_type: str, output_index: int, inputs: List[Any], input_names: List[str],
-                    base: Any) -> Optional[Forwarding]:
-    """The :class:`Forwarding` of output ``output_index`` of a :data:`VALUE_FORWARDING` op (``base``: its base
-    dtype); None where the input is not an immutable value of that dtype (a TF 1.x reference, whose buffer
-    the step may update after this op ran)."""
-    position = output_index if op_type in _PER_OUTPUT else 0
-    kind = VALUE_FORWARDING[op_type]
-    if output_index != position or len(inputs) < (2 if kind in _OPERAND else position + 1):
-        return None
-    if kind == "shape":
-        return Forwarding(input_names[position], kind, dtype=np.dtype(NUMPY_OF_TF_ENUM[base.as_datatype_enum]))
-    if inputs[position].dtype != base:
-        return None
-    return Forwarding(input_names[position], kind, input_names[1] if kind in _OPERAND else None)
-
-
-def forwarded_value(forwarding: Forwarding, value: Any, values: Mapping[str, Any]) -> Any:
-    """The value of a forwarded output from its input's fetched (or derived) ``value`` and, for "reshape"
-    and "expand", the step's value of its operand in ``values``."""
-    kind = forwarding.kind
-    if kind == "same":
-        return value
-    if kind == "shape":
-        return np.array(np.shape(value), dtype=forwarding.dtype)
-    operand = values[forwarding.operand]
-    if kind == "reshape":
-        return np.reshape(value, [int(size) for size in np.reshape(operand, -1)])
-    return np.expand_dims(value, int(np.reshape(operand, -1)[0]))  # TF's axis: a scalar or a 1-vector
-
-
-def derived_in_step(direct: List[Tuple[Any, Plan]],
-                    fed: Set[str]) -> Tuple[List[Tuple[Any, Plan]], List[Tuple[str, Forwarding]]]:
-    """``(fetched, derived)``: the step's directly captured tensors (``direct``, in execution order) split
-    into those ``session.run`` fetches and those derived from a value the step has anyway, as
-    ``(name, its Forwarding)`` in order (a source may itself be derived): a :attr:`Plan.forwards` tensor
-    whose inputs it takes (the source, and the operand of a reshape or expand) are captured directly
-    earlier in the same step and which is not fed. Each fetched tensor costs
-    TensorFlow executor work and Python fetch handling (TF 1.15 most)."""
-    fetched, derived = [], []  # type: List[Tuple[Any, Plan]], List[Tuple[str, Forwarding]]
-    have = set()  # type: Set[str]
-    for tensor, plan in direct:
-        name, forwards = plan.name, plan.forwards
-        if (forwards is not None and forwards.source in have and name not in fed
-                and (forwards.operand is None or forwards.operand in have)):
-            derived.append((name, forwards))
-        else:
-            fetched.append((tensor, plan))
-        have.add(name)
-    return fetched, derived
 
 
 def updated_reference_output(op: Any, tensor: Any) -> bool:

@@ -13,9 +13,10 @@ bit-identical arrays) and the same :class:`CaptureResult`:
 
 * **fetch** (small steps): the executed tensors are fetched in the step's own ``session.run``
   (already computed, so nothing extra runs) and written as ``.npy`` by ``finish`` (an output
-  whose value is by definition a function of input values the step fetches, an Identity, a Shape,
-  a Reshape to the shape its shape input held, is derived from those values instead of fetched:
-  each fetched tensor costs TensorFlow executor work, ``_capture_plan.VALUE_FORWARDING``). Taken when
+  whose value is by definition a copy of values the step fetches, an Identity, a Shape, a Reshape to
+  the shape its shape input held, a Split, ConcatV2 or Slice, a small Const, is derived from those
+  values instead of fetched: each fetched tensor costs TensorFlow executor work,
+  ``_capture_derive.VALUE_FORWARDING``; a derivation that fails skips its output). Taken when
   their total static size (shape x dtype) is at most ``memory_budget`` bytes, which bounds
   what is held in memory at once. Default :data:`DEFAULT_MEMORY_BUDGET` (256 MiB); the
   constructor argument, else ``$NPU_DUMP_HOOK_CAPTURE_BUDGET`` (bytes), overrides it; 0 always
@@ -130,8 +131,8 @@ from ._capture_fetch import FetchedValues, register_fetch_conversion
 from ._capture_loops import execution_ranks, watch_files
 from ._capture_memory import hold_written
 from ._capture_plan import (BUDGET_ENV, DEFAULT_MEMORY_BUDGET, OWN_OPS_PREFIX, WRITE_SCOPE, Plan, as_stored_array,
-                            derived_in_step, forwarded_value, make_dump_ops, plan_graph, resolve_memory_budget,
-                            static_shape, while_or_cond)
+                            make_dump_ops, plan_graph, resolve_memory_budget, static_shape, while_or_cond)
+from ._capture_derive import derived_in_step, forwarded_value
 from ._capture_reads import VariableReads, worker
 from ._capture_results import CapturedTensor, CaptureResult, ExecutedOp, SkippedTensor
 from ._capture_sizes import FedSizes, fetch_sizes
@@ -180,6 +181,7 @@ class TensorCapture(object):
         self._fed = set()  # type: Set[str]
         self._sink = None  # type: Optional[FetchedValues]
         self._derived = []  # type: List[Tuple[str, Any]]   (name, Forwarding): not fetched, derived
+        self._not_derived = {}  # type: Dict[str, str]   name -> why its derivation failed (it is skipped)
         self._snapshots = {}  # type: Dict[str, Any]
         self._updates = []  # type: List[Tuple[Any, List[Tuple[str, Any]]]]
         self._session = None  # type: Any
@@ -444,6 +446,7 @@ class TensorCapture(object):
         executed, self._pending = self._pending, None
         sink, self._sink = self._sink, None
         derived, self._derived = self._derived, []
+        self._not_derived = {}
         if sink is None or not sink.tensors:
             return executed, {}
         if sink.values is None:
@@ -451,7 +454,12 @@ class TensorCapture(object):
                                "(run_args() result not passed to this step's session.run?)")
         values = {t.name: v for t, v in zip(sink.tensors, sink.values)}
         for name, forwarding in derived:  # in execution order: a source before what it forwards to
-            values[name] = forwarded_value(forwarding, values[forwarding.source], values)
+            try:
+                values[name] = forwarded_value(forwarding, values)
+            except Exception as error:  # never out of the user's session.run: that output is left out
+                self._not_derived[name] = "not derived from its inputs' values ({}: {})".format(
+                    type(error).__name__, error)
+                logger.warning("capture: %s left out: %s", name, self._not_derived[name])
         return executed, values
 
     def _executed_ops(self, executed: List[Tuple[Any, bool]]) -> List[ExecutedOp]:
@@ -568,6 +576,8 @@ class TensorCapture(object):
         if fed_only and name not in self._fed:
             return "not computed: the op was replaced by a feed"
         if name not in fetched and plan.number not in dumped:
+            if name in self._not_derived:
+                return self._not_derived[name]
             if while_or_cond(op) == "cond":
                 return "no value in this step (untaken TF 1.x tf.cond branch)"
             return "no value in this step (dead output, e.g. the untaken side of a Switch)"
