@@ -176,8 +176,8 @@ def terminal_summary(doc: Dict[str, Any], rows: Sequence[Row], root_causes: Sequ
         verdict, s["breached"], s["root_causes"], s["propagated"], s["overflow"], s["elapsed_s"]))
     if s["breached"] and not s["root_causes"]:
         lines.append("  no root cause: every breach inherits an upstream error (as large, or what its op class makes "
-                     "of it: a reduction, a second moment, a sign-sensitive op; within thresholds there, e.g. "
-                     "float16 ties flipping MaxPoolGrad)")
+                     "of it: a reduction, a second moment, a sign-sensitive op, a selection's absolute error; within "
+                     "thresholds there, e.g. float16 ties flipping MaxPoolGrad)")
     if s.get("incomplete"):
         lines.append("INCOMPLETE: not everything dumped was compared{}:".format(
             " (allowed: --allow-uncompared)" if s["verdict"] != "incomplete" else
